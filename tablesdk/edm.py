@@ -1,0 +1,473 @@
+"""EDM property types and the conversions between Python values and wire text.
+
+Every conversion between a Python value and its wire form lives here, for the
+AtomPub text form, the JSON form and the ``$filter`` literal form, so that the
+codecs and the query builder agree on each type.
+
+Python types by EDM type::
+
+    Edm.String    str                 Edm.Boolean   bool
+    Edm.Int32     int                 Edm.DateTime  datetime (aware, UTC)
+    Edm.Int64     int                 Edm.Guid      uuid.UUID
+    Edm.Double    float               Edm.Binary    bytes
+
+Naive datetimes are taken to be UTC, everywhere (entities and filters): the
+service stores UTC only, and guessing the machine's local zone would make the
+same code store different instants on different machines. Values read back are
+always aware ``datetime``s in UTC.
+
+Edm.DateTime carries 100-nanosecond ticks (7 fractional digits) while Python
+keeps microseconds. Values read from the service are :class:`EdmDateTime`
+instances that remember the seventh digit, so writing back an unchanged value
+sends exactly what was read (no drift on round trip).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import Annotated, Any
+
+from .errors import TableValidationError
+
+__all__ = [
+    "EdmType",
+    "EntityPayload",
+    "EntityProperty",
+    "EdmDateTime",
+    "Int64",
+    "INT32_MIN",
+    "INT32_MAX",
+    "INT64_MIN",
+    "INT64_MAX",
+    "MAX_PROPERTY_BYTES",
+    "infer_edm_type",
+    "check_value",
+    "format_datetime",
+    "parse_datetime",
+    "to_atom_text",
+    "from_atom_text",
+    "to_json_value",
+    "from_json_value",
+    "to_filter_literal",
+]
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: Strings are measured in UTF-16 bytes, binary in bytes (the service's 64 KiB rule).
+MAX_PROPERTY_BYTES = 64 * 1024
+DATETIME_MIN = datetime(1601, 1, 1, tzinfo=timezone.utc)
+DATETIME_MAX = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
+
+
+class EdmType(str, Enum):
+    """The property types the Table service stores."""
+
+    STRING = "Edm.String"
+    INT32 = "Edm.Int32"
+    INT64 = "Edm.Int64"
+    DOUBLE = "Edm.Double"
+    BOOLEAN = "Edm.Boolean"
+    DATETIME = "Edm.DateTime"
+    GUID = "Edm.Guid"
+    BINARY = "Edm.Binary"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_EDM_BY_NAME = {t.value: t for t in EdmType}
+
+#: Annotation for a declared Int64 property: ``Views: Int64`` (values are ints).
+Int64 = Annotated[int, EdmType.INT64]
+
+
+class EdmDateTime(datetime):
+    """An aware UTC ``datetime`` that also remembers the 100 ns digit of Edm.DateTime.
+
+    ``ticks_remainder`` (0..9) is the seventh fractional digit, which a Python
+    ``datetime`` cannot hold. Arithmetic on an EdmDateTime returns a plain
+    ``datetime`` and so drops the digit, as any change of value should.
+    """
+
+    ticks_remainder: int
+
+    def __new__(cls, *args: Any, ticks_remainder: int = 0, **kwargs: Any) -> EdmDateTime:
+        self = super().__new__(cls, *args, **kwargs)
+        self.ticks_remainder = ticks_remainder
+        return self
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_edm_datetime, (self.isoformat(), self.ticks_remainder))
+
+    def __repr__(self) -> str:
+        base = datetime.__repr__(self).replace("EdmDateTime", "datetime.datetime", 1)
+        if self.ticks_remainder:
+            return f"EdmDateTime({base}, ticks_remainder={self.ticks_remainder})"
+        return base
+
+
+def _rebuild_edm_datetime(iso: str, remainder: int) -> EdmDateTime:
+    value = datetime.fromisoformat(iso)
+    return EdmDateTime(
+        value.year, value.month, value.day, value.hour, value.minute, value.second,
+        value.microsecond, value.tzinfo, ticks_remainder=remainder,
+    )
+
+
+@dataclass(frozen=True)
+class EntityProperty:
+    """A value with an explicit EDM type, e.g. ``EntityProperty(5, EdmType.INT64)``.
+
+    The value is checked against the type when the property is created.
+    """
+
+    value: Any
+    edm_type: EdmType
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.edm_type, EdmType):
+            raise TypeError(f"EntityProperty type must be an EdmType, not {self.edm_type!r}")
+        if self.value is not None:
+            check_value("value", self.value, self.edm_type)
+
+
+@dataclass
+class EntityPayload:
+    """An entity as the codecs see it: no classes, only values and their EDM types.
+
+    ``values`` holds every property including ``PartitionKey``, ``RowKey`` and,
+    when read, ``Timestamp``; a None value is a null. ``types`` holds the EDM
+    type of each property whose type is known: all of them when writing; when
+    reading, those the wire stated or implied (JSON ``nometadata`` states none).
+    """
+
+    values: dict[str, Any]
+    types: dict[str, EdmType]
+    etag: str | None = None
+
+
+def infer_edm_type(value: Any, name: str = "value") -> EdmType:
+    """The EDM type a plain Python value is sent as.
+
+    ``int`` is Int32 when it fits and Int64 otherwise; use ``EntityProperty`` or
+    the ``Int64`` annotation to send a small number as Int64.
+    """
+    if isinstance(value, EntityProperty):
+        return value.edm_type
+    if isinstance(value, str):
+        return EdmType.STRING
+    if isinstance(value, bool):
+        return EdmType.BOOLEAN
+    if isinstance(value, int):
+        if INT32_MIN <= value <= INT32_MAX:
+            return EdmType.INT32
+        if INT64_MIN <= value <= INT64_MAX:
+            return EdmType.INT64
+        raise TableValidationError(name, f"integers must fit in Edm.Int64 [{INT64_MIN}, {INT64_MAX}]", f"got {value}")
+    if isinstance(value, float):
+        return EdmType.DOUBLE
+    if isinstance(value, datetime):
+        return EdmType.DATETIME
+    if isinstance(value, uuid.UUID):
+        return EdmType.GUID
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return EdmType.BINARY
+    raise TableValidationError(
+        name,
+        "property values must be str, int, float, bool, datetime, uuid.UUID, bytes or EntityProperty",
+        f"got {type(value).__name__}",
+    )
+
+
+def _utf16_size(text: str) -> int:
+    # Characters outside the BMP take two UTF-16 units; everything else one.
+    return 2 * (len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF))
+
+
+def check_value(name: str, value: Any, edm_type: EdmType) -> None:
+    """Raise :class:`TableValidationError` when ``value`` cannot be sent as ``edm_type``."""
+    if edm_type is EdmType.STRING:
+        if not isinstance(value, str):
+            raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
+        if len(value) * 2 > MAX_PROPERTY_BYTES and _utf16_size(value) > MAX_PROPERTY_BYTES:
+            raise TableValidationError(
+                name, "strings are at most 64 KiB in UTF-16 (32,768 characters)",
+                f"got {_utf16_size(value)} bytes",
+            )
+    elif edm_type is EdmType.INT32 or edm_type is EdmType.INT64:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TableValidationError(name, f"{edm_type.value} needs an int", f"got {type(value).__name__}")
+        lo, hi = (INT32_MIN, INT32_MAX) if edm_type is EdmType.INT32 else (INT64_MIN, INT64_MAX)
+        if not lo <= value <= hi:
+            raise TableValidationError(name, f"{edm_type.value} range is [{lo}, {hi}]", f"got {value}")
+    elif edm_type is EdmType.DOUBLE:
+        if isinstance(value, bool) or not isinstance(value, (float, int)):
+            raise TableValidationError(name, "Edm.Double needs a float", f"got {type(value).__name__}")
+    elif edm_type is EdmType.BOOLEAN:
+        if not isinstance(value, bool):
+            raise TableValidationError(name, "Edm.Boolean needs a bool", f"got {type(value).__name__}")
+    elif edm_type is EdmType.DATETIME:
+        if not isinstance(value, datetime):
+            raise TableValidationError(name, "Edm.DateTime needs a datetime", f"got {type(value).__name__}")
+        utc = _as_utc(value)
+        if not DATETIME_MIN <= utc <= DATETIME_MAX:
+            raise TableValidationError(
+                name, "Edm.DateTime range is 1601-01-01 to 9999-12-31 UTC", f"got {utc.isoformat()}"
+            )
+    elif edm_type is EdmType.GUID:
+        if not isinstance(value, uuid.UUID):
+            raise TableValidationError(name, "Edm.Guid needs a uuid.UUID", f"got {type(value).__name__}")
+    elif edm_type is EdmType.BINARY:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TableValidationError(name, "Edm.Binary needs bytes", f"got {type(value).__name__}")
+        if len(value) > MAX_PROPERTY_BYTES:
+            raise TableValidationError(name, "binary values are at most 64 KiB", f"got {len(value)} bytes")
+
+
+def _as_utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    if value.utcoffset() == timedelta(0):
+        return value
+    return value.astimezone(timezone.utc)
+
+
+def format_datetime(value: datetime) -> str:
+    """Edm.DateTime wire text: ``YYYY-MM-DDTHH:MM:SS.fffffffZ`` (7 digits, UTC)."""
+    utc = _as_utc(value)
+    remainder = value.ticks_remainder if isinstance(value, EdmDateTime) else 0
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06d%dZ" % (
+        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond, remainder,
+    )
+
+
+def parse_datetime(text: str) -> EdmDateTime:
+    """Parse Edm.DateTime wire text into an aware UTC :class:`EdmDateTime`.
+
+    Accepts 0 to 7 (or more, truncated past the 7th) fractional digits, a ``Z``
+    or numeric offset, or no zone (taken as UTC, as the service does).
+    """
+    # Fast path for the service's own form: 2024-01-02T03:04:05[.fffffff]Z
+    try:
+        if len(text) >= 20 and text[4] == "-" and text[10] == "T" and text[-1] == "Z":
+            year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+            hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
+            frac = text[20:-1] if text[19] == "." else ""
+            if text[19] in ".Z" and frac.isdigit() or frac == "" and len(text) == 20:
+                digits = (frac + "0000000")[:7]
+                return EdmDateTime(
+                    year, month, day, hour, minute, second, int(digits[:6]), timezone.utc,
+                    ticks_remainder=int(digits[6]),
+                )
+    except ValueError:
+        pass
+    return _parse_datetime_slow(text)
+
+
+def _parse_datetime_slow(text: str) -> EdmDateTime:
+    from dateutil import parser as date_parser  # only for unusual forms
+
+    frac_digits = ""
+    dot = text.find(".", 19)
+    if dot != -1:
+        end = dot + 1
+        while end < len(text) and text[end].isdigit():
+            end += 1
+        frac_digits = text[dot + 1 : end]
+        text = text[:dot] + text[end:]
+    try:
+        value = date_parser.isoparse(text)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"not an Edm.DateTime value: {text!r}") from exc
+    utc = _as_utc(value)
+    digits = (frac_digits + "0000000")[:7]
+    return EdmDateTime(
+        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, int(digits[:6]),
+        timezone.utc, ticks_remainder=int(digits[6]),
+    )
+
+
+def _format_double(value: float) -> str:
+    text = repr(float(value))
+    return text
+
+
+# ---------------------------------------------------------------- AtomPub text
+
+def to_atom_text(value: Any, edm_type: EdmType) -> str:
+    """The text content of a ``<d:Name m:type=...>`` element for ``value``."""
+    if edm_type is EdmType.STRING:
+        return str(value)
+    if edm_type is EdmType.BOOLEAN:
+        return "true" if value else "false"
+    if edm_type is EdmType.INT32 or edm_type is EdmType.INT64:
+        return str(int(value))
+    if edm_type is EdmType.DOUBLE:
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"
+        if math.isinf(number):
+            return "INF" if number > 0 else "-INF"
+        return _format_double(number)
+    if edm_type is EdmType.DATETIME:
+        return format_datetime(value)
+    if edm_type is EdmType.GUID:
+        return str(value)
+    if edm_type is EdmType.BINARY:
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"unknown EDM type {edm_type!r}")
+
+
+_ATOM_DOUBLE_SPECIALS = {"NaN": math.nan, "INF": math.inf, "-INF": -math.inf,
+                         "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def from_atom_text(text: str, edm_type: EdmType) -> Any:
+    """Parse the text of an Atom property element of type ``edm_type``."""
+    if edm_type is EdmType.STRING:
+        return text
+    if edm_type is EdmType.INT32 or edm_type is EdmType.INT64:
+        return int(text)
+    if edm_type is EdmType.BOOLEAN:
+        lowered = text.strip().lower()
+        if lowered in ("true", "1"):
+            return True
+        if lowered in ("false", "0"):
+            return False
+        raise ValueError(f"not an Edm.Boolean value: {text!r}")
+    if edm_type is EdmType.DOUBLE:
+        special = _ATOM_DOUBLE_SPECIALS.get(text.strip())
+        return special if special is not None else float(text)
+    if edm_type is EdmType.DATETIME:
+        return parse_datetime(text.strip())
+    if edm_type is EdmType.GUID:
+        return uuid.UUID(text.strip())
+    if edm_type is EdmType.BINARY:
+        return _b64decode(text)
+    raise TypeError(f"unknown EDM type {edm_type!r}")
+
+
+def _b64decode(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("not an Edm.Binary (base64) value") from exc
+
+
+def edm_type_from_name(name: str) -> EdmType:
+    """The :class:`EdmType` for a wire type name such as ``"Edm.Int64"``."""
+    try:
+        return _EDM_BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown EDM type name {name!r}") from None
+
+
+# ---------------------------------------------------------------- JSON
+
+#: Types whose JSON value needs an ``@odata.type`` annotation to be read back as sent.
+_JSON_ANNOTATED = frozenset({EdmType.INT64, EdmType.DATETIME, EdmType.GUID, EdmType.BINARY, EdmType.DOUBLE})
+
+
+def to_json_value(value: Any, edm_type: EdmType) -> tuple[Any, bool]:
+    """The JSON value for ``value`` and whether it needs an ``@odata.type`` annotation.
+
+    Int64 travels as a string; doubles always carry the annotation, because a
+    whole double such as ``1.0`` would otherwise come back as Int32, and
+    non-finite doubles travel as ``"NaN"``, ``"Infinity"``, ``"-Infinity"``.
+    """
+    if edm_type is EdmType.STRING or edm_type is EdmType.BOOLEAN or edm_type is EdmType.INT32:
+        return value, False
+    if edm_type is EdmType.INT64:
+        return str(int(value)), True
+    if edm_type is EdmType.DOUBLE:
+        number = float(value)
+        if math.isnan(number):
+            return "NaN", True
+        if math.isinf(number):
+            return ("Infinity" if number > 0 else "-Infinity"), True
+        return number, True
+    if edm_type is EdmType.DATETIME:
+        return format_datetime(value), True
+    if edm_type is EdmType.GUID:
+        return str(value), True
+    if edm_type is EdmType.BINARY:
+        return base64.b64encode(bytes(value)).decode("ascii"), True
+    raise TypeError(f"unknown EDM type {edm_type!r}")
+
+
+_JSON_DOUBLE_SPECIALS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf,
+                         "INF": math.inf, "-INF": -math.inf}
+
+
+def from_json_value(value: Any, edm_type: EdmType) -> Any:
+    """Convert a JSON value known to be of ``edm_type`` into its Python value."""
+    if edm_type is EdmType.STRING or edm_type is EdmType.BOOLEAN:
+        return value
+    if edm_type is EdmType.INT32 or edm_type is EdmType.INT64:
+        return int(value)
+    if edm_type is EdmType.DOUBLE:
+        if isinstance(value, str):
+            special = _JSON_DOUBLE_SPECIALS.get(value)
+            return special if special is not None else float(value)
+        return float(value)
+    if edm_type is EdmType.DATETIME:
+        return parse_datetime(value)
+    if edm_type is EdmType.GUID:
+        return uuid.UUID(value)
+    if edm_type is EdmType.BINARY:
+        return _b64decode(value)
+    raise TypeError(f"unknown EDM type {edm_type!r}")
+
+
+def json_value_type(value: Any) -> EdmType:
+    """The EDM type of an un-annotated JSON value (strings stay strings)."""
+    if isinstance(value, str):
+        return EdmType.STRING
+    if isinstance(value, bool):
+        return EdmType.BOOLEAN
+    if isinstance(value, int):
+        return EdmType.INT32 if INT32_MIN <= value <= INT32_MAX else EdmType.INT64
+    if isinstance(value, float):
+        return EdmType.DOUBLE
+    raise ValueError(f"unsupported JSON property value of type {type(value).__name__}")
+
+
+# ---------------------------------------------------------------- $filter
+
+def to_filter_literal(value: Any, edm_type: EdmType, name: str = "value") -> str:
+    """The OData ``$filter`` literal for ``value`` as ``edm_type``.
+
+    Strings double their single quotes; Int64 carries the ``L`` suffix; doubles
+    always show a decimal point or exponent so the service reads them as
+    Edm.Double; non-finite doubles cannot be expressed and raise.
+    """
+    check_value(name, value, edm_type)
+    if edm_type is EdmType.STRING:
+        return "'" + value.replace("'", "''") + "'"
+    if edm_type is EdmType.INT32:
+        return str(int(value))
+    if edm_type is EdmType.INT64:
+        return f"{int(value)}L"
+    if edm_type is EdmType.DOUBLE:
+        number = float(value)
+        if not math.isfinite(number):
+            raise TableValidationError(name, "$filter cannot express NaN or infinite doubles", repr(number))
+        text = _format_double(number)
+        if not any(ch in text for ch in ".eE"):
+            text += ".0"
+        return text
+    if edm_type is EdmType.BOOLEAN:
+        return "true" if value else "false"
+    if edm_type is EdmType.DATETIME:
+        return f"datetime'{format_datetime(value)}'"
+    if edm_type is EdmType.GUID:
+        return f"guid'{value}'"
+    if edm_type is EdmType.BINARY:
+        return f"X'{bytes(value).hex()}'"
+    raise TypeError(f"unknown EDM type {edm_type!r}")

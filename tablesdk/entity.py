@@ -1,0 +1,522 @@
+"""Entities: declared (:class:`TableEntity`) and dynamic (:class:`DynamicEntity`).
+
+Both kinds carry ``PartitionKey``, ``RowKey``, ``Timestamp`` and ``etag``. The
+functions :func:`entity_to_payload` and :func:`entity_from_payload` convert
+between entity objects and the codecs' :class:`~tablesdk.edm.EntityPayload`,
+and every limit the service enforces on an entity is checked there, before
+any request, with the service's numbers:
+
+* property names are identifiers (letters, digits, underscore; not starting
+  with a digit) of at most 255 characters, and not a system property name;
+* at most 255 properties including PartitionKey, RowKey and Timestamp, so 252
+  of your own;
+* PartitionKey and RowKey are strings of at most 1 KiB (UTF-16) without
+  ``/``, ``\\``, ``#``, ``?`` or control characters;
+* strings and binary values at most 64 KiB; the whole entity at most 1 MiB,
+  measured with the service's formula.
+
+A property keeps the EDM type it was read with (or was given through
+:class:`~tablesdk.edm.EntityProperty`) for as long as the values assigned to it
+fit that type, so an Int64 column read as a small ``int`` is written back as
+Int64, not silently narrowed to Int32.
+"""
+
+from __future__ import annotations
+
+import sys
+import typing
+import uuid
+from collections.abc import Iterator, MutableMapping
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from .edm import (
+    EdmType,
+    EntityPayload,
+    EntityProperty,
+    Int64,
+    check_value,
+    from_json_value,
+    infer_edm_type,
+)
+from .errors import TableValidationError
+from .filter import PropertyRef
+
+__all__ = [
+    "TableEntity",
+    "DynamicEntity",
+    "DeclaredProperty",
+    "AnyEntity",
+    "SYSTEM_PROPERTIES",
+    "MAX_CUSTOM_PROPERTIES",
+    "MAX_ENTITY_BYTES",
+    "MAX_KEY_BYTES",
+    "entity_to_payload",
+    "entity_from_payload",
+    "validate_key",
+    "validate_property_name",
+    "validate_table_name",
+]
+
+SYSTEM_PROPERTIES = ("PartitionKey", "RowKey", "Timestamp")
+MAX_PROPERTIES = 255
+MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - len(SYSTEM_PROPERTIES)
+MAX_PROPERTY_NAME_LENGTH = 255
+MAX_ENTITY_BYTES = 1024 * 1024
+MAX_KEY_BYTES = 1024
+
+_FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20)) | frozenset(
+    chr(c) for c in range(0x7F, 0xA0)
+)
+
+_FIXED_VALUE_SIZES = {
+    EdmType.INT32: 4, EdmType.INT64: 8, EdmType.DOUBLE: 8, EdmType.BOOLEAN: 1,
+    EdmType.DATETIME: 8, EdmType.GUID: 16,
+}
+
+
+def _utf16_len(text: str) -> int:
+    if text.isascii():
+        return 2 * len(text)
+    return len(text.encode("utf-16-le"))
+
+
+def validate_key(field: str, value: Any) -> None:
+    """Check a PartitionKey or RowKey against the service's rules."""
+    if value is None:
+        raise TableValidationError(field, "required: a str (it may be empty)")
+    if not isinstance(value, str):
+        raise TableValidationError(field, "keys must be str", f"got {type(value).__name__}")
+    bad = _FORBIDDEN_KEY_CHARS.intersection(value)
+    if bad:
+        shown = ", ".join(repr(ch) for ch in sorted(bad))
+        raise TableValidationError(
+            field, "keys may not contain '/', '\\', '#', '?' or control characters", f"found {shown}"
+        )
+    size = _utf16_len(value)
+    if size > MAX_KEY_BYTES:
+        raise TableValidationError(field, "keys are at most 1 KiB (512 UTF-16 characters)", f"got {size} bytes")
+
+
+def validate_property_name(name: Any) -> None:
+    """Check a custom property name against the service's rules."""
+    if not isinstance(name, str):
+        raise TableValidationError(repr(name), "property names must be str")
+    if not name.isidentifier():
+        raise TableValidationError(
+            name or "''",
+            "property names are identifiers: letters, digits and '_', not starting with a digit",
+        )
+    if len(name) > MAX_PROPERTY_NAME_LENGTH:
+        raise TableValidationError(name[:40] + "...", "property names are at most 255 characters", f"got {len(name)}")
+    if name in SYSTEM_PROPERTIES:
+        raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
+
+
+def validate_table_name(name: Any) -> None:
+    """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables'."""
+    if not isinstance(name, str):
+        raise TableValidationError("table", "table names must be str", f"got {type(name).__name__}")
+    if not (3 <= len(name) <= 63):
+        raise TableValidationError("table", "table names are 3 to 63 characters", f"{name!r} has {len(name)}")
+    if not (name.isascii() and name.isalnum() and name[0].isalpha()):
+        if not (name.startswith("$Metrics") and name[1:].isalnum()):
+            raise TableValidationError(
+                "table", "table names are letters and digits and start with a letter", repr(name)
+            )
+    if name.lower() == "tables":
+        raise TableValidationError("table", "'tables' is a reserved table name")
+
+
+def _value_size(value: Any, edm_type: EdmType) -> int:
+    if value is None:
+        return 0
+    if edm_type is EdmType.STRING:
+        return 4 + _utf16_len(value)
+    if edm_type is EdmType.BINARY:
+        return 4 + len(value)
+    return _FIXED_VALUE_SIZES[edm_type]
+
+
+def _fits(value: Any, edm_type: EdmType) -> bool:
+    try:
+        check_value("", value, edm_type)
+    except TableValidationError:
+        return False
+    return True
+
+
+def _choose_type(name: str, value: Any, remembered: EdmType | None, declared: EdmType | None) -> EdmType:
+    inferred = infer_edm_type(value, name)
+    for candidate in (remembered, declared):
+        if candidate is None:
+            continue
+        if candidate is inferred or _fits(value, candidate):
+            return candidate
+    check_value(name, value, inferred)
+    return inferred
+
+
+class DeclaredProperty(PropertyRef):
+    """A property declared by annotation on a :class:`TableEntity` subclass.
+
+    On the class it is a property reference for filters (``Blog.Rating > 3``);
+    on an instance it is the property's value.
+    """
+
+    __slots__ = ("default",)
+
+    def __init__(self, name: str, edm_type: EdmType, default: Any = None) -> None:
+        super().__init__(name, edm_type)
+        self.default = default
+
+    @typing.overload
+    def __get__(self, instance: None, owner: type) -> DeclaredProperty: ...
+
+    @typing.overload
+    def __get__(self, instance: object, owner: type) -> Any: ...
+
+    def __get__(self, instance: object | None, owner: type) -> Any:
+        if instance is None:
+            return self
+        try:
+            return instance.__dict__[self.name]
+        except KeyError:
+            return self.default
+
+    def __set__(self, instance: object, value: Any) -> None:
+        instance.__dict__[self.name] = value
+
+    def __repr__(self) -> str:
+        return f"DeclaredProperty({self.name!r}, {self.edm_type})"
+
+
+_ANNOTATION_TYPES: dict[Any, EdmType] = {
+    str: EdmType.STRING, int: EdmType.INT32, float: EdmType.DOUBLE, bool: EdmType.BOOLEAN,
+    datetime: EdmType.DATETIME, uuid.UUID: EdmType.GUID, bytes: EdmType.BINARY,
+}
+
+
+def _edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        for extra in hint.__metadata__:
+            if isinstance(extra, EdmType):
+                return extra
+        hint = typing.get_args(hint)[0]
+        origin = typing.get_origin(hint)
+    if origin is typing.Union or type(hint).__name__ == "UnionType":
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return _edm_type_of_annotation(owner, name, args[0])
+    if hint in _ANNOTATION_TYPES:
+        return _ANNOTATION_TYPES[hint]
+    raise TypeError(
+        f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
+        "Int64, float, bool, datetime, uuid.UUID, bytes or Annotated[..., EdmType.X]"
+    )
+
+
+class TableEntity:
+    """Base class for entities with declared, typed properties.
+
+    ::
+
+        class Blog(TableEntity):
+            Text: str
+            Rating: int              # Edm.Int32
+            Views: Int64             # Edm.Int64
+            Posted: datetime | None = None
+
+        blog = Blog(PartitionKey="Channel9", RowKey="Oct-29", Text="Hello", Rating=3)
+
+    Declared properties are class attributes usable in filters
+    (``Blog.Rating > 2``). Properties read from the service that the class does
+    not declare are kept in ``extra_properties`` and written back on update.
+    """
+
+    PartitionKey: ClassVar[DeclaredProperty]
+    RowKey: ClassVar[DeclaredProperty]
+    Timestamp: ClassVar[DeclaredProperty]
+    __declared__: ClassVar[dict[str, EdmType]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        module = sys.modules.get(cls.__module__)
+        namespace = {**vars(typing), "datetime": datetime, "Int64": Int64, **(vars(module) if module else {})}
+        hints: dict[str, Any] = {}
+        for name, hint in own.items():
+            if isinstance(hint, str):
+                try:
+                    hint = eval(hint, namespace, dict(vars(cls)))  # noqa: S307 - the class's own annotation
+                except Exception as exc:
+                    raise TypeError(
+                        f"{cls.__name__}.{name}: cannot resolve annotation {hint!r} ({exc}); "
+                        "define the entity class at module level or import the type there"
+                    ) from exc
+            hints[name] = hint
+        declared = dict(getattr(cls, "__declared__", {}))
+        for name, hint in hints.items():
+            if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties", "__declared__"):
+                continue
+            if typing.get_origin(hint) is ClassVar or name.startswith("_"):
+                continue
+            edm_type = _edm_type_of_annotation(cls.__name__, name, hint)
+            validate_property_name(name)
+            current = cls.__dict__.get(name)
+            default = current.default if isinstance(current, DeclaredProperty) else current
+            if name in cls.__dict__ or name not in declared:
+                setattr(cls, name, DeclaredProperty(name, edm_type, default))
+            declared[name] = edm_type
+        cls.__declared__ = declared
+
+    def __init__(
+        self,
+        PartitionKey: str | None = None,
+        RowKey: str | None = None,
+        Timestamp: datetime | None = None,
+        etag: str | None = None,
+        **properties: Any,
+    ) -> None:
+        unknown = set(properties) - set(self.__declared__)
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} has no declared properties {sorted(unknown)}; "
+                f"declared: {sorted(self.__declared__)} (use DynamicEntity for a property bag)"
+            )
+        self.PartitionKey = PartitionKey
+        self.RowKey = RowKey
+        self.Timestamp = Timestamp
+        self.etag = etag
+        self.extra_properties: dict[str, Any] = {}
+        self._wire_types: dict[str, EdmType] = {}
+        for name, value in properties.items():
+            setattr(self, name, value)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={getattr(self, name)!r}" for name in ("PartitionKey", "RowKey", *self.__declared__)
+        )
+        return f"{type(self).__name__}({fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, TableEntity)
+        return _comparable(self) == _comparable(other)
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+TableEntity.PartitionKey = DeclaredProperty("PartitionKey", EdmType.STRING)
+TableEntity.RowKey = DeclaredProperty("RowKey", EdmType.STRING)
+TableEntity.Timestamp = DeclaredProperty("Timestamp", EdmType.DATETIME)
+
+
+class DynamicEntity(MutableMapping[str, Any]):
+    """An entity as a property bag: ``e["Rating"] = 3``, ``del e["Old"]``.
+
+    ``PartitionKey``, ``RowKey``, ``Timestamp`` and ``etag`` are attributes (the
+    keys are also readable and settable as ``e["PartitionKey"]``, but only custom
+    properties are iterated). A value is a plain Python value or an
+    :class:`~tablesdk.edm.EntityProperty`; reading gives the plain value, and
+    :meth:`edm_type` tells the EDM type it will be written as.
+    """
+
+    __slots__ = ("PartitionKey", "RowKey", "Timestamp", "etag", "_values", "_types")
+
+    def __init__(
+        self,
+        PartitionKey: str | None = None,
+        RowKey: str | None = None,
+        Timestamp: datetime | None = None,
+        etag: str | None = None,
+        **properties: Any,
+    ) -> None:
+        self.PartitionKey = PartitionKey
+        self.RowKey = RowKey
+        self.Timestamp = Timestamp
+        self.etag = etag
+        self._values: dict[str, Any] = {}
+        self._types: dict[str, EdmType] = {}
+        for name, value in properties.items():
+            self[name] = value
+
+    def __getitem__(self, name: str) -> Any:
+        if name in SYSTEM_PROPERTIES:
+            return getattr(self, name)
+        return self._values[name]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name in SYSTEM_PROPERTIES:
+            setattr(self, name, value)
+            return
+        if isinstance(value, EntityProperty):
+            self._values[name] = value.value
+            self._types[name] = value.edm_type
+        else:
+            self._values[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        del self._values[name]
+        self._types.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def edm_type(self, name: str) -> EdmType:
+        """The EDM type property ``name`` is written as."""
+        return _choose_type(name, self._values[name], self._types.get(name), None)
+
+    def get_property(self, name: str) -> EntityProperty:
+        """Property ``name`` as an explicitly typed :class:`EntityProperty`."""
+        return EntityProperty(self._values[name], self.edm_type(name))
+
+    def __repr__(self) -> str:
+        props = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        head = f"PartitionKey={self.PartitionKey!r}, RowKey={self.RowKey!r}"
+        return f"DynamicEntity({head}{', ' if props else ''}{props})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DynamicEntity):
+            return NotImplemented
+        return _comparable(self) == _comparable(other)
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+AnyEntity = typing.Union[TableEntity, DynamicEntity]
+E = TypeVar("E", TableEntity, DynamicEntity)
+
+
+def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
+    payload = entity_to_payload(entity, validate=False)
+    return (payload.values, payload.types)
+
+
+def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | None, EdmType | None]]:
+    """(name, value, remembered type, declared type) for every custom property."""
+    if isinstance(entity, DynamicEntity):
+        types = entity._types
+        for name, value in entity._values.items():
+            yield name, value, types.get(name), None
+        return
+    wire_types = entity._wire_types
+    for name, declared in entity.__declared__.items():
+        yield name, getattr(entity, name), wire_types.get(name), declared
+    for name, value in entity.extra_properties.items():
+        if isinstance(value, EntityProperty):
+            yield name, value.value, value.edm_type, None
+        else:
+            yield name, value, wire_types.get(name), None
+
+
+def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayload:
+    """Convert an entity into the payload a codec serializes, checking every limit.
+
+    ``None`` values are kept as nulls (the codecs send them in their null form;
+    the service does not store nulls, so the property is absent when read back).
+    Timestamp is never sent: the service sets it.
+    """
+    if not isinstance(entity, (TableEntity, DynamicEntity)):
+        raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
+    pk, rk = entity.PartitionKey, entity.RowKey
+    values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
+    types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    if validate:
+        validate_key("PartitionKey", pk)
+        validate_key("RowKey", rk)
+        size = 4 + 2 * (_utf16_len(pk) + 2) + 2 * (_utf16_len(rk) + 2)
+    count = 0
+    for name, value, remembered, declared in _custom_properties(entity):
+        if validate:
+            validate_property_name(name)
+        if isinstance(value, EntityProperty):
+            remembered, value = value.edm_type, value.value
+        if value is None:
+            edm_type = remembered or declared or EdmType.STRING
+        else:
+            edm_type = _choose_type(name, value, remembered, declared)
+        values[name] = value
+        types[name] = edm_type
+        count += 1
+        if validate:
+            size += 8 + 2 * (_utf16_len(name) + 1) + _value_size(value, edm_type)
+    if validate:
+        if count > MAX_CUSTOM_PROPERTIES:
+            raise TableValidationError(
+                "properties",
+                f"an entity has at most {MAX_PROPERTIES} properties including PartitionKey, "
+                f"RowKey and Timestamp ({MAX_CUSTOM_PROPERTIES} of your own)",
+                f"got {count}",
+            )
+        if size > MAX_ENTITY_BYTES:
+            raise TableValidationError("entity", "an entity is at most 1 MiB", f"about {size} bytes")
+    return EntityPayload(values, types, entity.etag)
+
+
+def entity_from_payload(
+    entity_type: type[E], payload: EntityPayload, *, ignore_missing_properties: bool = True
+) -> E:
+    """Materialise an entity of ``entity_type`` from a parsed payload.
+
+    A property whose wire type differs from the declared one is kept as read
+    (and written back with its wire type); a declared property absent from the
+    payload is left at its default. Properties the class does not declare go to
+    ``extra_properties``, unless ``ignore_missing_properties`` is False, in which
+    case they raise :class:`TableValidationError`.
+    """
+    values = payload.values
+    types = payload.types
+    if entity_type is DynamicEntity or issubclass(entity_type, DynamicEntity):
+        dyn = entity_type.__new__(entity_type)
+        custom = dict(values)
+        dyn.PartitionKey = custom.pop("PartitionKey", None)
+        dyn.RowKey = custom.pop("RowKey", None)
+        dyn.Timestamp = custom.pop("Timestamp", None)
+        dyn.etag = payload.etag
+        dyn._values = custom
+        dyn._types = {k: v for k, v in types.items() if k not in SYSTEM_PROPERTIES}
+        return dyn
+    obj = entity_type.__new__(entity_type)
+    declared = entity_type.__declared__
+    obj.PartitionKey = values.get("PartitionKey")
+    obj.RowKey = values.get("RowKey")
+    timestamp = values.get("Timestamp")
+    if isinstance(timestamp, str):
+        timestamp = from_json_value(timestamp, EdmType.DATETIME)
+    obj.Timestamp = timestamp
+    obj.etag = payload.etag
+    obj.extra_properties = {}
+    obj._wire_types = {}
+    for name, value in values.items():
+        if name in SYSTEM_PROPERTIES:
+            continue
+        wire_type = types.get(name)
+        declared_type = declared.get(name)
+        if declared_type is None:
+            if not ignore_missing_properties:
+                raise TableValidationError(
+                    name, f"is not a declared property of {entity_type.__name__}",
+                    "set ignore_missing_properties=True to keep it in extra_properties",
+                )
+            obj.extra_properties[name] = value
+            if wire_type is not None:
+                obj._wire_types[name] = wire_type
+            continue
+        if wire_type is None and value is not None and declared_type is not EdmType.STRING:
+            try:  # untyped wire (JSON nometadata): read the value as the declared type
+                value = from_json_value(value, declared_type)
+            except (ValueError, TypeError):
+                pass
+        elif wire_type is not None and wire_type is not declared_type:
+            obj._wire_types[name] = wire_type
+        obj.__dict__[name] = value
+    return obj

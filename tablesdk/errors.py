@@ -1,0 +1,195 @@
+"""The tablesdk exception hierarchy.
+
+Errors returned by the service are :class:`TableServiceError` subclasses chosen
+by HTTP status; invalid input found before any request is sent raises
+:class:`TableValidationError` (a :class:`ValueError`) naming the field and the
+limit. Messages never contain credentials: only the service's error code, its
+message and the request id are kept.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .context import DataServiceResponse
+
+__all__ = [
+    "TableServiceError",
+    "ResourceNotFoundError",
+    "ConflictError",
+    "PreconditionFailedError",
+    "ServerBusyError",
+    "AuthenticationError",
+    "RequestTimeoutError",
+    "ConnectionFailedError",
+    "DataServiceRequestError",
+    "BatchError",
+    "TableValidationError",
+    "error_for_status",
+]
+
+
+class TableServiceError(Exception):
+    """An error answered by the Table service (or a transport failure).
+
+    ``status_code`` is the HTTP status (None when no response arrived),
+    ``error_code`` the service's code such as ``EntityAlreadyExists``,
+    ``message`` the service's text without its RequestId/Time trailer, and
+    ``request_id`` the ``x-ms-request-id`` of the failed attempt.
+    ``ambiguous_retry`` is True when this error answered a retry of a write whose
+    earlier attempt may have succeeded on the server (see docs/retries.md).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        error_code: str | None = None,
+        request_id: str | None = None,
+        client_request_id: str | None = None,
+        ambiguous_retry: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.error_code = error_code
+        self.request_id = request_id
+        self.client_request_id = client_request_id
+        self.ambiguous_retry = ambiguous_retry
+
+    def __str__(self) -> str:
+        parts = []
+        if self.status_code is not None:
+            parts.append(str(self.status_code))
+        if self.error_code:
+            parts.append(self.error_code)
+        head = " ".join(parts)
+        text = f"{head}: {self.message}" if head else self.message
+        if self.request_id:
+            text += f" (request id {self.request_id})"
+        if self.ambiguous_retry:
+            text += " [answered a retry of a write whose first attempt may have succeeded]"
+        return text
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(status_code={self.status_code!r}, "
+            f"error_code={self.error_code!r}, message={self.message!r}, "
+            f"request_id={self.request_id!r})"
+        )
+
+
+class ResourceNotFoundError(TableServiceError):
+    """404: the table or entity does not exist."""
+
+
+class ConflictError(TableServiceError):
+    """409: e.g. EntityAlreadyExists, TableAlreadyExists, TableBeingDeleted."""
+
+
+class PreconditionFailedError(TableServiceError):
+    """412: the If-Match ETag no longer matches (UpdateConditionNotSatisfied)."""
+
+
+class ServerBusyError(TableServiceError):
+    """503: the service is throttling (ServerBusy); retry with back-off."""
+
+
+class AuthenticationError(TableServiceError):
+    """403: the signature, SAS or permissions were refused."""
+
+
+class RequestTimeoutError(TableServiceError):
+    """The request did not complete in time (client timeout, deadline, or 408/504)."""
+
+
+class ConnectionFailedError(TableServiceError):
+    """The connection failed or was cut before a complete response arrived."""
+
+
+class DataServiceRequestError(TableServiceError):
+    """A ``save_changes`` that did not fully succeed.
+
+    ``response`` is the :class:`~tablesdk.context.DataServiceResponse` listing every
+    operation's outcome (succeeded, failed, not sent); ``status_code`` and
+    ``error_code`` are those of the first failure.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        response: DataServiceResponse,
+        status_code: int | None = None,
+        error_code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            message, status_code=status_code, error_code=error_code, request_id=request_id
+        )
+        self.response = response
+
+
+class BatchError(TableServiceError):
+    """An entity group transaction that the service refused as a whole.
+
+    ``failed_index`` is the zero-based index of the operation that failed, parsed
+    from the service's ``"N:message"`` form, or None when the failure is not tied
+    to one operation (for example ServerBusy or an authentication failure).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        failed_index: int | None = None,
+        status_code: int | None = None,
+        error_code: str | None = None,
+        request_id: str | None = None,
+        cause: TableServiceError | None = None,
+    ) -> None:
+        super().__init__(
+            message, status_code=status_code, error_code=error_code, request_id=request_id
+        )
+        self.failed_index = failed_index
+        self.cause = cause
+
+
+class TableValidationError(ValueError):
+    """Input the service would refuse, caught before any request is sent.
+
+    ``field`` names the offending field (a property, key, table name or batch);
+    ``limit`` describes the rule that was broken.
+    """
+
+    def __init__(self, field: str, limit: str, detail: str = "") -> None:
+        self.field = field
+        self.limit = limit
+        text = f"{field}: {limit}"
+        if detail:
+            text += f" ({detail})"
+        super().__init__(text)
+
+
+_BY_STATUS: dict[int, type[TableServiceError]] = {
+    403: AuthenticationError,
+    404: ResourceNotFoundError,
+    408: RequestTimeoutError,
+    409: ConflictError,
+    412: PreconditionFailedError,
+    503: ServerBusyError,
+    504: RequestTimeoutError,
+}
+
+
+def error_for_status(
+    status_code: int,
+    error_code: str | None,
+    message: str,
+    **kwargs: Any,
+) -> TableServiceError:
+    """Build the :class:`TableServiceError` subclass that matches ``status_code``."""
+    cls = _BY_STATUS.get(status_code, TableServiceError)
+    return cls(message, status_code=status_code, error_code=error_code or None, **kwargs)
