@@ -14,6 +14,7 @@
 #   AZURITE_RUN            [$AZURITE_DIR/run] pid and log files: table-<port>.pid / table-<port>.log
 #   AZURITE_START_TIMEOUT  [30]               seconds to wait for the server to answer
 #   AZURITE_EXTRA_ARGS     []                 extra flags for main.js (word-split)
+#   AZURITE_KEEP_LOG       [0]                1: keep the log after a clean stop
 #
 # The server is only ever bound to 127.0.0.1. stop never kills by name: it signals the PID
 # in the pid file, and only if /proc/PID/cmdline still names azurite's table main.js.
@@ -212,6 +213,9 @@ cmd_stop() {
         is_our_azurite "$pid" && die "could not stop pid $pid"
     fi
     rm -f "$PID_FILE"
+    # A clean stop leaves nothing behind (with --silent the log is only the startup banner);
+    # logs of servers that failed to start or died on their own are kept.
+    [[ "${AZURITE_KEEP_LOG:-0}" == 1 ]] || rm -f "$LOG_FILE"
     say "stopped azurite on port $PORT (pid $pid)"
 }
 

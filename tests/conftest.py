@@ -61,7 +61,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{INTEGRATION_MARK}: needs a running Table service (Azurite or the bundled emulator)"
     )
-    config.stash[_guard_key] = _IntegrationGuard(enabled=_guard_enabled(config))
+    if _guard_enabled(config):
+        config.pluginmanager.register(_IntegrationGuard(), "tablesdk-ci-guard")
 
 
 # --------------------------------------------------------------------------- Azurite
@@ -125,8 +126,8 @@ def azurite_endpoint() -> Iterator[str]:
             pytrace=False,
         )
 
-    last_output = ""
-    for _attempt in range(3):  # a free port can be taken between probing and binding it
+    port = 0
+    for attempt in range(3):  # a free port can be taken between probing and binding it
         port = _free_port()
         env["AZURITE_TABLE_PORT"] = str(port)
         try:
@@ -136,17 +137,12 @@ def azurite_endpoint() -> Iterator[str]:
             pytest.fail(f"cannot start Azurite on port {port}: {exc}", pytrace=False)
         if started.returncode == 0:
             break
-        last_output = started.stdout
-        if "already in use" not in last_output:
-            break
-    else:
-        started = None
-    if started is None or started.returncode != 0:
-        pytest.fail(
-            f"cannot start Azurite (scripts/azurite.sh start exited "
-            f"{'?' if started is None else started.returncode}):\n{last_output}",
-            pytrace=False,
-        )
+        if "already in use" not in started.stdout or attempt == 2:
+            pytest.fail(
+                f"cannot start Azurite (scripts/azurite.sh start exited {started.returncode}):\n"
+                f"{started.stdout}",
+                pytrace=False,
+            )
 
     try:
         yield f"http://127.0.0.1:{port}/{DEVSTORE_ACCOUNT}"
@@ -185,75 +181,52 @@ def _guard_enabled(config: pytest.Config) -> bool:
 
 
 class _IntegrationGuard:
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.integration_ids: set[str] = set()
+    """Plugin object: counts executed and skipped `integration` tests and fails the run if needed."""
+
+    def __init__(self) -> None:
+        self.selected: set[str] = set()
         self.executed: set[str] = set()
         self.skipped: dict[str, str] = {}
         self.message: str | None = None
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # session.items is the selection after -m/-k deselection.
+        self.selected = {
+            item.nodeid for item in session.items if item.get_closest_marker(INTEGRATION_MARK) is not None
+        }
 
-_guard_key = pytest.StashKey[_IntegrationGuard]()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    guard = config.stash[_guard_key]
-    guard.integration_ids.update(
-        item.nodeid for item in items if item.get_closest_marker(INTEGRATION_MARK) is not None
-    )
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # No config argument on this hook: the guard is found through the report's session below.
-    guard = _current_guard
-    if guard is None or report.nodeid not in guard.integration_ids:
-        return
-    if report.skipped:
-        if report.when == "call" and hasattr(report, "wasxfail"):
-            guard.executed.add(report.nodeid)  # ran and failed as expected (xfail)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.nodeid not in self.selected:
             return
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        guard.skipped[report.nodeid] = str(reason)
-    elif report.when == "call":
-        guard.executed.add(report.nodeid)
+        if report.skipped:
+            if report.when == "call" and hasattr(report, "wasxfail"):
+                self.executed.add(report.nodeid)  # it ran, and failed as expected (xfail)
+                return
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            self.skipped[report.nodeid] = reason.removeprefix("Skipped: ")
+        elif report.when == "call":
+            self.executed.add(report.nodeid)
 
-
-_current_guard: _IntegrationGuard | None = None
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    global _current_guard
-    _current_guard = session.config.stash[_guard_key]
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    global _current_guard
-    guard = session.config.stash[_guard_key]
-    _current_guard = None
-    if not guard.enabled:
-        return
-    problems = []
-    if not guard.executed:
-        problems.append(
-            f"no integration test was executed ({len(guard.integration_ids)} collected/selected)"
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        problems = []
+        if not self.executed:
+            problems.append(f"no integration test was executed ({len(self.selected)} selected)")
+        if self.skipped:
+            lines = "\n".join(f"  {nodeid}: {why}" for nodeid, why in sorted(self.skipped.items()))
+            problems.append(f"{len(self.skipped)} integration test(s) skipped:\n{lines}")
+        if not problems:
+            return
+        self.message = (
+            "integration tests are required here (CI=true, TABLESDK_REQUIRE_INTEGRATION=1 or "
+            "--require-integration), but " + "; ".join(problems)
         )
-    if guard.skipped:
-        lines = "\n".join(f"  {nodeid}: {reason}" for nodeid, reason in sorted(guard.skipped.items()))
-        problems.append(f"{len(guard.skipped)} integration test(s) skipped:\n{lines}")
-    if not problems:
-        return
-    guard.message = (
-        "CI guard (CI=true / TABLESDK_REQUIRE_INTEGRATION=1 / --require-integration): "
-        + "; ".join(problems)
-    )
-    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    guard = config.stash.get(_guard_key, None)
-    if guard is None or guard.message is None:
-        return
-    terminalreporter.section("tablesdk CI guard", sep="=", red=True, bold=True)
-    terminalreporter.write_line(guard.message, red=True)
-    terminalreporter.write_line("the run FAILS because of this (exit status 1)", red=True, bold=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.message is None:
+            return
+        terminalreporter.section("tablesdk CI guard", sep="=", red=True, bold=True)
+        terminalreporter.write_line(f"FAILED: {self.message}", red=True, bold=True)

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Run the main sample against a local Azurite:  bash scripts/run-sample.sh [sample args...]
+#
+# Installs Azurite if needed, starts it on 127.0.0.1:$AZURITE_TABLE_PORT (default 10102), runs
+#   python samples/microblog.py "$@"
+# with AZURE_STORAGE_CONNECTION_STRING pointing at it, then stops Azurite (only if this script
+# started it: an Azurite already started by scripts/azurite.sh on that port is reused and left running).
+#
+# Python: $PYTHON if set, else the active venv's python, else <repo>/.venv/bin/python if it exists
+# (scripts/test.sh creates it), else python3. The repo root is put on PYTHONPATH, so the sample
+# imports this checkout's tablesdk. Set TABLESDK_SAMPLE=path/to/other_sample.py to run another one.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+AZURITE_SH="$ROOT/scripts/azurite.sh"
+SAMPLE="${TABLESDK_SAMPLE:-samples/microblog.py}"
+export AZURITE_TABLE_PORT="${AZURITE_TABLE_PORT:-10102}"
+
+say() { echo "run-sample.sh: $*" >&2; }
+die() { echo "run-sample.sh: ERROR: $*" >&2; exit 1; }
+
+[[ -f "$SAMPLE" ]] || die "$SAMPLE does not exist (yet)"
+
+if [[ -n "${PYTHON:-}" ]]; then
+    PY="$PYTHON"
+elif [[ -n "${VIRTUAL_ENV:-}" && -x "$VIRTUAL_ENV/bin/python" ]]; then
+    PY="$VIRTUAL_ENV/bin/python"
+elif [[ -x "$ROOT/.venv/bin/python" ]]; then
+    PY="$ROOT/.venv/bin/python"
+else
+    PY=python3
+fi
+
+STARTED=0
+cleanup() {
+    local rc=$?
+    if (( STARTED )); then
+        bash "$AZURITE_SH" stop >&2 || rc=1
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+bash "$AZURITE_SH" install >&2
+if bash "$AZURITE_SH" status >/dev/null 2>&1; then
+    say "reusing the Azurite already running on port $AZURITE_TABLE_PORT (left running afterwards)"
+else
+    STARTED=1
+    bash "$AZURITE_SH" start >&2 || { STARTED=0; die "could not start Azurite on port $AZURITE_TABLE_PORT"; }
+fi
+
+export AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;TableEndpoint=http://127.0.0.1:$AZURITE_TABLE_PORT/devstoreaccount1;"
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+say "running $PY $SAMPLE $* against http://127.0.0.1:$AZURITE_TABLE_PORT/devstoreaccount1"
+rc=0
+"$PY" "$SAMPLE" "$@" || rc=$?
+(( rc == 0 )) || say "sample exited $rc"
+exit "$rc"

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The project's test command (works from a clean clone):  bash scripts/test.sh [pytest args...]
+#
+#  1. creates/reuses a venv ($TABLESDK_TEST_VENV, default <repo>/.venv) and installs the
+#     package with its dev extras (`pip install -e '.[dev]'`, redone when setup.cfg/pyproject change);
+#  2. unless $TABLESDK_AZURITE_URL is set: installs Azurite (scripts/azurite.sh install) and starts
+#     it on a free loopback port (or $AZURITE_TABLE_PORT), stopping it on exit;
+#  3. runs mypy (strict config in setup.cfg): its errors fail the run only if TABLESDK_MYPY_STRICT=1;
+#  4. runs `python -m pytest` over the whole suite with the CI guard on
+#     (TABLESDK_REQUIRE_INTEGRATION=1 unless set otherwise): a skipped integration test, or none run,
+#     fails the run. pytest exit code 5 (no tests collected) is a failure too.
+#
+# Exit status: non-zero on any failure. Extra arguments go to pytest.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+VENV="${TABLESDK_TEST_VENV:-$ROOT/.venv}"
+BASE_PYTHON="${PYTHON:-python3}"
+AZURITE_SH="$ROOT/scripts/azurite.sh"
+
+say() { echo "test.sh: $*"; }
+die() { echo "test.sh: ERROR: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+STARTED_AZURITE=0
+cleanup() {
+    local rc=$?
+    if (( STARTED_AZURITE )); then
+        bash "$AZURITE_SH" stop || rc=1
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --------------------------------------------------------------------- 1. venv + package
+t0="$(now)"
+if [[ ! -x "$VENV/bin/python" ]]; then
+    command -v "$BASE_PYTHON" >/dev/null || die "$BASE_PYTHON not found (set PYTHON=/path/to/python3.10+)"
+    "$BASE_PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+        || die "$BASE_PYTHON is $("$BASE_PYTHON" -V 2>&1); tablesdk needs Python >= 3.10"
+    say "creating venv $VENV"
+    "$BASE_PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+stamp_file="$VENV/.tablesdk-dev-install"
+stamp="$(cat setup.cfg pyproject.toml 2>/dev/null | "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())') $ROOT"
+if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]] \
+        || ! "$PY" -I -c 'import sys, importlib.metadata as m; sys.exit(m.version("tablesdk") is None)' 2>/dev/null; then
+    say "installing tablesdk with dev extras into $VENV"
+    "$PY" -m pip install --disable-pip-version-check -q -e '.[dev]'
+    echo "$stamp" >"$stamp_file"
+fi
+say "venv ready in $(elapsed "$t0") s ($("$PY" -V))"
+
+# --------------------------------------------------------------------- 2. Azurite
+if [[ -n "${TABLESDK_AZURITE_URL:-}" ]]; then
+    say "using the Table service at TABLESDK_AZURITE_URL=$TABLESDK_AZURITE_URL"
+else
+    t0="$(now)"
+    bash "$AZURITE_SH" install
+    say "azurite install step took $(elapsed "$t0") s"
+    port_given="${AZURITE_TABLE_PORT:-}"
+    for attempt in 1 2 3; do
+        if [[ -n "$port_given" ]]; then
+            port="$port_given"
+        else  # a free port, so parallel runs on one machine don't collide
+            port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+        fi
+        export AZURITE_TABLE_PORT="$port"
+        t0="$(now)"
+        STARTED_AZURITE=1
+        rc=0
+        start_out="$(bash "$AZURITE_SH" start 2>&1)" || rc=$?
+        echo "$start_out"
+        if (( rc == 0 )); then
+            break
+        fi
+        STARTED_AZURITE=0
+        if [[ -n "$port_given" || "$start_out" != *"already in use"* || $attempt == 3 ]]; then
+            die "could not start Azurite (scripts/azurite.sh start exited $rc)"
+        fi
+    done
+    say "azurite start took $(elapsed "$t0") s"
+    export TABLESDK_AZURITE_URL="http://127.0.0.1:$AZURITE_TABLE_PORT/devstoreaccount1"
+fi
+
+# --------------------------------------------------------------------- 3. mypy
+t0="$(now)"
+mypy_rc=0
+"$PY" -m mypy || mypy_rc=$?
+if (( mypy_rc != 0 )); then
+    if [[ "${TABLESDK_MYPY_STRICT:-0}" == 1 ]]; then
+        say "mypy FAILED (exit $mypy_rc) and TABLESDK_MYPY_STRICT=1: this fails the run"
+    else
+        say "mypy reported problems (exit $mypy_rc); not fatal until TABLESDK_MYPY_STRICT=1"
+        mypy_rc=0
+    fi
+fi
+say "mypy took $(elapsed "$t0") s"
+
+# --------------------------------------------------------------------- 4. pytest
+export TABLESDK_REQUIRE_INTEGRATION="${TABLESDK_REQUIRE_INTEGRATION:-1}"
+t0="$(now)"
+pytest_rc=0
+"$PY" -m pytest "$@" || pytest_rc=$?
+say "pytest took $(elapsed "$t0") s (exit $pytest_rc)"
+if (( pytest_rc == 5 )); then
+    say "FAILED: pytest collected no tests (exit 5)"
+fi
+if (( pytest_rc != 0 || mypy_rc != 0 )); then
+    say "FAILED (pytest exit $pytest_rc, mypy exit $mypy_rc)"
+    exit 1
+fi
+say "OK"

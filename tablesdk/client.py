@@ -1,0 +1,574 @@
+"""``CloudTableClient``: table operations, single-entity operations and queries.
+
+The client owns one :class:`~tablesdk.transport.Transport` (one pooled HTTP
+session) and one payload format. Single-entity operations are described with
+the same :class:`~tablesdk.batch.BatchOperation` records that entity group
+transactions use, so the context can send its pending changes either way.
+
+Keys the URL path cannot carry are handled transparently, as the seeds advise
+(the '%' double-decoding bug and HTTP.sys's 260-character URI segment limit):
+a point read uses the ``$filter`` form of Query Entities, and a write goes out
+as an entity group transaction holding that one operation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from ._version import __version__
+from .batch import (
+    BatchOperation,
+    BatchOperationKind,
+    BatchOperationResult,
+    build_batch_request,
+    entity_path,
+    parse_batch_response,
+    validate_batch,
+)
+from .edm import EntityPayload
+from .entity import DynamicEntity, TableEntity, entity_from_payload, entity_to_payload, validate_key, validate_table_name
+from .errors import ConflictError, ResourceNotFoundError, TableServiceError, error_for_status
+from .formats import PayloadFormat, get_format, parse_error_body
+from .query import ContinuationToken, ResultSegment, TableQuery
+from .retry import ExponentialRetry, RetryPolicy
+from .transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport
+
+if TYPE_CHECKING:
+    from .account import CloudStorageAccount
+    from .context import TableServiceContext
+
+__all__ = ["CloudTableClient", "SendingRequest", "RequestHook", "MAX_URI_SEGMENT_LENGTH"]
+
+E = TypeVar("E", TableEntity, DynamicEntity)
+
+#: HTTP.sys refuses URI path segments longer than this (white paper section 2).
+MAX_URI_SEGMENT_LENGTH = 260
+
+_METHODS = {
+    BatchOperationKind.INSERT: "POST",
+    BatchOperationKind.UPDATE: "PUT",
+    BatchOperationKind.MERGE: "MERGE",
+    BatchOperationKind.DELETE: "DELETE",
+    BatchOperationKind.INSERT_OR_REPLACE: "PUT",
+    BatchOperationKind.INSERT_OR_MERGE: "MERGE",
+    BatchOperationKind.RETRIEVE: "GET",
+}
+
+#: Service versions that understand ``Prefer: return-no-content``.
+_PREFER_MIN_VERSION = "2013-08-15"
+
+
+@dataclass
+class SendingRequest:
+    """A request about to be signed and sent, as a ``sending_request`` hook sees it.
+
+    Hooks may add or change ``headers`` (the seeds add ``x-ms-version`` this way);
+    the request is signed after the hooks run.
+    """
+
+    method: str
+    url: str
+    headers: dict[str, str]
+
+
+RequestHook = Callable[[SendingRequest], None]
+
+
+def _query_string(params: Sequence[tuple[str, str]]) -> str:
+    return "&".join(f"{name}={quote(value, safe='')}" for name, value in params)
+
+
+def path_can_carry_keys(table_name: str, partition_key: str, row_key: str) -> bool:
+    """Whether the entity's keys can be addressed in the URL path.
+
+    False for keys containing '%' (the service decodes the path twice) and for
+    paths whose entity segment exceeds :data:`MAX_URI_SEGMENT_LENGTH`.
+    """
+    if "%" in partition_key or "%" in row_key:
+        return False
+    return len(entity_path(table_name, partition_key, row_key)) <= MAX_URI_SEGMENT_LENGTH
+
+
+class CloudTableClient:
+    """A client for one storage account's Table service.
+
+    ``payload_format`` is ``"json"`` (default; the only format of current
+    service versions and Azurite) or ``"atom"`` (versions before 2015-12-11).
+    ``api_version`` defaults to the format's own (JSON 2019-02-02, Atom
+    2015-04-05). ``retry_policy`` is the default for every operation
+    (``ExponentialRetry()`` unless given; settable). ``timeout`` bounds each
+    attempt, ``server_timeout`` is sent as the service's ``timeout`` parameter,
+    and ``operation_deadline`` caps an operation across all its retries.
+    ``echo_content`` asks the service to return inserted entities (by default
+    ``Prefer: return-no-content`` saves the round trip of the body).
+    """
+
+    def __init__(
+        self,
+        account: CloudStorageAccount,
+        *,
+        payload_format: str = "json",
+        api_version: str | None = None,
+        retry_policy: RetryPolicy | None = None,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        server_timeout: int | None = None,
+        operation_deadline: float | None = None,
+        pool_size: int = 16,
+        json_metadata: str = "minimalmetadata",
+        echo_content: bool = False,
+        trust_env: bool = False,
+    ) -> None:
+        options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
+        self._format: PayloadFormat = get_format(payload_format, **options)
+        self.account = account
+        self.table_endpoint = account.table_endpoint.rstrip("/")
+        self.api_version = api_version or self._format.default_api_version
+        self.echo_content = echo_content
+        self.operation_deadline = operation_deadline
+        self._transport = Transport(
+            account.credential,
+            retry_policy=retry_policy if retry_policy is not None else ExponentialRetry(),
+            error_parser=_error_from_response,
+            pool_size=pool_size,
+            timeout=timeout,
+            server_timeout=server_timeout,
+            user_agent=f"tablesdk/{__version__}",
+            trust_env=trust_env,
+        )
+        self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
+        self._prefer_supported = self.api_version >= _PREFER_MIN_VERSION
+        self._executor: Executor | None = None
+        self._executor_lock = threading.Lock()
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def payload_format(self) -> str:
+        """``"json"`` or ``"atom"``."""
+        return self._format.name
+
+    @property
+    def format(self) -> PayloadFormat:
+        """The codec of :attr:`payload_format`."""
+        return self._format
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The default retry policy of every operation of this client."""
+        return self._transport.retry_policy
+
+    @retry_policy.setter
+    def retry_policy(self, policy: RetryPolicy) -> None:
+        self._transport.retry_policy = policy
+
+    @property
+    def transport(self) -> Transport:
+        """The transport that sends this client's requests."""
+        return self._transport
+
+    def __repr__(self) -> str:
+        return (
+            f"CloudTableClient(endpoint={self.table_endpoint!r}, payload_format={self.payload_format!r}, "
+            f"api_version={self.api_version!r})"
+        )
+
+    # ------------------------------------------------------------ plumbing
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> HttpResponse:
+        url = f"{self.table_endpoint}/{path}"
+        if query:
+            url += "?" + _query_string(query)
+        all_headers = dict(self._base_headers)
+        if body is not None:
+            all_headers["Content-Type"] = self._format.content_type
+        if headers:
+            all_headers.update(headers)
+        if request_hook is not None:
+            request = SendingRequest(method, url, all_headers)
+            request_hook(request)
+            url, all_headers = request.url, request.headers
+        return self._transport.send(
+            method,
+            url,
+            headers=all_headers,
+            body=body,
+            retry_policy=retry_policy,
+            deadline=self.operation_deadline,
+            operation_context=operation_context,
+        )
+
+    def _prefer_headers(self, echo_content: bool | None) -> dict[str, str]:
+        echo = self.echo_content if echo_content is None else echo_content
+        if not self._prefer_supported:
+            return {}
+        return {"Prefer": "return-content" if echo else "return-no-content"}
+
+    def executor(self) -> Executor:
+        """A small thread pool owned by this client (for ``begin_*`` operations)."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tablesdk")
+            return self._executor
+
+    def close(self) -> None:
+        """Release the connection pool and the executor."""
+        self._transport.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+
+    def __enter__(self) -> CloudTableClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ tables
+
+    def create_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+        """Create a table; raises :class:`ConflictError` (TableAlreadyExists) if it exists."""
+        validate_table_name(table_name)
+        self._send(
+            "POST", "Tables", body=self._format.serialize_table(table_name),
+            headers=self._prefer_headers(False), operation_context=operation_context,
+        )
+
+    def create_table_if_not_exists(
+        self, table_name: str, *, operation_context: OperationContext | None = None
+    ) -> bool:
+        """Create a table unless it exists; True when this call created it.
+
+        The create is sent directly (no existence check first), so two callers
+        racing to create the same table cannot both fail. A table that is still
+        being deleted raises :class:`ConflictError` (TableBeingDeleted): it
+        neither exists nor can be created yet.
+        """
+        try:
+            self.create_table(table_name, operation_context=operation_context)
+        except ConflictError as exc:
+            if exc.error_code == "TableBeingDeleted":
+                exc.message = (
+                    f"table {table_name!r} is being deleted; it cannot be created until the "
+                    f"service finishes (retry after some seconds): {exc.message}"
+                )
+                raise
+            return False
+        return True
+
+    def delete_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+        """Delete a table; raises :class:`ResourceNotFoundError` if it does not exist."""
+        validate_table_name(table_name)
+        self._send("DELETE", f"Tables('{table_name}')", operation_context=operation_context)
+
+    def delete_table_if_exists(
+        self, table_name: str, *, operation_context: OperationContext | None = None
+    ) -> bool:
+        """Delete a table if it exists; True when this call deleted it."""
+        try:
+            self.delete_table(table_name, operation_context=operation_context)
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def table_exists(self, table_name: str, *, operation_context: OperationContext | None = None) -> bool:
+        """Whether the table exists."""
+        validate_table_name(table_name)
+        try:
+            self._send("GET", f"Tables('{table_name}')", operation_context=operation_context)
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def list_tables(self, prefix: str | None = None, *, page_size: int | None = None) -> Iterator[str]:
+        """Yield table names (optionally those starting with ``prefix``), following continuation."""
+        params: list[tuple[str, str]] = []
+        if prefix:
+            from .filter import prop
+
+            params.append(("$filter", prop("TableName").startswith(prefix).render()))
+        if page_size is not None:
+            params.append(("$top", str(page_size)))
+        next_name: str | None = None
+        while True:
+            query = params + ([("NextTableName", next_name)] if next_name else [])
+            response = self._send("GET", "Tables", query=query)
+            yield from self._format.parse_tables(response.body)
+            next_name = response.headers.get("x-ms-continuation-NextTableName")
+            if not next_name:
+                return
+
+    # ------------------------------------------------------------ queries
+
+    def create_query(self, table_name: str, entity_type: type[E] = DynamicEntity) -> TableQuery[E]:  # type: ignore[assignment]
+        """A query over ``table_name`` materialising ``entity_type`` (no tracking)."""
+        validate_table_name(table_name)
+        return TableQuery(self, table_name, entity_type)
+
+    def get_table_service_context(self, **options: Any) -> TableServiceContext:
+        """A new :class:`~tablesdk.context.TableServiceContext` bound to this client."""
+        from .context import TableServiceContext
+
+        return TableServiceContext(self, **options)
+
+    def query_entity_payloads(
+        self,
+        table_name: str,
+        *,
+        filter: str | None = None,
+        select: Sequence[str] | None = None,
+        top: int | None = None,
+        continuation_token: ContinuationToken | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
+        """One page of Query Entities as payloads, with the token of the next page."""
+        params: list[tuple[str, str]] = []
+        if filter:
+            params.append(("$filter", filter))
+        if top is not None:
+            params.append(("$top", str(top)))
+        if select:
+            params.append(("$select", ",".join(_with_keys(select))))
+        if continuation_token is not None:
+            if continuation_token.next_partition_key is not None:
+                params.append(("NextPartitionKey", continuation_token.next_partition_key))
+            if continuation_token.next_row_key is not None:
+                params.append(("NextRowKey", continuation_token.next_row_key))
+        response = self._send(
+            "GET", f"{table_name}()", query=params,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+        payloads = self._format.parse_entities(response.body)
+        npk = response.headers.get("x-ms-continuation-NextPartitionKey")
+        nrk = response.headers.get("x-ms-continuation-NextRowKey")
+        token = ContinuationToken(next_partition_key=npk, next_row_key=nrk) if (npk or nrk) else None
+        return payloads, token
+
+    def get_entity_payload(
+        self,
+        table_name: str,
+        partition_key: str,
+        row_key: str,
+        *,
+        select: Sequence[str] | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> EntityPayload:
+        """One entity by its keys; raises :class:`ResourceNotFoundError` if absent.
+
+        Keys the URL path cannot carry are looked up with a ``$filter`` query.
+        """
+        validate_key("PartitionKey", partition_key)
+        validate_key("RowKey", row_key)
+        if not path_can_carry_keys(table_name, partition_key, row_key):
+            from .filter import prop
+
+            expr = (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
+            payloads, _ = self.query_entity_payloads(
+                table_name, filter=expr.render(), select=select,
+                retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            )
+            if not payloads:
+                raise ResourceNotFoundError(
+                    "The specified resource does not exist.", status_code=404, error_code="ResourceNotFound"
+                )
+            return payloads[0]
+        params = [("$select", ",".join(_with_keys(select)))] if select else []
+        response = self._send(
+            "GET", entity_path(table_name, partition_key, row_key), query=params,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+        return self._format.parse_entity(response.body, response.etag)
+
+    def execute_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> ResultSegment[E]:
+        """One page of ``query`` (the :class:`~tablesdk.query.QuerySource` protocol)."""
+        keys = query.point_keys()
+        if keys is not None and continuation_token is None:
+            try:
+                payload = self.get_entity_payload(
+                    query.table, keys[0], keys[1], select=query.select_columns
+                )
+            except ResourceNotFoundError:
+                return ResultSegment([], None)
+            return ResultSegment([entity_from_payload(query.entity_type, payload)], None)
+        payloads, token = self.query_entity_payloads(
+            query.table, filter=query.filter_string(), select=query.select_columns,
+            top=top, continuation_token=continuation_token,
+        )
+        entity_type = query.entity_type
+        return ResultSegment([entity_from_payload(entity_type, p) for p in payloads], token)
+
+    # ------------------------------------------------------------ entity operations
+
+    def execute_operation(
+        self,
+        operation: BatchOperation,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> BatchOperationResult:
+        """Send one entity operation as its own request.
+
+        Operations on keys the URL path cannot carry go out as a one-operation
+        entity group transaction instead (same semantics, different address).
+        """
+        kind = operation.kind
+        if kind is not BatchOperationKind.INSERT and not path_can_carry_keys(
+            operation.table, operation.partition_key, operation.row_key
+        ):
+            if kind is BatchOperationKind.RETRIEVE:
+                payload = self.get_entity_payload(
+                    operation.table, operation.partition_key, operation.row_key,
+                    retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+                )
+                return BatchOperationResult(0, 200, payload.etag, payload, {})
+            return self.execute_batch(
+                [operation], retry_policy=retry_policy, operation_context=operation_context,
+                request_hook=request_hook,
+            )[0]
+        headers: dict[str, str] = {}
+        body: bytes | None = None
+        if operation.payload is not None and kind is not BatchOperationKind.DELETE:
+            body = self._format.serialize_entity(operation.payload)
+        if kind is BatchOperationKind.INSERT:
+            path = operation.table
+            headers.update(self._prefer_headers(operation.echo_content or None))
+        else:
+            path = entity_path(operation.table, operation.partition_key, operation.row_key)
+        if kind in (BatchOperationKind.UPDATE, BatchOperationKind.MERGE, BatchOperationKind.DELETE):
+            if not operation.etag:
+                raise ValueError(
+                    f"{kind.name} of ({operation.partition_key!r}, {operation.row_key!r}) needs an ETag: "
+                    "read the entity first, or attach it with etag='*' for an unconditional write"
+                )
+            headers["If-Match"] = operation.etag
+        response = self._send(
+            _METHODS[kind], path, headers=headers, body=body,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+        payload_out: EntityPayload | None = None
+        if response.body and response.status in (200, 201):
+            payload_out = self._format.parse_entity(response.body, response.etag)
+        etag = response.etag or (payload_out.etag if payload_out else None)
+        return BatchOperationResult(0, response.status, etag, payload_out, dict(response.headers))
+
+    def execute_batch(
+        self,
+        operations: Sequence[BatchOperation],
+        *,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> list[BatchOperationResult]:
+        """Send ``operations`` as one entity group transaction (all or nothing).
+
+        Limits are checked before sending. A refused transaction raises
+        :class:`~tablesdk.errors.BatchError` with the failing operation's index.
+        """
+        validate_batch(operations)
+        body, content_type = build_batch_request(
+            self.table_endpoint, operations, self._format, api_version=self.api_version
+        )
+        response = self._send(
+            "POST", "$batch", headers={"Content-Type": content_type}, body=body,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+        return parse_batch_response(
+            response.body, response.headers.get("Content-Type", ""), operations, self._format
+        )
+
+    # ------------------------------------------------------------ conveniences
+
+    def get_entity(
+        self, table_name: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity,  # type: ignore[assignment]
+        *, select: Sequence[str] | None = None,
+    ) -> E:
+        """One entity by its keys, materialised as ``entity_type`` (untracked)."""
+        return entity_from_payload(
+            entity_type, self.get_entity_payload(table_name, partition_key, row_key, select=select)
+        )
+
+    def insert_entity(self, table_name: str, entity: TableEntity | DynamicEntity) -> str | None:
+        """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
+        return self._write(BatchOperationKind.INSERT, table_name, entity, None)
+
+    def update_entity(
+        self, table_name: str, entity: TableEntity | DynamicEntity, *, mode: str = "merge", etag: str | None = None
+    ) -> str | None:
+        """Merge (default) or replace an existing entity, conditional on ``etag``.
+
+        ``etag`` defaults to ``entity.etag``; pass ``"*"`` for an unconditional write.
+        """
+        kind = {"merge": BatchOperationKind.MERGE, "replace": BatchOperationKind.UPDATE}.get(mode)
+        if kind is None:
+            raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
+        return self._write(kind, table_name, entity, etag or entity.etag)
+
+    def upsert_entity(
+        self, table_name: str, entity: TableEntity | DynamicEntity, *, mode: str = "merge"
+    ) -> str | None:
+        """Insert or merge (default) / insert or replace an entity."""
+        kind = {"merge": BatchOperationKind.INSERT_OR_MERGE, "replace": BatchOperationKind.INSERT_OR_REPLACE}.get(mode)
+        if kind is None:
+            raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
+        return self._write(kind, table_name, entity, None)
+
+    def delete_entity(self, table_name: str, partition_key: str, row_key: str, *, etag: str = "*") -> None:
+        """Delete an entity, conditional on ``etag`` (unconditional by default)."""
+        validate_key("PartitionKey", partition_key)
+        validate_key("RowKey", row_key)
+        self.execute_operation(
+            BatchOperation(BatchOperationKind.DELETE, table_name, partition_key, row_key, None, etag)
+        )
+
+    def _write(
+        self, kind: BatchOperationKind, table_name: str, entity: TableEntity | DynamicEntity, etag: str | None
+    ) -> str | None:
+        validate_table_name(table_name)
+        payload = entity_to_payload(entity)
+        result = self.execute_operation(
+            BatchOperation(kind, table_name, payload.values["PartitionKey"], payload.values["RowKey"], payload, etag)
+        )
+        if result.etag:
+            entity.etag = result.etag
+        return result.etag
+
+
+def _with_keys(select: Iterable[str]) -> list[str]:
+    """A projection always brings back the keys and Timestamp, so results stay addressable."""
+    names = list(select)
+    for system in ("PartitionKey", "RowKey", "Timestamp"):
+        if system not in names:
+            names.append(system)
+    return names
+
+
+def _error_from_response(response: HttpResponse) -> TableServiceError:
+    code, message = parse_error_body(response.body, response.headers.get("Content-Type"))
+    header_code = response.headers.get("x-ms-error-code")
+    return error_for_status(
+        response.status,
+        header_code or code,
+        message or f"HTTP {response.status} with no error body",
+        request_id=response.request_id,
+    )

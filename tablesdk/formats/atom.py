@@ -1,0 +1,275 @@
+"""The AtomPub payload format (OData v1/v2 over Atom), used by service versions before 2015-12-11.
+
+Request bodies are built as text (the shape is fixed and small, and string
+building is several times faster than building an lxml tree); response bodies
+are parsed with lxml through one parser whose DTD loading, entity expansion and
+network access are off, and any document that carries a DOCTYPE is refused.
+
+Wire shape of an entity (the seeds' "Movie" insert)::
+
+    <entry xmlns:d="...dataservices" xmlns:m="...dataservices/metadata" xmlns="http://www.w3.org/2005/Atom">
+      <title /><author><name /></author><updated>...</updated><id />
+      <content type="application/xml"><m:properties>
+        <d:Rating m:type="Edm.Double">4.5</d:Rating><d:Language>English</d:Language> ...
+      </m:properties></content>
+    </entry>
+
+A property without ``m:type`` is an Edm.String; ``m:null="true"`` is a null.
+XML 1.0 cannot carry most control characters (U+0000-U+001F except tab, line
+feed and carriage return), lone surrogates, U+FFFE or U+FFFF, so a string
+holding one raises :class:`~tablesdk.errors.TableValidationError` naming the
+property (JSON carries them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from lxml import etree
+
+from ..edm import EdmType, EntityPayload, format_datetime, from_atom_text, infer_edm_type, to_atom_text
+from ..errors import TableValidationError
+from . import PayloadFormat
+
+__all__ = [
+    "AtomFormat",
+    "ATOM_NS",
+    "DATASERVICES_NS",
+    "METADATA_NS",
+    "SAFE_XML_PARSER",
+    "parse_xml",
+]
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+DATASERVICES_NS = "http://schemas.microsoft.com/ado/2007/08/dataservices"
+METADATA_NS = "http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"
+XML_NS = "http://www.w3.org/XML/1998/namespace"
+
+#: The parser every XML body goes through: no DTD loading, no entity
+#: substitution, no network, libxml2's size limits kept (huge_tree off).
+SAFE_XML_PARSER = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=True,
+    remove_pis=True,
+)
+
+_ENTRY = f"{{{ATOM_NS}}}entry"
+_CONTENT = f"{{{ATOM_NS}}}content"
+_PROPERTIES = f"{{{METADATA_NS}}}properties"
+_M_TYPE = f"{{{METADATA_NS}}}type"
+_M_NULL = f"{{{METADATA_NS}}}null"
+_M_ETAG = f"{{{METADATA_NS}}}etag"
+_D_PREFIX = f"{{{DATASERVICES_NS}}}"
+_D_PREFIX_LEN = len(_D_PREFIX)
+_D_TABLE_NAME = f"{{{DATASERVICES_NS}}}TableName"
+
+_XML_DECL = '<?xml version="1.0" encoding="utf-8" standalone="yes"?>'
+_ENTRY_OPEN = (
+    f'{_XML_DECL}<entry xmlns:d="{DATASERVICES_NS}" xmlns:m="{METADATA_NS}" xmlns="{ATOM_NS}">'
+    "<title /><author><name /></author><updated>"
+)
+_ENTRY_PROPERTIES = '</updated><id /><content type="application/xml"><m:properties>'
+_ENTRY_CLOSE = "</m:properties></content></entry>"
+
+# Characters a string value may hold as-is: valid XML 1.0 characters other than
+# '&', '<', '>' (escaped) and '\r' (a parser would normalise it to '\n').
+_NEEDS_WORK = re.compile("[^\t\n\x20-\x25\x27-\x3b\x3d\x3f-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Characters XML 1.0 cannot carry at all, escaped or not.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+_TYPES_BY_NAME: dict[str, EdmType] = {t.value: t for t in EdmType}
+
+
+def parse_xml(body: bytes) -> etree._Element:
+    """Parse ``body`` with :data:`SAFE_XML_PARSER`; a DOCTYPE or malformed XML raises ValueError.
+
+    The Table service never sends a DTD, so a document with one (external
+    entities, entity-expansion bombs) is refused outright rather than parsed
+    with its entities left unexpanded.
+    """
+    try:
+        root = etree.fromstring(body, SAFE_XML_PARSER)
+    except etree.XMLSyntaxError as exc:
+        raise ValueError(f"malformed XML body: {exc}") from None
+    if root is None:  # pragma: no cover - recover=False never returns None
+        raise ValueError("empty XML body")
+    if root.getroottree().docinfo.doctype:
+        raise ValueError("XML bodies with a DOCTYPE (DTD or entity declarations) are refused")
+    return root
+
+
+def _escape_string(name: str, value: str) -> str:
+    """XML text for a string property, or TableValidationError if XML cannot carry it."""
+    if _NEEDS_WORK.search(value) is None:
+        return value
+    bad = _NOT_XML.search(value)
+    if bad is not None:
+        raise TableValidationError(
+            name,
+            "the Atom format (XML 1.0) cannot carry control characters other than tab, "
+            "line feed and carriage return, lone surrogates, U+FFFE or U+FFFF; use the JSON format",
+            f"found {bad.group()!r} at index {bad.start()}",
+        )
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class AtomFormat(PayloadFormat):
+    """AtomPub bodies (``application/atom+xml``), for service versions up to 2015-04-05.
+
+    ``clock`` supplies the entry's ``<updated>`` time (defaults to now, UTC);
+    pass a fixed one for reproducible bodies.
+    """
+
+    name = "atom"
+    default_api_version = "2015-04-05"
+    content_type = "application/atom+xml"
+
+    def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
+        self._clock = clock or _utc_now
+
+    def __repr__(self) -> str:
+        return "AtomFormat()"
+
+    def request_headers(self) -> dict[str, str]:
+        """Accept Atom (or plain XML error bodies); OData 2.0, which ``$select`` needs."""
+        return {
+            "Accept": "application/atom+xml,application/xml",
+            "DataServiceVersion": "2.0;NetFx",
+            "MaxDataServiceVersion": "2.0;NetFx",
+        }
+
+    # ------------------------------------------------------------ writing
+
+    def _entry(self, properties: str) -> bytes:
+        updated = format_datetime(self._clock())
+        return f"{_ENTRY_OPEN}{updated}{_ENTRY_PROPERTIES}{properties}{_ENTRY_CLOSE}".encode("utf-8")
+
+    def serialize_entity(self, payload: EntityPayload) -> bytes:
+        """An ``<entry>`` with every property except Timestamp (the service sets it).
+
+        Strings carry no ``m:type``; nulls are ``m:null="true"`` and keep their
+        ``m:type`` when it is known.
+        """
+        types = payload.types
+        parts: list[str] = []
+        append = parts.append
+        string = EdmType.STRING
+        for name, value in payload.values.items():
+            if name == "Timestamp":
+                continue
+            if not name.isidentifier():
+                raise TableValidationError(repr(name), "property names are identifiers: letters, digits and '_'")
+            edm_type = types.get(name)
+            if value is None:
+                if edm_type is None or edm_type is string:
+                    append(f'<d:{name} m:null="true" />')
+                else:
+                    append(f'<d:{name} m:type="{edm_type.value}" m:null="true" />')
+                continue
+            if edm_type is None:
+                edm_type = infer_edm_type(value, name)
+            if edm_type is string:
+                if type(value) is not str:
+                    if not isinstance(value, str):
+                        raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
+                text = _escape_string(name, value)
+                if text and (text[0] in " \t\n\r" or text[-1] in " \t\n\r"):
+                    append(f'<d:{name} xml:space="preserve">{text}</d:{name}>')
+                else:
+                    append(f"<d:{name}>{text}</d:{name}>")
+            else:
+                append(f'<d:{name} m:type="{edm_type.value}">{to_atom_text(value, edm_type)}</d:{name}>')
+        return self._entry("".join(parts))
+
+    def serialize_table(self, table_name: str) -> bytes:
+        """The Create Table entry: one ``d:TableName`` property."""
+        return self._entry(f"<d:TableName>{_escape_string('TableName', table_name)}</d:TableName>")
+
+    # ------------------------------------------------------------ reading
+
+    @staticmethod
+    def _entries(root: etree._Element) -> Iterator[etree._Element]:
+        tag = root.tag
+        if tag == _ENTRY:
+            yield root
+        elif tag == f"{{{ATOM_NS}}}feed":
+            yield from root.iterchildren(_ENTRY)
+        else:
+            raise ValueError(f"expected an Atom feed or entry, got <{etree.QName(root).localname}>")
+
+    @staticmethod
+    def _properties(entry: etree._Element) -> etree._Element | None:
+        content = entry.find(_CONTENT)
+        if content is not None:
+            props = content.find(_PROPERTIES)
+            if props is not None:
+                return props
+        return entry.find(_PROPERTIES)  # media-link entries keep m:properties beside content
+
+    def _payload(self, entry: etree._Element, etag: str | None) -> EntityPayload:
+        values: dict[str, Any] = {}
+        types: dict[str, EdmType] = {}
+        props = self._properties(entry)
+        if props is not None:
+            string = EdmType.STRING
+            prefix, cut = _D_PREFIX, _D_PREFIX_LEN
+            get_type = _TYPES_BY_NAME.get
+            for element in props:
+                tag = element.tag
+                if not tag.startswith(prefix):  # a property lives in the d: namespace
+                    continue
+                name = tag[cut:]
+                type_name = element.get(_M_TYPE)
+                if type_name is None:
+                    edm_type = string
+                else:
+                    found = get_type(type_name)
+                    if found is None:
+                        raise ValueError(f"property {name!r}: unknown EDM type {type_name!r}")
+                    edm_type = found
+                types[name] = edm_type
+                if element.get(_M_NULL) == "true":
+                    values[name] = None
+                    continue
+                text = element.text or ""
+                if edm_type is string:
+                    values[name] = text
+                    continue
+                try:
+                    values[name] = from_atom_text(text, edm_type)
+                except (ValueError, TypeError) as exc:
+                    raise ValueError(f"property {name!r}: not a valid {edm_type.value} value: {text!r}") from exc
+        return EntityPayload(values, types, entry.get(_M_ETAG) or etag)
+
+    def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
+        """The entity of an ``<entry>`` body (or of a feed holding exactly one entry).
+
+        The entry's ``m:etag`` wins over the ``etag`` header value passed in.
+        """
+        entries = list(self._entries(parse_xml(body)))
+        if len(entries) != 1:
+            raise ValueError(f"expected one entity in the response, found {len(entries)}")
+        return self._payload(entries[0], etag)
+
+    def parse_entities(self, body: bytes) -> list[EntityPayload]:
+        """Every entity of a query feed (or a single entry), in document order."""
+        payload = self._payload
+        return [payload(entry, None) for entry in self._entries(parse_xml(body))]
+
+    def parse_tables(self, body: bytes) -> list[str]:
+        """The ``d:TableName`` of each entry of a Query Tables feed or a Create Table entry."""
+        names: list[str] = []
+        for entry in self._entries(parse_xml(body)):
+            props = self._properties(entry)
+            element = props.find(_D_TABLE_NAME) if props is not None else None
+            if element is None:
+                raise ValueError("table entry without d:TableName")
+            names.append(element.text or "")
+        return names
+
