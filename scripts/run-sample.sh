@@ -6,9 +6,7 @@
 # with AZURE_STORAGE_CONNECTION_STRING pointing at it, then stops Azurite (only if this script
 # started it: an Azurite already started by scripts/azurite.sh on that port is reused and left running).
 #
-# Python: $PYTHON if set, else the active venv's python, else <repo>/.venv/bin/python if it exists
-# (scripts/test.sh creates it), else python3. The repo root is put on PYTHONPATH, so the sample
-# imports this checkout's tablesdk. Set TABLESDK_SAMPLE=path/to/other_sample.py to run another one.
+# Python: the venv scripts/venv.sh prepares (<repo>/.venv, created and installed on first use). Set TABLESDK_SAMPLE=path/to/other_sample.py to run another one.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,15 +20,7 @@ die() { echo "run-sample.sh: ERROR: $*" >&2; exit 1; }
 
 [[ -f "$SAMPLE" ]] || die "$SAMPLE does not exist (yet)"
 
-if [[ -n "${PYTHON:-}" ]]; then
-    PY="$PYTHON"
-elif [[ -n "${VIRTUAL_ENV:-}" && -x "$VIRTUAL_ENV/bin/python" ]]; then
-    PY="$VIRTUAL_ENV/bin/python"
-elif [[ -x "$ROOT/.venv/bin/python" ]]; then
-    PY="$ROOT/.venv/bin/python"
-else
-    PY=python3
-fi
+source "$ROOT/scripts/venv.sh" >&2
 
 STARTED=0
 cleanup() {

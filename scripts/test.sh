@@ -16,8 +16,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-VENV="${TABLESDK_TEST_VENV:-$ROOT/.venv}"
-BASE_PYTHON="${PYTHON:-python3}"
 AZURITE_SH="$ROOT/scripts/azurite.sh"
 
 say() { echo "test.sh: $*"; }
@@ -39,22 +37,7 @@ trap 'exit 143' TERM
 
 # --------------------------------------------------------------------- 1. venv + package
 t0="$(now)"
-if [[ ! -x "$VENV/bin/python" ]]; then
-    command -v "$BASE_PYTHON" >/dev/null || die "$BASE_PYTHON not found (set PYTHON=/path/to/python3.10+)"
-    "$BASE_PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-        || die "$BASE_PYTHON is $("$BASE_PYTHON" -V 2>&1); tablesdk needs Python >= 3.10"
-    say "creating venv $VENV"
-    "$BASE_PYTHON" -m venv "$VENV"
-fi
-PY="$VENV/bin/python"
-stamp_file="$VENV/.tablesdk-dev-install"
-stamp="$(cat setup.cfg pyproject.toml 2>/dev/null | "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())') $ROOT"
-if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]] \
-        || ! "$PY" -I -c 'import sys, importlib.metadata as m; sys.exit(m.version("tablesdk") is None)' 2>/dev/null; then
-    say "installing tablesdk with dev extras into $VENV"
-    "$PY" -m pip install --disable-pip-version-check -q -e '.[dev]'
-    echo "$stamp" >"$stamp_file"
-fi
+source "$ROOT/scripts/venv.sh"
 say "venv ready in $(elapsed "$t0") s ($("$PY" -V))"
 
 # --------------------------------------------------------------------- 2. Azurite

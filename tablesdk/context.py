@@ -24,7 +24,7 @@ from enum import Enum, Flag
 from typing import TYPE_CHECKING, Any, TypeVar, Union, overload
 
 from .batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from .edm import EntityPayload
+from .edm import EntityPayload, EntityProperty
 from .entity import (
     DynamicEntity,
     TableEntity,
@@ -62,9 +62,11 @@ class MergeOption(Enum):
     * ``APPEND_ONLY`` (default): the tracked object and its ETag are left as they are.
     * ``OVERWRITE_CHANGES``: properties and ETag are overwritten from the service;
       local changes are lost and the entity becomes UNCHANGED.
-    * ``PRESERVE_CHANGES``: the ETag is refreshed; an entity with pending local
-      changes (MODIFIED or DELETED) keeps its property values, an UNCHANGED one
-      is refreshed. This is the recovery path after a 412 Precondition Failed.
+    * ``PRESERVE_CHANGES``: the ETag is refreshed and so are the property values
+      you have not changed locally; values you changed since the entity was
+      last in sync are kept (an entity marked DELETED keeps all of them). No
+      change is lost, on either side: this is the recovery path after a 412
+      Precondition Failed.
     * ``NO_TRACKING``: results are not tracked at all (updating one needs ``attach_to``).
     """
 
@@ -108,7 +110,7 @@ class EntityDescriptor:
     ``upsert_object``. ``identity`` is (table, PartitionKey, RowKey).
     """
 
-    __slots__ = ("entity", "table", "etag", "state", "upsert", "_identity", "_order")
+    __slots__ = ("entity", "table", "etag", "state", "upsert", "snapshot", "_identity", "_order")
 
     def __init__(self, entity: Entity, table: str, etag: str | None, state: EntityStates) -> None:
         self.entity = entity
@@ -116,6 +118,8 @@ class EntityDescriptor:
         self.etag = etag
         self.state = state
         self.upsert: str | None = None
+        #: Property values when the entity was last in sync with the service (None: never).
+        self.snapshot: dict[str, Any] | None = None
         self._identity: Identity = (table, entity.PartitionKey, entity.RowKey)
         self._order = 0
 
@@ -428,10 +432,17 @@ class TableServiceContext:
             etag = descriptor.etag
         return BatchOperation(kind, table, pk, rk, payload, etag, echo_content=self.echo_content)
 
-    def _apply_success(self, descriptor: EntityDescriptor, result: BatchOperationResult) -> None:
+    def _apply_success(
+        self, descriptor: EntityDescriptor, operation: BatchOperation, result: BatchOperationResult
+    ) -> None:
         if descriptor.state is EntityStates.DELETED:
             self._forget(descriptor)
             return
+        if operation.payload is not None:
+            # After a merge the service may hold more than we sent: only what we sent is known.
+            known = dict(descriptor.snapshot or {}) if operation.kind in _MERGING_KINDS else {}
+            known.update(operation.payload.values)
+            descriptor.snapshot = known
         descriptor.state = EntityStates.UNCHANGED
         descriptor.upsert = None
         if result.etag:
@@ -509,7 +520,7 @@ class TableServiceContext:
                 continue
             response.status_code = result.status
             response.etag = result.etag
-            self._apply_success(descriptor, result)
+            self._apply_success(descriptor, operation, result)
         outcome = DataServiceResponse(responses)
         _raise_if_failed(outcome)
         return outcome
@@ -542,11 +553,11 @@ class TableServiceContext:
                 response.status_code = exc.status_code
             outcome = DataServiceResponse(responses, is_batch=True, batch_status_code=exc.status_code)
             raise _save_error(outcome, exc) from exc
-        for descriptor, response, result in zip(pending, responses, results):
+        for descriptor, operation, response, result in zip(pending, operations, responses, results):
             response.sent = True
             response.status_code = result.status
             response.etag = result.etag
-            self._apply_success(descriptor, result)
+            self._apply_success(descriptor, operation, result)
         return DataServiceResponse(responses, is_batch=True, batch_status_code=202)
 
     # ------------------------------------------------------------ queries
@@ -648,24 +659,27 @@ class TableServiceContext:
             )
             for hook in self.reading_entity:
                 hook(entity, payload)
-            self._track(query.table, entity, payload.etag, EntityStates.UNCHANGED)
+            self._track(query.table, entity, payload.etag, EntityStates.UNCHANGED).snapshot = payload.values
             return entity  # type: ignore[no-any-return]
         tracked = descriptor.entity
         if merge is MergeOption.APPEND_ONLY or descriptor.state is EntityStates.ADDED:
             return tracked  # type: ignore[return-value]
-        refresh = merge is MergeOption.OVERWRITE_CHANGES or descriptor.state is EntityStates.UNCHANGED
-        if refresh:
+        if merge is MergeOption.OVERWRITE_CHANGES or descriptor.state is EntityStates.UNCHANGED:
             _overwrite(tracked, payload, self.ignore_missing_properties)
-            for hook in self.reading_entity:
-                hook(tracked, payload)
             if merge is MergeOption.OVERWRITE_CHANGES:
                 descriptor.state = EntityStates.UNCHANGED
                 descriptor.upsert = None
+        elif descriptor.state is EntityStates.MODIFIED:
+            _merge_preserving(tracked, payload, descriptor.snapshot, self.ignore_missing_properties)
+        for hook in self.reading_entity:
+            hook(tracked, payload)
+        descriptor.snapshot = payload.values
         descriptor.etag = payload.etag
         tracked.etag = payload.etag
         return tracked  # type: ignore[return-value]
 
 
+_MERGING_KINDS = frozenset({BatchOperationKind.MERGE, BatchOperationKind.INSERT_OR_MERGE})
 _PENDING_STATES = frozenset({EntityStates.ADDED, EntityStates.MODIFIED, EntityStates.DELETED})
 
 _NO_ETAG = (
@@ -685,6 +699,52 @@ def _overwrite(target: Entity, payload: EntityPayload, ignore_missing_properties
         for name in target.__declared__:
             target.__dict__.pop(name, None)
         target.__dict__.update(fresh.__dict__)
+
+
+_MISSING = object()
+
+
+def _merge_preserving(
+    target: Entity, payload: EntityPayload, snapshot: dict[str, Any] | None, ignore_missing_properties: bool
+) -> None:
+    """Refresh the properties of ``target`` that were not changed locally since ``snapshot``.
+
+    A property counts as changed when its local value differs from the value it
+    had when the entity was last in sync; with no snapshot every local property
+    counts as changed. Properties the service has and the entity lacks are added.
+    """
+    fresh = entity_from_payload(type(target), payload, ignore_missing_properties=ignore_missing_properties)
+    local = entity_to_payload(target, validate=False).values
+    server = entity_to_payload(fresh, validate=False)
+
+    def changed(name: str) -> bool:
+        if snapshot is None:
+            return name in local
+        return local.get(name, _MISSING) != snapshot.get(name, _MISSING)
+
+    for name, value in server.values.items():
+        if name in ("PartitionKey", "RowKey") or changed(name):
+            continue
+        if isinstance(target, DynamicEntity):
+            target[name] = EntityProperty(value, server.types[name]) if value is not None else None
+        elif name in target.__declared__:
+            target.__dict__[name] = getattr(fresh, name)
+            target._wire_types.pop(name, None)
+            if name in fresh._wire_types:
+                target._wire_types[name] = fresh._wire_types[name]
+        else:
+            target.extra_properties[name] = fresh.extra_properties[name]
+    for name in list(local):
+        if name in server.values or name in ("PartitionKey", "RowKey") or changed(name):
+            continue
+        if snapshot is not None and name in snapshot:  # deleted on the service, untouched here
+            if isinstance(target, DynamicEntity):
+                del target[name]
+            elif name in target.__declared__:
+                target.__dict__[name] = None
+            else:
+                target.extra_properties.pop(name, None)
+    target.Timestamp = fresh.Timestamp
 
 
 def _save_error(outcome: DataServiceResponse, cause: TableServiceError) -> DataServiceRequestError:

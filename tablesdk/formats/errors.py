@@ -1,0 +1,124 @@
+"""Error response bodies, in whatever shape the service (or an emulator) chose.
+
+Shapes understood:
+
+* OData JSON: ``{"odata.error": {"code": "...", "message": {"lang": "en-US", "value": "..."}}}``
+  (and the ``"error"`` spelling, with ``message`` an object or a plain string);
+* OData Atom/XML: ``<error xmlns="...dataservices/metadata"><code/><message/></error>``;
+* storage XML: ``<Error><Code/><Message/></Error>`` (authentication, SAS, version
+  and other front-end errors, sent as XML whatever format was asked for);
+* empty bodies and anything else (HTML stack traces, proxies' pages): no code and
+  a short plain-text excerpt, never an exception.
+
+The body is sniffed by its first character; the Content-Type is only a hint for
+bodies that do not start like JSON or XML. The ``\\nRequestId:...\\nTime:...``
+trailer the service appends is removed; everything before it, including a batch
+error's ``"N:"`` operation-index prefix, is kept. Storage XML's
+``AuthenticationErrorDetail`` is deliberately not read: it echoes the request's
+signature.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["parse_error_body", "strip_trailer", "MAX_TEXT_EXCERPT"]
+
+#: Longest excerpt of an unrecognised body kept as the message.
+MAX_TEXT_EXCERPT = 300
+
+_TRAILER = re.compile(r"\s*\r?\nRequestId:.*\Z", re.DOTALL)
+_TAG = re.compile(rb"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+
+
+def strip_trailer(message: str) -> str:
+    """``message`` without the service's ``RequestId:``/``Time:`` trailer and outer whitespace."""
+    return _TRAILER.sub("", message).strip()
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _from_json(body: bytes) -> tuple[str | None, str] | None:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    error = data.get("odata.error", data.get("error"))
+    if not isinstance(error, dict):
+        return None
+    message = error.get("message")
+    if isinstance(message, dict):
+        message = message.get("value")
+    return (_text(error.get("code")) or None, strip_trailer(_text(message)))
+
+
+def _from_xml(body: bytes) -> tuple[str | None, str] | None:
+    from .atom import parse_xml
+
+    try:
+        root = parse_xml(body)
+    except ValueError:
+        return None
+    if not isinstance(root.tag, str) or root.tag.rpartition("}")[2].lower() != "error":
+        return None
+    code: str | None = None
+    message = ""
+    for child in root:
+        if not isinstance(child.tag, str):
+            continue
+        local = child.tag.rpartition("}")[2].lower()
+        if local == "code" and code is None:
+            code = (child.text or "").strip() or None
+        elif local == "message" and not message:
+            message = strip_trailer(child.text or "")
+    return (code, message)
+
+
+def _excerpt(body: bytes) -> str:
+    text = _TAG.sub(b" ", body[: MAX_TEXT_EXCERPT * 20]).decode("utf-8", errors="replace")
+    text = _SPACE.sub(" ", text).strip()
+    if len(text) > MAX_TEXT_EXCERPT:
+        text = text[: MAX_TEXT_EXCERPT - 3].rstrip() + "..."
+    return text
+
+
+def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str | None, str]:
+    """(error code or None, message) from an error response body; never raises.
+
+    An empty body gives ``(None, "")``; an unrecognised one ``(None, excerpt)``
+    where the excerpt is the body's text without markup, at most
+    :data:`MAX_TEXT_EXCERPT` characters.
+    """
+    try:
+        if isinstance(body, str):
+            body = body.encode("utf-8", errors="replace")
+        elif not isinstance(body, bytes):
+            body = bytes(body or b"")
+        stripped = body.lstrip(b" \t\r\n")
+        if stripped.startswith(b"\xef\xbb\xbf"):
+            stripped = stripped[3:].lstrip(b" \t\r\n")
+        if not stripped:
+            return (None, "")
+        hint = (content_type or "").lower()
+        first = stripped[:1]
+        result: tuple[str | None, str] | None = None
+        if first == b"{":
+            result = _from_json(stripped)
+        elif first == b"<":
+            result = _from_xml(stripped)
+        elif "json" in hint:
+            result = _from_json(stripped)
+        elif "xml" in hint:
+            result = _from_xml(stripped)
+        if result is not None:
+            return result
+        return (None, _excerpt(stripped))
+    except Exception:  # noqa: BLE001 - an error parser must not mask the error it describes
+        return (None, "")
