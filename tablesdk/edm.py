@@ -102,7 +102,7 @@ class EdmDateTime(datetime):
         self.ticks_remainder = ticks_remainder
         return self
 
-    def __reduce__(self) -> Any:
+    def __reduce_ex__(self, protocol: Any) -> Any:
         return (_rebuild_edm_datetime, (self.isoformat(), self.ticks_remainder))
 
     def __repr__(self) -> str:
@@ -195,7 +195,8 @@ def check_value(name: str, value: Any, edm_type: EdmType) -> None:
     if edm_type is EdmType.STRING:
         if not isinstance(value, str):
             raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
-        if len(value) * 2 > MAX_PROPERTY_BYTES and _utf16_size(value) > MAX_PROPERTY_BYTES:
+        # UTF-16 takes 2 or 4 bytes a character: count exactly only when it could matter.
+        if len(value) * 4 > MAX_PROPERTY_BYTES and _utf16_size(value) > MAX_PROPERTY_BYTES:
             raise TableValidationError(
                 name, "strings are at most 64 KiB in UTF-16 (32,768 characters)",
                 f"got {_utf16_size(value)} bytes",
