@@ -15,7 +15,7 @@ when it is written, not here.
 
 from __future__ import annotations
 
-__all__ = ["ServiceError", "PipelineError", "MESSAGES", "error"]
+__all__ = ["ServiceError", "PipelineError", "MESSAGES", "error", "pipeline_error"]
 
 
 class ServiceError(Exception):
@@ -38,9 +38,11 @@ class ServiceError(Exception):
 class PipelineError(ServiceError):
     """A storage-level error (auth, version, format): always the storage XML body."""
 
-    def __init__(self, status: int, code: str, message: str, *, detail: str | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, details: list[tuple[str, str]] | None = None
+    ) -> None:
         super().__init__(status, code, message)
-        self.detail = detail
+        self.details = details or []
 
 
 #: status and message for each error code the emulator produces.
@@ -115,6 +117,7 @@ MESSAGES: dict[str, tuple[int, str]] = {
     "RequestBodyTooLarge": (413, "The request body is too large and exceeds the maximum permissible limit."),
     "ResourceNotFound": (404, "The specified resource does not exist."),
     "UnsupportedHttpVerb": (405, "The resource doesn't support specified Http Verb."),
+    "UnsupportedMediaType": (415, "The content type of the request body is not supported."),
     "InternalError": (500, "The server encountered an internal error. Please retry the request."),
 }
 
@@ -136,8 +139,21 @@ def error(code: str, *args: object, message: str | None = None, status: int | No
     return ServiceError(status or default_status, code, text)
 
 
-def pipeline_error(code: str, *args: object, message: str | None = None, detail: str | None = None) -> PipelineError:
-    """A :class:`PipelineError` (storage XML body) for ``code``."""
+def pipeline_error(
+    code: str,
+    *args: object,
+    message: str | None = None,
+    detail: str | None = None,
+    details: list[tuple[str, str]] | None = None,
+) -> PipelineError:
+    """A :class:`PipelineError` (storage XML body) for ``code``.
+
+    ``detail`` becomes an ``<AuthenticationErrorDetail>`` element; ``details``
+    are further ``(element, text)`` pairs such as the bad header's name.
+    """
     status, template = MESSAGES[code]
     text = message if message is not None else template.format(*args)
-    return PipelineError(status, code, text, detail=detail)
+    extra = list(details or [])
+    if detail:
+        extra.append(("AuthenticationErrorDetail", detail))
+    return PipelineError(status, code, text, details=extra)

@@ -1,0 +1,639 @@
+"""Entity group transactions: the ``$batch`` multipart request and its response.
+
+An entity group transaction sends up to 100 insert, update, merge, delete and
+upsert operations on one partition of one table as a single atomic request (a
+*change set* inside a *batch*); or, alternatively, one point query (GET of a
+single entity) on its own, outside any change set. The service answers ``202
+Accepted`` with a multipart body holding one HTTP response per operation or,
+when the change set failed, a single response whose error message starts with
+the zero-based index of the operation that failed (``"1:The specified entity
+already exists."``).
+
+This module builds that request and reads that response with a hand-written,
+single-pass multipart writer and reader (the stdlib ``email`` package costs
+more than the rest of a batch put together). The reader is deliberately
+tolerant: LF-only line endings, missing ``Content-ID`` headers, stray lines
+before an inner status line (Azurite's 101-operation answer), a missing blank
+line between inner headers and body, and leftover chunked-transfer size lines
+are all accepted.
+
+It never does I/O: the client sends the bytes :func:`build_batch_request`
+returns and hands the answer to :func:`parse_batch_response`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from urllib.parse import quote
+
+from .edm import EntityPayload
+from .errors import BatchError, TableValidationError, error_for_status
+from .formats import PayloadFormat, parse_error_body
+
+__all__ = [
+    "BatchOperationKind",
+    "BatchOperation",
+    "BatchOperationResult",
+    "MAX_BATCH_OPERATIONS",
+    "MAX_BATCH_BYTES",
+    "entity_path",
+    "validate_batch",
+    "build_batch_request",
+    "parse_batch_response",
+]
+
+#: Most operations one change set may hold (the service's limit).
+MAX_BATCH_OPERATIONS = 100
+#: Largest ``$batch`` request body, in bytes, as encoded on the wire (4 MiB).
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+
+#: Service versions that understand ``Prefer: return-content / return-no-content``.
+_PREFER_MIN_VERSION = "2013-08-15"
+
+
+class BatchOperationKind(Enum):
+    """What one operation of a batch does, and so its HTTP method and address.
+
+    ``INSERT`` is ``POST <table>``; the others address one entity,
+    ``<table>(PartitionKey='..',RowKey='..')``: ``UPDATE`` (replace) and
+    ``INSERT_OR_REPLACE`` are ``PUT``, ``MERGE`` and ``INSERT_OR_MERGE`` are
+    ``MERGE``, ``DELETE`` is ``DELETE`` and ``RETRIEVE`` (a point query) is
+    ``GET``. UPDATE, MERGE and DELETE carry ``If-Match``; the upserts do not.
+    """
+
+    INSERT = "insert"
+    UPDATE = "update"
+    MERGE = "merge"
+    DELETE = "delete"
+    INSERT_OR_REPLACE = "insert_or_replace"
+    INSERT_OR_MERGE = "insert_or_merge"
+    RETRIEVE = "retrieve"
+
+    @property
+    def method(self) -> str:
+        """The HTTP method of this kind of operation."""
+        return _METHODS[self]
+
+
+_METHODS = {
+    BatchOperationKind.INSERT: "POST",
+    BatchOperationKind.UPDATE: "PUT",
+    BatchOperationKind.MERGE: "MERGE",
+    BatchOperationKind.DELETE: "DELETE",
+    BatchOperationKind.INSERT_OR_REPLACE: "PUT",
+    BatchOperationKind.INSERT_OR_MERGE: "MERGE",
+    BatchOperationKind.RETRIEVE: "GET",
+}
+
+#: Kinds that carry an entity body.
+_WITH_BODY = frozenset({
+    BatchOperationKind.INSERT,
+    BatchOperationKind.UPDATE,
+    BatchOperationKind.MERGE,
+    BatchOperationKind.INSERT_OR_REPLACE,
+    BatchOperationKind.INSERT_OR_MERGE,
+})
+#: Kinds that are conditional on the entity's ETag (``If-Match``).
+_CONDITIONAL = frozenset({BatchOperationKind.UPDATE, BatchOperationKind.MERGE, BatchOperationKind.DELETE})
+
+
+@dataclass
+class BatchOperation:
+    """One operation of an entity group transaction (or of a single request).
+
+    ``payload`` is the entity for inserts, updates, merges and upserts, None for
+    deletes and point queries. ``etag`` is the ``If-Match`` value of an UPDATE,
+    MERGE or DELETE: the tracked ETag, or ``"*"`` for an unconditional write; it
+    is required for those kinds and not sent for the others. ``echo_content``
+    asks the service to return an inserted entity (``Prefer: return-content``);
+    by default inserts ask for no content.
+    """
+
+    kind: BatchOperationKind
+    table: str
+    partition_key: str
+    row_key: str
+    payload: EntityPayload | None
+    etag: str | None
+    echo_content: bool = False
+
+
+@dataclass
+class BatchOperationResult:
+    """The service's answer to one operation of a successful batch.
+
+    ``index`` is the operation's zero-based position in the batch, ``status``
+    the inner HTTP status (201/204 for inserts, 204 for writes, 200 for a point
+    query), ``etag`` the entity's new ETag (None after a delete), ``payload`` the
+    entity parsed from the inner body when there is one, and ``headers`` the
+    inner response's headers as sent.
+    """
+
+    index: int
+    status: int
+    etag: str | None
+    payload: EntityPayload | None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- addresses
+
+
+def _key_literal(value: str) -> str:
+    # Single quotes double inside an OData string literal; everything but
+    # unreserved characters is then percent-encoded (the quotes included), so
+    # '%', spaces, '#', '?' and non-ASCII text arrive exactly as written.
+    return quote(value.replace("'", "''"), safe="")
+
+
+def entity_path(table: str, partition_key: str, row_key: str) -> str:
+    """The URL path of one entity, relative to the table endpoint.
+
+    ``entity_path("Blogs", "o'neil", "100%")`` is
+    ``"Blogs(PartitionKey='o%27%27neil',RowKey='100%25')"``: single quotes are
+    doubled inside the key literals, then the keys are percent-encoded. Keys
+    containing '%' are decoded twice by the service when sent in the request
+    path of a single-entity request (see docs/batch.md); inside a batch they
+    are decoded once and arrive intact.
+    """
+    return (
+        f"{quote(table, safe='')}(PartitionKey='{_key_literal(partition_key)}',"
+        f"RowKey='{_key_literal(row_key)}')"
+    )
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _describe(index: int, op: BatchOperation) -> str:
+    return f"operation {index} ({op.kind.name} PartitionKey={op.partition_key!r}, RowKey={op.row_key!r})"
+
+
+def validate_batch(operations: Sequence[BatchOperation]) -> None:
+    """Check the service's batch rules before anything is sent.
+
+    Raises :class:`~tablesdk.errors.TableValidationError` (field ``"batch"``
+    unless stated) naming the rule broken: an empty batch; more than
+    :data:`MAX_BATCH_OPERATIONS` operations; operations on more than one table
+    or more than one PartitionKey; the same entity twice; a RETRIEVE together
+    with anything else (a query batch holds exactly one RETRIEVE); an UPDATE,
+    MERGE or DELETE without an ETag (field ``"If-Match"``); a write without a
+    payload, or whose payload keys differ from the operation's (field
+    ``"payload"``). The 4 MiB body limit is checked by
+    :func:`build_batch_request` on the encoded body.
+    """
+    count = len(operations)
+    if count == 0:
+        raise TableValidationError("batch", "a batch holds at least 1 operation", "got an empty batch")
+    if count > MAX_BATCH_OPERATIONS:
+        raise TableValidationError(
+            "batch", f"a batch holds at most {MAX_BATCH_OPERATIONS} operations", f"got {count}"
+        )
+    first = operations[0]
+    seen: dict[str, int] = {}
+    for index, op in enumerate(operations):
+        kind = op.kind
+        if kind is BatchOperationKind.RETRIEVE and count > 1:
+            raise TableValidationError(
+                "batch",
+                "a query batch holds exactly one RETRIEVE operation and nothing else",
+                f"{_describe(index, op)} is one of {count} operations",
+            )
+        if op.table != first.table:
+            raise TableValidationError(
+                "batch",
+                "all operations in a batch must target one table",
+                f"operation 0 targets {first.table!r}, operation {index} targets {op.table!r}",
+            )
+        if op.partition_key != first.partition_key:
+            raise TableValidationError(
+                "batch",
+                "all operations in a batch must share one PartitionKey",
+                f"operation 0 has {first.partition_key!r}, operation {index} has {op.partition_key!r}",
+            )
+        previous = seen.setdefault(op.row_key, index)
+        if previous != index:
+            raise TableValidationError(
+                "batch",
+                "each entity may appear only once in a batch",
+                f"operations {previous} and {index} both address RowKey={op.row_key!r}",
+            )
+        if kind in _CONDITIONAL:
+            if not op.etag:
+                raise TableValidationError(
+                    "If-Match",
+                    "UPDATE, MERGE and DELETE need an ETag (the tracked one, or '*' for an unconditional write)",
+                    _describe(index, op),
+                )
+            if "\r" in op.etag or "\n" in op.etag:
+                raise TableValidationError("If-Match", "an ETag cannot contain line breaks", _describe(index, op))
+        if kind in _WITH_BODY:
+            payload = op.payload
+            if payload is None:
+                raise TableValidationError("payload", f"{kind.name} needs an entity payload", _describe(index, op))
+            values = payload.values
+            if values.get("PartitionKey", op.partition_key) != op.partition_key or values.get(
+                "RowKey", op.row_key
+            ) != op.row_key:
+                raise TableValidationError(
+                    "payload",
+                    "the payload's PartitionKey and RowKey must be the operation's",
+                    f"{_describe(index, op)} carries PartitionKey={values.get('PartitionKey')!r}, "
+                    f"RowKey={values.get('RowKey')!r}",
+                )
+
+
+# ---------------------------------------------------------------- writing
+
+_PART_PREAMBLE = b"Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+
+
+def _new_boundary_id() -> str:
+    """A fresh random boundary suffix (a function so tests can force collisions)."""
+    return str(uuid.uuid4())
+
+
+def build_batch_request(
+    base_url: str,
+    operations: Sequence[BatchOperation],
+    fmt: PayloadFormat,
+    *,
+    api_version: str,
+) -> tuple[bytes, str]:
+    """The ``$batch`` request body and its ``Content-Type`` header value.
+
+    ``base_url`` is the table endpoint (``https://account.table.core.windows.net``
+    or a path-style emulator URL); inner requests carry absolute URLs below it.
+    Write operations go in one change set, numbered by ``Content-ID`` from 1; a
+    single RETRIEVE goes alone, outside any change set. Lines end in CRLF; the
+    boundaries are ``batch_<uuid4>`` and ``changeset_<uuid4>`` and are checked
+    not to occur in the content (new ones are drawn if they do).
+
+    Runs :func:`validate_batch` first, and raises
+    :class:`~tablesdk.errors.TableValidationError` if the encoded body exceeds
+    :data:`MAX_BATCH_BYTES`.
+    """
+    validate_batch(operations)
+    base = base_url.rstrip("/")
+    shared = "".join(f"{name}: {value}\r\n" for name, value in fmt.request_headers().items())
+    content_type = f"Content-Type: {fmt.content_type}\r\n"
+    prefer = api_version >= _PREFER_MIN_VERSION
+
+    if operations[0].kind is BatchOperationKind.RETRIEVE:
+        op = operations[0]
+        head = f"GET {base}/{entity_path(op.table, op.partition_key, op.row_key)} HTTP/1.1\r\n{shared}\r\n"
+        parts = [_PART_PREAMBLE + head.encode("utf-8")]
+        changeset = False
+    else:
+        parts = []
+        # Each part costs at least its own bytes plus a delimiter line; stop as
+        # soon as the running total is over the limit.
+        running = 0
+        for number, op in enumerate(operations, 1):
+            kind = op.kind
+            if kind is BatchOperationKind.INSERT:
+                url = f"{base}/{quote(op.table, safe='')}"
+            else:
+                url = f"{base}/{entity_path(op.table, op.partition_key, op.row_key)}"
+            lines = [f"{kind.method} {url} HTTP/1.1\r\nContent-ID: {number}\r\n"]
+            body = b""
+            if kind in _WITH_BODY:
+                assert op.payload is not None  # validate_batch checked it
+                body = fmt.serialize_entity(op.payload)
+                lines.append(content_type)
+            lines.append(shared)
+            if kind is BatchOperationKind.INSERT and prefer:
+                lines.append("Prefer: return-content\r\n" if op.echo_content else "Prefer: return-no-content\r\n")
+            if kind in _CONDITIONAL:
+                lines.append(f"If-Match: {op.etag}\r\n")
+            lines.append("\r\n")
+            part = _PART_PREAMBLE + "".join(lines).encode("utf-8") + body
+            running += len(part) + 52
+            if running > MAX_BATCH_BYTES:
+                raise TableValidationError(
+                    "batch",
+                    f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)",
+                    f"the first {number} of {len(operations)} operations already take over {running} bytes",
+                )
+            parts.append(part)
+        changeset = True
+
+    for _attempt in range(8):
+        batch_id = "batch_" + _new_boundary_id()
+        changeset_id = "changeset_" + _new_boundary_id()
+        if not any(_collides(part, batch_id, changeset_id) for part in parts):
+            break
+    else:  # pragma: no cover - eight uuid4 collisions in a row do not happen
+        raise RuntimeError("could not draw a multipart boundary absent from the batch content")
+
+    batch_delim = f"--{batch_id}".encode("ascii")
+    if changeset:
+        cs_delim = f"\r\n--{changeset_id}\r\n".encode("ascii")
+        body_bytes = b"".join((
+            batch_delim,
+            f"\r\nContent-Type: multipart/mixed; boundary={changeset_id}\r\n\r\n--{changeset_id}\r\n".encode("ascii"),
+            cs_delim.join(parts),
+            f"\r\n--{changeset_id}--\r\n".encode("ascii"),
+            batch_delim,
+            b"--\r\n",
+        ))
+    else:
+        body_bytes = b"".join((batch_delim, b"\r\n", parts[0], b"\r\n", batch_delim, b"--\r\n"))
+    if len(body_bytes) > MAX_BATCH_BYTES:
+        raise TableValidationError(
+            "batch",
+            f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)",
+            f"got {len(body_bytes)} bytes",
+        )
+    return body_bytes, f"multipart/mixed; boundary={batch_id}"
+
+
+def _collides(part: bytes, batch_id: str, changeset_id: str) -> bool:
+    # A boundary must not occur anywhere in the content it delimits.
+    return batch_id.encode("ascii") in part or changeset_id.encode("ascii") in part
+
+
+# ---------------------------------------------------------------- reading
+
+#: A header line: an RFC 7230 token, then a colon.
+_HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*:")
+#: A chunked-transfer size line: hex digits, optional extensions.
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?\r?\n")
+#: The first delimiter line of a multipart body, for bodies whose header lost the boundary.
+_FIRST_DELIMITER = re.compile(rb"^--([^\s]+?)(?:--)?[ \t]*\r?$", re.MULTILINE)
+#: The "N:" operation-index prefix of a batch error message.
+_INDEX_PREFIX = re.compile(r"\s*(\d{1,9}):(.*)\Z", re.DOTALL)
+_REQUEST_ID = re.compile(rb"RequestId:\s*([0-9A-Fa-f][0-9A-Fa-f-]{7,63})")
+_MAX_DEPTH = 3
+
+
+@dataclass
+class _InnerResponse:
+    status: int
+    headers: dict[str, str]
+    lower: dict[str, str]
+    body: bytes
+
+
+def _boundary_param(content_type: str | None) -> bytes | None:
+    if not content_type:
+        return None
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "boundary":
+            value = value.strip().strip('"')
+            if value:
+                return value.encode("utf-8")
+    return None
+
+
+def _dechunk(data: bytes) -> bytes:
+    """``data`` without chunked transfer framing, if (and only if) it is exactly that."""
+    if not data[:1] or data[:1] not in b"0123456789abcdefABCDEF":
+        return data
+    out: list[bytes] = []
+    pos = 0
+    size_of = _CHUNK_SIZE.match
+    while True:
+        match = size_of(data, pos)
+        if match is None:
+            return data
+        size = int(match.group(1), 16)
+        pos = match.end()
+        if size == 0:
+            return b"".join(out)
+        end = pos + size
+        if end > len(data):
+            return data
+        out.append(data[pos:end])
+        if data.startswith(b"\r\n", end):
+            pos = end + 2
+        elif data.startswith(b"\n", end):
+            pos = end + 1
+        else:
+            return data
+
+
+def _split_multipart(data: bytes, boundary: bytes) -> list[bytes] | None:
+    """The contents of each part between ``--boundary`` delimiter lines, or None if there is none.
+
+    A delimiter must start a line; the line break before it belongs to it. Text
+    before the first delimiter (a preamble, or a chunk size line) and after the
+    closing one is ignored; a missing closing delimiter is tolerated.
+    """
+    delimiter = b"--" + boundary
+    length = len(data)
+    parts: list[bytes] = []
+    start = -1
+    pos = 0
+    found = False
+    while True:
+        at = data.find(delimiter, pos)
+        if at < 0:
+            break
+        pos = at + 1
+        if at > 0 and data[at - 1] != 0x0A:
+            continue
+        after = at + len(delimiter)
+        closing = data.startswith(b"--", after)
+        if closing:
+            after += 2
+        eol = data.find(b"\n", after)
+        line_end = length if eol < 0 else eol
+        if data[after:line_end].strip(b" \t\r"):
+            continue  # a longer token that merely starts with the boundary
+        found = True
+        if start >= 0:
+            end = at
+            if end > start and data[end - 1] == 0x0A:
+                end -= 1
+                if end > start and data[end - 1] == 0x0D:
+                    end -= 1
+            parts.append(data[start:end])
+        if closing:
+            return parts
+        start = line_end + 1 if eol >= 0 else length
+        pos = start
+    if not found:
+        return None
+    if 0 <= start < length:
+        parts.append(data[start:])
+    return parts
+
+
+def _read_headers(data: bytes, pos: int) -> tuple[list[tuple[str, str]], int]:
+    """Header lines from ``pos``: stops after a blank line, or before a line that is no header."""
+    headers: list[tuple[str, str]] = []
+    length = len(data)
+    is_header = _HEADER_LINE.match
+    while pos < length:
+        eol = data.find(b"\n", pos)
+        end = length if eol < 0 else eol
+        line = data[pos:end]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        following = length if eol < 0 else eol + 1
+        if not line.strip():
+            return headers, following
+        if line[:1] in (b" ", b"\t") and headers:
+            previous_name, previous_value = headers[-1]
+            headers[-1] = (previous_name, f"{previous_value} {line.strip().decode('utf-8', 'replace')}")
+        elif is_header(line):
+            raw_name, _, raw_value = line.partition(b":")
+            headers.append((raw_name.strip().decode("ascii"), raw_value.strip().decode("utf-8", "replace")))
+        else:
+            return headers, pos  # e.g. a body that follows the headers without a blank line
+        pos = following
+    return headers, length
+
+
+def _parse_http(data: bytes, pos: int) -> _InnerResponse | None:
+    """The inner HTTP response of an ``application/http`` part, from ``pos``.
+
+    Lines before the status line (blank lines, a stray boundary name, a chunk
+    size) are skipped.
+    """
+    length = len(data)
+    while pos < length:
+        eol = data.find(b"\n", pos)
+        end = length if eol < 0 else eol
+        line = data[pos:end].strip()
+        pos = length if eol < 0 else eol + 1
+        if not line.startswith(b"HTTP/"):
+            continue
+        fields = line.split(None, 2)
+        if len(fields) < 2 or not fields[1].isdigit():
+            continue
+        pairs, body_start = _read_headers(data, pos)
+        headers = dict(pairs)
+        lower = {name.lower(): value for name, value in pairs}
+        return _InnerResponse(int(fields[1]), headers, lower, data[body_start:].strip(b" \t\r\n"))
+    return None
+
+
+def _collect(data: bytes, boundary: bytes | None, out: list[_InnerResponse], depth: int) -> bool:
+    """Append the inner responses of the multipart ``data`` to ``out``; False if it is not multipart."""
+    parts = _split_multipart(data, boundary) if boundary else None
+    if parts is None:
+        match = _FIRST_DELIMITER.search(data)
+        if match is None:
+            return False
+        parts = _split_multipart(data, match.group(1))
+        if parts is None:
+            return False
+    for part in parts:
+        pairs, body_start = _read_headers(part, 0)
+        part_type = ""
+        for name, value in pairs:
+            if name.lower() == "content-type":
+                part_type = value
+        if part_type.lower().startswith("multipart/") and depth < _MAX_DEPTH:
+            _collect(part[body_start:], _boundary_param(part_type), out, depth + 1)
+            continue
+        response = _parse_http(part, body_start)
+        if response is not None:
+            out.append(response)
+    return True
+
+
+def _error_text(body: bytes, content_type: str | None) -> tuple[str | None, str, int | None, str | None]:
+    """(code, message without index or trailer, failed index or None, request id or None)."""
+    code, message = parse_error_body(body, content_type)
+    index: int | None = None
+    match = _INDEX_PREFIX.match(message)
+    if match is not None:
+        index = int(match.group(1))
+        message = match.group(2).strip()
+    found = _REQUEST_ID.search(body)
+    request_id = found.group(1).decode("ascii") if found else None
+    return code, message, index, request_id
+
+
+def _failure(response: _InnerResponse, operation_count: int) -> BatchError:
+    code, message, index, request_id = _error_text(response.body, response.lower.get("content-type"))
+    code = response.lower.get("x-ms-error-code") or code
+    request_id = response.lower.get("x-ms-request-id") or request_id
+    if index is not None and index >= operation_count:
+        index = None
+    status = response.status
+    if not message:
+        message = f"HTTP {status} with no error body"
+    cause = error_for_status(status, code, message, request_id=request_id)
+    return BatchError(
+        message, failed_index=index, status_code=status, error_code=code, request_id=request_id, cause=cause
+    )
+
+
+def parse_batch_response(
+    body: bytes,
+    content_type: str,
+    operations: Sequence[BatchOperation],
+    fmt: PayloadFormat,
+) -> list[BatchOperationResult]:
+    """One :class:`BatchOperationResult` per operation, in the operations' order.
+
+    ``body`` and ``content_type`` are those of the ``202 Accepted`` answer to
+    the request :func:`build_batch_request` made for ``operations``. Inner
+    responses are matched to operations by ``Content-ID`` where present and
+    otherwise by order.
+
+    A refused change set (an inner response with status 400 or more) raises
+    :class:`~tablesdk.errors.BatchError`: ``failed_index`` from the message's
+    ``"N:"`` prefix (None when it has none), ``error_code``, ``status_code``
+    and ``message`` (without the prefix and the RequestId trailer) of the inner
+    response, and ``cause`` the matching per-status
+    :class:`~tablesdk.errors.TableServiceError` subclass. A body that is not a
+    batch response, or whose responses do not match the operations, raises
+    :class:`~tablesdk.errors.BatchError` with ``failed_index`` None.
+    """
+    data = _dechunk(bytes(body))
+    responses: list[_InnerResponse] = []
+    if not _collect(data, _boundary_param(content_type), responses, 0):
+        code, message, index, request_id = _error_text(data, content_type)
+        if index is not None and index >= len(operations):
+            index = None
+        raise BatchError(
+            message or "the batch response is not a multipart body",
+            failed_index=index,
+            error_code=code,
+            request_id=request_id,
+        )
+    for response in responses:
+        if response.status >= 400:
+            raise _failure(response, len(operations))
+    count = len(operations)
+    if len(responses) != count:
+        raise BatchError(
+            f"the batch response holds {len(responses)} operation responses for {count} operations",
+            status_code=202,
+        )
+
+    slots: list[_InnerResponse | None] = [None] * count
+    unplaced: list[_InnerResponse] = []
+    for response in responses:
+        content_id = response.lower.get("content-id", "").strip()
+        if content_id.isdigit() and 1 <= int(content_id) <= count and slots[int(content_id) - 1] is None:
+            slots[int(content_id) - 1] = response
+        else:
+            unplaced.append(response)
+    if unplaced:
+        remaining = iter(unplaced)
+        for index, slot in enumerate(slots):
+            if slot is None:
+                slots[index] = next(remaining)
+
+    results: list[BatchOperationResult] = []
+    for index, slot in enumerate(slots):
+        assert slot is not None  # every slot was filled: as many responses as slots
+        etag = slot.lower.get("etag")
+        payload: EntityPayload | None = None
+        if slot.body and slot.status in (200, 201):
+            payload = fmt.parse_entity(slot.body, etag)
+            if etag is None:
+                etag = payload.etag
+        results.append(BatchOperationResult(index, slot.status, etag, payload, slot.headers))
+    return results

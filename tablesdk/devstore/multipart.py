@@ -1,0 +1,152 @@
+"""multipart/mixed reading and writing for ``$batch`` (requests in, responses out).
+
+Reading accepts CRLF or bare LF line ends. Writing always uses CRLF and puts
+exactly one blank line between a part's headers and its body, and between an
+embedded HTTP response's headers and its body.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from http import HTTPStatus
+
+__all__ = ["Part", "MultipartError", "boundary_of", "split_parts", "parse_http_request", "SubResponse",
+           "write_batch_response"]
+
+
+class MultipartError(ValueError):
+    """The body is not well-formed multipart/mixed (or the embedded request is not HTTP)."""
+
+
+@dataclass
+class Part:
+    headers: dict[str, str]
+    body: bytes
+
+
+_BOUNDARY_RE = re.compile(r'boundary\s*=\s*(?:"([^"]+)"|([^;\s]+))', re.IGNORECASE)
+
+
+def boundary_of(content_type: str) -> str | None:
+    """The ``boundary`` parameter of a multipart Content-Type, or None."""
+    if not content_type.lower().startswith("multipart/mixed"):
+        return None
+    m = _BOUNDARY_RE.search(content_type)
+    if not m:
+        return None
+    return m.group(1) or m.group(2)
+
+
+def _parse_headers(block: bytes) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for line in block.split(b"\n"):
+        line = line.rstrip(b"\r")
+        if not line:
+            continue
+        if line[:1] in (b" ", b"\t") and headers:  # folded continuation
+            last = next(reversed(headers))
+            headers[last] += " " + line.strip().decode("latin-1")
+            continue
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise MultipartError(f"malformed header line {line[:60]!r}")
+        headers[name.strip().decode("latin-1").lower()] = value.strip().decode("latin-1")
+    return headers
+
+
+def _split_head(data: bytes) -> tuple[bytes, bytes]:
+    """Split at the first blank line: (header block, body)."""
+    m = re.search(rb"\r?\n\r?\n", data)
+    if m is None:
+        return data, b""
+    return data[: m.start()], data[m.end():]
+
+
+def split_parts(body: bytes, boundary: str) -> list[Part]:
+    """The parts of a multipart body (preamble and epilogue ignored)."""
+    delimiter = re.escape(b"--" + boundary.encode("latin-1"))
+    pattern = re.compile(rb"(?:^|\r?\n)" + delimiter + rb"(--)?[ \t]*(?:\r?\n|$)")
+    matches = list(pattern.finditer(body))
+    if not matches:
+        raise MultipartError("no multipart boundary found")
+    if matches[-1].group(1) is None:
+        raise MultipartError("the multipart body has no closing boundary")
+    parts: list[Part] = []
+    for this, nxt in zip(matches, matches[1:]):
+        if this.group(1) is not None:
+            break
+        chunk = body[this.end(): nxt.start()]
+        head, content = _split_head(chunk)
+        parts.append(Part(_parse_headers(head), content))
+    return parts
+
+
+def parse_http_request(data: bytes) -> tuple[str, str, dict[str, str], bytes]:
+    """(method, url, headers, body) of an ``application/http`` request part."""
+    data = data.lstrip(b"\r\n")
+    line_end = data.find(b"\n")
+    if line_end == -1:
+        raise MultipartError("the operation has no request line")
+    request_line = data[:line_end].rstrip(b"\r").decode("latin-1")
+    pieces = request_line.split(" ")
+    if len(pieces) != 3 or not pieces[2].startswith("HTTP/"):
+        raise MultipartError(f"malformed request line {request_line[:80]!r}")
+    rest = data[line_end + 1:]
+    if rest.startswith(b"\r\n"):
+        head, body = b"", rest[2:]  # no headers at all
+    elif rest.startswith(b"\n"):
+        head, body = b"", rest[1:]
+    else:
+        head, body = _split_head(rest)
+    headers = _parse_headers(head)
+    length = headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) <= len(body):
+        body = body[: int(length)]
+    return pieces[0].upper(), pieces[1], headers, body
+
+
+@dataclass
+class SubResponse:
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+
+def _http_part(response: SubResponse) -> bytes:
+    try:
+        reason = HTTPStatus(response.status).phrase
+    except ValueError:
+        reason = "Unknown"
+    lines = [f"HTTP/1.1 {response.status} {reason}"]
+    lines.extend(f"{name}: {value}" for name, value in response.headers)
+    head = (
+        "Content-Type: application/http\r\n"
+        "Content-Transfer-Encoding: binary\r\n"
+        "\r\n"
+        + "\r\n".join(lines)
+        + "\r\n\r\n"
+    )
+    return head.encode("latin-1") + response.body
+
+
+def write_batch_response(responses: list[SubResponse], changeset: bool) -> tuple[str, bytes]:
+    """(Content-Type, body) of a batch response holding ``responses``.
+
+    With ``changeset`` the responses are wrapped in one change set response
+    part; a query's response is a direct part of the batch response.
+    """
+    batch_boundary = f"batchresponse_{uuid.uuid4()}"
+    out = bytearray()
+    if changeset:
+        cs_boundary = f"changesetresponse_{uuid.uuid4()}"
+        out += f"--{batch_boundary}\r\nContent-Type: multipart/mixed; boundary={cs_boundary}\r\n\r\n".encode()
+        for response in responses:
+            out += f"--{cs_boundary}\r\n".encode() + _http_part(response) + b"\r\n"
+        out += f"--{cs_boundary}--\r\n".encode()
+    else:
+        for response in responses:
+            out += f"--{batch_boundary}\r\n".encode() + _http_part(response) + b"\r\n"
+    out += f"--{batch_boundary}--\r\n".encode()
+    return f"multipart/mixed; boundary={batch_boundary}", bytes(out)

@@ -1,0 +1,231 @@
+"""sqlite3 storage for the emulator: tables, entities, timestamps.
+
+One connection is shared by all request threads behind one lock; each
+request (or batch change set) runs as one transaction, so a change set is
+all-or-nothing and a query sees a consistent snapshot. Keys are ordered by
+sqlite's BINARY collation on UTF-8 text, i.e. by Unicode code point.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from .values import Props, props_from_storage, props_to_storage
+
+__all__ = ["Storage", "EntityRow", "etag_for"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tables (
+    lname TEXT PRIMARY KEY,
+    name  TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entities (
+    tbl   TEXT NOT NULL,
+    pk    TEXT NOT NULL,
+    rk    TEXT NOT NULL,
+    ts    TEXT NOT NULL,
+    props TEXT NOT NULL,
+    PRIMARY KEY (tbl, pk, rk)
+) WITHOUT ROWID;
+"""
+
+
+def etag_for(timestamp: str) -> str:
+    """The ETag of an entity written at ``timestamp`` (canonical Edm.DateTime text)."""
+    return "W/\"datetime'" + timestamp.replace(":", "%3A") + "'\""
+
+
+@dataclass
+class EntityRow:
+    """A stored entity: keys, Timestamp text and properties (decoded lazily)."""
+
+    pk: str
+    rk: str
+    timestamp: str
+    raw: str
+    _props: Props | None = None
+
+    @property
+    def props(self) -> Props:
+        if self._props is None:
+            self._props = props_from_storage(self.raw)
+        return self._props
+
+    @property
+    def etag(self) -> str:
+        return etag_for(self.timestamp)
+
+
+class Storage:
+    """Tables and entities in one sqlite database (``":memory:"`` or a file path)."""
+
+    def __init__(self, path: str = ":memory:") -> None:
+        self.path = path
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=" + ("MEMORY" if path == ":memory:" else "WAL"))
+        self._conn.execute("PRAGMA synchronous=OFF" if path == ":memory:" else "PRAGMA synchronous=NORMAL")
+        self._conn.executescript(_SCHEMA)
+        self.lock = threading.RLock()
+        self._last_ticks = 0
+        self._in_tx = False
+
+    def close(self) -> None:
+        with self.lock:
+            self._conn.close()
+
+    # -------------------------------------------------------------- transactions
+
+    @contextmanager
+    def transaction(self) -> Iterator[Storage]:
+        """Hold the lock and run the body as one transaction (rolled back on an exception)."""
+        with self.lock:
+            if self._in_tx:  # nested use (a batch operation): the outer transaction decides
+                yield self
+                return
+            self._conn.execute("BEGIN")
+            self._in_tx = True
+            try:
+                yield self
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+            finally:
+                self._in_tx = False
+
+    @contextmanager
+    def reading(self) -> Iterator[Storage]:
+        """Hold the lock for a consistent read."""
+        with self.lock:
+            yield self
+
+    def rollback(self) -> None:
+        """Undo the current transaction's changes and start a new one (used by batches)."""
+        self._conn.execute("ROLLBACK")
+        self._conn.execute("BEGIN")
+
+    # -------------------------------------------------------------- timestamps
+
+    def next_timestamp(self) -> str:
+        """A Timestamp strictly later than any handed out before (so every ETag is unique)."""
+        with self.lock:
+            ticks = time.time_ns() // 100
+            if ticks <= self._last_ticks:
+                ticks = self._last_ticks + 1
+            self._last_ticks = ticks
+        seconds, remainder = divmod(ticks, 10_000_000)
+        stamp = datetime.fromtimestamp(seconds, timezone.utc)
+        return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + "%07dZ" % remainder
+
+    # -------------------------------------------------------------- tables
+
+    def get_table(self, name: str) -> str | None:
+        """The stored name of table ``name`` (names are case-insensitive), or None."""
+        row = self._conn.execute("SELECT name FROM tables WHERE lname = ?", (name.lower(),)).fetchone()
+        return None if row is None else str(row[0])
+
+    def create_table(self, name: str) -> bool:
+        """Create the table; False when it exists already."""
+        try:
+            self._conn.execute("INSERT INTO tables (lname, name) VALUES (?, ?)", (name.lower(), name))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def delete_table(self, name: str) -> bool:
+        lname = name.lower()
+        cur = self._conn.execute("DELETE FROM tables WHERE lname = ?", (lname,))
+        if cur.rowcount == 0:
+            return False
+        self._conn.execute("DELETE FROM entities WHERE tbl = ?", (lname,))
+        return True
+
+    def iter_tables(self, start: str | None = None) -> Iterator[str]:
+        """Table names in order of their lower-cased names, from ``start`` (a lower-cased name)."""
+        if start is None:
+            cur = self._conn.execute("SELECT name FROM tables ORDER BY lname")
+        else:
+            cur = self._conn.execute("SELECT name FROM tables WHERE lname >= ? ORDER BY lname", (start,))
+        for (name,) in cur:
+            yield str(name)
+
+    # -------------------------------------------------------------- entities
+
+    def get_entity(self, table: str, pk: str, rk: str) -> EntityRow | None:
+        row = self._conn.execute(
+            "SELECT ts, props FROM entities WHERE tbl = ? AND pk = ? AND rk = ?", (table.lower(), pk, rk)
+        ).fetchone()
+        if row is None:
+            return None
+        return EntityRow(pk, rk, row[0], row[1])
+
+    def put_entity(self, table: str, pk: str, rk: str, props: Props, *, exists: bool) -> str:
+        """Insert (``exists`` False) or overwrite an entity; returns its new Timestamp."""
+        ts = self.next_timestamp()
+        raw = props_to_storage(props)
+        if exists:
+            self._conn.execute(
+                "UPDATE entities SET ts = ?, props = ? WHERE tbl = ? AND pk = ? AND rk = ?",
+                (ts, raw, table.lower(), pk, rk),
+            )
+        else:
+            self._conn.execute(
+                "INSERT INTO entities (tbl, pk, rk, ts, props) VALUES (?, ?, ?, ?, ?)",
+                (table.lower(), pk, rk, ts, raw),
+            )
+        return ts
+
+    def delete_entity(self, table: str, pk: str, rk: str) -> None:
+        self._conn.execute("DELETE FROM entities WHERE tbl = ? AND pk = ? AND rk = ?", (table.lower(), pk, rk))
+
+    def scan(
+        self,
+        table: str,
+        *,
+        start: tuple[str, str] | None = None,
+        conditions: list[tuple[str, str, str]] | None = None,
+        chunk: int = 512,
+    ) -> Iterator[EntityRow]:
+        """Entities of ``table`` in (PartitionKey, RowKey) order from key ``start`` (inclusive).
+
+        ``conditions`` are extra ``(column, operator, value)`` predicates on
+        ``pk``/``rk`` that narrow the scan (the caller still evaluates its filter).
+        Rows are fetched ``chunk`` at a time, each chunk with a fresh statement,
+        so the caller may stop early at no cost.
+        """
+        where = ["tbl = ?"]
+        params: list[Any] = [table.lower()]
+        for column, op, value in conditions or ():
+            assert column in ("pk", "rk") and op in ("=", ">", ">=", "<", "<=")
+            where.append(f"{column} {op} ?")
+            params.append(value)
+        base = "SELECT pk, rk, ts, props FROM entities WHERE " + " AND ".join(where)
+        position = start
+        first = True
+        while True:
+            if position is None:
+                sql, extra = base, []
+            elif first:
+                sql, extra = base + " AND (pk, rk) >= (?, ?)", list(position)
+            else:
+                sql, extra = base + " AND (pk, rk) > (?, ?)", list(position)
+            rows = self._conn.execute(sql + " ORDER BY pk, rk LIMIT ?", params + extra + [chunk]).fetchall()
+            for pk, rk, ts, raw in rows:
+                yield EntityRow(pk, rk, ts, raw)
+            if len(rows) < chunk:
+                return
+            position = (rows[-1][0], rows[-1][1])
+            first = False
+
+    def reset(self) -> None:
+        """Delete every table and entity."""
+        with self.lock:
+            self._conn.execute("DELETE FROM entities")
+            self._conn.execute("DELETE FROM tables")

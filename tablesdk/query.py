@@ -1,0 +1,498 @@
+"""Queries: :class:`TableQuery`, paging, :class:`ContinuationToken` and :class:`ResultSegment`.
+
+A :class:`TableQuery` is an immutable description of a query (table, entity
+type, filter, take, select, page size) bound to a :class:`QuerySource` that
+runs one page at a time (a ``CloudTableClient`` or a ``TableServiceContext``)::
+
+    q = ctx.create_query("Blogs", Blog).where(Blog.PartitionKey == "Channel9").take(10)
+    for blog in q: ...                       # lazily follows continuation tokens
+    seg = q.execute_segmented(token)          # exactly one request: seg.results, seg.continuation_token
+
+Paging rules (the service returns at most 1000 entities per response, and may
+return fewer, or none, with a continuation token at any time):
+
+* ``take(n)`` caps the *total* number of entities iteration yields. Each request
+  asks for ``$top = min(remaining, page_size or 1000)``, so ``take(2500)``
+  requests 1000, 1000 and 500, and nothing is ever capped at 100 (the bug of
+  Storage Client v1.2).
+* Without ``take``, ``$top`` is the page size when one is set, otherwise it is
+  left out and the service's default (1000) applies.
+* Iteration follows continuation tokens, including tokens that come with an
+  empty page, and keeps only the current page in memory.
+
+The module also holds the white paper's key helpers (section "Tips and
+Tricks"): :func:`reverse_ticks` / :func:`datetime_from_reverse_ticks` for
+newest-first RowKeys and :func:`fixed_width_key` for numbers in keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Generic, Protocol, TypeVar
+
+from .edm import EdmDateTime
+from .entity import E, validate_table_name
+from .errors import TableServiceError, TableValidationError
+from .filter import Filter, FilterLike, as_filter, point_keys, render_filter
+
+__all__ = [
+    "ContinuationToken",
+    "ResultSegment",
+    "QuerySource",
+    "TableQuery",
+    "EmptyResultError",
+    "MAX_PAGE_SIZE",
+    "DATETIME_MAX_TICKS",
+    "reverse_ticks",
+    "datetime_from_reverse_ticks",
+    "fixed_width_key",
+]
+
+#: The most entities the service returns in one response (and the largest ``$top``).
+MAX_PAGE_SIZE = 1000
+
+T = TypeVar("T")
+
+
+class EmptyResultError(LookupError):
+    """:meth:`TableQuery.first` found no entity (a ``LookupError``, like ``next()`` on nothing)."""
+
+
+# ---------------------------------------------------------------- continuation tokens
+
+_TOKEN_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class ContinuationToken:
+    """Where the next page of a query starts. Treat it as opaque.
+
+    For entity queries the service gives ``next_partition_key`` and
+    ``next_row_key`` (either may be None); for table listing it gives
+    ``next_table_name``. The values may point at no existing entity, and
+    they are only meaningful with the *same* query (filter, select, take).
+
+    :meth:`to_string` gives a URL-safe text that a web application can put in
+    a link or a form and :meth:`from_string` reads it back; any key (empty,
+    unicode, containing ``%`` or quotes) survives the round trip.
+    """
+
+    next_partition_key: str | None = None
+    next_row_key: str | None = None
+    next_table_name: str | None = None
+
+    def __post_init__(self) -> None:
+        parts = (self.next_partition_key, self.next_row_key, self.next_table_name)
+        for part in parts:
+            if part is not None and not isinstance(part, str):
+                raise TypeError(f"continuation token parts are str or None, not {type(part).__name__}")
+        if all(part is None for part in parts):
+            raise ValueError("a continuation token needs at least one of its parts")
+
+    def to_string(self) -> str:
+        """A URL-safe, versioned text form: ``"1." + base64url(JSON)`` (no padding)."""
+        payload = json.dumps(
+            [self.next_partition_key, self.next_row_key, self.next_table_name],
+            ensure_ascii=True, separators=(",", ":"),
+        )
+        encoded = base64.urlsafe_b64encode(payload.encode("ascii")).decode("ascii").rstrip("=")
+        return f"{_TOKEN_VERSION}.{encoded}"
+
+    @classmethod
+    def from_string(cls, text: str) -> ContinuationToken:
+        """Read a token written by :meth:`to_string`; ``ValueError`` for anything else."""
+        if not isinstance(text, str):
+            raise ValueError(f"a continuation token string is a str, not {type(text).__name__}")
+        version, dot, body = text.partition(".")
+        if not dot or version != _TOKEN_VERSION:
+            raise ValueError("not a tablesdk continuation token (unknown format or version)")
+        if not body or len(body) % 4 == 1:
+            raise ValueError("not a tablesdk continuation token (bad encoding)")
+        try:
+            standard = body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4)
+            raw = base64.b64decode(standard.encode("ascii"), validate=True)
+            parts = json.loads(raw.decode("ascii"))
+        except (binascii.Error, UnicodeError, ValueError) as exc:
+            raise ValueError("not a tablesdk continuation token (bad encoding)") from exc
+        if (
+            not isinstance(parts, list)
+            or len(parts) != 3
+            or not all(part is None or isinstance(part, str) for part in parts)
+            or all(part is None for part in parts)
+        ):
+            raise ValueError("not a tablesdk continuation token (bad contents)")
+        return cls(parts[0], parts[1], parts[2])
+
+    def __str__(self) -> str:
+        return self.to_string()
+
+
+@dataclass(frozen=True)
+class ResultSegment(Generic[T]):
+    """One page of results and the token of the next page (None on the last page).
+
+    A page may be empty and still have a token: the service returns such pages
+    (for example at partition-server boundaries); keep going.
+    """
+
+    results: list[T]
+    continuation_token: ContinuationToken | None
+
+    @property
+    def has_more(self) -> bool:
+        """Whether the service said more results may follow."""
+        return self.continuation_token is not None
+
+
+class QuerySource(Protocol[E]):
+    """Runs one page of a query: implemented by ``CloudTableClient`` and ``TableServiceContext``."""
+
+    def execute_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> ResultSegment[E]:
+        """Send one request for ``query`` starting at ``continuation_token`` with ``$top=top``."""
+        ...
+
+
+# ---------------------------------------------------------------- the query
+
+
+def _check_take(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TableValidationError("take", "take(n) needs an int", f"got {type(n).__name__}")
+    if n < 1:
+        raise TableValidationError("take", "take(n) needs n >= 1", f"got {n}")
+    return n
+
+
+def _check_page_size(m: Any) -> int:
+    if isinstance(m, bool) or not isinstance(m, int):
+        raise TableValidationError("page_size", "page_size(m) needs an int", f"got {type(m).__name__}")
+    if not 1 <= m <= MAX_PAGE_SIZE:
+        raise TableValidationError(
+            "page_size", f"the service returns 1 to {MAX_PAGE_SIZE} entities per page", f"got {m}"
+        )
+    return m
+
+
+def _check_select(names: Any) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = (names,)
+    columns: list[str] = []
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TableValidationError(
+                repr(name), "select() takes property names (identifiers: letters, digits, '_')"
+            )
+        if name not in columns:
+            columns.append(name)
+    return tuple(columns) or None
+
+
+class TableQuery(Generic[E]):
+    """An immutable query over one table, materialising ``entity_type``.
+
+    Every builder method (:meth:`where`, :meth:`take`, :meth:`select`,
+    :meth:`page_size`) returns a new query and leaves this one unchanged, so a
+    base query can be shared and refined. Nothing is sent until the query is
+    iterated or :meth:`execute_segmented`, :meth:`first` or
+    :meth:`first_or_default` is called.
+    """
+
+    __slots__ = ("_source", "_table", "_entity_type", "_filter", "_take", "_select", "_page_size")
+
+    def __init__(
+        self,
+        source: QuerySource[E],
+        table: str,
+        entity_type: type[E],
+        *,
+        filter: FilterLike | None = None,
+        take: int | None = None,
+        select: tuple[str, ...] | list[str] | None = None,
+        page_size: int | None = None,
+    ) -> None:
+        validate_table_name(table)
+        self._source: QuerySource[E] = source
+        self._table: str = table
+        self._entity_type: type[E] = entity_type
+        self._filter: Filter | None = None if filter is None else as_filter(filter)
+        self._take = None if take is None else _check_take(take)
+        self._select = _check_select(select)
+        self._page_size = None if page_size is None else _check_page_size(page_size)
+
+    def _replace(self, **changes: Any) -> TableQuery[E]:
+        values: dict[str, Any] = {
+            "filter": self._filter,
+            "take": self._take,
+            "select": self._select,
+            "page_size": self._page_size,
+        }
+        values.update(changes)
+        return TableQuery(self._source, self._table, self._entity_type, **values)
+
+    # -- read-only properties
+
+    @property
+    def source(self) -> QuerySource[E]:
+        """The client or context that runs this query."""
+        return self._source
+
+    @property
+    def table(self) -> str:
+        """The table name."""
+        return self._table
+
+    @property
+    def entity_type(self) -> type[E]:
+        """The class results are materialised as."""
+        return self._entity_type
+
+    @property
+    def filter(self) -> Filter | None:
+        """The filter expression (raw strings appear as :class:`~tablesdk.filter.RawFilter`), or None."""
+        return self._filter
+
+    @property
+    def take_count(self) -> int | None:
+        """The total cap set by :meth:`take`, or None."""
+        return self._take
+
+    @property
+    def select_columns(self) -> tuple[str, ...] | None:
+        """The projected property names set by :meth:`select`, or None for all."""
+        return self._select
+
+    @property
+    def page_size_value(self) -> int | None:
+        """The page size set by :meth:`page_size`, or None."""
+        return self._page_size
+
+    # -- builders
+
+    def where(self, expr: FilterLike) -> TableQuery[E]:
+        """A new query whose filter is this one's AND ``expr`` (an expression or raw text)."""
+        if expr is None:
+            raise TypeError("where() needs a filter expression or a raw $filter string, not None")
+        node = as_filter(expr)
+        combined = node if self._filter is None else self._filter & node
+        return self._replace(filter=combined)
+
+    def take(self, n: int) -> TableQuery[E]:
+        """A new query yielding at most ``n`` (>= 1) entities in total.
+
+        Calling ``take`` again replaces the cap. With :meth:`execute_segmented`
+        ``n`` also bounds the page (one request never asks for more than ``n``).
+        """
+        return self._replace(take=_check_take(n))
+
+    def select(self, *names: str) -> TableQuery[E]:
+        """A new query returning only the named properties (plus the keys, which are always sent).
+
+        ``select()`` with no names returns every property again.
+        """
+        return self._replace(select=_check_select(names))
+
+    def page_size(self, m: int) -> TableQuery[E]:
+        """A new query asking for pages of at most ``m`` (1..1000) entities."""
+        return self._replace(page_size=_check_page_size(m))
+
+    # -- what is sent
+
+    def filter_string(self) -> str | None:
+        """The ``$filter`` text to send, or None; checks the service's comparison limit."""
+        return render_filter(self._filter)
+
+    def point_keys(self) -> tuple[str, str] | None:
+        """``(PartitionKey, RowKey)`` when the filter is exactly a point query, else None.
+
+        Sources use this to read the entity directly; the keys the URL path
+        cannot carry (a ``%``, a URI segment over 260 characters) are then
+        fetched through the seeds' workarounds by the client.
+        """
+        return point_keys(self._filter)
+
+    def request_top(self, remaining: int | None) -> int | None:
+        """The ``$top`` for the next request when ``remaining`` entities are still wanted.
+
+        ``min(remaining, page_size or 1000)``; the page size alone when there
+        is no cap; None (no ``$top``) when neither is set.
+        """
+        if remaining is None:
+            return self._page_size
+        if isinstance(remaining, bool) or not isinstance(remaining, int) or remaining < 1:
+            raise ValueError(f"remaining must be an int >= 1, got {remaining!r}")
+        return min(remaining, self._page_size or MAX_PAGE_SIZE)
+
+    # -- execution
+
+    def execute_segmented(self, continuation_token: ContinuationToken | None = None) -> ResultSegment[E]:
+        """Send exactly one request, starting at ``continuation_token``, and return its page.
+
+        The page holds at most ``min(take, page_size or 1000)`` entities and
+        may be empty even when its ``continuation_token`` is not None. Pass the
+        token back (or its :meth:`ContinuationToken.to_string` form, read with
+        :meth:`ContinuationToken.from_string`) to get the next page.
+        """
+        if continuation_token is not None and not isinstance(continuation_token, ContinuationToken):
+            raise TypeError(
+                "continuation_token is a ContinuationToken; use ContinuationToken.from_string for its text form"
+            )
+        return self._source.execute_query_segment(self, continuation_token, self.request_top(self._take))
+
+    def __iter__(self) -> Iterator[E]:
+        """Yield every matching entity, fetching a page only when the previous one is used up.
+
+        Follows continuation tokens (also those of empty pages) and stops after
+        ``take`` entities without asking for another page. Only the current page
+        is held in memory.
+        """
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[E]:
+        source = self._source
+        remaining = self._take
+        token: ContinuationToken | None = None
+        while True:
+            sent = token
+            segment: ResultSegment[E] | None = source.execute_query_segment(self, sent, self.request_top(remaining))
+            assert segment is not None
+            token = segment.continuation_token
+            page: list[E] | None = segment.results
+            segment = None  # keep only the page itself referenced
+            assert page is not None
+            if token is not None and token == sent:
+                raise TableServiceError(
+                    "the service answered with the continuation token it was sent; stopping "
+                    "instead of requesting the same page forever"
+                )
+            for entity in page:
+                yield entity
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+            page = None  # release this page before the next request
+            if token is None:
+                return
+
+    def first(self) -> E:
+        """The first matching entity; raises :class:`EmptyResultError` (a ``LookupError``) if none.
+
+        Asks for one entity (``$top=1``), following continuation tokens of empty
+        pages. A point query against a context that does not ignore
+        ResourceNotFound raises that error from the source instead.
+        """
+        for entity in self.take(1):
+            return entity
+        raise EmptyResultError(f"the query on table {self._table!r} returned no entities")
+
+    def first_or_default(self) -> E | None:
+        """The first matching entity, or None when there is none."""
+        for entity in self.take(1):
+            return entity
+        return None
+
+    def __repr__(self) -> str:
+        parts = [repr(self._table), self._entity_type.__name__]
+        if self._filter is not None:
+            parts.append(f"filter={self._filter.render()!r}")
+        if self._take is not None:
+            parts.append(f"take={self._take}")
+        if self._select is not None:
+            parts.append(f"select={list(self._select)}")
+        if self._page_size is not None:
+            parts.append(f"page_size={self._page_size}")
+        return f"TableQuery({', '.join(parts)})"
+
+
+# ---------------------------------------------------------------- key helpers
+
+#: ``DateTime.MaxValue.Ticks`` in .NET: 9999-12-31T23:59:59.9999999, in 100 ns ticks since 0001-01-01.
+DATETIME_MAX_TICKS = 3155378975999999999
+
+_TICKS_PER_SECOND = 10_000_000
+_TICKS_PER_DAY = 86_400 * _TICKS_PER_SECOND
+_EPOCH = datetime(1, 1, 1)
+_REVERSE_WIDTH = 19
+
+
+def _ticks(value: datetime) -> int:
+    """.NET ticks (100 ns since 0001-01-01 UTC) of ``value``; naive means UTC."""
+    naive = value.replace(tzinfo=None)
+    delta = naive - _EPOCH
+    ticks = delta.days * _TICKS_PER_DAY + delta.seconds * _TICKS_PER_SECOND + delta.microseconds * 10
+    if isinstance(value, EdmDateTime):
+        ticks += value.ticks_remainder
+    offset = value.utcoffset()
+    if offset:
+        ticks -= (offset.days * 86_400 + offset.seconds) * _TICKS_PER_SECOND + offset.microseconds * 10
+    return ticks
+
+
+def reverse_ticks(dt: datetime) -> str:
+    """``DateTime.MaxValue.Ticks - dt.Ticks`` as 19 zero-padded digits: a newest-first RowKey.
+
+    The white paper's trick for "retrieve latest items first": keys sort
+    ascending, so ``reverse_ticks(later) < reverse_ticks(earlier)``. Ticks are
+    .NET's 100 ns units since 0001-01-01; a naive ``dt`` is UTC, an aware one
+    is converted to UTC, and an :class:`~tablesdk.edm.EdmDateTime`'s seventh
+    fractional digit counts. The result is always 19 digits, so keys of dates
+    after 6831 (18 significant digits) still sort correctly.
+    """
+    if not isinstance(dt, datetime):
+        raise TypeError(f"reverse_ticks takes a datetime, not {type(dt).__name__}")
+    ticks = _ticks(dt)
+    if not 0 <= ticks <= DATETIME_MAX_TICKS:
+        raise TableValidationError("dt", "reverse_ticks needs a UTC time in 0001-01-01..9999-12-31", repr(dt))
+    return str(DATETIME_MAX_TICKS - ticks).zfill(_REVERSE_WIDTH)
+
+
+def datetime_from_reverse_ticks(s: str) -> datetime:
+    """The aware UTC time a :func:`reverse_ticks` key stands for (exactly, to 100 ns).
+
+    Returns an :class:`~tablesdk.edm.EdmDateTime` (a ``datetime``) that keeps
+    the seventh fractional digit; raises ``ValueError`` for anything but 19
+    ASCII digits.
+    """
+    if not isinstance(s, str) or len(s) != _REVERSE_WIDTH or not (s.isascii() and s.isdigit()):
+        raise ValueError(f"a reverse-ticks key is exactly {_REVERSE_WIDTH} ASCII digits, got {s!r}")
+    ticks = DATETIME_MAX_TICKS - int(s)
+    if ticks < 0:
+        raise ValueError(f"{s!r} is above DateTime.MaxValue.Ticks ({DATETIME_MAX_TICKS})")
+    micro_ticks, remainder = divmod(ticks, 10)
+    value = _EPOCH + timedelta(microseconds=micro_ticks)
+    return EdmDateTime(
+        value.year, value.month, value.day, value.hour, value.minute, value.second,
+        value.microsecond, timezone.utc, ticks_remainder=remainder,
+    )
+
+
+def fixed_width_key(n: int, width: int = 19) -> str:
+    """``n`` zero-padded to ``width`` digits, so that string order is numeric order.
+
+    Keys are strings and compare character by character ("92" > "10000"), so
+    numbers in keys need a fixed width ("00092" < "10000"). The default of 19
+    digits holds any non-negative Int64. Raises ``ValueError``
+    (:class:`~tablesdk.errors.TableValidationError`) for a negative ``n`` or one
+    wider than ``width`` digits, naming the limit.
+    """
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise TableValidationError("width", "fixed_width_key width is an int >= 1", repr(width))
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"fixed_width_key takes an int, not {type(n).__name__}")
+    if n < 0:
+        raise TableValidationError(
+            "n", "fixed_width_key takes non-negative numbers (a '-' would sort wrongly)", f"got {n}"
+        )
+    limit = 10**width - 1
+    if n > limit:
+        raise TableValidationError("n", f"fixed_width_key({width} digits) takes 0 <= n <= {limit}", f"got {n}")
+    return str(n).zfill(width)

@@ -1,0 +1,461 @@
+"""TableServiceContext: tracking, MergeOption, SaveChanges modes and hooks, on a fake service."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+import responses
+
+from tablesdk import (
+    CloudStorageAccount,
+    CloudTableClient,
+    ConflictError,
+    DataServiceRequestError,
+    DynamicEntity,
+    EntityStates,
+    MergeOption,
+    PreconditionFailedError,
+    ResourceNotFoundError,
+    SaveChangesOptions,
+    TableEntity,
+    TableServiceContext,
+    prop,
+)
+
+from fake_service import CONNECTION_STRING, FakeTableService, error_reply
+
+T = "Blogs"
+
+
+class Blog(TableEntity):
+    Text: str
+    Rating: int
+
+
+@pytest.fixture
+def service() -> Iterator[FakeTableService]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        yield FakeTableService(mock)
+
+
+@pytest.fixture
+def client(service: FakeTableService) -> Iterator[CloudTableClient]:
+    with CloudStorageAccount.parse(CONNECTION_STRING).create_cloud_table_client() as c:
+        yield c
+
+
+@pytest.fixture
+def ctx(client: CloudTableClient) -> TableServiceContext:
+    return client.get_table_service_context()
+
+
+def blog(rk: str = "Oct-29", text: str = "Hello", rating: int = 3, pk: str = "Channel9") -> Blog:
+    return Blog(PartitionKey=pk, RowKey=rk, Text=text, Rating=rating)
+
+
+def last_headers(service: FakeTableService) -> dict[str, str]:
+    return dict(service.requests[-1].headers)
+
+
+# ------------------------------------------------------------------ tracking and state
+
+
+class TestTracking:
+    def test_add_then_save_becomes_unchanged_with_the_etag(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        entity = blog()
+        ctx.add_object(T, entity)
+        descriptor = ctx.get_entity_descriptor(entity)
+        assert descriptor is not None and descriptor.state is EntityStates.ADDED and descriptor.etag is None
+        response = ctx.save_changes()
+        stored_etag = service.entities[(T, "Channel9", "Oct-29")][1]
+        assert descriptor.state is EntityStates.UNCHANGED
+        assert descriptor.etag == stored_etag == entity.etag
+        assert [(r.status_code, r.etag, r.operation) for r in response] == [(204, stored_etag, "INSERT")]
+        assert last_headers(service)["Prefer"] == "return-no-content"
+
+    def test_identity_is_table_and_keys(self, ctx: TableServiceContext) -> None:
+        ctx.add_object(T, blog())
+        with pytest.raises(ValueError, match="different entity with the same identity"):
+            ctx.attach_to(T, blog())
+        ctx.attach_to("Other", blog())  # same keys, other table: a different identity
+        assert sorted(d.identity for d in ctx.entities) == [("Blogs", "Channel9", "Oct-29"), ("Other", "Channel9", "Oct-29")]
+
+    def test_attaching_the_same_object_twice_raises(self, ctx: TableServiceContext) -> None:
+        entity = blog()
+        ctx.attach_to(T, entity, etag="*")
+        with pytest.raises(ValueError, match="already tracking this entity"):
+            ctx.attach_to(T, entity, etag="*")
+
+    def test_delete_of_an_added_entity_just_forgets_it(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        entity = blog()
+        ctx.add_object(T, entity)
+        ctx.delete_object(entity)
+        assert ctx.get_entity_descriptor(entity) is None and ctx.entities == []
+        assert list(ctx.save_changes()) == [] and service.requests == []
+
+    def test_update_and_delete_need_tracking(self, ctx: TableServiceContext) -> None:
+        with pytest.raises(ValueError, match="not tracking"):
+            ctx.update_object(blog())
+        with pytest.raises(ValueError, match="not tracking"):
+            ctx.delete_object(blog())
+
+    def test_detach(self, ctx: TableServiceContext) -> None:
+        entity = blog()
+        ctx.attach_to(T, entity, etag="*")
+        assert ctx.detach(entity) is True and ctx.detach(entity) is False
+        ctx.attach_to(T, blog())  # the identity is free again
+
+    def test_deleted_entity_becomes_detached(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        etag = service.put(T, "Channel9", "Oct-29", Text="x", Rating=1)
+        entity = ctx.get(T, "Channel9", "Oct-29", Blog)
+        assert entity is not None and entity.etag == etag
+        ctx.delete_object(entity)
+        ctx.save_changes()
+        assert last_headers(service)["If-Match"] == etag
+        assert ctx.get_entity_descriptor(entity) is None and (T, "Channel9", "Oct-29") not in service.entities
+
+    def test_changed_keys_of_a_tracked_entity_are_refused(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        service.put(T, "Channel9", "Oct-29", Text="x", Rating=1)
+        entity = ctx.get(T, "Channel9", "Oct-29", Blog)
+        assert entity is not None
+        entity.RowKey = "Oct-30"
+        ctx.update_object(entity)
+        with pytest.raises(ValueError, match="keys of a tracked entity changed"):
+            ctx.save_changes()
+        assert len(service.requests) == 1  # only the read
+
+    def test_update_of_an_entity_never_read_raises_before_sending(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        entity = blog()
+        ctx.attach_to(T, entity)  # no etag known
+        ctx.update_object(entity)
+        with pytest.raises(ValueError, match="without an ETag"):
+            ctx.save_changes()
+        assert service.requests == []
+
+    def test_validation_errors_stop_the_whole_save_before_any_request(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        ctx.add_object(T, blog("a"))
+        bad = DynamicEntity(PartitionKey="p", RowKey="r", Body="x" * 40000)
+        ctx.add_object(T, bad)
+        with pytest.raises(ValueError, match="Body"):
+            ctx.save_changes()
+        assert service.requests == []
+
+
+# ------------------------------------------------------------------ SaveChanges modes
+
+
+class TestSaveChangesModes:
+    def test_none_stops_at_the_first_failure_and_resends_next_time(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        """The seeds' "Cop Out" example: a failed insert stays tracked and is re-sent."""
+        service.put(T, "Action", "Cop Out")
+        cop_out = blog("Cop Out", pk="Action")
+        ctx.add_object(T, cop_out)
+        later = blog("Law Abiding Citizen", pk="Action")
+        ctx.add_object(T, later)
+        with pytest.raises(DataServiceRequestError) as info:
+            ctx.save_changes()
+        outcome = info.value.response
+        assert info.value.status_code == 409 and info.value.error_code == "EntityAlreadyExists"
+        assert [(r.sent, r.status_code) for r in outcome] == [(True, 409), (False, None)]
+        assert isinstance(outcome[0].error, ConflictError)
+        assert ctx.get_entity_descriptor(cop_out).state is EntityStates.ADDED  # type: ignore[union-attr]
+        assert ctx.get_entity_descriptor(later).state is EntityStates.ADDED  # type: ignore[union-attr]
+        with pytest.raises(DataServiceRequestError):
+            ctx.save_changes()  # "Cop Out" is issued again and fails again
+        assert service.methods().count("POST Blogs") == 3
+
+    def test_continue_on_error_sends_everything_and_reports_every_failure(
+        self, ctx: TableServiceContext, service: FakeTableService
+    ) -> None:
+        service.put(T, "p", "dup1")
+        service.put(T, "p", "dup2")
+        for rk in ("dup1", "new1", "dup2", "new2"):
+            ctx.add_object(T, blog(rk, pk="p"))
+        with pytest.raises(DataServiceRequestError) as info:
+            ctx.save_changes(SaveChangesOptions.CONTINUE_ON_ERROR)
+        outcome = info.value.response
+        assert [r.status_code for r in outcome] == [409, 204, 409, 204]
+        assert [r.succeeded for r in outcome] == [False, True, False, True]
+        assert len(outcome.errors) == 2 and "2 of 4 changes failed" in str(info.value)
+        states = [d.state for d in sorted(ctx.entities, key=lambda d: d.identity)]
+        assert states == [EntityStates.ADDED, EntityStates.ADDED, EntityStates.UNCHANGED, EntityStates.UNCHANGED]
+
+    def test_updates_merge_by_default_and_replace_with_replace_on_update(
+        self, ctx: TableServiceContext, service: FakeTableService
+    ) -> None:
+        service.put(T, "Channel9", "Oct-29", Text="x", Rating=1, Extra="kept by merge")
+        entity = ctx.get(T, "Channel9", "Oct-29", DynamicEntity)
+        assert entity is not None
+        del entity["Extra"]
+        entity["Rating"] = 2
+        ctx.update_object(entity)
+        ctx.save_changes()
+        assert service.requests[-1].method == "MERGE"
+        assert service.props(T, "Channel9", "Oct-29")["Extra"] == "kept by merge"
+        ctx.update_object(entity)
+        ctx.save_changes(SaveChangesOptions.REPLACE_ON_UPDATE | SaveChangesOptions.CONTINUE_ON_ERROR)
+        assert service.requests[-1].method == "PUT"
+        assert "Extra" not in service.props(T, "Channel9", "Oct-29")
+
+    def test_changes_go_out_in_the_order_they_were_made(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        service.put(T, "p", "old", Text="x", Rating=1)
+        old = ctx.get(T, "p", "old", Blog)
+        assert old is not None
+        service.requests.clear()
+        ctx.add_object(T, blog("b", pk="p"))
+        ctx.delete_object(old)
+        ctx.add_object(T, blog("a", pk="p"))
+        ctx.save_changes()
+        assert service.methods() == ["POST Blogs", "DELETE Blogs(PartitionKey='p',RowKey='old')", "POST Blogs"]
+
+    def test_batch_with_continue_on_error_is_refused_before_any_request(
+        self, ctx: TableServiceContext, service: FakeTableService
+    ) -> None:
+        ctx.add_object(T, blog())
+        with pytest.raises(ValueError, match="BATCH cannot be combined with CONTINUE_ON_ERROR"):
+            ctx.save_changes(SaveChangesOptions.BATCH | SaveChangesOptions.CONTINUE_ON_ERROR)
+        assert service.requests == []
+
+    def test_if_match_star_for_attached_entities(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        service.put(T, "Channel9", "Oct-29", Text="old", Rating=1)
+        entity = blog(text="blind")
+        ctx.attach_to(T, entity, etag="*")
+        ctx.update_object(entity)
+        ctx.save_changes()
+        assert last_headers(service)["If-Match"] == "*"
+        assert service.props(T, "Channel9", "Oct-29")["Text"] == "blind"
+        new_etag = entity.etag
+        assert new_etag == service.entities[(T, "Channel9", "Oct-29")][1]  # the response's ETag replaced "*"
+        ctx.delete_object(entity)
+        ctx.save_changes()
+        assert last_headers(service)["If-Match"] == new_etag
+        assert (T, "Channel9", "Oct-29") not in service.entities
+
+    def test_unconditional_delete_with_attach_to_star(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        service.put(T, "Action", "Cop Out")
+        existing = blog("Cop Out", pk="Action")
+        ctx.attach_to(T, existing, etag="*")
+        ctx.delete_object(existing)
+        ctx.save_changes()
+        assert last_headers(service)["If-Match"] == "*" and service.entities == {}
+
+    def test_upserts(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        service.put(T, "p", "r", Text="old", Rating=1, Extra=1)
+        ctx.upsert_object(T, DynamicEntity(PartitionKey="p", RowKey="r", Text="merged"))
+        ctx.upsert_object(T, DynamicEntity(PartitionKey="p", RowKey="new", Text="created"), replace=True)
+        ctx.save_changes()
+        assert [r.method for r in service.requests] == ["MERGE", "PUT"]
+        assert all("If-Match" not in r.headers for r in service.requests)
+        assert service.props(T, "p", "r") == {"Text": "merged", "Rating": 1, "Extra": 1}
+        assert service.props(T, "p", "new") == {"Text": "created"}
+
+    def test_save_changes_with_retries_retries_and_save_changes_does_not(
+        self, client: CloudTableClient, service: FakeTableService
+    ) -> None:
+        from tablesdk import LinearRetry
+
+        ctx = client.get_table_service_context()
+        ctx.add_object(T, blog("a"))
+        service.fail_next = [error_reply(503, "ServerBusy", "busy")]
+        with pytest.raises(DataServiceRequestError) as info:
+            ctx.save_changes()
+        assert info.value.status_code == 503
+        service.fail_next = [error_reply(503, "ServerBusy", "busy")]
+        ctx.save_changes_with_retries(retry_policy=LinearRetry(2, 0))
+        assert [r.method for r in service.requests] == ["POST", "POST", "POST"]
+        assert ctx.entities[0].state is EntityStates.UNCHANGED
+
+
+# ------------------------------------------------------------------ optimistic concurrency
+
+
+def test_optimistic_concurrency_flow_and_preserve_changes_recovery(
+    client: CloudTableClient, service: FakeTableService
+) -> None:
+    service.put(T, "Channel9", "Oct-29", Text="Hello", Rating=3)
+    first, second = client.get_table_service_context(), client.get_table_service_context()
+    mine, theirs = first.get(T, "Channel9", "Oct-29", Blog), second.get(T, "Channel9", "Oct-29", Blog)
+    assert mine is not None and theirs is not None
+    mine.Rating = 4
+    first.update_object(mine)
+    first.save_changes()
+    theirs.Text = "Hi there"
+    second.update_object(theirs)
+    with pytest.raises(DataServiceRequestError) as info:
+        second.save_changes()
+    assert info.value.status_code == 412
+    assert isinstance(info.value.response[0].error, PreconditionFailedError)
+    assert second.get_entity_descriptor(theirs).state is EntityStates.MODIFIED  # type: ignore[union-attr]
+    second.merge_option = MergeOption.PRESERVE_CHANGES
+    again = second.get(T, "Channel9", "Oct-29", Blog)
+    assert again is theirs and theirs.Text == "Hi there" and theirs.Rating == 4
+    second.save_changes()
+    assert service.props(T, "Channel9", "Oct-29") == {"Text": "Hi there", "Rating": 4}
+
+
+# ------------------------------------------------------------------ MergeOption
+
+
+class TestMergeOption:
+    """One scenario, four options: each assertion set fails under each of the other three."""
+
+    @staticmethod
+    def scenario(client: CloudTableClient, service: FakeTableService, option: MergeOption) -> tuple[Blog, Blog, TableServiceContext]:
+        service.put(T, "p", "r", Text="v1", Rating=1)
+        ctx = client.get_table_service_context(merge_option=option)
+        if option is MergeOption.NO_TRACKING:
+            tracked = blog("r", "local", 1, pk="p")
+            ctx.attach_to(T, tracked, etag="stale")
+        else:
+            ctx.merge_option = MergeOption.APPEND_ONLY
+            got = ctx.get(T, "p", "r", Blog)
+            assert got is not None
+            tracked = got
+            ctx.merge_option = option
+        tracked.Text = "local"  # a local change the context knows about
+        ctx.update_object(tracked)
+        service.put(T, "p", "r", Text="v2", Rating=2)  # someone else writes
+        result = ctx.get(T, "p", "r", Blog)
+        assert result is not None
+        return tracked, result, ctx
+
+    def test_append_only(self, client: CloudTableClient, service: FakeTableService) -> None:
+        tracked, result, ctx = self.scenario(client, service, MergeOption.APPEND_ONLY)
+        old_etag = ctx.get_entity_descriptor(tracked).etag  # type: ignore[union-attr]
+        assert result is tracked
+        assert (tracked.Text, tracked.Rating) == ("local", 1)
+        assert old_etag != service.entities[(T, "p", "r")][1]  # etag left stale
+        assert ctx.get_entity_descriptor(tracked).state is EntityStates.MODIFIED  # type: ignore[union-attr]
+
+    def test_overwrite_changes(self, client: CloudTableClient, service: FakeTableService) -> None:
+        tracked, result, ctx = self.scenario(client, service, MergeOption.OVERWRITE_CHANGES)
+        descriptor = ctx.get_entity_descriptor(tracked)
+        assert result is tracked and (tracked.Text, tracked.Rating) == ("v2", 2)
+        assert descriptor is not None and descriptor.etag == service.entities[(T, "p", "r")][1]
+        assert descriptor.state is EntityStates.UNCHANGED
+
+    def test_preserve_changes(self, client: CloudTableClient, service: FakeTableService) -> None:
+        tracked, result, ctx = self.scenario(client, service, MergeOption.PRESERVE_CHANGES)
+        descriptor = ctx.get_entity_descriptor(tracked)
+        assert result is tracked
+        assert (tracked.Text, tracked.Rating) == ("local", 2)  # local change kept, the rest refreshed
+        assert descriptor is not None and descriptor.etag == service.entities[(T, "p", "r")][1]
+        assert descriptor.state is EntityStates.MODIFIED
+
+    def test_no_tracking(self, client: CloudTableClient, service: FakeTableService) -> None:
+        tracked, result, ctx = self.scenario(client, service, MergeOption.NO_TRACKING)
+        assert result is not tracked and (result.Text, result.Rating) == ("v2", 2)
+        assert ctx.get_entity_descriptor(result) is None
+        assert ctx.get_entity_descriptor(tracked).etag == "stale"  # type: ignore[union-attr]
+        assert len(ctx.entities) == 1
+
+    def test_no_tracking_then_attach_to_updates(self, client: CloudTableClient, service: FakeTableService) -> None:
+        service.put(T, "p", "r", Text="v1", Rating=1)
+        ctx = client.get_table_service_context(merge_option=MergeOption.NO_TRACKING)
+        entity = ctx.get(T, "p", "r", Blog)
+        assert entity is not None and ctx.entities == []
+        with pytest.raises(ValueError, match="not tracking"):
+            ctx.update_object(entity)
+        read_etag = entity.etag
+        assert read_etag == service.entities[(T, "p", "r")][1]
+        ctx.attach_to(T, entity)  # uses entity.etag read by the query
+        entity.Rating = 9
+        ctx.update_object(entity)
+        ctx.save_changes()
+        assert last_headers(service)["If-Match"] == read_etag
+        assert service.props(T, "p", "r")["Rating"] == 9
+
+
+# ------------------------------------------------------------------ queries, hooks, options
+
+
+class TestQueriesAndHooks:
+    def test_point_query_for_a_missing_entity(self, ctx: TableServiceContext) -> None:
+        with pytest.raises(ResourceNotFoundError):
+            ctx.get(T, "p", "missing")
+        ctx.ignore_resource_not_found = True
+        assert ctx.get(T, "p", "missing") is None
+        assert list(ctx.create_query(T).where((prop("PartitionKey") == "p") & (prop("RowKey") == "missing"))) == []
+
+    def test_query_results_are_tracked_once(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        service.put(T, "p", "a", Text="x", Rating=1)
+        service.put(T, "p", "b", Text="y", Rating=2)
+        first = list(ctx.create_query(T, Blog).where(Blog.PartitionKey == "p"))
+        second = list(ctx.create_query(T, Blog).where(Blog.PartitionKey == "p"))
+        assert [e.RowKey for e in first] == ["a", "b"]
+        assert all(a is b for a, b in zip(first, second)) and len(ctx.entities) == 2
+
+    def test_sending_request_hook_can_add_headers(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        seen = []
+
+        def hook(request: object) -> None:
+            request.headers["x-ms-custom"] = "yes"  # type: ignore[attr-defined]
+            seen.append(request.method)  # type: ignore[attr-defined]
+
+        ctx.sending_request.append(hook)
+        ctx.add_object(T, blog())
+        ctx.save_changes()
+        ctx.get(T, "Channel9", "Oct-29")
+        assert seen == ["POST", "GET"]
+        assert all(r.headers["x-ms-custom"] == "yes" for r in service.requests)
+
+    def test_writing_and_reading_entity_hooks(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        ctx.writing_entity.append(lambda entity, payload: payload.values.__setitem__("Audit", "ctx"))
+        read: list[str] = []
+        ctx.reading_entity.append(lambda entity, payload: read.append(payload.values["RowKey"]))
+        ctx.add_object(T, blog())
+        ctx.save_changes()
+        assert service.props(T, "Channel9", "Oct-29")["Audit"] == "ctx"
+        other = ctx.client.get_table_service_context()
+        other.reading_entity.append(lambda entity, payload: read.append(payload.values["RowKey"]))
+        assert other.get(T, "Channel9", "Oct-29") is not None and read == ["Oct-29"]
+
+    def test_resolve_type_materialises_heterogeneous_entities(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        class Photo(TableEntity):
+            Url: str
+
+        service.put(T, "joe", "1_Blog", Text="post", Rating=1, Kind="Blog")
+        service.put(T, "joe", "2_Photo", Url="http://x", Kind="Photo")
+        ctx.resolve_type = lambda table, pk, rk, props: {"Blog": Blog, "Photo": Photo}[props["Kind"]]
+        results = list(ctx.create_query(T).where(prop("PartitionKey") == "joe"))
+        assert [type(r) for r in results] == [Blog, Photo]
+        assert results[1].Url == "http://x" and results[1].extra_properties == {"Kind": "Photo"}
+
+    def test_second_thread_gets_a_clear_error(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        entered, release = threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+
+        def slow_hook(request: object) -> None:
+            entered.set()
+            release.wait(5)
+
+        ctx.sending_request.append(slow_hook)
+        ctx.add_object(T, blog())
+        worker = threading.Thread(target=ctx.save_changes)
+        worker.start()
+        assert entered.wait(5)
+        try:
+            ctx.save_changes()
+        except RuntimeError as exc:
+            errors.append(exc)
+        finally:
+            release.set()
+            worker.join(5)
+        assert errors and "not thread-safe" in str(errors[0])
+
+    def test_begin_save_changes_returns_a_future(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        ctx.add_object(T, blog())
+        future = ctx.begin_save_changes()
+        assert len(future.result(timeout=10)) == 1 and (T, "Channel9", "Oct-29") in service.entities
+        service.put(T, "p", "x", Text="t", Rating=1)
+        rows = ctx.begin_execute(ctx.create_query(T, Blog).where(Blog.PartitionKey == "p")).result(timeout=10)
+        assert [r.RowKey for r in rows] == ["x"]
+
+    def test_json_insert_body_is_typed(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        ctx.add_object(T, blog())
+        ctx.save_changes()
+        body = json.loads(service.requests[-1].body or b"")
+        assert body["PartitionKey"] == "Channel9" and body["Rating"] == 3 and "Timestamp" not in body
