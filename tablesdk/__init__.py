@@ -1,5 +1,90 @@
-"""tablesdk: a Python client SDK for the Azure Table service (public names re-exported once all modules land)."""
+"""tablesdk: a Python client SDK for the Azure Table service.
+
+Start with :class:`CloudStorageAccount` (``parse`` a connection string or use
+``development_storage_account()``), get a :class:`CloudTableClient`, and use a
+:class:`TableServiceContext` to track entities and save changes. See
+docs/index.md for the concepts.
+"""
 
 from ._version import __version__
+from .account import CloudStorageAccount
+from .auth import SasCredential, SharedKeyCredential, SharedKeyLiteCredential, generate_table_sas
+from .batch import BatchOperation, BatchOperationKind
+from .client import CloudTableClient, SendingRequest
+from .context import (
+    DataServiceResponse,
+    EntityDescriptor,
+    EntityStates,
+    MergeOption,
+    OperationResponse,
+    SaveChangesOptions,
+    TableServiceContext,
+)
+from .edm import EdmDateTime, EdmType, EntityProperty, Int64
+from .entity import DynamicEntity, TableEntity
+from .errors import (
+    AuthenticationError,
+    BatchError,
+    ConflictError,
+    ConnectionFailedError,
+    DataServiceRequestError,
+    PreconditionFailedError,
+    RequestTimeoutError,
+    ResourceNotFoundError,
+    ServerBusyError,
+    TableServiceError,
+    TableValidationError,
+)
+from .filter import prop
+from .query import ContinuationToken, ResultSegment, TableQuery, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
+from .retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy
+from .transport import OperationContext
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    "CloudStorageAccount",
+    "CloudTableClient",
+    "TableServiceContext",
+    "TableEntity",
+    "DynamicEntity",
+    "EntityProperty",
+    "EdmType",
+    "EdmDateTime",
+    "Int64",
+    "MergeOption",
+    "SaveChangesOptions",
+    "EntityStates",
+    "EntityDescriptor",
+    "OperationResponse",
+    "DataServiceResponse",
+    "TableQuery",
+    "ContinuationToken",
+    "ResultSegment",
+    "prop",
+    "reverse_ticks",
+    "datetime_from_reverse_ticks",
+    "fixed_width_key",
+    "NoRetry",
+    "LinearRetry",
+    "ExponentialRetry",
+    "RetryPolicy",
+    "OperationContext",
+    "SendingRequest",
+    "BatchOperation",
+    "BatchOperationKind",
+    "SharedKeyCredential",
+    "SharedKeyLiteCredential",
+    "SasCredential",
+    "generate_table_sas",
+    "TableServiceError",
+    "ResourceNotFoundError",
+    "ConflictError",
+    "PreconditionFailedError",
+    "ServerBusyError",
+    "AuthenticationError",
+    "RequestTimeoutError",
+    "ConnectionFailedError",
+    "DataServiceRequestError",
+    "BatchError",
+    "TableValidationError",
+]

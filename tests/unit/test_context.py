@@ -165,7 +165,8 @@ class TestSaveChangesModes:
         assert ctx.get_entity_descriptor(later).state is EntityStates.ADDED  # type: ignore[union-attr]
         with pytest.raises(DataServiceRequestError):
             ctx.save_changes()  # "Cop Out" is issued again and fails again
-        assert service.methods().count("POST Blogs") == 3
+        assert service.methods() == ["POST Blogs", "POST Blogs"]  # "Cop Out" twice; the second never sent
+        assert (T, "Action", "Law Abiding Citizen") not in service.entities
 
     def test_continue_on_error_sends_everything_and_reports_every_failure(
         self, ctx: TableServiceContext, service: FakeTableService

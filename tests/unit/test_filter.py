@@ -137,7 +137,7 @@ def test_entity_property_literal_uses_its_type() -> None:
     assert str(prop("N") == EntityProperty(5, EdmType.DOUBLE)) == "N eq 5.0"
     assert str(prop("N") == EntityProperty(-1, EdmType.INT32)) == "N eq -1"
     # An explicit EntityProperty wins over the declared type.
-    assert str(Blog.Rating == EntityProperty(5, EdmType.INT64)) == "Rating eq 5L"
+    assert str(Blog.Rating == EntityProperty(5, EdmType.INT64)) == "Rating eq 5L"  # type: ignore[comparison-overlap]
     with pytest.raises(TableValidationError):
         prop("N") == EntityProperty(None, EdmType.INT64)
 
@@ -352,9 +352,9 @@ def test_bool_of_an_expression_raises_with_help() -> None:
 
 def test_missing_parentheses_give_a_helpful_error() -> None:
     with pytest.raises(TypeError, match="parenthes"):
-        A == 1 & B == 2  # parsed as A == (1 & B) == 2
+        A == 1 & B == 2  # type: ignore[comparison-overlap]  # parsed as A == (1 & B) == 2
     with pytest.raises(TypeError, match="parenthes"):
-        (A == 1) & B  # type: ignore[operator]
+        (A == 1) & B
     with pytest.raises(TypeError):
         ~A
 

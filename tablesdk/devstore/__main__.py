@@ -1,0 +1,57 @@
+"""``python -m tablesdk.devstore``: run the emulator in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from types import FrameType
+
+from .server import DevStore
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tablesdk.devstore",
+        description="Local emulator of the Azure Table service (account devstoreaccount1).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=10002, help="port (default 10002; 0 picks a free one)")
+    parser.add_argument("--db", default=":memory:", help="sqlite file to keep data in, or :memory: (default)")
+    parser.add_argument("--page-size", type=int, default=1000, help="largest query page, 1..1000 (default 1000)")
+    parser.add_argument("--max-scan", type=int, default=None,
+                        help="entities a query examines per request before answering with a continuation")
+    parser.add_argument("--allow-anonymous", action="store_true", help="accept unsigned requests")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(message)s")
+    try:
+        store = DevStore(args.port, args.page_size, host=args.host, db=args.db, max_scan=args.max_scan,
+                         allow_anonymous=args.allow_anonymous, verbose=args.verbose)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        from .server import DevStoreServer
+
+        store._server = DevStoreServer((store.host, store.requested_port), store.service, store.verbose)
+    except OSError as exc:
+        print(f"devstore: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        store.request_shutdown()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"devstore: serving {store.url}", flush=True)
+    print(f"devstore: connection string {store.connection_string}", flush=True)
+    store.serve_forever()
+    store.storage.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
