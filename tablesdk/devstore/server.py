@@ -102,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in self.headers.items():
             headers.setdefault(name.lower(), value)
         x_methods = self.headers.get_all("X-HTTP-Method") or []
-        host = headers.get("host") or "%s:%s" % (server.server_address[0], server.server_address[1])
+        host = headers.get("host") or "%s:%d" % tuple(server.socket.getsockname()[:2])
         req = Request(
             method=self.command, raw_path=raw_path, raw_query=raw_query, headers=headers, body=body,
             host=host, secure=False, client_ip=self.client_address[0], x_http_methods=list(x_methods),

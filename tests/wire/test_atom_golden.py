@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -192,11 +193,13 @@ def test_create_table_request_shape() -> None:
 
 @pytest.mark.parametrize("name", ["xxe_external_entity.xml", "billion_laughs.xml"])
 def test_dtd_documents_are_refused_without_expansion(name: str) -> None:
+    # libxml2 may stop the bomb itself (entity amplification limit) before our
+    # DOCTYPE check runs; either way it is a ValueError and nothing is expanded.
     body = read(name)
     fmt = AtomFormat()
-    with pytest.raises(ValueError, match="DOCTYPE"):
-        fmt.parse_entities(body)
-    with pytest.raises(ValueError, match="DOCTYPE"):
-        fmt.parse_entity(body)
-    with pytest.raises(ValueError, match="DOCTYPE"):
-        fmt.parse_tables(body)
+    started = time.perf_counter()
+    for parse in (fmt.parse_entities, fmt.parse_entity, fmt.parse_tables):
+        with pytest.raises(ValueError, match="DOCTYPE|amplification") as info:
+            parse(body)
+        assert "root:" not in str(info.value) and "lollol" not in str(info.value)
+    assert time.perf_counter() - started < 1.0
