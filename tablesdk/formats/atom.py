@@ -204,17 +204,17 @@ class AtomFormat(PayloadFormat):
             if edm_type is None:
                 edm_type = infer_edm_type(value, name)
             if edm_type is string:
-                if type(value) is not str:
-                    if not isinstance(value, str):
-                        raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
+                if not isinstance(value, str):
+                    raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
                 text = _escape_string(name, value)
-                if text and (text[0] in " \t\n\r" or text[-1] in " \t\n\r"):
+                if value and (value[0] in " \t\n\r" or value[-1] in " \t\n\r"):
                     append(f'<d:{name} xml:space="preserve">{text}</d:{name}>')
                 else:
                     append(f"<d:{name}>{text}</d:{name}>")
             else:
                 # EdmType is a str: concatenation uses its text without a Python-level call
-                append("<d:" + name + ' m:type="' + edm_type + '">' + to_atom_text(value, edm_type) + "</d:" + name + ">")
+                text = to_atom_text(value, edm_type)
+                append("<d:" + name + ' m:type="' + edm_type + '">' + text + "</d:" + name + ">")
         return self._entry("".join(parts))
 
     def serialize_table(self, table_name: str) -> bytes:

@@ -14,8 +14,8 @@ Responses come in three metadata levels:
   ``Timestamp@odata.type``; handled like minimalmetadata.
 * ``nometadata``: plain values only. Types are then unknown and are left out of
   :attr:`EntityPayload.types` (the values stay as JSON gave them), so the entity
-  layer reads them as the entity class declares. Annotations, if any arrive,
-  still apply.
+  layer reads them as the entity class declares; only PartitionKey and RowKey
+  (always strings) are typed. Annotations, if any arrive, still apply.
 
 ``Timestamp`` is always read as an Edm.DateTime. Request bodies are UTF-8 with
 non-ASCII characters written as themselves (smaller than ``\\uXXXX`` escapes,
@@ -191,7 +191,7 @@ class JsonFormat(PayloadFormat):
             if edm_type is None:
                 edm_type = infer_edm_type(value, name)
             if edm_type is _STRING:
-                if type(value) is not str and not isinstance(value, str):
+                if not isinstance(value, str):
                     raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
                 body[name] = value
                 continue
@@ -283,10 +283,8 @@ class JsonFormat(PayloadFormat):
         if type(data) is not dict:
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         items = data.get("value")
-        if items is None and "value" not in data:
+        if type(items) is not list:  # a single entity (which may have a property named "value")
             return [self._payload(data, None)]
-        if type(items) is not list:
-            raise ValueError("the 'value' member of a query response must be an array")
         payload = self._payload
         return [payload(item, None) for item in items]
 

@@ -185,6 +185,8 @@ def test_types_inferred_when_missing(atom: AtomFormat) -> None:
         ("tab\there", b"<d:S>tab\there</d:S>"),
         (" x", b'<d:S xml:space="preserve"> x</d:S>'),
         ("x\n", b'<d:S xml:space="preserve">x\n</d:S>'),
+        ("\rx", b'<d:S xml:space="preserve">&#13;x</d:S>'),
+        ("\n", b'<d:S xml:space="preserve">\n</d:S>'),
         ("é😀", "<d:S>é😀</d:S>".encode()),
     ],
 )

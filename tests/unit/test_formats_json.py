@@ -262,6 +262,8 @@ def test_parse_entity_accepts_value_array_of_one(js: JsonFormat) -> None:
 
 def test_parse_entities_of_a_single_object(js: JsonFormat) -> None:
     assert [p.values for p in js.parse_entities(b'{"A":1}')] == [{"A": 1}]
+    assert [p.values for p in js.parse_entities(b'{"value":5,"A":1}')] == [{"value": 5, "A": 1}]
+    assert js.parse_entity(b'{"value":"x"}').values == {"value": "x"}
     assert js.parse_entities(b'{"odata.metadata":"m","value":[]}') == []
 
 
@@ -291,7 +293,7 @@ def test_nometadata_rejects_nested_values_too() -> None:
         JsonFormat("nometadata").parse_entity(b'{"O":{"a":1}}')
 
 
-@pytest.mark.parametrize("body", [b"", b"   ", b"not json", b"[1,2]", b"42", b'{"value":5}', b'{"value":[1]}', b"\xff\xfe\xfa"])
+@pytest.mark.parametrize("body", [b"", b"   ", b"not json", b"[1,2]", b"42", b'{"value":{}}', b'{"value":[1]}', b"\xff\xfe\xfa"])
 def test_malformed_bodies_raise_value_error(js: JsonFormat, body: bytes) -> None:
     with pytest.raises(ValueError):
         js.parse_entities(body)
