@@ -248,26 +248,31 @@ def format_datetime(value: datetime) -> str:
     )
 
 
+_FROM_ISO = datetime.fromisoformat
+_NEW_DATETIME = datetime.__new__
+_UTC = timezone.utc
+
+
 def parse_datetime(text: str) -> EdmDateTime:
     """Parse Edm.DateTime wire text into an aware UTC :class:`EdmDateTime`.
 
     Accepts 0 to 7 (or more, truncated past the 7th) fractional digits, a ``Z``
     or numeric offset, or no zone (taken as UTC, as the service does).
     """
-    # Fast path for the service's own form: 2024-01-02T03:04:05[.fffffff]Z
-    try:
-        if len(text) >= 20 and text[4] == "-" and text[10] == "T" and text[-1] == "Z":
-            year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
-            hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
-            frac = text[20:-1] if text[19] == "." else ""
-            if text[19] in ".Z" and frac.isdigit() or frac == "" and len(text) == 20:
-                digits = (frac + "0000000")[:7]
-                return EdmDateTime(
-                    year, month, day, hour, minute, second, int(digits[:6]), timezone.utc,
-                    ticks_remainder=int(digits[6]),
-                )
-    except ValueError:
-        pass
+    # Fast path for the service's own 28-character form YYYY-MM-DDTHH:MM:SS.fffffffZ, the
+    # hot path of every query: C fromisoformat reads six digits and datetime.__new__ plus
+    # the attribute builds the EdmDateTime at a third of the cost of EdmDateTime(...).
+    if len(text) == 28 and text[19] == "." and text[27] == "Z" and "0" <= text[26] <= "9":
+        try:
+            base = _FROM_ISO(text[:26])
+        except ValueError:
+            return _parse_datetime_slow(text)
+        value: EdmDateTime = _NEW_DATETIME(
+            EdmDateTime, base.year, base.month, base.day, base.hour, base.minute, base.second,
+            base.microsecond, _UTC,
+        )
+        value.ticks_remainder = ord(text[26]) - 48
+        return value
     return _parse_datetime_slow(text)
 
 

@@ -31,10 +31,9 @@ from typing import Any
 
 from lxml import etree
 
-from ..edm import EdmDateTime, EdmType, EntityPayload, format_datetime, from_atom_text, infer_edm_type, to_atom_text
+from ..edm import EdmDateTime, EdmType, EntityPayload, format_datetime, from_atom_text, infer_edm_type, parse_datetime, to_atom_text
 from ..errors import TableValidationError
 from . import PayloadFormat
-from .json import parse_wire_datetime
 
 __all__ = [
     "AtomFormat",
@@ -88,7 +87,7 @@ def _atom_converter(edm_type: EdmType) -> Callable[[str], Any]:
 
 
 def _atom_datetime(text: str) -> EdmDateTime:
-    return parse_wire_datetime(text.strip())  # from_atom_text's strip, then the fast path
+    return parse_datetime(text.strip())  # from_atom_text's strip, then the fast path
 
 
 def _atom_guid(text: str) -> uuid.UUID:

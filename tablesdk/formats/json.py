@@ -30,13 +30,11 @@ import json
 import sys
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 from ..edm import (
     INT32_MAX,
     INT32_MIN,
-    EdmDateTime,
     EdmType,
     EntityPayload,
     from_json_value,
@@ -47,7 +45,7 @@ from ..edm import (
 from ..errors import TableValidationError
 from . import PayloadFormat
 
-__all__ = ["JsonFormat", "METADATA_LEVELS", "parse_wire_datetime"]
+__all__ = ["JsonFormat", "METADATA_LEVELS"]
 
 METADATA_LEVELS = ("nometadata", "minimalmetadata", "fullmetadata")
 
@@ -59,33 +57,6 @@ _DATETIME = EdmType.DATETIME
 _PLAIN_TYPES: dict[type, EdmType] = {
     str: EdmType.STRING, bool: EdmType.BOOLEAN, int: EdmType.INT32, float: EdmType.DOUBLE,
 }
-_FROM_ISO = datetime.fromisoformat
-_NEW_DATETIME = datetime.__new__
-_UTC = timezone.utc
-
-
-def parse_wire_datetime(text: str) -> EdmDateTime:
-    """:func:`tablesdk.edm.parse_datetime`, with a fast path for the service's own form.
-
-    The service writes ``YYYY-MM-DDTHH:MM:SS.fffffffZ`` (28 characters): the C
-    ``fromisoformat`` reads it up to the sixth fractional digit and the seventh
-    becomes ``ticks_remainder``; the EdmDateTime is made by ``datetime.__new__``
-    plus the attribute, which is what ``EdmDateTime.__new__`` does, at a third
-    of the cost. Every other form goes to ``parse_datetime``. The result is
-    the same value, type, zone and remainder either way (the tests compare them).
-    """
-    if len(text) == 28 and text[19] == "." and text[27] == "Z" and "0" <= text[26] <= "9":
-        try:
-            base = _FROM_ISO(text[:26])
-        except ValueError:
-            return parse_datetime(text)
-        value: EdmDateTime = _NEW_DATETIME(
-            EdmDateTime, base.year, base.month, base.day, base.hour, base.minute, base.second,
-            base.microsecond, _UTC,
-        )
-        value.ticks_remainder = ord(text[26]) - 48
-        return value
-    return parse_datetime(text)
 
 
 def _edm_converter(edm_type: EdmType) -> Callable[[Any], Any]:
@@ -108,7 +79,7 @@ _CONVERTERS: dict[EdmType, Callable[[Any], Any] | None] = {
     EdmType.INT32: int,
     EdmType.INT64: int,
     EdmType.DOUBLE: _double,
-    EdmType.DATETIME: parse_wire_datetime,
+    EdmType.DATETIME: parse_datetime,
     EdmType.GUID: uuid.UUID,
     EdmType.BINARY: _edm_converter(EdmType.BINARY),
 }
@@ -258,7 +229,7 @@ class JsonFormat(PayloadFormat):
             timestamp = values["Timestamp"]
             if type(timestamp) is str:
                 try:
-                    values["Timestamp"] = parse_wire_datetime(timestamp)
+                    values["Timestamp"] = parse_datetime(timestamp)
                 except ValueError as exc:
                     raise ValueError(f"property 'Timestamp': not a valid Edm.DateTime value: {timestamp!r}") from exc
                 types["Timestamp"] = _DATETIME
