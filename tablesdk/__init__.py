@@ -36,7 +36,7 @@ from .errors import (
     TableValidationError,
 )
 from .filter import prop
-from .query import ContinuationToken, ResultSegment, TableQuery, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
+from .query import ContinuationToken, EmptyResultError, ResultSegment, TableQuery, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from .retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy
 from .transport import OperationContext
 
@@ -60,6 +60,7 @@ __all__ = [
     "TableQuery",
     "ContinuationToken",
     "ResultSegment",
+    "EmptyResultError",
     "prop",
     "reverse_ticks",
     "datetime_from_reverse_ticks",

@@ -25,6 +25,7 @@ sends exactly what was read (no drift on round trip).
 from __future__ import annotations
 
 import base64
+from decimal import Decimal
 import binascii
 import math
 import uuid
@@ -450,8 +451,9 @@ def to_filter_literal(value: Any, edm_type: EdmType, name: str = "value") -> str
     """The OData ``$filter`` literal for ``value`` as ``edm_type``.
 
     Strings double their single quotes; Int64 carries the ``L`` suffix; doubles
-    always show a decimal point or exponent so the service reads them as
-    Edm.Double; non-finite doubles cannot be expressed and raise.
+    are written in positional notation (never an exponent) with a decimal point,
+    so the service reads them as Edm.Double; non-finite doubles cannot be
+    expressed and raise.
     """
     check_value(name, value, edm_type)
     if edm_type is EdmType.STRING:
@@ -464,8 +466,10 @@ def to_filter_literal(value: Any, edm_type: EdmType, name: str = "value") -> str
         number = float(value)
         if not math.isfinite(number):
             raise TableValidationError(name, "$filter cannot express NaN or infinite doubles", repr(number))
-        text = _format_double(number)
-        if not any(ch in text for ch in ".eE"):
+        # Positional notation only: Azurite reads an exponent literal such as 1e+300 as
+        # matching nothing, without an error. The shortest repr's digits keep the value exact.
+        text = format(Decimal(repr(number)), "f")
+        if "." not in text:
             text += ".0"
         return text
     if edm_type is EdmType.BOOLEAN:

@@ -198,7 +198,9 @@ def test_int64_travels_as_a_string_in_json() -> None:
         (5, EdmType.INT64, "5L"),
         (3, EdmType.DOUBLE, "3.0"),
         (2.5, EdmType.DOUBLE, "2.5"),
-        (1e300, EdmType.DOUBLE, "1e+300"),
+        (1e300, EdmType.DOUBLE, "1" + "0" * 300 + ".0"),
+        (1.5e-7, EdmType.DOUBLE, "0.00000015"),
+        (-2.5e16, EdmType.DOUBLE, "-25000000000000000.0"),
         (True, EdmType.BOOLEAN, "true"),
         (datetime(2009, 5, 1), EdmType.DATETIME, "datetime'2009-05-01T00:00:00.0000000Z'"),
         (GUID, EdmType.GUID, "guid'c9da6455-213d-42c9-9a79-3e9149a57833'"),
@@ -207,6 +209,13 @@ def test_int64_travels_as_a_string_in_json() -> None:
 )
 def test_filter_literals(value: object, edm_type: EdmType, literal: str) -> None:
     assert to_filter_literal(value, edm_type) == literal
+
+
+@pytest.mark.parametrize("number", [5e-324, 1.7976931348623157e308, 0.1, 1 / 3, -1e-5, 123456789.125])
+def test_double_filter_literals_keep_their_value_without_exponents(number: float) -> None:
+    literal = to_filter_literal(number, EdmType.DOUBLE)
+    assert "e" not in literal.lower() and "." in literal
+    assert float(literal) == number
 
 
 def test_filter_literal_refuses_nan_and_wrong_types() -> None:
