@@ -310,12 +310,15 @@ class TableServiceContext:
             )
         return descriptor
 
-    def _track(self, table: str, entity: Entity, etag: str | None, state: EntityStates) -> EntityDescriptor:
-        if not isinstance(entity, (TableEntity, DynamicEntity)):
-            raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
-        validate_table_name(table)
-        validate_key("PartitionKey", entity.PartitionKey)
-        validate_key("RowKey", entity.RowKey)
+    def _track(
+        self, table: str, entity: Entity, etag: str | None, state: EntityStates, *, from_service: bool = False
+    ) -> EntityDescriptor:
+        if not from_service:  # what the service returned needs no checking
+            if not isinstance(entity, (TableEntity, DynamicEntity)):
+                raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
+            validate_table_name(table)
+            validate_key("PartitionKey", entity.PartitionKey)
+            validate_key("RowKey", entity.RowKey)
         if id(entity) in self._by_object:
             raise ValueError(
                 f"the context is already tracking this entity (PartitionKey={entity.PartitionKey!r}, "
@@ -659,7 +662,8 @@ class TableServiceContext:
             )
             for hook in self.reading_entity:
                 hook(entity, payload)
-            self._track(query.table, entity, payload.etag, EntityStates.UNCHANGED).snapshot = payload.values
+            descriptor = self._track(query.table, entity, payload.etag, EntityStates.UNCHANGED, from_service=True)
+            descriptor.snapshot = payload.values
             return entity  # type: ignore[no-any-return]
         tracked = descriptor.entity
         if merge is MergeOption.APPEND_ONLY or descriptor.state is EntityStates.ADDED:
