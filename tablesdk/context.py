@@ -693,7 +693,8 @@ _NO_ETAG = (
 
 
 def _overwrite(target: Entity, payload: EntityPayload, ignore_missing_properties: bool) -> None:
-    fresh = entity_from_payload(type(target), payload, ignore_missing_properties=ignore_missing_properties)
+    entity_type: Any = type(target)
+    fresh: Any = entity_from_payload(entity_type, payload, ignore_missing_properties=ignore_missing_properties)
     if isinstance(target, DynamicEntity):
         assert isinstance(fresh, DynamicEntity)
         target._values = fresh._values
@@ -717,14 +718,15 @@ def _merge_preserving(
     had when the entity was last in sync; with no snapshot every local property
     counts as changed. Properties the service has and the entity lacks are added.
     """
-    fresh = entity_from_payload(type(target), payload, ignore_missing_properties=ignore_missing_properties)
+    entity_type: Any = type(target)
+    fresh: Any = entity_from_payload(entity_type, payload, ignore_missing_properties=ignore_missing_properties)
     local = entity_to_payload(target, validate=False).values
     server = entity_to_payload(fresh, validate=False)
 
     def changed(name: str) -> bool:
         if snapshot is None:
             return name in local
-        return local.get(name, _MISSING) != snapshot.get(name, _MISSING)
+        return bool(local.get(name, _MISSING) != snapshot.get(name, _MISSING))
 
     for name, value in server.values.items():
         if name in ("PartitionKey", "RowKey") or changed(name):

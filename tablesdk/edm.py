@@ -457,7 +457,7 @@ def to_filter_literal(value: Any, edm_type: EdmType, name: str = "value") -> str
     """
     check_value(name, value, edm_type)
     if edm_type is EdmType.STRING:
-        return "'" + value.replace("'", "''") + "'"
+        return "'" + str(value).replace("'", "''") + "'"
     if edm_type is EdmType.INT32:
         return str(int(value))
     if edm_type is EdmType.INT64:

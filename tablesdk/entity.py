@@ -235,9 +235,14 @@ class TableEntity:
     not declare are kept in ``extra_properties`` and written back on update.
     """
 
-    PartitionKey: ClassVar[DeclaredProperty]
-    RowKey: ClassVar[DeclaredProperty]
-    Timestamp: ClassVar[DeclaredProperty]
+    # For type checkers these are the instance values; at run time they are
+    # DeclaredProperty descriptors (set below), so ``Blog.PartitionKey == "x"`` is a filter.
+    PartitionKey: str
+    RowKey: str
+    Timestamp: datetime | None
+    etag: str | None
+    extra_properties: dict[str, Any]
+    _wire_types: dict[str, EdmType]
     __declared__: ClassVar[dict[str, EdmType]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -285,12 +290,13 @@ class TableEntity:
                 f"{type(self).__name__} has no declared properties {sorted(unknown)}; "
                 f"declared: {sorted(self.__declared__)} (use DynamicEntity for a property bag)"
             )
-        self.PartitionKey = PartitionKey
-        self.RowKey = RowKey
+        # None keys are allowed until the entity is sent: validation names the missing key then.
+        self.PartitionKey = PartitionKey  # type: ignore[assignment]
+        self.RowKey = RowKey  # type: ignore[assignment]
         self.Timestamp = Timestamp
         self.etag = etag
-        self.extra_properties: dict[str, Any] = {}
-        self._wire_types: dict[str, EdmType] = {}
+        self.extra_properties = {}
+        self._wire_types = {}
         for name, value in properties.items():
             setattr(self, name, value)
 
@@ -306,12 +312,12 @@ class TableEntity:
         assert isinstance(other, TableEntity)
         return _comparable(self) == _comparable(other)
 
-    __hash__ = object.__hash__  # type: ignore[assignment]
+    __hash__ = object.__hash__
 
 
-TableEntity.PartitionKey = DeclaredProperty("PartitionKey", EdmType.STRING)
-TableEntity.RowKey = DeclaredProperty("RowKey", EdmType.STRING)
-TableEntity.Timestamp = DeclaredProperty("Timestamp", EdmType.DATETIME)
+setattr(TableEntity, "PartitionKey", DeclaredProperty("PartitionKey", EdmType.STRING))
+setattr(TableEntity, "RowKey", DeclaredProperty("RowKey", EdmType.STRING))
+setattr(TableEntity, "Timestamp", DeclaredProperty("Timestamp", EdmType.DATETIME))
 
 
 class DynamicEntity(MutableMapping[str, Any]):
@@ -326,6 +332,11 @@ class DynamicEntity(MutableMapping[str, Any]):
 
     __slots__ = ("PartitionKey", "RowKey", "Timestamp", "etag", "_values", "_types")
 
+    PartitionKey: str
+    RowKey: str
+    Timestamp: datetime | None
+    etag: str | None
+
     def __init__(
         self,
         PartitionKey: str | None = None,
@@ -334,8 +345,9 @@ class DynamicEntity(MutableMapping[str, Any]):
         etag: str | None = None,
         **properties: Any,
     ) -> None:
-        self.PartitionKey = PartitionKey
-        self.RowKey = RowKey
+        # None keys are allowed until the entity is sent: validation names the missing key then.
+        self.PartitionKey = PartitionKey  # type: ignore[assignment]
+        self.RowKey = RowKey  # type: ignore[assignment]
         self.Timestamp = Timestamp
         self.etag = etag
         self._values: dict[str, Any] = {}
@@ -389,7 +401,7 @@ class DynamicEntity(MutableMapping[str, Any]):
             return NotImplemented
         return _comparable(self) == _comparable(other)
 
-    __hash__ = object.__hash__  # type: ignore[assignment]
+    __hash__ = object.__hash__
 
 
 AnyEntity = typing.Union[TableEntity, DynamicEntity]
@@ -475,8 +487,8 @@ def entity_from_payload(
     """
     values = payload.values
     types = payload.types
-    if entity_type is DynamicEntity or issubclass(entity_type, DynamicEntity):
-        dyn = entity_type.__new__(entity_type)
+    if issubclass(entity_type, DynamicEntity):
+        dyn: Any = entity_type.__new__(entity_type)
         custom = dict(values)
         dyn.PartitionKey = custom.pop("PartitionKey", None)
         dyn.RowKey = custom.pop("RowKey", None)
@@ -484,8 +496,8 @@ def entity_from_payload(
         dyn.etag = payload.etag
         dyn._values = custom
         dyn._types = {k: v for k, v in types.items() if k not in SYSTEM_PROPERTIES}
-        return dyn
-    obj = entity_type.__new__(entity_type)
+        return typing.cast(E, dyn)
+    obj: Any = entity_type.__new__(entity_type)
     declared = entity_type.__declared__
     obj.PartitionKey = values.get("PartitionKey")
     obj.RowKey = values.get("RowKey")
@@ -519,4 +531,4 @@ def entity_from_payload(
         elif wire_type is not None and wire_type is not declared_type:
             obj._wire_types[name] = wire_type
         obj.__dict__[name] = value
-    return obj
+    return typing.cast(E, obj)
