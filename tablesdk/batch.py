@@ -250,6 +250,8 @@ def validate_batch(operations: Sequence[BatchOperation]) -> None:
 # ---------------------------------------------------------------- writing
 
 _PART_PREAMBLE = b"Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+#: Bytes of one ``CRLF--changeset_<uuid>CRLF`` delimiter between parts.
+_DELIMITER_BYTES = len("\r\n--changeset_\r\n") + 36
 
 
 def _new_boundary_id() -> str:
@@ -312,7 +314,7 @@ def build_batch_request(
                 lines.append(f"If-Match: {op.etag}\r\n")
             lines.append("\r\n")
             part = _PART_PREAMBLE + "".join(lines).encode("utf-8") + body
-            running += len(part) + 52
+            running += len(part) + _DELIMITER_BYTES
             if running > MAX_BATCH_BYTES:
                 raise TableValidationError(
                     "batch",
@@ -325,7 +327,9 @@ def build_batch_request(
     for _attempt in range(8):
         batch_id = "batch_" + _new_boundary_id()
         changeset_id = "changeset_" + _new_boundary_id()
-        if not any(_collides(part, batch_id, changeset_id) for part in parts):
+        batch_token, changeset_token = batch_id.encode("ascii"), changeset_id.encode("ascii")
+        # A boundary must not occur anywhere in the content it delimits.
+        if not any(batch_token in part or changeset_token in part for part in parts):
             break
     else:  # pragma: no cover - eight uuid4 collisions in a row do not happen
         raise RuntimeError("could not draw a multipart boundary absent from the batch content")
@@ -350,11 +354,6 @@ def build_batch_request(
             f"got {len(body_bytes)} bytes",
         )
     return body_bytes, f"multipart/mixed; boundary={batch_id}"
-
-
-def _collides(part: bytes, batch_id: str, changeset_id: str) -> bool:
-    # A boundary must not occur anywhere in the content it delimits.
-    return batch_id.encode("ascii") in part or changeset_id.encode("ascii") in part
 
 
 # ---------------------------------------------------------------- reading
