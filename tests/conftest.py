@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+pytest_plugins = ["tablesdk.testing"]  # the devstore fixtures users get, used by our integration tests
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 AZURITE_SH = REPO_ROOT / "scripts" / "azurite.sh"
 

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import formatdate
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .auth import AuthResult, SasGrant, authenticate
@@ -66,6 +66,7 @@ MAX_PAGE = 1000
 _TABLE_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 _ETAG_RE = re.compile(r"W/\"datetime'[^'\"]+'\"\Z")
 _IDENT_RE = re.compile(r"[^\W\d]\w*\Z")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]*\Z")
 
 
 # ------------------------------------------------------------------ request / response
@@ -236,6 +237,8 @@ def decode_token(token: str) -> str:
     if len(parts) != 3 or parts[0] != "1" or not parts[1].isdigit() or int(parts[1]) != len(parts[2]):
         raise error("InvalidInput")
     data = parts[2]
+    if not _TOKEN_RE.match(data):
+        raise error("InvalidInput")
     try:
         return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)).decode("utf-8")
     except (binascii.Error, ValueError, UnicodeDecodeError):
@@ -930,13 +933,15 @@ class TableService:
                 sub_headers: dict[str, str] = {}
                 content_id = str(index + 1)
                 try:
-                    if index >= MAX_BATCH_OPERATIONS:
-                        raise error("InvalidInput", message=TOO_MANY_CHANGES)
                     try:
                         method, url, sub_headers, body = parse_http_request(part.body)
                     except MultipartError:
                         raise error("InvalidInput") from None
                     content_id = sub_headers.get("content-id", content_id)
+                    if len(parts) > MAX_BATCH_OPERATIONS:  # refused before anything runs
+                        if index < MAX_BATCH_OPERATIONS:
+                            continue
+                        raise error("InvalidInput", message=TOO_MANY_CHANGES)
                     sub, rest = self._sub_call(call, method, url, sub_headers, body, index)
                     op = self._batch_prepare(sub, rest)
                     entity_group = (op.table.lower(), op.pk)
@@ -1007,6 +1012,3 @@ class TableService:
         with self.storage.reading():
             return list(self.storage.iter_tables())
 
-
-def iter_response_headers(response: Response) -> Iterable[tuple[str, str]]:
-    return response.headers

@@ -173,7 +173,10 @@ def _value_size(edm: str, value: Any) -> int:
 def check_value_size(edm: str, value: Any) -> None:
     """PropertyValueTooLarge for strings over 64 KiB in UTF-16 and binary over 64 KiB."""
     if edm == STRING:
-        if 2 * len(value) > MAX_VALUE_BYTES and 2 * _utf16_units(value) > MAX_VALUE_BYTES:
+        # UTF-16 takes 2 or 4 bytes a character: only count surrogate pairs when it can matter
+        if 2 * len(value) > MAX_VALUE_BYTES or (
+            4 * len(value) > MAX_VALUE_BYTES and 2 * _utf16_units(value) > MAX_VALUE_BYTES
+        ):
             raise error("PropertyValueTooLarge")
     elif edm == BINARY and len(value) > MAX_VALUE_BYTES:
         raise error("PropertyValueTooLarge")

@@ -1,8 +1,8 @@
 """One parametrised client fixture over every integration target.
 
 Targets: ``azurite-json`` (Azurite 3.37.0, started by the session fixture in
-tests/conftest.py) and, once registered in TARGETS, the bundled emulator in
-both formats. Each test gets a fresh lower-case table that is deleted afterwards.
+tests/conftest.py) and the bundled emulator (``tablesdk.testing``'s session
+fixture) in both formats: ``devstore-json`` and ``devstore-atom``. Each test gets a fresh lower-case table that is deleted afterwards.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tablesdk import CloudStorageAccount, CloudTableClient
 
-TARGETS = ["azurite-json"]
+TARGETS = ["azurite-json", "devstore-json", "devstore-atom"]
 
 
 @pytest.fixture(params=TARGETS)

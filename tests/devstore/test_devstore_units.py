@@ -1,0 +1,364 @@
+"""Unit tests for devstore's value handling, limits, negotiation, tokens and multipart code."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from tablesdk.devstore.errors import ServiceError
+from tablesdk.devstore.multipart import boundary_of, parse_http_request, split_parts, write_batch_response, SubResponse
+from tablesdk.devstore.service import (
+    ATOM, _entity_keys, _parse_literal_list, check_table_name, decode_token, encode_token, negotiate,
+)
+from tablesdk.devstore.storage import Storage, etag_for
+from tablesdk.devstore.values import (
+    atom_property_xml, canonical_datetime, check_entity, check_key, parse_atom_entity, parse_json_body,
+    parse_json_entity, props_from_storage, props_to_storage,
+)
+
+
+def code_of(fn: Any, *args: Any) -> str:
+    with pytest.raises(ServiceError) as info:
+        fn(*args)
+    return info.value.code
+
+
+# ----------------------------------------------------------------- JSON entity bodies
+
+def test_json_types_with_and_without_annotations() -> None:
+    pk, rk, props = parse_json_entity({
+        "PartitionKey": "p", "RowKey": "r", "Timestamp": "ignored", "odata.etag": "ignored",
+        "S": "text", "I": 5, "D": 2.5, "B": False,
+        "L": "9223372036854775807", "L@odata.type": "Edm.Int64",
+        "W": 3, "W@odata.type": "Edm.Double",
+        "N": "NaN", "N@odata.type": "Edm.Double",
+        "T": "2024-01-02T03:04:05.1234567Z", "T@odata.type": "Edm.DateTime",
+        "T6": "2024-01-02T03:04:05.123456Z", "T6@odata.type": "Edm.DateTime",
+        "G": "1B4E28BA-2FA1-11D2-883F-0016D3CCA427", "G@odata.type": "Edm.Guid",
+        "X": "AQI=", "X@odata.type": "Edm.Binary",
+        "Nothing": None,
+    })
+    assert (pk, rk) == ("p", "r")
+    assert props["S"] == ("Edm.String", "text")
+    assert props["I"] == ("Edm.Int32", 5)
+    assert props["D"] == ("Edm.Double", 2.5)
+    assert props["B"] == ("Edm.Boolean", False)
+    assert props["L"] == ("Edm.Int64", 2**63 - 1)
+    assert props["W"] == ("Edm.Double", 3.0)
+    assert props["N"][0] == "Edm.Double" and math.isnan(props["N"][1])
+    assert props["T"] == ("Edm.DateTime", "2024-01-02T03:04:05.1234567Z")
+    assert props["T6"] == ("Edm.DateTime", "2024-01-02T03:04:05.1234560Z")
+    assert props["G"] == ("Edm.Guid", "1b4e28ba-2fa1-11d2-883f-0016d3cca427")
+    assert props["X"] == ("Edm.Binary", b"\x01\x02")
+    assert "Nothing" not in props and "Timestamp" not in props
+
+
+@pytest.mark.parametrize(
+    "entity",
+    [
+        {"L": 5, "L@odata.type": "Edm.Int64"},  # Int64 must travel as a string
+        {"L": "9223372036854775808", "L@odata.type": "Edm.Int64"},
+        {"L": "12a", "L@odata.type": "Edm.Int64"},
+        {"I": 2147483648},  # no annotation: Int32, out of range
+        {"I": 2147483648, "I@odata.type": "Edm.Int32"},
+        {"I": "5", "I@odata.type": "Edm.Int32"},
+        {"I": True, "I@odata.type": "Edm.Int32"},
+        {"G": "xyz", "G@odata.type": "Edm.Guid"},
+        {"X": "@@@", "X@odata.type": "Edm.Binary"},
+        {"T": "not-a-date", "T@odata.type": "Edm.DateTime"},
+        {"T": "1600-12-31T23:59:59Z", "T@odata.type": "Edm.DateTime"},
+        {"D": "abc", "D@odata.type": "Edm.Double"},
+        {"B": "yes", "B@odata.type": "Edm.Boolean"},
+        {"S": 5, "S@odata.type": "Edm.String"},
+        {"F": 1, "F@odata.type": "Edm.Foo"},
+        {"O": {"a": 1}},
+        {"A": [1, 2]},
+        {"PartitionKey@odata.type": "Edm.Int32"},
+    ],
+)
+def test_json_invalid_values(entity: dict[str, Any]) -> None:
+    body = {"PartitionKey": "p", "RowKey": "r", **entity}
+    assert code_of(parse_json_entity, body) == "InvalidInput"
+
+
+@pytest.mark.parametrize(
+    "name, code",
+    [("1abc", "PropertyNameInvalid"), ("a-b", "PropertyNameInvalid"), ("a b", "PropertyNameInvalid"),
+     ("x" * 256, "PropertyNameTooLong")],
+)
+def test_json_property_names(name: str, code: str) -> None:
+    assert code_of(parse_json_entity, {name: 1}) == code
+
+
+def test_json_duplicate_members() -> None:
+    assert code_of(parse_json_body, b'{"A": 1, "A": 2}') == "DuplicatePropertiesSpecified"
+    assert code_of(parse_json_body, b"not json") == "InvalidInput"
+    assert code_of(parse_json_body, b"[1]") == "InvalidInput"
+
+
+def test_value_size_limits() -> None:
+    assert parse_json_entity({"S": "x" * 32768})[2]["S"][1] == "x" * 32768
+    assert code_of(parse_json_entity, {"S": "x" * 32769}) == "PropertyValueTooLarge"
+    assert code_of(parse_json_entity, {"S": "😀" * 16385}) == "PropertyValueTooLarge"  # 2 UTF-16 units each
+    ok = "QUJD" * (65536 // 3)
+    assert parse_json_entity({"X": ok, "X@odata.type": "Edm.Binary"})
+    big = "A" * (((65537 + 2) // 3) * 4)
+    assert code_of(parse_json_entity, {"X": big, "X@odata.type": "Edm.Binary"}) == "PropertyValueTooLarge"
+
+
+def test_entity_limits() -> None:
+    props = {f"P{i}": ("Edm.Int32", i) for i in range(252)}
+    check_entity("p", "r", props)
+    props["P252"] = ("Edm.Int32", 1)
+    assert code_of(check_entity, "p", "r", props) == "TooManyProperties"
+    big = {f"S{i}": ("Edm.String", "x" * 32000) for i in range(17)}  # ~1.09 MB
+    assert code_of(check_entity, "p", "r", big) == "EntityTooLarge"
+    fits = {f"S{i}": ("Edm.String", "x" * 32000) for i in range(16)}
+    check_entity("p", "r", fits)
+
+
+@pytest.mark.parametrize("bad", ["a/b", "a\\b", "a#b", "a?b", "a\tb", "a\x7fb", "a\x85b"])
+def test_key_forbidden_characters(bad: str) -> None:
+    assert code_of(check_key, "RowKey", bad) == "OutOfRangeInput"
+
+
+def test_key_length() -> None:
+    assert check_key("PartitionKey", "k" * 512) == "k" * 512
+    assert code_of(check_key, "PartitionKey", "k" * 513) == "KeyValueTooLarge"
+    assert check_key("RowKey", "") == ""
+    assert code_of(check_key, "RowKey", 5) == "InvalidInput"
+
+
+# ----------------------------------------------------------------- Atom entity bodies
+
+def test_atom_entry_parsing() -> None:
+    body = (
+        '<entry xmlns="http://www.w3.org/2005/Atom" '
+        'xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices" '
+        'xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">'
+        '<content type="application/xml"><m:properties>'
+        "<d:PartitionKey>p</d:PartitionKey><d:RowKey>r</d:RowKey>"
+        '<d:Timestamp m:type="Edm.DateTime">0001-01-01T00:00:00</d:Timestamp>'
+        "<d:S>  spaced  </d:S>"
+        '<d:I m:type="Edm.Int32">-5</d:I><d:L m:type="Edm.Int64">123</d:L>'
+        '<d:D m:type="Edm.Double">0</d:D><d:Inf m:type="Edm.Double">INF</d:Inf>'
+        '<d:B m:type="Edm.Boolean">true</d:B>'
+        '<d:N m:null="true" />'
+        '<d:X m:type="Edm.Binary">AQI=</d:X>'
+        "</m:properties></content></entry>"
+    ).encode()
+    pk, rk, props = parse_atom_entity(body)
+    assert (pk, rk) == ("p", "r")
+    assert props == {
+        "S": ("Edm.String", "  spaced  "), "I": ("Edm.Int32", -5), "L": ("Edm.Int64", 123),
+        "D": ("Edm.Double", 0.0), "Inf": ("Edm.Double", math.inf), "B": ("Edm.Boolean", True),
+        "X": ("Edm.Binary", b"\x01\x02"),
+    }
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        '<d:I m:type="Edm.Int32">2147483648</d:I>',
+        '<d:I m:type="Edm.Int32">1_0</d:I>',
+        '<d:G m:type="Edm.Guid">nope</d:G>',
+        '<d:T m:type="Edm.DateTime">yesterday</d:T>',
+        '<d:F m:type="Edm.Foo">1</d:F>',
+        "<d:C><d:Nested>1</d:Nested></d:C>",
+    ],
+)
+def test_atom_invalid_values(inner: str) -> None:
+    body = (
+        '<entry xmlns="http://www.w3.org/2005/Atom" '
+        'xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices" '
+        'xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">'
+        f'<content type="application/xml"><m:properties>{inner}</m:properties></content></entry>'
+    ).encode()
+    assert code_of(parse_atom_entity, body) == "InvalidInput"
+
+
+def test_atom_rejects_dtds_and_entities() -> None:
+    evil = (
+        b'<?xml version="1.0"?><!DOCTYPE e [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        b'<entry xmlns="http://www.w3.org/2005/Atom" '
+        b'xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices" '
+        b'xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata">'
+        b"<content><m:properties><d:S>&x;</d:S></m:properties></content></entry>"
+    )
+    try:
+        _, _, props = parse_atom_entity(evil)
+    except ServiceError:
+        return
+    assert "root:" not in str(props.get("S", ("", ""))[1])
+
+
+def test_atom_property_writer() -> None:
+    assert atom_property_xml("S", "Edm.String", "a<b&c\rd") == "<d:S>a&lt;b&amp;c&#13;d</d:S>"
+    assert atom_property_xml("S", "Edm.String", " x") == '<d:S xml:space="preserve"> x</d:S>'
+    assert atom_property_xml("D", "Edm.Double", math.inf) == '<d:D m:type="Edm.Double">INF</d:D>'
+    assert atom_property_xml("D", "Edm.Double", 1.0) == '<d:D m:type="Edm.Double">1.0</d:D>'
+    assert atom_property_xml("B", "Edm.Boolean", False) == '<d:B m:type="Edm.Boolean">false</d:B>'
+
+
+# ----------------------------------------------------------------- storage round trip and ETags
+
+def test_storage_round_trip_is_lossless() -> None:
+    props = {
+        "S": ("Edm.String", "é中😀\x00"), "I": ("Edm.Int32", -(2**31)), "L": ("Edm.Int64", -(2**63)),
+        "D": ("Edm.Double", -0.0), "Inf": ("Edm.Double", -math.inf), "B": ("Edm.Boolean", True),
+        "T": ("Edm.DateTime", "9999-12-31T23:59:59.9999999Z"),
+        "G": ("Edm.Guid", "00000000-0000-0000-0000-000000000000"), "X": ("Edm.Binary", bytes(range(256))),
+    }
+    back = props_from_storage(props_to_storage(props))
+    assert back == props
+    assert math.copysign(1, back["D"][1]) == -1
+
+
+def test_timestamps_unique_and_increasing() -> None:
+    storage = Storage()
+    stamps = [storage.next_timestamp() for _ in range(2000)]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    assert all(len(s) == 28 and s.endswith("Z") for s in stamps)
+    etag = etag_for(stamps[0])
+    assert etag.startswith("W/\"datetime'") and "%3A" in etag and ":" not in etag.split("'")[1]
+
+
+def test_canonical_datetime() -> None:
+    assert canonical_datetime("2024-01-02T03:04:05Z") == "2024-01-02T03:04:05.0000000Z"
+    assert canonical_datetime("2024-01-02T03:04:05.12345678Z") == "2024-01-02T03:04:05.1234567Z"
+    assert canonical_datetime("2024-01-02T05:04:05+02:00") == "2024-01-02T03:04:05.0000000Z"
+    assert canonical_datetime("1601-01-01T00:00:00Z") == "1601-01-01T00:00:00.0000000Z"
+    for bad in ("1600-12-31T23:59:59Z", "x", ""):
+        with pytest.raises(ValueError):
+            canonical_datetime(bad)
+
+
+# ----------------------------------------------------------------- URL pieces
+
+def test_entity_keys_from_url_segment() -> None:
+    assert _entity_keys("PartitionKey='a',RowKey='b'") == ("a", "b")
+    assert _entity_keys("RowKey='b', PartitionKey='a'") == ("a", "b")
+    assert _entity_keys("PartitionKey='o''neil',RowKey=''") == ("o'neil", "")
+    assert _entity_keys("PartitionKey='a(b)',RowKey='x,y=z'") == ("a(b)", "x,y=z")
+    for bad in ("PartitionKey='a'", "PartitionKey='a',RowKey='b',X='c'", "PartitionKey=a,RowKey='b'",
+                "PartitionKey='a' RowKey='b'", "PartitionKey='a',RowKey='b"):
+        with pytest.raises(ServiceError):
+            _entity_keys(bad)
+    assert _parse_literal_list("'tbl'") == [(None, "tbl")]
+
+
+@pytest.mark.parametrize("name", ["abc", "A" * 63, "Table1"])
+def test_table_names_ok(name: str) -> None:
+    assert check_table_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name, code",
+    [("ab", "OutOfRangeInput"), ("a" * 64, "OutOfRangeInput"), ("1abc", "InvalidResourceName"),
+     ("a-bc", "InvalidResourceName"), ("a_bc", "InvalidResourceName"), ("tables", "InvalidResourceName"),
+     ("Tables", "InvalidResourceName"), ("abcé", "InvalidResourceName")],
+)
+def test_table_names_refused(name: str, code: str) -> None:
+    assert code_of(check_table_name, name) == code
+
+
+def test_continuation_tokens_are_opaque_and_round_trip() -> None:
+    for value in ("", "pk", "é中😀", "a b+c/d=e", "x" * 600):
+        token = encode_token(value)
+        assert token.startswith("1!") and value not in token[4:] or value == ""
+        assert all(ch.isalnum() or ch in "!-_" for ch in token)
+        assert decode_token(token) == value
+    for bad in ("cGs=", "1!3!abc==", "2!2!cGs", "1!x!cGs", "1!3!***"):
+        with pytest.raises(ServiceError):
+            decode_token(bad)
+
+
+# ----------------------------------------------------------------- format negotiation
+
+@pytest.mark.parametrize(
+    "accept, query, version, kind, level",
+    [
+        ("application/json;odata=nometadata", {}, "2019-02-02", "json", "nometadata"),
+        ("application/json;odata=fullmetadata", {}, "2019-02-02", "json", "fullmetadata"),
+        ("application/json", {}, "2013-08-15", "json", "minimalmetadata"),
+        ("application/atom+xml,application/xml", {}, "2011-08-18", "atom", ""),
+        ("", {}, "2015-04-05", "atom", ""),
+        ("*/*", {}, "2009-09-19", "atom", ""),
+        ("application/atom+xml;q=0.5, application/json;q=0.9", {}, "2015-04-05", "json", "minimalmetadata"),
+        ("application/atom+xml", {"$format": "application/json;odata=nometadata"}, "2019-02-02", "json",
+         "nometadata"),
+        ("application/json", {"$format": "atom"}, "2015-04-05", "atom", ""),
+    ],
+)
+def test_negotiate(accept: str, query: dict[str, str], version: str, kind: str, level: str) -> None:
+    fmt = negotiate({"accept": accept} if accept else {}, query, version)
+    assert fmt.kind == kind
+    if kind == "json":
+        assert fmt.metadata == level
+    else:
+        assert fmt == ATOM
+
+
+@pytest.mark.parametrize(
+    "accept, version, code",
+    [("application/json", "2012-02-12", "JsonFormatNotSupported"),
+     ("application/atom+xml", "2015-12-11", "AtomFormatNotSupported"),
+     ("", "2019-02-02", "AtomFormatNotSupported"),
+     ("*/*", "2019-02-02", "AtomFormatNotSupported"),
+     ("application/json;odata=verbose", "2019-02-02", "JsonFormatNotSupported")],
+)
+def test_negotiate_refusals(accept: str, version: str, code: str) -> None:
+    assert code_of(negotiate, {"accept": accept}, {}, version) == code
+
+
+# ----------------------------------------------------------------- multipart
+
+def test_multipart_split_crlf_and_lf() -> None:
+    for nl in ("\r\n", "\n"):
+        body = (f"preamble{nl}--b{nl}Content-Type: text/plain{nl}{nl}one{nl}--b{nl}X: y{nl}{nl}two{nl}--b--{nl}"
+                ).encode()
+        parts = split_parts(body, "b")
+        assert [(p.headers, p.body) for p in parts] == [
+            ({"content-type": "text/plain"}, b"one"), ({"x": "y"}, b"two")
+        ]
+
+
+def test_multipart_errors() -> None:
+    from tablesdk.devstore.multipart import MultipartError
+
+    with pytest.raises(MultipartError):
+        split_parts(b"--b\r\n\r\nno end", "b")
+    with pytest.raises(MultipartError):
+        split_parts(b"nothing here", "b")
+    with pytest.raises(MultipartError):
+        parse_http_request(b"garbage")
+
+
+def test_boundary_of() -> None:
+    assert boundary_of("multipart/mixed; boundary=batch_1") == "batch_1"
+    assert boundary_of('multipart/mixed; boundary="batch 2"') == "batch 2"
+    assert boundary_of("application/json") is None
+
+
+def test_parse_http_request() -> None:
+    raw = (b"POST http://h/devstoreaccount1/t HTTP/1.1\r\nContent-Type: application/json\r\n"
+           b"Content-Length: 2\r\n\r\n{}trailing")
+    assert parse_http_request(raw) == ("POST", "http://h/devstoreaccount1/t",
+                                       {"content-type": "application/json", "content-length": "2"}, b"{}")
+    assert parse_http_request(b"DELETE /x HTTP/1.1\n\n") == ("DELETE", "/x", {}, b"")
+
+
+def test_batch_response_writer_is_parseable() -> None:
+    import email.parser
+
+    ctype, body = write_batch_response(
+        [SubResponse(201, [("Content-ID", "1")], json.dumps({"a": 1}).encode()), SubResponse(204, [("Content-ID", "2")])],
+        changeset=True,
+    )
+    msg = email.parser.BytesParser().parsebytes(b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+    inner = msg.get_payload()[0].get_payload()
+    assert len(inner) == 2
+    assert inner[0].get_payload().startswith("HTTP/1.1 201 Created\r\nContent-ID: 1\r\n\r\n")
