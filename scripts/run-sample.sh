@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Run the main sample against a local Azurite:  bash scripts/run-sample.sh [sample args...]
+# Run the main job, the MicroBlogging sample:  bash scripts/run-sample.sh [--azurite] [sample args...]
 #
-# Installs Azurite if needed, starts it on 127.0.0.1:$AZURITE_TABLE_PORT (default 10102), runs
-#   python samples/microblog.py "$@"
-# with AZURE_STORAGE_CONNECTION_STRING pointing at it, then stops Azurite (only if this script
-# started it: an Azurite already started by scripts/azurite.sh on that port is reused and left running).
+# By default the sample runs against the bundled emulator (tablesdk.devstore), which it starts
+# in-process: nothing but Python is needed. With --azurite it installs Azurite if needed, starts
+# it on 127.0.0.1:$AZURITE_TABLE_PORT (default 10102), runs the sample with
+# AZURE_STORAGE_CONNECTION_STRING pointing at it, then stops Azurite (only if this script started
+# it: an Azurite already started by scripts/azurite.sh on that port is reused and left running).
+# Sample arguments: --format json|atom (Atom works against the bundled emulator only).
 #
 # Python: the venv scripts/venv.sh prepares (<repo>/.venv, created and installed on first use). Set TABLESDK_SAMPLE=path/to/other_sample.py to run another one.
 set -euo pipefail
@@ -21,6 +23,13 @@ die() { echo "run-sample.sh: ERROR: $*" >&2; exit 1; }
 [[ -f "$SAMPLE" ]] || die "$SAMPLE does not exist (yet)"
 
 source "$ROOT/scripts/venv.sh" >&2
+
+if [[ "${1:-}" != "--azurite" ]]; then
+    unset AZURE_STORAGE_CONNECTION_STRING
+    say "running $PY $SAMPLE $* against the bundled emulator"
+    exec "$PY" "$SAMPLE" "$@"
+fi
+shift
 
 STARTED=0
 cleanup() {
