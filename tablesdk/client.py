@@ -30,9 +30,10 @@ from .batch import (
     parse_batch_response,
     validate_batch,
 )
+from .bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from .edm import EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_from_payload, entity_to_payload, validate_key, validate_table_name
-from .errors import ConflictError, ResourceNotFoundError, TableServiceError, error_for_status
+from .errors import BatchError, ConflictError, ResourceNotFoundError, TableServiceError, error_for_status
 from .formats import PayloadFormat, get_format, parse_error_body
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import ExponentialRetry, RetryPolicy
@@ -49,15 +50,8 @@ E = TypeVar("E", TableEntity, DynamicEntity)
 #: HTTP.sys refuses URI path segments longer than this (white paper section 2).
 MAX_URI_SEGMENT_LENGTH = 260
 
-_METHODS = {
-    BatchOperationKind.INSERT: "POST",
-    BatchOperationKind.UPDATE: "PUT",
-    BatchOperationKind.MERGE: "MERGE",
-    BatchOperationKind.DELETE: "DELETE",
-    BatchOperationKind.INSERT_OR_REPLACE: "PUT",
-    BatchOperationKind.INSERT_OR_MERGE: "MERGE",
-    BatchOperationKind.RETRIEVE: "GET",
-}
+#: Statuses a retried write can get because its own earlier attempt was applied.
+_AMBIGUOUS_STATUSES = frozenset({404, 409, 412})
 
 #: Service versions that understand ``Prefer: return-no-content``.
 _PREFER_MIN_VERSION = "2013-08-15"
@@ -463,7 +457,7 @@ class CloudTableClient:
                 )
             headers["If-Match"] = operation.etag
         response = self._send(
-            _METHODS[kind], path, headers=headers, body=body,
+            kind.method, path, headers=headers, body=body,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
         payload_out: EntityPayload | None = None
@@ -493,8 +487,37 @@ class CloudTableClient:
             "POST", "$batch", headers={"Content-Type": content_type}, body=body,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
-        return parse_batch_response(
-            response.body, response.headers.get("Content-Type", ""), operations, self._format
+        try:
+            return parse_batch_response(
+                response.body, response.headers.get("Content-Type", ""), operations, self._format
+            )
+        except BatchError as exc:
+            # The refusal came inside a 202: the transport could not flag it. A retried
+            # transaction whose first attempt may have been applied conflicts with itself.
+            if response.after_unknown_attempt and exc.status_code in _AMBIGUOUS_STATUSES:
+                exc.ambiguous_retry = True
+                if exc.cause is not None:
+                    exc.cause.ambiguous_retry = True
+            raise
+
+    def bulk_insert(
+        self,
+        table_name: str,
+        entities: Iterable[TableEntity | DynamicEntity],
+        mode: BulkMode = "insert",
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        *,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write many entities, any partitions, as concurrent entity group transactions.
+
+        ``mode``: ``"insert"`` (409 if the entity exists), ``"merge"`` (insert or
+        merge) or ``"replace"`` (insert or replace). Per-entity outcomes are in
+        the result's ``succeeded`` and ``failed``; see :func:`tablesdk.bulk.bulk_insert`.
+        """
+        return bulk_insert(
+            self, table_name, entities, mode, max_workers, progress, retry_policy=retry_policy
         )
 
     # ------------------------------------------------------------ conveniences
