@@ -445,7 +445,9 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
     if validate:
         validate_key("PartitionKey", pk)
         validate_key("RowKey", rk)
-        size = 4 + 2 * (_utf16_len(pk) + 2) + 2 * (_utf16_len(rk) + 2)
+        # The service's formula: 4 + 2 * len(PartitionKey + RowKey) + per property
+        # (8 + 2 * len(name) + size of the value); _utf16_len already counts bytes.
+        size = 4 + _utf16_len(pk) + _utf16_len(rk)
     count = 0
     for name, value, remembered, declared in _custom_properties(entity):
         if validate:
@@ -460,7 +462,7 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
         types[name] = edm_type
         count += 1
         if validate:
-            size += 8 + 2 * (_utf16_len(name) + 1) + _value_size(value, edm_type)
+            size += 8 + _utf16_len(name) + _value_size(value, edm_type)
     if validate:
         if count > MAX_CUSTOM_PROPERTIES:
             raise TableValidationError(

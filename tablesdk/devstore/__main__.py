@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-scan", type=int, default=None,
                         help="entities a query examines per request before answering with a continuation")
     parser.add_argument("--allow-anonymous", action="store_true", help="accept unsigned requests")
+    parser.add_argument("--no-url-segment-limit", action="store_true",
+                        help="accept URL path segments over 260 characters (HTTP.sys refuses them)")
+    parser.add_argument("--double-decode-keys", action="store_true",
+                        help="reproduce the service's double decoding of keys in URL paths ('%%' bug)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
 
@@ -30,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(message)s")
     try:
         store = DevStore(args.port, args.page_size, host=args.host, db=args.db, max_scan=args.max_scan,
-                         allow_anonymous=args.allow_anonymous, verbose=args.verbose)
+                         allow_anonymous=args.allow_anonymous, verbose=args.verbose,
+                         max_url_segment=None if args.no_url_segment_limit else 260,
+                         double_decode_keys=args.double_decode_keys)
     except ValueError as exc:
         parser.error(str(exc))
     try:

@@ -58,26 +58,56 @@ def _parse_headers(block: bytes) -> dict[str, str]:
 
 def _split_head(data: bytes) -> tuple[bytes, bytes]:
     """Split at the first blank line: (header block, body)."""
+    if data.startswith(b"\r\n"):
+        return b"", data[2:]  # no headers at all
+    if data.startswith(b"\n"):
+        return b"", data[1:]
     m = re.search(rb"\r?\n\r?\n", data)
     if m is None:
         return data, b""
     return data[: m.start()], data[m.end():]
 
 
+def _delimiters(body: bytes, boundary: bytes) -> list[tuple[int, int, bool]]:
+    """(start, end, closing) of each delimiter line; start includes the line break before it."""
+    delimiter = b"--" + boundary
+    found: list[tuple[int, int, bool]] = []
+    position = 0
+    while True:
+        index = body.find(delimiter, position)
+        if index == -1:
+            return found
+        if index == 0 or body[index - 1] == 0x0A:  # at the start of a line
+            after = index + len(delimiter)
+            closing = body[after:after + 2] == b"--"
+            rest_start = after + 2 if closing else after
+            eol = body.find(b"\n", rest_start)
+            line_end = len(body) if eol == -1 else eol
+            if not body[rest_start:line_end].strip(b" \t\r"):
+                begin = index
+                if begin > 0:
+                    begin -= 1  # the LF
+                    if begin > 0 and body[begin - 1] == 0x0D:
+                        begin -= 1  # and its CR
+                end = len(body) if eol == -1 else eol + 1
+                found.append((begin, end, closing))
+                if closing:
+                    return found
+                position = end
+                continue
+        position = index + 1
+
+
 def split_parts(body: bytes, boundary: str) -> list[Part]:
     """The parts of a multipart body (preamble and epilogue ignored)."""
-    delimiter = re.escape(b"--" + boundary.encode("latin-1"))
-    pattern = re.compile(rb"(?:^|\r?\n)" + delimiter + rb"(--)?[ \t]*(?:\r?\n|$)")
-    matches = list(pattern.finditer(body))
-    if not matches:
+    delimiters = _delimiters(body, boundary.encode("latin-1"))
+    if not delimiters:
         raise MultipartError("no multipart boundary found")
-    if matches[-1].group(1) is None:
+    if not delimiters[-1][2]:
         raise MultipartError("the multipart body has no closing boundary")
     parts: list[Part] = []
-    for this, nxt in zip(matches, matches[1:]):
-        if this.group(1) is not None:
-            break
-        chunk = body[this.end(): nxt.start()]
+    for this, nxt in zip(delimiters, delimiters[1:]):
+        chunk = body[this[1]: nxt[0]]
         head, content = _split_head(chunk)
         parts.append(Part(_parse_headers(head), content))
     return parts
@@ -93,13 +123,7 @@ def parse_http_request(data: bytes) -> tuple[str, str, dict[str, str], bytes]:
     pieces = request_line.split(" ")
     if len(pieces) != 3 or not pieces[2].startswith("HTTP/"):
         raise MultipartError(f"malformed request line {request_line[:80]!r}")
-    rest = data[line_end + 1:]
-    if rest.startswith(b"\r\n"):
-        head, body = b"", rest[2:]  # no headers at all
-    elif rest.startswith(b"\n"):
-        head, body = b"", rest[1:]
-    else:
-        head, body = _split_head(rest)
+    head, body = _split_head(data[line_end + 1:])
     headers = _parse_headers(head)
     length = headers.get("content-length")
     if length is not None and length.isdigit() and int(length) <= len(body):

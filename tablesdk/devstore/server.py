@@ -26,6 +26,7 @@ class _BodyTooLarge(Exception):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = 300  # seconds a keep-alive connection may sit idle (or a body may stall)
     server: DevStoreServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -141,6 +142,15 @@ class DevStoreServer(ThreadingHTTPServer):
         self.verbose = verbose
         super().__init__(address, _Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            log.debug("devstore: connection from %s ended: %s", client_address, exc)
+            return
+        log.exception("devstore: error serving %s", client_address)
+
     def server_bind(self) -> None:
         self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().server_bind()
@@ -163,6 +173,15 @@ class DevStore:
     request, producing short and even empty pages with a continuation token,
     as the real service may. ``allow_anonymous`` accepts unsigned requests
     (signed ones are still verified).
+
+    Two URL-path behaviours of the production front end are reproduced so that
+    a client's workarounds can be tested: ``max_url_segment`` (default 260,
+    HTTP.sys's limit; None disables it) answers a longer path segment, such as
+    ``Table(PartitionKey='...',RowKey='...')`` with long keys, with HTTP.sys's
+    400 "Invalid URL" page; ``double_decode_keys=True`` percent-decodes the key
+    segment of a request path twice, the documented bug that makes keys
+    containing '%' unreachable by URL (off by default; batch bodies and
+    ``$filter`` are never affected).
     """
 
     account_name = DEVSTORE_ACCOUNT
@@ -178,12 +197,15 @@ class DevStore:
         max_scan: int | None = None,
         allow_anonymous: bool = False,
         verbose: bool = False,
+        max_url_segment: int | None = 260,
+        double_decode_keys: bool = False,
     ) -> None:
         self.host = host
         self.requested_port = port
         self.storage = Storage(db)
         self.service = TableService(self.storage, page_size=page_size, max_scan=max_scan,
-                                    allow_anonymous=allow_anonymous)
+                                    allow_anonymous=allow_anonymous, max_url_segment=max_url_segment,
+                                    double_decode_keys=double_decode_keys)
         self.verbose = verbose
         self._server: DevStoreServer | None = None
         self._thread: threading.Thread | None = None

@@ -35,7 +35,7 @@ from .values import (
 )
 from .wire import (
     ATOM, JSON_MINIMAL, Format, atom_entry, atom_feed, atom_table_entry, atom_tables_feed, json_entities,
-    json_entity, json_table, json_tables, key_path, odata_error_json, odata_error_xml, storage_error_xml,
+    json_entities_minimal, json_entity, json_table, json_tables, key_path, odata_error_json, odata_error_xml, storage_error_xml,
 )
 
 __all__ = ["Request", "Response", "TableService", "KNOWN_VERSIONS", "DEVSTORE_ACCOUNT", "DEVSTORE_KEY"]
@@ -112,6 +112,7 @@ class Call:
     auth: AuthResult
     base: str
     index: int | None = None  # operation index inside a batch change set
+    in_batch: bool = False  # an operation inside a $batch body (its URL is not an HTTP request line)
 
     @property
     def sas(self) -> SasGrant | None:
@@ -371,6 +372,19 @@ def _range_conditions(flt: Filter | None, grant: SasGrant | None) -> list[tuple[
     return conditions
 
 
+def _invalid_url_response() -> Response:
+    """What HTTP.sys answers, before the service sees it, for a path segment over 260 characters."""
+    body = (
+        '<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01//EN""http://www.w3.org/TR/html4/strict.dtd">\r\n'
+        '<HTML><HEAD><TITLE>Bad Request</TITLE>\r\n'
+        '<META HTTP-EQUIV="Content-Type" Content="text/html; charset=us-ascii"></HEAD>\r\n'
+        "<BODY><h2>Bad Request - Invalid URL</h2>\r\n<hr><p>HTTP Error 400. The request URL is invalid.</p>\r\n"
+        "</BODY></HTML>\r\n"
+    ).encode("ascii")
+    return Response(400, [("Content-Type", "text/html; charset=us-ascii"), ("Server", "Microsoft-HTTPAPI/2.0")],
+                    body)
+
+
 _SERVICE_PROPERTIES = (
     '<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties>'
     "<Logging><Version>1.0</Version><Delete>false</Delete><Read>false</Read><Write>false</Write>"
@@ -398,6 +412,8 @@ class TableService:
         max_scan: int | None = None,
         allow_anonymous: bool = False,
         clock: Callable[[], datetime] | None = None,
+        max_url_segment: int | None = 260,
+        double_decode_keys: bool = False,
     ) -> None:
         if not 1 <= page_size <= MAX_PAGE:
             raise ValueError(f"page_size must be 1..{MAX_PAGE}, got {page_size}")
@@ -411,11 +427,17 @@ class TableService:
         self.allow_anonymous = allow_anonymous
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.server_name = "tablesdk-devstore"
+        self.max_url_segment = max_url_segment
+        self.double_decode_keys = double_decode_keys
 
     # -------------------------------------------------------------- entry point
 
     def handle(self, req: Request) -> Response:
         """Serve one request; never raises."""
+        if self.max_url_segment is not None:
+            for segment in req.raw_path.split("/"):
+                if len(segment) > self.max_url_segment and len(unquote(segment)) > self.max_url_segment:
+                    return _invalid_url_response()
         request_id = str(uuid.uuid4())
         query: dict[str, str] = {}
         version: str | None = None
@@ -440,12 +462,12 @@ class TableService:
         except Exception:  # pragma: no cover - a bug; answered like the service's 500
             log.exception("devstore: internal error serving %s %s", req.method, req.raw_path)
             response = self._error_response(error("InternalError"), JSON_MINIMAL, request_id)
-        response.headers.extend([
-            ("x-ms-request-id", request_id),
-            ("x-ms-version", version or req.headers.get("x-ms-version") or LEGACY_VERSION),
-            ("Date", formatdate(usegmt=True)),
-            ("Server", self.server_name),
-        ])
+        sent_version = req.headers.get("x-ms-version", "").strip()
+        echoed = version or (sent_version if sent_version in KNOWN_VERSIONS else None)
+        response.headers.append(("x-ms-request-id", request_id))
+        if echoed is not None:
+            response.headers.append(("x-ms-version", echoed))
+        response.headers.extend([("Date", formatdate(usegmt=True)), ("Server", self.server_name)])
         if response.header("Cache-Control") is None:
             response.headers.append(("Cache-Control", "no-cache"))
         client_id = req.headers.get("x-ms-client-request-id")
@@ -481,8 +503,6 @@ class TableService:
     def _pipeline_error(self, exc: PipelineError, request_id: str) -> Response:
         body = storage_error_xml(exc.code, exc.message + self._trailer(request_id), exc.details)
         headers = [("Content-Type", "application/xml"), ("x-ms-error-code", exc.code)]
-        if exc.status == 403:
-            headers.append(("WWW-Authenticate", "SharedKey realm=\"devstore\""))
         return Response(exc.status, headers, body)
 
     def _error_response(self, exc: ServiceError, fmt: Format, request_id: str, prefix: str = "") -> Response:
@@ -531,6 +551,8 @@ class TableService:
         head, paren, tail = segment.partition("(")
         name = unquote(head)
         keys_text = unquote(paren + tail) if paren else ""
+        if self.double_decode_keys and not call.in_batch:
+            keys_text = unquote(keys_text)  # the production bug the seed documents (opt-in)
         if keys_text and not keys_text.endswith(")"):
             raise error("InvalidUri")
         inner = keys_text[1:-1] if keys_text else ""
@@ -724,7 +746,11 @@ class TableService:
             headers.append(("x-ms-continuation-NextPartitionKey", encode_token(next_key[0])))
             headers.append(("x-ms-continuation-NextRowKey", encode_token(next_key[1])))
         tuples = ((r.pk, r.rk, r.timestamp, r.etag, r.props) for r in rows)
-        if fmt.is_json:
+        if fmt.is_json and fmt.metadata == "minimalmetadata" and select is None:
+            body = json_entities_minimal(
+                call.base, stored, ((r.pk, r.rk, r.timestamp, r.etag, r.json_members) for r in rows)
+            )
+        elif fmt.is_json:
             body = json_entities(fmt, call.base, stored, tuples, select)
         else:
             body = atom_feed(call.base, self.account, stored, utc_now_text(), tuples, select)
@@ -741,6 +767,12 @@ class TableService:
     def _prepare_write(self, call: Call, method: str, table: str, keys: tuple[str, str] | None) -> WriteOp:
         """Parse and check one entity write; nothing is read from storage yet."""
         headers = call.req.headers
+        if "if-none-match" in headers and method in ("PUT", "MERGE", "DELETE"):
+            if "if-match" in headers:
+                raise error("InvalidInput", message="Both If-Match and If-None-Match HTTP headers cannot be "
+                                                    "specified at the same time.")
+            raise error("InvalidInput", message=f"If-None-Match HTTP header cannot be specified for "
+                                                f"{'DELETE' if method == 'DELETE' else 'PUT'} operations.")
         if_match_raw = headers.get("if-match")
         if_match = _check_etag(if_match_raw) if if_match_raw is not None else None
         if method == "DELETE":
@@ -864,7 +896,7 @@ class TableService:
         sub_req = Request(method, path, parts.query, headers, body, call.req.host, call.req.secure,
                           call.req.client_ip, x_methods)
         sub = Call(sub_req, _query_dict(parts.query), call.version, call.explicit_version, call.auth,
-                   call.base, index)
+                   call.base, index, in_batch=True)
         return sub, rest
 
     def _batch(self, call: Call) -> Response:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from .values import Props, props_from_storage, props_to_storage
+from .values import Props, json_fragment, props_from_storage, props_to_storage
 
 __all__ = ["Storage", "EntityRow", "etag_for"]
 
@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS entities (
     rk    TEXT NOT NULL,
     ts    TEXT NOT NULL,
     props TEXT NOT NULL,
+    jmin  TEXT NOT NULL,
     PRIMARY KEY (tbl, pk, rk)
 ) WITHOUT ROWID;
 """
@@ -43,12 +44,17 @@ def etag_for(timestamp: str) -> str:
 
 @dataclass
 class EntityRow:
-    """A stored entity: keys, Timestamp text and properties (decoded lazily)."""
+    """A stored entity: keys, Timestamp text and properties (decoded lazily).
+
+    ``json_members`` is the properties' minimal-metadata JSON, pre-rendered at
+    write time so that JSON queries need not decode and re-encode them.
+    """
 
     pk: str
     rk: str
     timestamp: str
     raw: str
+    json_members: str = ""
     _props: Props | None = None
 
     @property
@@ -74,6 +80,10 @@ class Storage:
         self.lock = threading.RLock()
         self._last_ticks = 0
         self._in_tx = False
+        latest = self._conn.execute("SELECT MAX(ts) FROM entities").fetchone()[0]
+        if latest:  # a reopened file: never hand out an older Timestamp (ETag) again
+            stamp = datetime.strptime(latest[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+            self._last_ticks = int(stamp.timestamp()) * 10_000_000 + int(latest[20:27])
 
     def close(self) -> None:
         with self.lock:
@@ -160,25 +170,26 @@ class Storage:
 
     def get_entity(self, table: str, pk: str, rk: str) -> EntityRow | None:
         row = self._conn.execute(
-            "SELECT ts, props FROM entities WHERE tbl = ? AND pk = ? AND rk = ?", (table.lower(), pk, rk)
+            "SELECT ts, props, jmin FROM entities WHERE tbl = ? AND pk = ? AND rk = ?", (table.lower(), pk, rk)
         ).fetchone()
         if row is None:
             return None
-        return EntityRow(pk, rk, row[0], row[1])
+        return EntityRow(pk, rk, row[0], row[1], row[2])
 
     def put_entity(self, table: str, pk: str, rk: str, props: Props, *, exists: bool) -> str:
         """Insert (``exists`` False) or overwrite an entity; returns its new Timestamp."""
         ts = self.next_timestamp()
         raw = props_to_storage(props)
+        members = json_fragment(props)
         if exists:
             self._conn.execute(
-                "UPDATE entities SET ts = ?, props = ? WHERE tbl = ? AND pk = ? AND rk = ?",
-                (ts, raw, table.lower(), pk, rk),
+                "UPDATE entities SET ts = ?, props = ?, jmin = ? WHERE tbl = ? AND pk = ? AND rk = ?",
+                (ts, raw, members, table.lower(), pk, rk),
             )
         else:
             self._conn.execute(
-                "INSERT INTO entities (tbl, pk, rk, ts, props) VALUES (?, ?, ?, ?, ?)",
-                (table.lower(), pk, rk, ts, raw),
+                "INSERT INTO entities (tbl, pk, rk, ts, props, jmin) VALUES (?, ?, ?, ?, ?, ?)",
+                (table.lower(), pk, rk, ts, raw, members),
             )
         return ts
 
@@ -206,7 +217,7 @@ class Storage:
             assert column in ("pk", "rk") and op in ("=", ">", ">=", "<", "<=")
             where.append(f"{column} {op} ?")
             params.append(value)
-        base = "SELECT pk, rk, ts, props FROM entities WHERE " + " AND ".join(where)
+        base = "SELECT pk, rk, ts, props, jmin FROM entities WHERE " + " AND ".join(where)
         position = start
         first = True
         while True:
@@ -217,8 +228,8 @@ class Storage:
             else:
                 sql, extra = base + " AND (pk, rk) > (?, ?)", list(position)
             rows = self._conn.execute(sql + " ORDER BY pk, rk LIMIT ?", params + extra + [chunk]).fetchall()
-            for pk, rk, ts, raw in rows:
-                yield EntityRow(pk, rk, ts, raw)
+            for pk, rk, ts, raw, members in rows:
+                yield EntityRow(pk, rk, ts, raw, members)
             if len(rows) < chunk:
                 return
             position = (rows[-1][0], rows[-1][1])

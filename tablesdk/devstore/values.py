@@ -51,6 +51,7 @@ __all__ = [
     "props_to_storage",
     "props_from_storage",
     "json_property_items",
+    "json_fragment",
     "atom_property_xml",
     "xml_text",
     "xml_attr",
@@ -210,15 +211,25 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json_body(body: bytes) -> dict[str, Any]:
-    """The JSON object of a request body (InvalidInput when it is not one)."""
+    """The JSON object of a request body (InvalidInput when it is not one).
+
+    Strings holding unpaired surrogates (``"\\ud800"``) are refused: they are not
+    text and could not be written back.
+    """
     try:
-        obj = json.loads(body.decode("utf-8-sig"), object_pairs_hook=_no_duplicates)
+        text = body.decode("utf-8-sig")
+        obj = json.loads(text, object_pairs_hook=_no_duplicates)
     except ServiceError:
         raise
     except (ValueError, UnicodeDecodeError):
         raise error("InvalidInput", message=BAD_BODY) from None
     if not isinstance(obj, dict):
         raise error("InvalidInput", message=BAD_BODY)
+    if "\\u" in text:  # only escapes can produce surrogates
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise error("InvalidInput", message=BAD_BODY) from None
     return obj
 
 
@@ -510,6 +521,14 @@ def json_property_items(props: Props, annotate: bool, select: Iterable[str] | No
             items.append((name + "@odata.type", edm))
         items.append((name, value))
     return items
+
+
+def json_fragment(props: Props) -> str:
+    """The minimal-metadata JSON members of the properties, without braces (stored for fast scans)."""
+    if not props:
+        return ""
+    text = json.dumps(dict(json_property_items(props, True)), ensure_ascii=False, separators=(",", ":"))
+    return text[1:-1]
 
 
 # ------------------------------------------------------------------ Atom responses

@@ -19,6 +19,7 @@ __all__ = [
     "key_path",
     "json_entity",
     "json_entities",
+    "json_entities_minimal",
     "json_table",
     "json_tables",
     "atom_entry",
@@ -139,6 +140,38 @@ def json_entities(
         for pk, rk, ts, etag, props in rows
     ]
     return _dumps(body)
+
+
+_encode_str = json.encoder.encode_basestring
+
+
+def json_entities_minimal(base: str, table: str, rows: Iterable[tuple[str, str, str, str, str]]) -> bytes:
+    """The minimal-metadata query response from pre-rendered property members.
+
+    ``rows`` are ``(pk, rk, timestamp, etag, members)``; the output is the
+    same as :func:`json_entities` with ``odata=minimalmetadata`` and no ``$select``.
+    """
+    parts = ['{"odata.metadata":', _encode_str(f"{base}$metadata#{table}"), ',"value":[']
+    first = True
+    for pk, rk, ts, etag, members in rows:
+        if not first:
+            parts.append(",")
+        first = False
+        parts.append('{"odata.etag":')
+        parts.append(_encode_str(etag))
+        parts.append(',"PartitionKey":')
+        parts.append(_encode_str(pk))
+        parts.append(',"RowKey":')
+        parts.append(_encode_str(rk))
+        parts.append(',"Timestamp":"')
+        parts.append(ts)
+        parts.append('"')
+        if members:
+            parts.append(",")
+            parts.append(members)
+        parts.append("}")
+    parts.append("]}")
+    return "".join(parts).encode("utf-8")
 
 
 def _json_table_dict(fmt: Format, base: str, name: str) -> dict[str, Any]:

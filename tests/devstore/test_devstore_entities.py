@@ -450,3 +450,74 @@ def test_headers_echoed(client: Client, table: str) -> None:
     assert resp.headers["x-ms-client-request-id"] == "my-id-1"
     assert len(resp.headers["x-ms-request-id"]) == 36
     assert resp.headers["x-ms-error-code"] == "ResourceNotFound"
+
+
+# ----------------------------------------------------------------- production URL-path behaviours
+
+def test_url_segment_over_260_characters(client: Client, table: str) -> None:
+    from devstore_helpers import build_batch, parse_batch_response
+
+    pk, rk = "p" * 200, "r" * 100  # fine as keys, too long for one URL path segment
+    assert client.insert(table, {"PartitionKey": pk, "RowKey": rk, "V": 1}).status_code == 201
+    resp = client.get(table, pk, rk)
+    assert resp.status_code == 400
+    assert resp.headers["Content-Type"].startswith("text/html")
+    assert b"The request URL is invalid." in resp.content
+    # the seed's workarounds: a $filter query, or the URL inside a batch body
+    found = client.query(table, {"$filter": f"PartitionKey eq '{pk}' and RowKey eq '{rk}'"}).json()["value"]
+    assert [e["V"] for e in found] == [1]
+    ctype, body = build_batch(client.store.url, [("GET", key_path(table, pk, rk), None, {})], changeset=False)
+    parts = parse_batch_response(client.request("POST", "$batch", data=body, headers={"Content-Type": ctype}))
+    assert parts[0][0] == 200
+    ctype, body = build_batch(client.store.url, [("DELETE", key_path(table, pk, rk), None, {"If-Match": "*"})])
+    parts = parse_batch_response(client.request("POST", "$batch", data=body, headers={"Content-Type": ctype}))
+    assert parts[0][0] == 204
+
+
+def test_url_segment_limit_can_be_disabled() -> None:
+    from tablesdk.devstore import DevStore
+
+    with DevStore(port=0, max_url_segment=None) as store:
+        c = Client(store)
+        c.create_table("longkeys")
+        pk = "p" * 400
+        c.insert("longkeys", {"PartitionKey": pk, "RowKey": "r"})
+        assert c.get("longkeys", pk, "r").status_code == 200
+
+
+def test_double_decoding_quirk() -> None:
+    from devstore_helpers import build_batch, parse_batch_response
+    from tablesdk.devstore import DevStore
+
+    with DevStore(port=0, double_decode_keys=True) as store:
+        c = Client(store)
+        c.create_table("Metrics")
+        assert c.insert("Metrics", {"PartitionKey": "Metric%25", "RowKey": "Count", "V": 1}).status_code == 201
+        # the seed's example: the URL carries Metric%2525, the service reads "Metric%"
+        assert c.get("Metrics", "Metric%25", "Count").status_code == 404
+        upsert = c.request("PUT", key_path("Metrics", "Metric%25", "Count"), json_body={"V": 2})
+        assert upsert.status_code == 204  # ... and an upsert lands on the wrong key
+        keys = sorted(e["PartitionKey"] for e in c.query("Metrics").json()["value"])
+        assert keys == ["Metric%", "Metric%25"]
+        # workarounds are unaffected: $filter and batch
+        flt = c.query("Metrics", {"$filter": "PartitionKey eq 'Metric%25' and RowKey eq 'Count'"})
+        assert [e["V"] for e in flt.json()["value"]] == [1]
+        ctype, body = build_batch(store.url, [("GET", key_path("Metrics", "Metric%25", "Count"), None, {})],
+                                  changeset=False)
+        parts = parse_batch_response(c.request("POST", "$batch", data=body, headers={"Content-Type": ctype}))
+        assert parts[0][0] == 200 and json.loads(parts[0][2])["V"] == 1
+    with DevStore(port=0) as store:  # off by default: single decoding, as it should be
+        c = Client(store)
+        c.create_table("Metrics")
+        c.insert("Metrics", {"PartitionKey": "Metric%25", "RowKey": "Count"})
+        assert c.get("Metrics", "Metric%25", "Count").status_code == 200
+
+
+def test_if_none_match_refused_on_writes(client: Client, table: str) -> None:
+    client.insert(table, {"PartitionKey": "p", "RowKey": "r"})
+    path = key_path(table, "p", "r")
+    for method, headers in (("PUT", {"If-None-Match": "*"}), ("DELETE", {"If-None-Match": "*"}),
+                            ("MERGE", {"If-None-Match": "*", "If-Match": "*"})):
+        resp = client.request(method, path, json_body={} if method != "DELETE" else None, headers=headers)
+        assert resp.status_code == 400 and error_code(resp) == "InvalidInput"
+        assert "If-None-Match" in error_message(resp)

@@ -362,3 +362,39 @@ def test_batch_response_writer_is_parseable() -> None:
     inner = msg.get_payload()[0].get_payload()
     assert len(inner) == 2
     assert inner[0].get_payload().startswith("HTTP/1.1 201 Created\r\nContent-ID: 1\r\n\r\n")
+
+
+# ----------------------------------------------------------------- fast JSON scan path
+
+def test_pre_rendered_members_equal_the_generic_writer() -> None:
+    from tablesdk.devstore.values import json_fragment
+    from tablesdk.devstore.wire import JSON_MINIMAL, json_entities, json_entities_minimal
+
+    props = {
+        "S": ("Edm.String", 'quote " backslash \\ tab \t nl \n ctl \x01 é 中 😀 \u2028'),
+        "I": ("Edm.Int32", -5), "L": ("Edm.Int64", 2**62), "D": ("Edm.Double", 1.0),
+        "Inf": ("Edm.Double", math.inf), "Nan": ("Edm.Double", math.nan), "B": ("Edm.Boolean", False),
+        "T": ("Edm.DateTime", "2024-01-02T03:04:05.1234567Z"),
+        "G": ("Edm.Guid", "1b4e28ba-2fa1-11d2-883f-0016d3cca427"), "X": ("Edm.Binary", b"\x00\xff"),
+    }
+    rows = [("p\"k", "r\\k\x02", "2026-01-01T00:00:00.0000000Z", "W/\"datetime'x'\"", props),
+            ("p", "", "2026-01-01T00:00:00.0000001Z", "W/\"datetime'y'\"", {})]
+    generic = json_entities(JSON_MINIMAL, "http://h/a/", "tbl", rows)
+    fast = json_entities_minimal("http://h/a/", "tbl",
+                                 [(pk, rk, ts, etag, json_fragment(p)) for pk, rk, ts, etag, p in rows])
+    assert fast == generic
+    assert json.loads(fast)["value"][0]["S"] == props["S"][1]
+
+
+def test_json_body_refuses_lone_surrogates_and_bad_utf8() -> None:
+    assert code_of(parse_json_body, b'{"S": "\\ud800"}') == "InvalidInput"
+    assert code_of(parse_json_body, b'{"S": "\xff"}') == "InvalidInput"
+    assert parse_json_body(b'{"S": "\\ud83d\\ude00"}') == {"S": "😀"}
+
+
+def test_multipart_part_without_headers_and_boundary_lookalikes() -> None:
+    body = b"--b\r\n\r\nno headers\r\n--bx not a delimiter\r\n--b \r\nA: 1\r\n\r\n--b inside\r\n--b--"
+    parts = split_parts(body, "b")
+    assert [(p.headers, p.body) for p in parts] == [
+        ({}, b"no headers\r\n--bx not a delimiter"), ({"a": "1"}, b"--b inside"),
+    ]

@@ -199,6 +199,24 @@ class TestLimits:
         fits = {f"S{i}": "x" * 32000 for i in range(16)}
         entity_to_payload(DynamicEntity(PartitionKey="p", RowKey="r", **fits))
 
+    def test_entity_size_uses_the_service_formula_exactly(self) -> None:
+        # 4 + 2*len("p" + "r") + per property 8 + 2*len(name) + (4 + 2*len(value)) for strings
+        def size(entity: DynamicEntity) -> int:
+            total = 4 + 2 * (len(entity.PartitionKey) + len(entity.RowKey))
+            return total + sum(8 + 2 * len(name) + 4 + 2 * len(value) for name, value in entity.items())
+
+        names = [f"S{i:02d}" for i in range(16)]
+        entity = DynamicEntity(PartitionKey="p", RowKey="r", **{n: "x" * 32768 for n in names[:15]})
+        used = size(entity)
+        room = (1024 * 1024 - used - (8 + 2 * 3 + 4)) // 2  # characters left for a 16th property
+        entity[names[15]] = "x" * room
+        assert size(entity) <= 1024 * 1024
+        entity_to_payload(entity)  # exactly at the limit (to the byte parity): accepted
+        entity[names[15]] = "x" * (room + 1)
+        assert size(entity) > 1024 * 1024
+        with pytest.raises(TableValidationError, match="1 MiB"):
+            entity_to_payload(entity)
+
     def test_value_limits_name_the_property(self) -> None:
         with pytest.raises(TableValidationError, match="Body.*64 KiB"):
             entity_to_payload(DynamicEntity(PartitionKey="p", RowKey="r", Body="x" * 40000))
