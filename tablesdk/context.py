@@ -627,8 +627,10 @@ class TableServiceContext:
             try:
                 results = self.client.execute_batch([operation], request_hook=self._request_hook())
             except BatchError as exc:
-                if exc.status_code == 404 and self.ignore_resource_not_found:
-                    return []
+                if exc.status_code == 404:
+                    if self.ignore_resource_not_found:
+                        return []
+                    raise (exc.cause or exc) from exc  # the same ResourceNotFoundError as get()
                 raise
             payload = results[0].payload
             if results[0].status == 404 or payload is None:

@@ -126,3 +126,12 @@ def test_point_queries_with_keys_the_path_cannot_carry(client: CloudTableClient,
         ctx.save_changes()
         with pytest.raises(ResourceNotFoundError):
             client.get_entity(table, pk, rk)
+
+
+def test_execute_batch_point_query_for_a_missing_entity(client: CloudTableClient, table: str) -> None:
+    ctx = client.get_table_service_context()
+    query = client.create_query(table).where((prop("PartitionKey") == "Metric%25") & (prop("RowKey") == "none"))
+    with pytest.raises(ResourceNotFoundError):
+        ctx.execute_batch(query)
+    ctx.ignore_resource_not_found = True
+    assert ctx.execute_batch(query) == []
