@@ -23,3 +23,17 @@ def test_microblog_sample(target: str, connection_string: str) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all steps passed" in result.stdout
+
+
+def test_readme_quick_start_runs(devstore_connection_string: str) -> None:
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"## Quick start\n\n```python\n(.*?)```", readme, re.S)
+    assert match, "README.md lost its quick start block"
+    namespace: dict[str, object] = {"conn_str": devstore_connection_string}
+    exec(compile(match.group(1), "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    client = namespace["client"]
+    ratings = [(b.RowKey, b.Rating) for b in client.create_query("Blogs", namespace["Blog"])]  # type: ignore[attr-defined]
+    client.delete_table("Blogs")  # type: ignore[attr-defined]
+    assert ratings == [("Oct-29", 4)]
