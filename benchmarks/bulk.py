@@ -1,0 +1,312 @@
+"""Bulk insert throughput against Azurite: tablesdk ``bulk_insert`` next to azure-data-tables.
+
+Inserts N entities (default 10,000: 100 partitions x 100 rows, each with the
+ten-property mix of AZURITE.md section 6: str, Int32, Int64, Double, bool,
+DateTime, Guid, 16-byte Binary, a 51-character str and Int32) with:
+
+* tablesdk ``client.bulk_insert`` with 1, 4 and 8 workers;
+* tablesdk ``client.execute_batch`` in a sequential loop of 100-operation
+  transactions (what bulk_insert does, without its machinery or threads);
+* azure-data-tables ``TableClient.submit_transaction`` in a sequential loop of
+  100-entity transactions (the baseline AZURITE.md section 6 measured at about
+  2,667 entities/s on this 2-vCPU machine).
+
+Every measurement gets a fresh table (created before and deleted after the
+timed part); the configurations are interleaved, repeated R times (default 3)
+and the median is reported with the min-max range, the client's CPU seconds
+(``time.process_time``) and, when Azurite's PID is known, the server's CPU
+seconds. Entities (tablesdk objects and azure-data-tables dicts) are built
+before timing. Ratios are against the azure-data-tables median.
+
+azure-data-tables must not be a project dependency: run this from a separate
+virtualenv that has it, with the repository on ``sys.path`` (this script adds it)::
+
+    python -m venv /tmp/benchvenv
+    /tmp/benchvenv/bin/pip install azure-data-tables==12.7.0 requests lxml python-dateutil
+    /tmp/benchvenv/bin/python benchmarks/bulk.py                      # starts Azurite itself
+    /tmp/benchvenv/bin/python benchmarks/bulk.py --url http://127.0.0.1:10102/devstoreaccount1
+
+Without ``--url`` the script starts Azurite on a free loopback port through
+scripts/azurite.sh (in memory) and stops it at the end. Without
+azure-data-tables installed it measures tablesdk only and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tablesdk import (  # noqa: E402
+    BatchOperation,
+    BatchOperationKind,
+    CloudStorageAccount,
+    CloudTableClient,
+    DynamicEntity,
+    EdmType,
+    EntityProperty,
+)
+from tablesdk.entity import entity_to_payload  # noqa: E402
+
+ACCOUNT = "devstoreaccount1"
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+BASE_TIME = datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def values(i: int, rows_per_partition: int) -> dict[str, Any]:
+    """The keys and ten properties of entity ``i`` (section 6 mix), as plain Python values."""
+    return {
+        "PartitionKey": f"pk{i // rows_per_partition:04d}", "RowKey": f"{i:07d}",
+        "Name": f"name-{i}", "Count": i, "Big": 2**40 + i, "Score": i * 1.5, "Active": i % 2 == 0,
+        "When": BASE_TIME + timedelta(seconds=i), "Id": uuid.UUID(int=i), "Blob": bytes(range(16)),
+        "Text": "x" * 40 + f"{i:011d}", "Small": i % 7,
+    }
+
+
+def tablesdk_entities(count: int, rows: int) -> list[DynamicEntity]:
+    out = []
+    for i in range(count):
+        v = values(i, rows)
+        v["Big"] = EntityProperty(v["Big"], EdmType.INT64)
+        out.append(DynamicEntity(**v))
+    return out
+
+
+def azure_entities(count: int, rows: int) -> list[dict[str, Any]]:
+    from azure.data.tables import EdmType as AzEdmType
+    from azure.data.tables import EntityProperty as AzEntityProperty
+
+    out = []
+    for i in range(count):
+        v = values(i, rows)
+        v["Big"] = AzEntityProperty(v["Big"], AzEdmType.INT64)
+        out.append(v)
+    return out
+
+
+# --------------------------------------------------------------------------- Azurite
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def azurite(url: str | None) -> Iterator[tuple[str, int | None]]:
+    """(endpoint URL, server PID or None): the given URL, or an Azurite started through scripts/azurite.sh."""
+    if url:
+        yield url.rstrip("/"), None
+        return
+    script = ROOT / "scripts" / "azurite.sh"
+    env = dict(os.environ, AZURITE_TABLE_PORT=str(_free_port()))
+    subprocess.run(["bash", str(script), "install"], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["bash", str(script), "start"], env=env, check=True)
+    try:
+        run_dir = Path(env.get("AZURITE_RUN", str(Path(env.get("AZURITE_DIR", ROOT / ".azurite")) / "run")))
+        pid_file = run_dir / f"table-{env['AZURITE_TABLE_PORT']}.pid"
+        pid = int(pid_file.read_text().strip()) if pid_file.exists() else None
+        yield f"http://127.0.0.1:{env['AZURITE_TABLE_PORT']}/{ACCOUNT}", pid
+    finally:
+        subprocess.run(["bash", str(script), "stop"], env=env, check=False)
+
+
+def server_cpu(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux), or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+@dataclass
+class Series:
+    label: str
+    rates: list[float] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+    requests: list[int] = field(default_factory=list)
+
+
+def fresh_name(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def measure(series: Series, count: int, pid: int | None, setup: Callable[[], Any],
+            run: Callable[[Any], int | None], teardown: Callable[[Any], None]) -> None:
+    """Time ``run(setup())`` (setup and teardown untimed) and record entities/s and CPU."""
+    state = setup()
+    try:
+        cpu0, srv0, wall0 = time.process_time(), server_cpu(pid), time.perf_counter()
+        requests = run(state)
+        wall = time.perf_counter() - wall0
+        cpu, srv1 = time.process_time() - cpu0, server_cpu(pid)
+    finally:
+        teardown(state)
+    series.rates.append(count / wall)
+    series.client_cpu.append(cpu)
+    if srv0 is not None and srv1 is not None:
+        series.server_cpu.append(srv1 - srv0)
+    if requests is not None:
+        series.requests.append(requests)
+
+
+def tablesdk_bulk(client: CloudTableClient, entities: list[DynamicEntity], workers: int) -> Callable[[str], int]:
+    def run(table: str) -> int:
+        result = client.bulk_insert(table, entities, max_workers=workers)
+        if result.failed:
+            raise RuntimeError(f"bulk_insert failed for {len(result.failed)} entities: {result.failed[0].error}")
+        return result.requests
+    return run
+
+
+def tablesdk_sequential(client: CloudTableClient, entities: list[DynamicEntity]) -> Callable[[str], int]:
+    def run(table: str) -> int:
+        sent = 0
+        for start in range(0, len(entities), 100):
+            ops = []
+            for entity in entities[start:start + 100]:
+                payload = entity_to_payload(entity)
+                ops.append(BatchOperation(BatchOperationKind.INSERT, table, entity.PartitionKey, entity.RowKey,
+                                          payload, None))
+            client.execute_batch(ops)
+            sent += 1
+        return sent
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="Azurite table endpoint, e.g. http://127.0.0.1:10102/devstoreaccount1 "
+                        "(default: start one through scripts/azurite.sh)")
+    parser.add_argument("--azurite-pid", type=int, help="PID of that Azurite, to report its CPU time")
+    parser.add_argument("--entities", type=int, default=10_000)
+    parser.add_argument("--rows-per-partition", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 8])
+    args = parser.parse_args()
+    count, rows = args.entities, args.rows_per_partition
+
+    try:
+        import azure.core
+        import azure.data.tables
+        from azure.data.tables import TableServiceClient
+        have_azure = True
+    except ImportError:
+        have_azure = False
+
+    with azurite(args.url) as (endpoint, started_pid):
+        pid = args.azurite_pid or started_pid
+        conn = (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
+                f"TableEndpoint={endpoint};")
+        client = CloudStorageAccount.parse(conn).create_cloud_table_client()
+        ours = tablesdk_entities(count, rows)
+
+        def create(prefix: str) -> Callable[[], str]:
+            def setup() -> str:
+                name = fresh_name(prefix)
+                client.create_table(name)
+                return name
+            return setup
+
+        def drop(name: str) -> None:
+            client.delete_table_if_exists(name)
+
+        configs: list[tuple[Series, Callable[[], Any], Callable[[Any], int | None], Callable[[Any], None]]] = []
+        for workers in args.workers:
+            configs.append((Series(f"tablesdk bulk_insert, {workers} worker{'s' if workers > 1 else ''}"),
+                            create("bulk"), tablesdk_bulk(client, ours, workers), drop))
+        configs.append((Series("tablesdk execute_batch loop (100/tx)"), create("seq"),
+                        tablesdk_sequential(client, ours), drop))
+
+        if have_azure:
+            service = TableServiceClient.from_connection_string(conn)
+            theirs = azure_entities(count, rows)
+            chunks = [[("create", e) for e in theirs[i:i + rows]] for i in range(0, count, rows)]
+            if rows > 100:
+                raise SystemExit("--rows-per-partition above 100 cannot be one azure-data-tables transaction")
+
+            def az_setup() -> Any:
+                return service.create_table(fresh_name("az"))
+
+            def az_run(table_client: Any) -> int:
+                for chunk in chunks:
+                    table_client.submit_transaction(chunk)
+                return len(chunks)
+
+            def az_drop(table_client: Any) -> None:
+                service.delete_table(table_client.table_name)
+
+            baseline = Series("azure-data-tables submit_transaction loop (100/tx)")
+            configs.append((baseline, az_setup, az_run, az_drop))
+
+        # Warm up every client (connections, imports, code paths) on a small load, untimed.
+        warm = Series("warm-up")
+        small = ours[: min(200, count)]
+        measure(warm, len(small), None, create("warm"), tablesdk_bulk(client, small, 2), drop)
+        if have_azure:
+            table_client = az_setup()
+            try:
+                table_client.submit_transaction([("create", e) for e in theirs[:rows]])
+            finally:
+                az_drop(table_client)
+
+        for rep in range(args.repeat):
+            for series, setup, run, teardown in configs:
+                measure(series, count, pid, setup, run, teardown)
+            print(f"repetition {rep + 1}/{args.repeat} done", file=sys.stderr)
+        client.close()
+
+    cpu_count = os.cpu_count()
+    print(f"bulk insert of {count:,} entities ({count // rows} partitions x {rows}, 10 mixed properties), "
+          f"median of {args.repeat}, fresh table each")
+    print(f"machine: {cpu_count} vCPU, {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+          f"Azurite at {endpoint}")
+    if have_azure:
+        print(f"azure-data-tables {azure.data.tables.__version__} (azure-core {azure.core.__version__})")
+    else:
+        print("azure-data-tables not installed here: its baseline was not measured (see the module docstring)")
+    base = statistics.median(configs[-1][0].rates) if have_azure else None
+    header = f"{'client':54} {'entities/s':>11} {'(min-max)':>17} {'client CPU s':>12} {'server CPU s':>12} {'requests':>8}"
+    if base:
+        header += f" {'x azure':>8}"
+    print(header)
+    for series, *_ in configs:
+        rate = statistics.median(series.rates)
+        spread = f"({min(series.rates):,.0f}-{max(series.rates):,.0f})"
+        cpu = f"{statistics.median(series.client_cpu):.2f}"
+        srv = f"{statistics.median(series.server_cpu):.2f}" if series.server_cpu else "-"
+        req = f"{statistics.median(series.requests):.0f}" if series.requests else "-"
+        line = f"{series.label:54} {rate:11,.0f} {spread:>17} {cpu:>12} {srv:>12} {req:>8}"
+        if base:
+            line += f" {rate / base:8.2f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
