@@ -110,7 +110,9 @@ class BatchOperation:
     MERGE or DELETE: the tracked ETag, or ``"*"`` for an unconditional write; it
     is required for those kinds and not sent for the others. ``echo_content``
     asks the service to return an inserted entity (``Prefer: return-content``);
-    by default inserts ask for no content.
+    by default inserts ask for no content. ``body`` is ``payload`` already
+    serialized in the client's format, for callers that encoded it once to
+    measure it (bulk loading); when None the payload is serialized on sending.
     """
 
     kind: BatchOperationKind
@@ -120,6 +122,7 @@ class BatchOperation:
     payload: EntityPayload | None
     etag: str | None
     echo_content: bool = False
+    body: bytes | None = None
 
 
 @dataclass
@@ -305,7 +308,7 @@ def build_batch_request(
             body = b""
             if kind in _WITH_BODY:
                 assert op.payload is not None  # validate_batch checked it
-                body = fmt.serialize_entity(op.payload)
+                body = op.body if op.body is not None else fmt.serialize_entity(op.payload)
                 lines.append(content_type)
             lines.append(shared)
             if kind is BatchOperationKind.INSERT and prefer:

@@ -73,7 +73,6 @@ from .batch import (
     BatchOperationResult,
     build_batch_request,
     entity_path,
-    parse_batch_response,
 )
 from .edm import EdmType, EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
@@ -227,36 +226,6 @@ class BulkInsertError(TableServiceError):
 # ---------------------------------------------------------------- sizing
 
 
-class _PreEncodedFormat(PayloadFormat):
-    """The client's format, except that entity bodies come from bytes serialized earlier."""
-
-    def __init__(self, inner: PayloadFormat, bodies: dict[int, bytes]) -> None:
-        self._inner = inner
-        self._bodies = bodies  # id(payload) -> serialized body
-        self.name = inner.name
-        self.default_api_version = inner.default_api_version
-        self.content_type = inner.content_type
-
-    def request_headers(self) -> dict[str, str]:
-        return self._inner.request_headers()
-
-    def serialize_entity(self, payload: EntityPayload) -> bytes:
-        body = self._bodies.get(id(payload))
-        return body if body is not None else self._inner.serialize_entity(payload)
-
-    def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
-        return self._inner.parse_entity(body, etag)
-
-    def parse_entities(self, body: bytes) -> list[EntityPayload]:
-        return self._inner.parse_entities(body)
-
-    def serialize_table(self, table_name: str) -> bytes:
-        return self._inner.serialize_table(table_name)
-
-    def parse_tables(self, body: bytes) -> list[str]:
-        return self._inner.parse_tables(body)
-
-
 class _BatchSizer:
     """Exact size of a ``$batch`` body from the sizes of its entity bodies.
 
@@ -271,9 +240,8 @@ class _BatchSizer:
         self.table = table
         self.addressed = kind is not BatchOperationKind.INSERT  # the keys are in the inner URL
         ops = [_probe_operation(kind, table, row_key) for row_key in ("0", "1")]
-        empty = _PreEncodedFormat(fmt, {id(op.payload): b"" for op in ops})
-        one = len(build_batch_request(base_url, ops[:1], empty, api_version=api_version)[0])
-        two = len(build_batch_request(base_url, ops, empty, api_version=api_version)[0])
+        one = len(build_batch_request(base_url, ops[:1], fmt, api_version=api_version)[0])
+        two = len(build_batch_request(base_url, ops, fmt, api_version=api_version)[0])
         self.part = two - one
         self.framing = one - self.part
         self.reference_path = len(entity_path(table, "", "1")) if self.addressed else 0
@@ -290,7 +258,7 @@ def _probe_operation(kind: BatchOperationKind, table: str, row_key: str) -> Batc
     payload = EntityPayload(
         {"PartitionKey": "", "RowKey": row_key}, {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
     )
-    return BatchOperation(kind, table, "", row_key, payload, None)
+    return BatchOperation(kind, table, "", row_key, payload, None, body=b"")
 
 
 # ---------------------------------------------------------------- work items
@@ -347,27 +315,12 @@ class _Job:
     policy: RetryPolicy
 
     def send(self, items: list[_Item], context: OperationContext) -> list[BatchOperationResult]:
-        """One ``$batch`` request for ``items``, built from their pre-encoded bodies."""
-        client = self.client
-        fmt = client.format
+        """One ``$batch`` request for ``items``, sent with their pre-encoded bodies."""
         ops = [
-            BatchOperation(self.kind, self.table, item.partition_key, item.row_key, item.payload, None)
+            BatchOperation(self.kind, self.table, item.partition_key, item.row_key, item.payload, None, body=item.body)
             for item in items
         ]
-        encoded = _PreEncodedFormat(fmt, {id(item.payload): item.body for item in items})
-        body, content_type = build_batch_request(client.table_endpoint, ops, encoded, api_version=client.api_version)
-        # The same headers CloudTableClient.execute_batch sends (x-ms-version and the format's).
-        headers = {"x-ms-version": client.api_version, **fmt.request_headers(), "Content-Type": content_type}
-        response = client.transport.send(
-            "POST",
-            f"{client.table_endpoint}/$batch",
-            headers=headers,
-            body=body,
-            retry_policy=self.policy,
-            deadline=client.operation_deadline,
-            operation_context=context,
-        )
-        return parse_batch_response(response.body, response.headers.get("Content-Type", ""), ops, fmt)
+        return self.client.execute_batch(ops, retry_policy=self.policy, operation_context=context)
 
     def run(self, items: list[_Item]) -> _Report:
         """Write one batch; isolate failing entities and resend the rest.

@@ -28,7 +28,6 @@ from .batch import (
     build_batch_request,
     entity_path,
     parse_batch_response,
-    validate_batch,
 )
 from .bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from .edm import EntityPayload
@@ -479,8 +478,7 @@ class CloudTableClient:
         Limits are checked before sending. A refused transaction raises
         :class:`~tablesdk.errors.BatchError` with the failing operation's index.
         """
-        validate_batch(operations)
-        body, content_type = build_batch_request(
+        body, content_type = build_batch_request(  # validates the batch first
             self.table_endpoint, operations, self._format, api_version=self.api_version
         )
         response = self._send(

@@ -614,3 +614,13 @@ def test_not_a_multipart_body() -> None:
     assert (info.value.failed_index, info.value.error_code, info.value.message) == (0, "InvalidInput", "bad batch")
     with pytest.raises(BatchError, match="not a multipart body"):
         parse_batch_response(b"", "", inserts(1), FMT)
+
+
+def test_a_pre_encoded_body_is_sent_verbatim_instead_of_reserializing() -> None:
+    encoded = op(K.INSERT, "a", N=1)
+    encoded.body = b'{"PartitionKey":"p","RowKey":"a","Pre":"encoded"}'
+    plain = op(K.INSERT, "b", N=2)
+    body, content_type = build_batch_request(BASE, [encoded, plain], FMT, api_version="2019-02-02")
+    parts, _ = split_request(body, content_type)
+    assert parts[0][2] == encoded.body
+    assert parts[1][2] == FMT.serialize_entity(plain.payload)  # type: ignore[arg-type]
