@@ -10,6 +10,7 @@ from ._version import __version__
 from .account import CloudStorageAccount
 from .auth import SasCredential, SharedKeyCredential, SharedKeyLiteCredential, generate_table_sas
 from .batch import BatchOperation, BatchOperationKind
+from .bulk import BulkInsertError, BulkResult, EntityOutcome
 from .client import CloudTableClient, SendingRequest
 from .context import (
     DataServiceResponse,
@@ -73,6 +74,9 @@ __all__ = [
     "SendingRequest",
     "BatchOperation",
     "BatchOperationKind",
+    "BulkResult",
+    "EntityOutcome",
+    "BulkInsertError",
     "SharedKeyCredential",
     "SharedKeyLiteCredential",
     "SasCredential",
