@@ -154,11 +154,18 @@ class _NoAuth(AuthBase):
 
 @dataclass(repr=False)
 class HttpResponse:
-    """A complete HTTP response: status, case-insensitive headers and the whole body."""
+    """A complete HTTP response: status, case-insensitive headers and the whole body.
+
+    ``after_unknown_attempt`` is True when :meth:`Transport.send` returned this
+    response for a write after an earlier attempt whose outcome was unknown: a
+    ``202`` entity group transaction answer that reports 404, 409 or 412 inside
+    is then ambiguous in the same way as a plain error (see ``ambiguous_retry``).
+    """
 
     status: int
     headers: CaseInsensitiveDict[str]
     body: bytes
+    after_unknown_attempt: bool = False
 
     @property
     def request_id(self) -> str | None:
@@ -548,6 +555,8 @@ class Transport:
                 and error.status_code in _AMBIGUOUS_STATUSES
             ):
                 error.ambiguous_retry = True
+            if outcome.response is not None and earlier_unknown and method not in _READ_METHODS:
+                outcome.response.after_unknown_attempt = True
             earlier_unknown = earlier_unknown or outcome.unknown
 
             delay: float | None = None

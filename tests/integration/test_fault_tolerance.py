@@ -1,0 +1,443 @@
+"""Retries, timeouts and ambiguous writes against Azurite behind the fault-injecting proxy.
+
+Every test talks to Azurite through :class:`faults.FaultProxy` with a client
+whose TableEndpoint is the proxy, and checks the outcome through a direct
+(unproxied) client, so "nothing lost, nothing doubled" is read from the
+service itself. Policies and timeouts are small so the whole file runs in
+seconds: ExponentialRetry(3, 0.05 s, 0.01 s .. 0.2 s) and a (2 s, 0.5 s)
+client timeout; delay faults hold a request for up to 3 s, far past it.
+
+The faults fall in two groups. Those after which the request never reached
+Azurite (503, 500, a reset before forwarding, a delay before forwarding) are
+simply retried away. Those after which it did (the answer was delayed past the
+client timeout, reset, or cut in half: :data:`faults.AMBIGUOUS_FAULTS`) are
+retried away for reads and idempotent writes; an insert retried that way
+conflicts with itself, and the SDK must say so with ``ambiguous_retry`` (the
+seeds' "Network errors and timeouts on successful server side operations").
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from faults import AMBIGUOUS_FAULTS, Fault, FaultProxy
+
+from tablesdk import (
+    BatchError,
+    BatchOperation,
+    BatchOperationKind,
+    CloudStorageAccount,
+    CloudTableClient,
+    ConflictError,
+    ConnectionFailedError,
+    DataServiceRequestError,
+    DynamicEntity,
+    EntityStates,
+    ExponentialRetry,
+    LinearRetry,
+    NoRetry,
+    OperationContext,
+    RequestTimeoutError,
+    ResourceNotFoundError,
+    SaveChangesOptions,
+    ServerBusyError,
+    TableServiceError,
+    prop,
+)
+from tablesdk.entity import entity_to_payload
+from tablesdk.retry import RetryPolicy
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = (2.0, 0.5)
+DELAY = 3.0  # how long a delay fault holds a request: far past the 0.5 s read timeout
+ALL_FAULTS = list(Fault)
+SAFE_FAULTS = [f for f in Fault if f not in AMBIGUOUS_FAULTS]
+
+
+def fast_policy() -> ExponentialRetry:
+    return ExponentialRetry(count=3, delta_seconds=0.05, min_backoff=0.01, max_backoff=0.2)
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture
+def direct(azurite_connection_string: str) -> Iterator[CloudTableClient]:
+    """A client that talks to Azurite directly: the referee."""
+    with CloudStorageAccount.parse(azurite_connection_string).create_cloud_table_client() as client:
+        yield client
+
+
+@pytest.fixture
+def table_name(direct: CloudTableClient, unique_table_name: str) -> Iterator[str]:
+    direct.create_table(unique_table_name)
+    yield unique_table_name
+    direct.delete_table_if_exists(unique_table_name)
+
+
+@pytest.fixture
+def proxy(azurite_endpoint: str) -> Iterator[FaultProxy]:
+    with FaultProxy(azurite_endpoint, lifetime=120.0) as p:
+        yield p
+
+
+def proxied_client(
+    proxy: FaultProxy, connection_string: str, policy: RetryPolicy, **options: object
+) -> CloudTableClient:
+    account = CloudStorageAccount.parse(proxy.connection_string(connection_string))
+    options.setdefault("timeout", TIMEOUT)
+    return account.create_cloud_table_client(retry_policy=policy, **options)
+
+
+@pytest.fixture
+def faulty(proxy: FaultProxy, azurite_connection_string: str) -> Iterator[CloudTableClient]:
+    """A client behind the proxy with a fast ExponentialRetry and a short client timeout."""
+    with proxied_client(proxy, azurite_connection_string, fast_policy()) as client:
+        yield client
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def entity(pk: str, rk: str, n: int = 0) -> DynamicEntity:
+    """An entity with a per-write transaction id, the seeds' way to recognise one's own write."""
+    return DynamicEntity(PartitionKey=pk, RowKey=rk, N=n, Tx=uuid.uuid4().hex)
+
+
+def stored(direct: CloudTableClient, table: str) -> dict[tuple[str, str], DynamicEntity]:
+    return {(e.PartitionKey, e.RowKey): e for e in direct.create_query(table)}
+
+
+def insert_op(table: str, e: DynamicEntity) -> BatchOperation:
+    return BatchOperation(BatchOperationKind.INSERT, table, e.PartitionKey, e.RowKey, entity_to_payload(e), None)
+
+
+def inject(proxy: FaultProxy, fault: Fault, times: int, **match: str) -> None:
+    proxy.inject(fault, times=times, delay=DELAY, **match)
+
+
+def entity_set_path(table: str) -> str:
+    return rf"/{table}$"
+
+
+def assert_faults_seen(proxy: FaultProxy, fault: Fault, times: int, then: int = 1) -> None:
+    """The proxy applied ``fault`` ``times`` times, and then forwarded ``then`` clean requests."""
+    actions = [e.action for e in proxy.events]
+    assert actions == [fault.value] * times + ["forward"] * then, actions
+
+
+# ------------------------------------------------------------------ survival: each operation, each fault
+
+
+@pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
+def test_insert_survives_two_faults(
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    inject(proxy, fault, 2, method="POST", path=entity_set_path(table_name))
+    row = entity("p", "r1", 1)
+    if fault in AMBIGUOUS_FAULTS:
+        # The first attempt was applied; its answer was lost; the last retry conflicts with it.
+        with pytest.raises(ConflictError) as info:
+            faulty.insert_entity(table_name, row)
+        assert info.value.ambiguous_retry is True
+        assert info.value.error_code == "EntityAlreadyExists"
+        assert "may have succeeded" in str(info.value)
+        assert [e.upstream_status for e in proxy.events] == [204, 409, 409]
+    else:
+        etag = faulty.insert_entity(table_name, row)
+        assert etag and row.etag == etag
+    assert_faults_seen(proxy, fault, 2)
+    assert len({e.client_request_id for e in proxy.events}) == 1  # one operation, three attempts
+    rows = stored(direct, table_name)
+    assert list(rows) == [("p", "r1")]
+    assert rows["p", "r1"]["Tx"] == row["Tx"]  # it is our write: the ambiguity resolves to "done"
+
+
+@pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
+def test_query_page_survives_two_faults(
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    for i in range(5):
+        direct.insert_entity(table_name, entity("p", f"r{i}", i))
+    inject(proxy, fault, 2, method="GET", path=rf"/{table_name}\(\)")
+    first, token = faulty.query_entity_payloads(table_name, top=3, filter=(prop("N") >= 0).render())
+    assert token is not None
+    assert_faults_seen(proxy, fault, 2)
+    rest, end = faulty.query_entity_payloads(table_name, top=3, filter=(prop("N") >= 0).render(), continuation_token=token)
+    assert end is None
+    keys = [p.values["RowKey"] for p in first + rest]
+    assert keys == [f"r{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
+def test_batch_survives_two_faults(
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    rows = [entity("p", f"r{i}", i) for i in range(3)]
+    inject(proxy, fault, 2, method="POST", path=r"/\$batch$")
+    operations = [insert_op(table_name, r) for r in rows]
+    if fault in AMBIGUOUS_FAULTS:
+        # The refusal arrives inside a 202: the client, not the transport, must flag it.
+        with pytest.raises(BatchError) as info:
+            faulty.execute_batch(operations)
+        assert info.value.status_code == 409 and info.value.failed_index == 0
+        assert info.value.ambiguous_retry is True
+        assert info.value.cause is not None and info.value.cause.ambiguous_retry is True
+    else:
+        results = faulty.execute_batch(operations)
+        assert [r.status for r in results] == [204, 204, 204]
+    assert_faults_seen(proxy, fault, 2)
+    found = stored(direct, table_name)
+    assert sorted(found) == [("p", f"r{i}") for i in range(3)]
+    assert all(found["p", r.RowKey]["Tx"] == r["Tx"] for r in rows)
+
+
+@pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
+def test_save_changes_with_retries_survives_two_faults(
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    ctx = faulty.get_table_service_context()
+    first, second = entity("p", "a", 1), entity("p", "b", 2)
+    ctx.add_object(table_name, first)
+    ctx.add_object(table_name, second)
+    inject(proxy, fault, 2, method="POST", path=entity_set_path(table_name))  # both hit the first insert
+    if fault in AMBIGUOUS_FAULTS:
+        with pytest.raises(DataServiceRequestError) as info:
+            ctx.save_changes_with_retries(SaveChangesOptions.CONTINUE_ON_ERROR)
+        outcome = info.value.response
+        error = outcome[0].error
+        assert isinstance(error, ConflictError) and error.ambiguous_retry is True
+        assert outcome[1].error is None and outcome[1].status_code == 204
+        # What the seeds advise: read the entity back and compare the transaction id.
+        assert direct.get_entity(table_name, "p", "a")["Tx"] == first["Tx"]
+        assert ctx.get_entity_descriptor(first).state is EntityStates.ADDED  # still pending here
+        ctx.detach(first)
+    else:
+        outcome = ctx.save_changes_with_retries(SaveChangesOptions.CONTINUE_ON_ERROR)
+        assert [r.status_code for r in outcome] == [204, 204]
+        assert ctx.get_entity_descriptor(first).state is EntityStates.UNCHANGED
+    assert ctx.get_entity_descriptor(second).state is EntityStates.UNCHANGED
+    assert_faults_seen(proxy, fault, 2, then=2)
+    found = stored(direct, table_name)
+    assert sorted(found) == [("p", "a"), ("p", "b")]
+    assert (found["p", "a"]["Tx"], found["p", "b"]["Tx"]) == (first["Tx"], second["Tx"])
+
+
+@pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
+def test_idempotent_upsert_survives_every_fault(
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    """Insert-or-replace repeats harmlessly: no ambiguity to report whatever happened."""
+    row = entity("p", "u", 7)
+    inject(proxy, fault, 2, method="PUT")
+    faulty.upsert_entity(table_name, row, mode="replace")
+    assert_faults_seen(proxy, fault, 2)
+    assert direct.get_entity(table_name, "p", "u")["Tx"] == row["Tx"]
+
+
+# ------------------------------------------------------------------ without retries: the right exception
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected", "status", "code"),
+    [
+        (Fault.SERVER_BUSY, ServerBusyError, 503, "ServerBusy"),
+        (Fault.INTERNAL_ERROR, TableServiceError, 500, "InternalError"),
+        (Fault.DELAY_BEFORE_FORWARD, RequestTimeoutError, None, None),
+        (Fault.DELAY_BEFORE_ANSWER, RequestTimeoutError, None, None),
+        (Fault.RESET, ConnectionFailedError, None, None),
+        (Fault.FORWARD_THEN_RESET, ConnectionFailedError, None, None),
+        (Fault.TRUNCATE, ConnectionFailedError, None, None),
+    ],
+    ids=lambda v: v.value if isinstance(v, Fault) else None,
+)
+def test_no_retry_raises_the_fault(
+    fault: Fault, expected: type[TableServiceError], status: int | None, code: str | None,
+    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, table_name: str,
+) -> None:
+    with proxied_client(proxy, azurite_connection_string, NoRetry()) as client:
+        inject(proxy, fault, 1, method="POST")
+        row = entity("p", "r", 1)
+        with pytest.raises(TableServiceError) as info:
+            client.insert_entity(table_name, row)
+    error = info.value
+    assert type(error) is expected
+    assert (error.status_code, error.error_code, error.ambiguous_retry) == (status, code, False)
+    assert error.client_request_id == proxy.events[0].client_request_id
+    if status is not None:
+        assert error.request_id == proxy.events[0].request_id  # the proxy's ServerBusy/InternalError id
+    assert proxy.count() == 1
+    # The client cannot tell, but the proxy knows whether the insert reached Azurite.
+    assert list(stored(direct, table_name)) == ([("p", "r")] if fault in AMBIGUOUS_FAULTS else [])
+
+
+# ------------------------------------------------------------------ ambiguous retries
+
+
+def test_insert_whose_response_was_lost_reports_ambiguous_conflict(
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="POST")
+    row = entity("p", "r", 1)
+    with pytest.raises(ConflictError) as info:
+        faulty.insert_entity(table_name, row)
+    assert info.value.ambiguous_retry is True and info.value.status_code == 409
+    assert [(e.action, e.upstream_status) for e in proxy.events] == [("forward_then_reset", 204), ("forward", 409)]
+    assert direct.get_entity(table_name, "p", "r")["Tx"] == row["Tx"]
+
+
+def test_save_changes_with_retries_reports_ambiguous_insert(
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    ctx = faulty.get_table_service_context()
+    row = entity("p", "r", 1)
+    ctx.add_object(table_name, row)
+    inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="POST")
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes_with_retries()
+    assert info.value.status_code == 409
+    error = info.value.response[0].error
+    assert isinstance(error, ConflictError) and error.ambiguous_retry is True
+    assert direct.get_entity(table_name, "p", "r")["Tx"] == row["Tx"]
+
+
+def test_delete_whose_response_was_lost_reports_ambiguous_not_found(
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    direct.insert_entity(table_name, entity("p", "gone"))
+    inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="DELETE")
+    with pytest.raises(ResourceNotFoundError) as info:
+        faulty.delete_entity(table_name, "p", "gone")
+    assert info.value.ambiguous_retry is True and info.value.status_code == 404
+    assert [(e.action, e.upstream_status) for e in proxy.events] == [("forward_then_reset", 204), ("forward", 404)]
+    assert stored(direct, table_name) == {}
+
+
+def test_save_changes_with_retries_reports_ambiguous_delete(
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    direct.insert_entity(table_name, entity("p", "gone"))
+    ctx = faulty.get_table_service_context()
+    tracked = ctx.get(table_name, "p", "gone")
+    assert tracked is not None
+    ctx.delete_object(tracked)
+    inject(proxy, Fault.TRUNCATE, 1, method="DELETE")
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes_with_retries()
+    error = info.value.response[0].error
+    assert isinstance(error, ResourceNotFoundError) and error.ambiguous_retry is True
+    assert stored(direct, table_name) == {}
+
+
+def test_genuine_conflict_is_not_ambiguous(
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    direct.insert_entity(table_name, entity("p", "r"))
+    with pytest.raises(ConflictError) as info:
+        faulty.insert_entity(table_name, entity("p", "r"))
+    assert info.value.ambiguous_retry is False
+    assert "may have succeeded" not in str(info.value)
+    assert proxy.count() == 1
+
+
+def test_retried_read_is_never_flagged(
+    proxy: FaultProxy, faulty: CloudTableClient, table_name: str
+) -> None:
+    inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="GET")
+    with pytest.raises(ResourceNotFoundError) as info:
+        faulty.get_entity(table_name, "p", "missing")
+    assert info.value.ambiguous_retry is False
+    assert proxy.count() == 2
+
+
+# ------------------------------------------------------------------ timeouts and the operation deadline
+
+
+def test_operation_deadline_caps_a_long_retry_sequence(
+    proxy: FaultProxy, azurite_connection_string: str, table_name: str
+) -> None:
+    policy = LinearRetry(count=1000, interval_seconds=0.05)
+    with proxied_client(proxy, azurite_connection_string, policy, operation_deadline=1.0) as client:
+        inject(proxy, Fault.SERVER_BUSY, 1000, method="POST")
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as info:
+            client.insert_entity(table_name, entity("p", "r"))
+        elapsed = time.monotonic() - started
+    assert 0.5 <= elapsed < 3.0, elapsed
+    assert "deadline of 1.0 s exceeded" in str(info.value)
+    assert isinstance(info.value.__cause__, ServerBusyError)
+    assert 5 <= proxy.count(Fault.SERVER_BUSY) < 100
+
+
+def test_operation_deadline_caps_a_slow_attempt(
+    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, table_name: str
+) -> None:
+    # A 30 s read timeout would let one attempt hang for 30 s; the deadline cuts it to 1 s.
+    with proxied_client(
+        proxy, azurite_connection_string, fast_policy(), timeout=(2.0, 30.0), operation_deadline=1.0
+    ) as client:
+        inject(proxy, Fault.DELAY_BEFORE_FORWARD, 5)
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            client.insert_entity(table_name, entity("p", "r"))
+        elapsed = time.monotonic() - started
+    assert 0.8 <= elapsed < 3.0, elapsed
+    assert stored(direct, table_name) == {}
+
+
+def test_client_timeout_applies_to_each_attempt(
+    proxy: FaultProxy, azurite_connection_string: str, table_name: str
+) -> None:
+    """Without a deadline an operation may take (retries + 1) x the timeout: the seeds' 90 * (N+1)."""
+    with proxied_client(proxy, azurite_connection_string, LinearRetry(2, 0.01), timeout=(2.0, 0.3)) as client:
+        inject(proxy, Fault.DELAY_BEFORE_FORWARD, 3, method="GET")
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            client.query_entity_payloads(table_name)
+        elapsed = time.monotonic() - started
+    assert 0.9 <= elapsed < 3.0, elapsed
+    assert proxy.count(Fault.DELAY_BEFORE_FORWARD) == 3
+
+
+# ------------------------------------------------------------------ OperationContext
+
+
+def test_operation_context_records_failures_then_success(
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+) -> None:
+    inject(proxy, Fault.SERVER_BUSY, 1, method="POST")
+    inject(proxy, Fault.INTERNAL_ERROR, 1, method="POST")
+    inject(proxy, Fault.RESET, 1, method="POST")
+    op = OperationContext()
+    row = entity("p", "r", 1)
+    result = faulty.execute_operation(insert_op(table_name, row), operation_context=op)
+    assert result.status == 204
+    events = proxy.events
+    attempts = op.attempts
+    assert [a.attempt for a in attempts] == [1, 2, 3, 4]
+    assert [a.status for a in attempts] == [503, 500, None, 204]
+    assert [a.error_code for a in attempts] == ["ServerBusy", "InternalError", None, None]
+    assert [a.request_id for a in attempts] == [events[0].request_id, events[1].request_id, None, events[3].request_id]
+    assert op.request_ids == [events[0].request_id, events[1].request_id, events[3].request_id]
+    assert all(a.request_id for a in (attempts[0], attempts[1], attempts[3]))
+    # One client request id for the whole operation, sent on every attempt.
+    assert len({a.client_request_id for a in attempts}) == 1
+    assert [e.client_request_id for e in events] == [attempts[0].client_request_id] * 4
+    # The waits are ExponentialRetry(3, 0.05, 0.01, 0.2)'s: min, then min + (2**(n-1) - 1) * delta +/- 20 %.
+    d1, d2, d3 = (a.retry_delay for a in attempts[:3])
+    assert d1 == pytest.approx(0.01)
+    assert d2 is not None and 0.01 + 0.04 <= d2 <= 0.01 + 0.06
+    assert d3 is not None and 0.01 + 3 * 0.04 <= d3 <= 0.01 + 3 * 0.06
+    assert attempts[3].retry_delay is None and attempts[3].error is None
+    assert all(a.error for a in attempts[:3])
+    assert "ConnectionResetError" in (attempts[2].error or "")
+    for before, after in zip(attempts, attempts[1:]):
+        assert before.start <= before.end
+        assert before.end + (before.retry_delay or 0) <= after.start + 0.005
+    assert all(a.url.endswith(f"/{table_name}") and a.method == "POST" for a in attempts)
+    assert op.last_attempt is attempts[3]
+    assert direct.get_entity(table_name, "p", "r")["Tx"] == row["Tx"]
