@@ -912,3 +912,38 @@ def test_deadline_checked_again_after_an_overrunning_sleep(
         t.send("GET", URL, deadline=3.0)
     assert isinstance(info.value.__cause__, ServerBusyError)
     assert len(mock.calls) == 1
+
+
+# --------------------------------------------------------------- after_unknown_attempt
+
+
+@pytest.mark.parametrize(
+    ("method", "first", "flagged"),
+    [
+        ("POST", 500, True),  # the server may have applied the write before failing
+        ("POST", 503, True),
+        ("DELETE", 500, True),
+        ("GET", 500, False),  # a read has no side effect to be unsure about
+        ("POST", None, False),  # no earlier failure at all
+    ],
+)
+def test_success_after_an_unknown_outcome_is_marked(
+    mock: responses.RequestsMock, fake_time: FakeTime, method: str, first: int | None, flagged: bool
+) -> None:
+    if first is not None:
+        add_status(mock, method, first, "InternalError")
+    mock.add(method, URL, status=202, body=b"batch body")
+    response = make(fake_time).send(method, URL, body=b"x")
+    assert response.status == 202 and response.after_unknown_attempt is flagged
+
+
+def test_success_after_a_4xx_answer_is_not_marked(mock: responses.RequestsMock, fake_time: FakeTime) -> None:
+    # 400 is final for the built-in policies; a policy that retries it shows a 4xx is a known outcome
+    class RetryAll:
+        def retry_after(self, attempt: int, error: BaseException) -> float | None:
+            return 0.0 if attempt < 2 else None
+
+    add_status(mock, "POST", 400, "InvalidInput")
+    mock.add("POST", URL, status=201)
+    response = make(fake_time, policy=RetryAll()).send("POST", URL, body=b"x")
+    assert response.after_unknown_attempt is False  # a 4xx answer means the write was refused, not lost
