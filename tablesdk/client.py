@@ -287,7 +287,13 @@ class CloudTableClient:
             return False
         return True
 
-    def list_tables(self, prefix: str | None = None, *, page_size: int | None = None) -> Iterator[str]:
+    def list_tables(
+        self,
+        prefix: str | None = None,
+        *,
+        page_size: int | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> Iterator[str]:
         """Yield table names (optionally those starting with ``prefix``), following continuation."""
         params: list[tuple[str, str]] = []
         if prefix:
@@ -299,7 +305,7 @@ class CloudTableClient:
         next_name: str | None = None
         while True:
             query = params + ([("NextTableName", next_name)] if next_name else [])
-            response = self._send("GET", "Tables", query=query)
+            response = self._send("GET", "Tables", query=query, operation_context=operation_context)
             yield from self._format.parse_tables(response.body)
             next_name = response.headers.get("x-ms-continuation-NextTableName")
             if not next_name:
@@ -522,19 +528,28 @@ class CloudTableClient:
 
     def get_entity(
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity,  # type: ignore[assignment]
-        *, select: Sequence[str] | None = None,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
     ) -> E:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
-        return entity_from_payload(
-            entity_type, self.get_entity_payload(table_name, partition_key, row_key, select=select)
+        payload = self.get_entity_payload(
+            table_name, partition_key, row_key, select=select, operation_context=operation_context
         )
+        return entity_from_payload(entity_type, payload)
 
-    def insert_entity(self, table_name: str, entity: TableEntity | DynamicEntity) -> str | None:
+    def insert_entity(
+        self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+    ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
-        return self._write(BatchOperationKind.INSERT, table_name, entity, None)
+        return self._write(BatchOperationKind.INSERT, table_name, entity, None, operation_context)
 
     def update_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity, *, mode: str = "merge", etag: str | None = None
+        self,
+        table_name: str,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        etag: str | None = None,
+        operation_context: OperationContext | None = None,
     ) -> str | None:
         """Merge (default) or replace an existing entity, conditional on ``etag``.
 
@@ -543,32 +558,52 @@ class CloudTableClient:
         kind = {"merge": BatchOperationKind.MERGE, "replace": BatchOperationKind.UPDATE}.get(mode)
         if kind is None:
             raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
-        return self._write(kind, table_name, entity, etag or entity.etag)
+        return self._write(kind, table_name, entity, etag or entity.etag, operation_context)
 
     def upsert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity, *, mode: str = "merge"
+        self,
+        table_name: str,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        operation_context: OperationContext | None = None,
     ) -> str | None:
         """Insert or merge (default) / insert or replace an entity."""
         kind = {"merge": BatchOperationKind.INSERT_OR_MERGE, "replace": BatchOperationKind.INSERT_OR_REPLACE}.get(mode)
         if kind is None:
             raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
-        return self._write(kind, table_name, entity, None)
+        return self._write(kind, table_name, entity, None, operation_context)
 
-    def delete_entity(self, table_name: str, partition_key: str, row_key: str, *, etag: str = "*") -> None:
+    def delete_entity(
+        self,
+        table_name: str,
+        partition_key: str,
+        row_key: str,
+        *,
+        etag: str = "*",
+        operation_context: OperationContext | None = None,
+    ) -> None:
         """Delete an entity, conditional on ``etag`` (unconditional by default)."""
         validate_key("PartitionKey", partition_key)
         validate_key("RowKey", row_key)
         self.execute_operation(
-            BatchOperation(BatchOperationKind.DELETE, table_name, partition_key, row_key, None, etag)
+            BatchOperation(BatchOperationKind.DELETE, table_name, partition_key, row_key, None, etag),
+            operation_context=operation_context,
         )
 
     def _write(
-        self, kind: BatchOperationKind, table_name: str, entity: TableEntity | DynamicEntity, etag: str | None
+        self,
+        kind: BatchOperationKind,
+        table_name: str,
+        entity: TableEntity | DynamicEntity,
+        etag: str | None,
+        operation_context: OperationContext | None,
     ) -> str | None:
         validate_table_name(table_name)
         payload = entity_to_payload(entity)
         result = self.execute_operation(
-            BatchOperation(kind, table_name, payload.values["PartitionKey"], payload.values["RowKey"], payload, etag)
+            BatchOperation(kind, table_name, payload.values["PartitionKey"], payload.values["RowKey"], payload, etag),
+            operation_context=operation_context,
         )
         if result.etag:
             entity.etag = result.etag

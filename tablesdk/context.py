@@ -37,6 +37,7 @@ from .errors import BatchError, DataServiceRequestError, ResourceNotFoundError, 
 from .filter import prop
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import NoRetry, RetryPolicy
+from .transport import OperationContext
 
 if TYPE_CHECKING:
     from .client import CloudTableClient, RequestHook, SendingRequest
@@ -456,7 +457,12 @@ class TableServiceContext:
             if timestamp is not None:
                 descriptor.entity.Timestamp = timestamp
 
-    def save_changes(self, options: SaveChangesOptions = SaveChangesOptions.NONE) -> DataServiceResponse:
+    def save_changes(
+        self,
+        options: SaveChangesOptions = SaveChangesOptions.NONE,
+        *,
+        operation_context: OperationContext | None = None,
+    ) -> DataServiceResponse:
         """Send every pending change and return the outcome of each.
 
         Raises :class:`~tablesdk.errors.DataServiceRequestError` (its
@@ -464,12 +470,17 @@ class TableServiceContext:
         when any change failed. Failed and unsent changes stay pending and are
         sent again by the next ``save_changes``; applied ones become UNCHANGED
         (deleted ones DETACHED) with the new ETag. No retries: see
-        :meth:`save_changes_with_retries`.
+        :meth:`save_changes_with_retries`. ``operation_context`` records every
+        request attempt the save makes.
         """
-        return self._save(options, NoRetry())
+        return self._save(options, NoRetry(), operation_context)
 
     def save_changes_with_retries(
-        self, options: SaveChangesOptions = SaveChangesOptions.NONE, retry_policy: RetryPolicy | None = None
+        self,
+        options: SaveChangesOptions = SaveChangesOptions.NONE,
+        retry_policy: RetryPolicy | None = None,
+        *,
+        operation_context: OperationContext | None = None,
     ) -> DataServiceResponse:
         """``save_changes`` with each request retried by ``retry_policy`` (default: the client's).
 
@@ -477,13 +488,16 @@ class TableServiceContext:
         attempt whose outcome was unknown has ``error.ambiguous_retry`` set: the
         first attempt may have been applied (see docs/retries.md).
         """
-        return self._save(options, retry_policy if retry_policy is not None else self.client.retry_policy)
+        policy = retry_policy if retry_policy is not None else self.client.retry_policy
+        return self._save(options, policy, operation_context)
 
     def begin_save_changes(self, options: SaveChangesOptions = SaveChangesOptions.NONE) -> Future[DataServiceResponse]:
         """Run :meth:`save_changes` on the client's executor; returns a Future."""
         return self.client.executor().submit(self.save_changes, options)
 
-    def _save(self, options: SaveChangesOptions, retry_policy: RetryPolicy) -> DataServiceResponse:
+    def _save(
+        self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
+    ) -> DataServiceResponse:
         if SaveChangesOptions.BATCH in options and SaveChangesOptions.CONTINUE_ON_ERROR in options:
             raise ValueError("SaveChangesOptions.BATCH cannot be combined with CONTINUE_ON_ERROR")
         replace = SaveChangesOptions.REPLACE_ON_UPDATE in options
@@ -492,9 +506,9 @@ class TableServiceContext:
             # Build (and so validate) every operation before sending anything.
             operations = [self._operation_for(d, replace) for d in pending]
             if SaveChangesOptions.BATCH in options:
-                return self._save_batch(pending, operations, retry_policy)
+                return self._save_batch(pending, operations, retry_policy, operation_context)
             return self._save_each(
-                pending, operations, retry_policy, SaveChangesOptions.CONTINUE_ON_ERROR in options
+                pending, operations, retry_policy, SaveChangesOptions.CONTINUE_ON_ERROR in options, operation_context
             )
 
     def _save_each(
@@ -503,6 +517,7 @@ class TableServiceContext:
         operations: list[BatchOperation],
         retry_policy: RetryPolicy,
         continue_on_error: bool,
+        operation_context: OperationContext | None,
     ) -> DataServiceResponse:
         hook = self._request_hook()
         responses: list[OperationResponse] = []
@@ -514,7 +529,9 @@ class TableServiceContext:
                 continue
             response.sent = True
             try:
-                result = self.client.execute_operation(operation, retry_policy=retry_policy, request_hook=hook)
+                result = self.client.execute_operation(
+                    operation, retry_policy=retry_policy, request_hook=hook, operation_context=operation_context
+                )
             except TableServiceError as exc:
                 response.error = exc
                 response.status_code = exc.status_code
@@ -529,14 +546,19 @@ class TableServiceContext:
         return outcome
 
     def _save_batch(
-        self, pending: list[EntityDescriptor], operations: list[BatchOperation], retry_policy: RetryPolicy
+        self,
+        pending: list[EntityDescriptor],
+        operations: list[BatchOperation],
+        retry_policy: RetryPolicy,
+        operation_context: OperationContext | None,
     ) -> DataServiceResponse:
         responses = [OperationResponse(d.entity, d.table, op.kind.name) for d, op in zip(pending, operations)]
         if not operations:
             return DataServiceResponse(responses, is_batch=True)
         try:
             results = self.client.execute_batch(
-                operations, retry_policy=retry_policy, request_hook=self._request_hook()
+                operations, retry_policy=retry_policy, request_hook=self._request_hook(),
+                operation_context=operation_context,
             )
         except BatchError as exc:
             blamed = exc.failed_index

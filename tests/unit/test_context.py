@@ -460,3 +460,18 @@ class TestQueriesAndHooks:
         ctx.save_changes()
         body = json.loads(service.requests[-1].body or b"")
         assert body["PartitionKey"] == "Channel9" and body["Rating"] == 3 and "Timestamp" not in body
+
+
+def test_operation_context_records_every_attempt_of_a_save(ctx: TableServiceContext, service: FakeTableService) -> None:
+    from tablesdk import LinearRetry, OperationContext
+
+    ctx.add_object(T, blog("a"))
+    ctx.add_object(T, blog("b"))
+    service.fail_next = [error_reply(503, "ServerBusy", "busy")]
+    recorder = OperationContext(client_request_id="save-42")
+    ctx.save_changes_with_retries(retry_policy=LinearRetry(2, 0), operation_context=recorder)
+    assert [a.status for a in recorder.attempts] == [503, 204, 204]
+    assert all(r.headers["x-ms-client-request-id"] == "save-42" for r in service.requests)
+    listing = OperationContext()
+    ctx.client.get_entity(T, "Channel9", "a", operation_context=listing)
+    assert [a.status for a in listing.attempts] == [200]
