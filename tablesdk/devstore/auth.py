@@ -32,6 +32,7 @@ from email.utils import parsedate_to_datetime
 from typing import Mapping
 
 from .errors import PipelineError, pipeline_error
+from .values import utf16_key as _utf16
 
 __all__ = ["AuthResult", "SasGrant", "authenticate", "sign", "shared_key_string_to_sign",
            "shared_key_lite_string_to_sign", "table_sas_string_to_sign", "account_sas_string_to_sign"]
@@ -155,13 +156,14 @@ class SasGrant:
 
     def key_allowed(self, pk: str, rk: str) -> bool:
         """True when (pk, rk) is inside the SAS key range (always, without one)."""
+        # keys order by UTF-16 code units, as everywhere in the service
         if self.start_key is not None:
             spk, srk = self.start_key
-            if pk < spk or (pk == spk and srk is not None and rk < srk):
+            if _utf16(pk) < _utf16(spk) or (pk == spk and srk is not None and _utf16(rk) < _utf16(srk)):
                 return False
         if self.end_key is not None:
             epk, erk = self.end_key
-            if pk > epk or (pk == epk and erk is not None and rk > erk):
+            if _utf16(pk) > _utf16(epk) or (pk == epk and erk is not None and _utf16(rk) > _utf16(erk)):
                 return False
         return True
 

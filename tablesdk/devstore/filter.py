@@ -14,10 +14,17 @@ Literals: ``'text'`` (a quote inside is doubled), ``123`` (Edm.Int32),
 ``X'0aff'`` and ``binary'0aff'``. Keywords are lower case, as in OData.
 
 Evaluation follows the service's typing rule (the white paper, section 8.4):
-a comparison whose operands have different EDM types does not match, and a
-comparison with a property the entity does not have does not match; both are
-*unknown* rather than false, so ``not`` cannot turn them into a match. A bare
-property is a condition when it is Edm.Boolean. Anything else (functions,
+a comparison whose operands have different EDM types does not match; it is
+*unknown* rather than false, so ``not`` cannot turn it into a match. A
+comparison with a property the entity does not have is *false* (so ``ne``
+does not match it either), and ``not`` turns it into a match:
+``not (Opt eq 'x')`` returns the entities without ``Opt``. The REST
+documentation does not say; this is what Azurite does, what users report of
+the service (azure-storage-net issue 696, Azurite issue 1929), and what the
+differential test (tests/integration/test_differential.py) checks. A bare
+property is a condition when it is Edm.Boolean (a missing one is false).
+Strings order by UTF-16 code units, as keys do (:func:`~.values.utf16_key`).
+Anything else (functions,
 arithmetic, ``null``, a misplaced token, operands whose literal types cannot
 be compared) is a malformed query: :class:`FilterError`.
 """
@@ -30,7 +37,7 @@ from typing import Any, Callable, Optional
 
 from .values import (
     BINARY, BOOLEAN, DATETIME, DOUBLE, GUID, INT32, INT64, STRING,
-    canonical_datetime, canonical_guid,
+    canonical_datetime, canonical_guid, utf16_key,
 )
 
 __all__ = ["FilterError", "Filter", "compile_filter", "KeyRange"]
@@ -299,6 +306,8 @@ def _compare(op: str, a: Any, b: Any) -> bool:
         return bool(a == b)
     if op == "ne":
         return bool(a != b)
+    if isinstance(a, str) and isinstance(b, str) and not (a.isascii() and b.isascii()):
+        a, b = utf16_key(a), utf16_key(b)  # the service's string order, not Python's
     if op == "gt":
         return bool(a > b)
     if op == "ge":
@@ -325,21 +334,28 @@ def _compile(node: Node) -> Evaluator:
 
             def prop_vs_literal(entity: Entity) -> Typed:
                 got = entity.get(name)
-                if got is None or got[0] != edm:
+                if got is None:
+                    return _FALSE
+                if got[0] != edm:
                     return None
                 return _TRUE if _compare(op, got[1], want) else _FALSE
 
             return prop_vs_literal
 
+        left_prop = node.left is not None and node.left.kind == "prop"
+        right_prop = node.right is not None and node.right.kind == "prop"
+
         def comparison(entity: Entity) -> Typed:
             a, b = left(entity), right(entity)
+            if (a is None and left_prop) or (b is None and right_prop):
+                return _FALSE  # a property the entity lacks
             if a is None or b is None or a[0] != b[0]:
                 return None
             return _TRUE if _compare(op, a[1], b[1]) else _FALSE
 
         return comparison
     if kind == "not":
-        operand = _compile(node.left)  # type: ignore[arg-type]
+        operand = _compile_condition(node.left)  # type: ignore[arg-type]
 
         def negation(entity: Entity) -> Typed:
             value = operand(entity)
@@ -348,7 +364,7 @@ def _compile(node: Node) -> Evaluator:
             return _FALSE if value[1] else _TRUE
 
         return negation
-    left, right = _compile(node.left), _compile(node.right)  # type: ignore[arg-type]
+    left, right = _compile_condition(node.left), _compile_condition(node.right)  # type: ignore[arg-type]
     if kind == "and":
 
         def conjunction(entity: Entity) -> Typed:
@@ -382,6 +398,14 @@ def _compile(node: Node) -> Evaluator:
     return disjunction
 
 
+def _compile_condition(node: Node) -> Evaluator:
+    """Like :func:`_compile`, for a node used as a condition: a missing bare property is false."""
+    if node.kind == "prop":
+        name = node.value
+        return lambda entity: entity.get(name, _FALSE)
+    return _compile(node)
+
+
 # ------------------------------------------------------------------ key ranges
 
 _FLIP = {"eq": "eq", "ne": "ne", "gt": "lt", "ge": "le", "lt": "gt", "le": "ge"}
@@ -402,11 +426,15 @@ class KeyRange:
                 self.upper = ("", False)  # contradictory equalities: empty range
         elif op in ("gt", "ge"):
             bound = (value, op == "ge")
-            if self.lower is None or bound[0] > self.lower[0] or (bound[0] == self.lower[0] and not bound[1]):
+            if self.lower is None or utf16_key(value) > utf16_key(self.lower[0]) or (
+                value == self.lower[0] and not bound[1]
+            ):
                 self.lower = bound
         elif op in ("lt", "le"):
             bound = (value, op == "le")
-            if self.upper is None or bound[0] < self.upper[0] or (bound[0] == self.upper[0] and not bound[1]):
+            if self.upper is None or utf16_key(value) < utf16_key(self.upper[0]) or (
+                value == self.upper[0] and not bound[1]
+            ):
                 self.upper = bound
 
 
@@ -424,7 +452,7 @@ class Filter:
     def __init__(self, text: str) -> None:
         self.text = text
         self.root = _Parser(text).parse()
-        self._eval = _compile(self.root)
+        self._eval = _compile_condition(self.root)
         self.ranges: dict[str, KeyRange] = {}
         for node in _conjuncts(self.root):
             if node.kind != "cmp" or node.op == "ne" or node.left is None or node.right is None:

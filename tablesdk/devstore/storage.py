@@ -2,8 +2,14 @@
 
 One connection is shared by all request threads behind one lock; each
 request (or batch change set) runs as one transaction, so a change set is
-all-or-nothing and a query sees a consistent snapshot. Keys are ordered by
-sqlite's BINARY collation on UTF-8 text, i.e. by Unicode code point.
+all-or-nothing and a query sees a consistent snapshot.
+
+PartitionKey and RowKey are stored as BLOBs holding their UTF-16 big-endian
+encoding, so that sqlite's byte order (``memcmp``) is the service's key order:
+by UTF-16 code units, in which a character above U+FFFF (a surrogate pair)
+sorts before U+E000..U+FFFF. (Text in sqlite's BINARY collation would order
+by code point.) Databases written by earlier versions, which stored the keys
+as TEXT, are converted when opened (``PRAGMA user_version`` 0 -> 1).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from .values import Props, json_fragment, props_from_storage, props_to_storage
+from .values import Props, json_fragment, props_from_storage, props_to_storage, utf16_key
 
 __all__ = ["Storage", "EntityRow", "etag_for"]
 
@@ -27,14 +33,25 @@ CREATE TABLE IF NOT EXISTS tables (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS entities (
     tbl   TEXT NOT NULL,
-    pk    TEXT NOT NULL,
-    rk    TEXT NOT NULL,
+    pk    BLOB NOT NULL,
+    rk    BLOB NOT NULL,
     ts    TEXT NOT NULL,
     props TEXT NOT NULL,
     jmin  TEXT NOT NULL,
     PRIMARY KEY (tbl, pk, rk)
 ) WITHOUT ROWID;
 """
+
+
+#: ``PRAGMA user_version`` of the current layout (1: keys stored as UTF-16BE BLOBs).
+SCHEMA_VERSION = 1
+
+
+def _key(text: str) -> bytes:
+    return utf16_key(text)
+
+
+_UTF16, _PASS = "utf-16-be", "surrogatepass"
 
 
 def etag_for(timestamp: str) -> str:
@@ -77,6 +94,7 @@ class Storage:
         self._conn.execute("PRAGMA journal_mode=" + ("MEMORY" if path == ":memory:" else "WAL"))
         self._conn.execute("PRAGMA synchronous=OFF" if path == ":memory:" else "PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        self._upgrade()
         self.lock = threading.RLock()
         self._last_ticks = 0
         self._in_tx = False
@@ -84,6 +102,29 @@ class Storage:
         if latest:  # a reopened file: never hand out an older Timestamp (ETag) again
             stamp = datetime.strptime(latest[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
             self._last_ticks = int(stamp.timestamp()) * 10_000_000 + int(latest[20:27])
+
+    def _upgrade(self) -> None:
+        """Convert a database of an earlier layout (TEXT keys) to this one."""
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        if version >= SCHEMA_VERSION:
+            return
+        self._conn.execute("BEGIN")
+        try:
+            rows = self._conn.execute(
+                "SELECT tbl, pk, rk FROM entities WHERE typeof(pk) = 'text' OR typeof(rk) = 'text'"
+            ).fetchall()
+            for tbl, pk, rk in rows:
+                new_pk = _key(pk) if isinstance(pk, str) else pk
+                new_rk = _key(rk) if isinstance(rk, str) else rk
+                self._conn.execute(
+                    "UPDATE entities SET pk = ?, rk = ? WHERE tbl = ? AND pk = ? AND rk = ?",
+                    (new_pk, new_rk, tbl, pk, rk),
+                )
+            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     def close(self) -> None:
         with self.lock:
@@ -170,7 +211,8 @@ class Storage:
 
     def get_entity(self, table: str, pk: str, rk: str) -> EntityRow | None:
         row = self._conn.execute(
-            "SELECT ts, props, jmin FROM entities WHERE tbl = ? AND pk = ? AND rk = ?", (table.lower(), pk, rk)
+            "SELECT ts, props, jmin FROM entities WHERE tbl = ? AND pk = ? AND rk = ?",
+            (table.lower(), _key(pk), _key(rk)),
         ).fetchone()
         if row is None:
             return None
@@ -184,17 +226,19 @@ class Storage:
         if exists:
             self._conn.execute(
                 "UPDATE entities SET ts = ?, props = ?, jmin = ? WHERE tbl = ? AND pk = ? AND rk = ?",
-                (ts, raw, members, table.lower(), pk, rk),
+                (ts, raw, members, table.lower(), _key(pk), _key(rk)),
             )
         else:
             self._conn.execute(
                 "INSERT INTO entities (tbl, pk, rk, ts, props, jmin) VALUES (?, ?, ?, ?, ?, ?)",
-                (table.lower(), pk, rk, ts, raw, members),
+                (table.lower(), _key(pk), _key(rk), ts, raw, members),
             )
         return ts
 
     def delete_entity(self, table: str, pk: str, rk: str) -> None:
-        self._conn.execute("DELETE FROM entities WHERE tbl = ? AND pk = ? AND rk = ?", (table.lower(), pk, rk))
+        self._conn.execute(
+            "DELETE FROM entities WHERE tbl = ? AND pk = ? AND rk = ?", (table.lower(), _key(pk), _key(rk))
+        )
 
     def scan(
         self,
@@ -206,6 +250,8 @@ class Storage:
     ) -> Iterator[EntityRow]:
         """Entities of ``table`` in (PartitionKey, RowKey) order from key ``start`` (inclusive).
 
+        The order is the service's: by UTF-16 code units (see the module docstring).
+
         ``conditions`` are extra ``(column, operator, value)`` predicates on
         ``pk``/``rk`` that narrow the scan (the caller still evaluates its filter).
         Rows are fetched ``chunk`` at a time, each chunk with a fresh statement,
@@ -216,9 +262,9 @@ class Storage:
         for column, op, value in conditions or ():
             assert column in ("pk", "rk") and op in ("=", ">", ">=", "<", "<=")
             where.append(f"{column} {op} ?")
-            params.append(value)
+            params.append(_key(value))
         base = "SELECT pk, rk, ts, props, jmin FROM entities WHERE " + " AND ".join(where)
-        position = start
+        position = None if start is None else (_key(start[0]), _key(start[1]))
         first = True
         while True:
             if position is None:
@@ -229,7 +275,7 @@ class Storage:
                 sql, extra = base + " AND (pk, rk) > (?, ?)", list(position)
             rows = self._conn.execute(sql + " ORDER BY pk, rk LIMIT ?", params + extra + [chunk]).fetchall()
             for pk, rk, ts, raw, members in rows:
-                yield EntityRow(pk, rk, ts, raw, members)
+                yield EntityRow(pk.decode(_UTF16, _PASS), rk.decode(_UTF16, _PASS), ts, raw, members)
             if len(rows) < chunk:
                 return
             position = (rows[-1][0], rows[-1][1])

@@ -5,7 +5,9 @@ that values of one type compare correctly with Python's operators and store
 losslessly:
 
 =============  =====================================================
-Edm.String     ``str``
+Edm.String     ``str`` (ordered by UTF-16 code units, as the service and
+               Azurite order them: compare ``utf16_key(a) < utf16_key(b)``,
+               not ``a < b``, which orders by code point)
 Edm.Int32      ``int``
 Edm.Int64      ``int``
 Edm.Double     ``float`` (NaN and infinities included)
@@ -41,6 +43,7 @@ __all__ = [
     "STRING", "INT32", "INT64", "DOUBLE", "BOOLEAN", "DATETIME", "GUID", "BINARY",
     "EDM_TYPES",
     "canonical_datetime",
+    "utf16_key",
     "canonical_guid",
     "parse_json_body",
     "parse_json_entity",
@@ -129,6 +132,17 @@ def _b64(text: str) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ValueError("not base64") from exc
+
+
+def utf16_key(text: str) -> bytes:
+    """``text`` as UTF-16 big-endian bytes: their byte order is the service's string order.
+
+    The service (and Azurite) order strings by UTF-16 code units. Python orders
+    ``str`` by code point, which disagrees exactly when a character above U+FFFF
+    (two surrogates, 0xD800..0xDFFF) meets one in U+E000..U+FFFF: ``'\\U0001F600'``
+    sorts *before* ``'\\uE000'`` in UTF-16. Lone surrogates are kept as they are.
+    """
+    return text.encode("utf-16-be", "surrogatepass")
 
 
 def _utf16_units(text: str) -> int:

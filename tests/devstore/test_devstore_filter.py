@@ -165,19 +165,39 @@ def test_same_property_different_types_across_entities() -> None:
 
 # ----------------------------------------------------------------- missing properties
 
-@pytest.mark.parametrize("text", ["Missing eq 'x'", "Missing ne 'x'", "Missing gt 0", "not (Missing eq 'x')",
-                                  "Missing", "not Missing"])
-def test_missing_property_never_matches(text: str) -> None:
+@pytest.mark.parametrize("text", ["Missing eq 'x'", "Missing ne 'x'", "Missing gt 0", "Missing le 0",
+                                  "Missing", "Missing eq Age", "Age ne Missing"])
+def test_a_comparison_with_a_missing_property_is_false(text: str) -> None:
     assert not match(text)
+    assert compile_filter(text).evaluate(ENTITY) is False
+
+
+@pytest.mark.parametrize("text", ["not (Missing eq 'x')", "not (Missing ne 'x')", "not (Missing gt 0)",
+                                  "not Missing", "not (Missing eq 'x' or Missing eq 'y')"])
+def test_not_turns_a_missing_property_into_a_match(text: str) -> None:
+    # As Azurite and (by users' reports) the service: false, not unknown (differential test)
+    assert match(text)
 
 
 def test_missing_property_in_or_and() -> None:
     assert match("Missing eq 'x' or Age eq 42")
     assert not match("Missing eq 'x' and Age eq 42")
     assert not match("Missing eq 'x' or Age eq 1")
-    assert not match("Age eq 1 and Missing eq 'x'")  # false and unknown is false
+    assert not match("Age eq 1 and Missing eq 'x'")
     assert compile_filter("Age eq 1 and Missing eq 'x'").evaluate(ENTITY) is False
-    assert compile_filter("Age eq 42 and Missing eq 'x'").evaluate(ENTITY) is None
+    assert compile_filter("Age eq 42 and Missing eq 'x'").evaluate(ENTITY) is False
+    assert compile_filter("Age eq 42 and Age eq 42L").evaluate(ENTITY) is None  # a type mismatch is unknown
+
+
+def test_strings_compare_by_utf16_code_units() -> None:
+    # U+1F600 is the surrogate pair D83D DE00, below U+E000 in UTF-16 (above it by code point)
+    astral = {"S": (S, "\U0001F600")}
+    private = {"S": (S, "\ue000")}
+    flt = compile_filter("S lt '\ue000'")
+    assert [flt.matches(astral), flt.matches(private)] == [True, False]
+    flt = compile_filter("S gt '\U0001F600'")
+    assert [flt.matches(astral), flt.matches(private)] == [False, True]
+    assert compile_filter("S ge '\ud7ff' and S le '\U0010ffff'").matches(astral)
 
 
 # ----------------------------------------------------------------- boolean properties and literals

@@ -190,14 +190,16 @@ def typed_table(store: DevStore) -> tuple[Client, str]:
         ("Rating gt 1.2", ["dbl"]),
         ("Rating gt 1", ["int"]),
         ("Rating ne 3", []),
-        ("not (Rating eq 3)", []),  # mismatched types are ignored, even under not
+        # mismatched types are ignored, even under not; a missing property is false, so not matches it
+        ("not (Rating eq 3)", ["when", "guid", "bin"]),
         ("Flag", ["int"]),
-        ("not Flag", ["dbl"]),
+        ("not Flag", ["dbl", "big", "str", "when", "guid", "bin"]),
         ("Flag eq false", ["dbl"]),
         ("Name eq 'o''neil'", ["str"]),
         ("Name ge 'b' and Name lt 'h'", ["big", "dbl"]),
         ("Missing eq 1", []),
         ("Missing ne 1", []),
+        ("not (Missing eq 1)", ["int", "dbl", "big", "str", "when", "guid", "bin"]),
         ("When gt datetime'2024-06-01T00:00:00.1234566Z'", ["when"]),
         ("When eq datetime'2024-06-01T00:00:00.1234567Z'", ["when"]),
         ("Id eq guid'1B4E28BA-2FA1-11D2-883F-0016D3CCA427'", ["guid"]),
@@ -246,3 +248,19 @@ def test_max_scan_gives_short_and_empty_pages() -> None:
         sizes = [len(p) for p in pages]
         assert sum(sizes) == 2 and 0 in sizes and len(sizes) > 2
         assert [e["N"] for p in pages for e in p] == [12, 13]
+
+
+def test_keys_order_by_utf16_code_units_in_results_tokens_and_filters(small: Client) -> None:
+    # U+1F600 (surrogates D83D DE00) sorts before U+E000 in UTF-16, as on the service and Azurite
+    table = new_table(small)
+    order = ["a", "\ud7ff", "\U00010000", "\U0001F600", "\U0001F600x", "\ue000", "\uff21", "\uffff"]
+    for pk in ("\ue000", "\U0001F600"):
+        for rk in reversed(order):
+            assert small.insert(table, {"PartitionKey": pk, "RowKey": rk}).status_code == 201
+    pages = pages_of(small, table, {"$top": "3"})
+    assert [len(p) for p in pages] == [3, 3, 3, 3, 3, 1]
+    assert keys([e for p in pages for e in p]) == [(pk, rk) for pk in ("\U0001F600", "\ue000") for rk in order]
+    found = small.query(table, {"$filter": "PartitionKey eq '\U0001F600' and RowKey gt '\U0001F600x'"})
+    assert [e["RowKey"] for e in found.json()["value"]] == ["\ue000", "\uff21", "\uffff"]
+    found = small.query(table, {"$filter": "PartitionKey lt '\ue000' and RowKey lt '\U00010000'"})
+    assert [e["RowKey"] for e in found.json()["value"]] == ["a", "\ud7ff"]

@@ -398,3 +398,68 @@ def test_multipart_part_without_headers_and_boundary_lookalikes() -> None:
     assert [(p.headers, p.body) for p in parts] == [
         ({}, b"no headers\r\n--bx not a delimiter"), ({"a": "1"}, b"--b inside"),
     ]
+
+
+# ----------------------------------------------------------------- key order (UTF-16 code units)
+
+#: In UTF-16 a character above U+FFFF is a surrogate pair (0xD800..0xDFFF), so it sorts
+#: before U+E000..U+FFFF, unlike code point order (Python's str order).
+UTF16_ORDER = ["", "a", "\ud7ff", "\U00010000", "\U0001F600", "\U0010FFFF", "\ue000", "\uff21", "\uffff"]
+
+
+def test_utf16_key_orders_by_code_units() -> None:
+    from tablesdk.devstore.values import utf16_key
+
+    assert sorted(UTF16_ORDER, key=utf16_key) == UTF16_ORDER
+    assert sorted(UTF16_ORDER) != UTF16_ORDER  # code point order differs
+    assert utf16_key("\ud800") == b"\xd8\x00"  # a lone surrogate is kept
+
+
+def test_storage_scans_in_utf16_order_and_narrows_by_it() -> None:
+    storage = Storage()
+    storage.create_table("t")
+    with storage.transaction():
+        for pk in reversed(UTF16_ORDER):
+            for rk in UTF16_ORDER:
+                storage.put_entity("t", pk, rk, {}, exists=False)
+    scanned = [(row.pk, row.rk) for row in storage.scan("t", chunk=5)]
+    assert scanned == [(pk, rk) for pk in UTF16_ORDER for rk in UTF16_ORDER]
+    resumed = [(row.pk, row.rk) for row in storage.scan("t", start=("\U0001F600", "\ue000"), chunk=3)]
+    assert resumed[:3] == [("\U0001F600", "\ue000"), ("\U0001F600", "\uff21"), ("\U0001F600", "\uffff")]
+    assert len(resumed) == 4 * len(UTF16_ORDER) + 3
+    above = [row.rk for row in storage.scan("t", conditions=[("pk", "=", "a"), ("rk", ">", "\U0001F600")])]
+    assert above == ["\U0010FFFF", "\ue000", "\uff21", "\uffff"]
+    row = storage.get_entity("t", "\U0001F600", "\ue000")
+    assert row is not None and (row.pk, row.rk) == ("\U0001F600", "\ue000")
+    storage.delete_entity("t", "\U0001F600", "\ue000")
+    assert storage.get_entity("t", "\U0001F600", "\ue000") is None
+
+
+def test_a_database_with_text_keys_is_converted_when_opened(tmp_path: Any) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "old.db")
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE tables (lname TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE entities (tbl TEXT NOT NULL, pk TEXT NOT NULL, rk TEXT NOT NULL, ts TEXT NOT NULL,
+                               props TEXT NOT NULL, jmin TEXT NOT NULL, PRIMARY KEY (tbl, pk, rk)) WITHOUT ROWID;
+        INSERT INTO tables VALUES ('t', 'T');
+    """)
+    for rk in ("\ue000", "\U0001F600", "a"):
+        old.execute("INSERT INTO entities VALUES ('t', 'p', ?, '2024-01-01T00:00:00.0000001Z', '{}', '')", (rk,))
+    old.commit()
+    old.close()
+
+    storage = Storage(path)
+    try:
+        assert [row.rk for row in storage.scan("t")] == ["a", "\U0001F600", "\ue000"]
+        assert storage.get_entity("t", "p", "\U0001F600") is not None
+        assert storage.get_table("t") == "T"
+    finally:
+        storage.close()
+    storage = Storage(path)  # opening again changes nothing
+    try:
+        assert [row.rk for row in storage.scan("t")] == ["a", "\U0001F600", "\ue000"]
+    finally:
+        storage.close()
