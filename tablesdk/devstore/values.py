@@ -35,7 +35,8 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from ..edm import parse_datetime
+from ..edm import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, MAX_PROPERTY_BYTES, EdmType, parse_datetime
+from ..entity import MAX_ENTITY_BYTES, MAX_KEY_BYTES
 from .errors import BAD_BODY, ServiceError, error
 
 __all__ = [
@@ -60,24 +61,21 @@ __all__ = [
     "xml_attr",
 ]
 
-STRING = "Edm.String"
-INT32 = "Edm.Int32"
-INT64 = "Edm.Int64"
-DOUBLE = "Edm.Double"
-BOOLEAN = "Edm.Boolean"
-DATETIME = "Edm.DateTime"
-GUID = "Edm.Guid"
-BINARY = "Edm.Binary"
+STRING = EdmType.STRING.value
+INT32 = EdmType.INT32.value
+INT64 = EdmType.INT64.value
+DOUBLE = EdmType.DOUBLE.value
+BOOLEAN = EdmType.BOOLEAN.value
+DATETIME = EdmType.DATETIME.value
+GUID = EdmType.GUID.value
+BINARY = EdmType.BINARY.value
 EDM_TYPES = frozenset({STRING, INT32, INT64, DOUBLE, BOOLEAN, DATETIME, GUID, BINARY})
 
 #: name -> (edm type name, canonical value); PartitionKey, RowKey and Timestamp are not in it.
 Props = dict[str, tuple[str, Any]]
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-MAX_VALUE_BYTES = 64 * 1024
-MAX_KEY_BYTES = 1024
-MAX_ENTITY_BYTES = 1024 * 1024
+# The service's numbers, from the one place the SDK keeps them.
+MAX_VALUE_BYTES = MAX_PROPERTY_BYTES
 MAX_PROPERTIES = 255  # including PartitionKey, RowKey and Timestamp
 MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - 3
 MAX_NAME_LENGTH = 255
