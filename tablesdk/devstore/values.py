@@ -31,7 +31,6 @@ import binascii
 import json
 import math
 import re
-import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
