@@ -5,7 +5,8 @@
 #     package with its dev extras (`pip install -e '.[dev]'`, redone when setup.cfg/pyproject change);
 #  2. unless $TABLESDK_AZURITE_URL is set: installs Azurite (scripts/azurite.sh install) and starts
 #     it on a free loopback port (or $AZURITE_TABLE_PORT), stopping it on exit;
-#  3. runs mypy (strict config in setup.cfg): its errors fail the run (TABLESDK_MYPY_STRICT=0 to only print them);
+#  3. runs mypy (strict config in setup.cfg): its errors fail the run (TABLESDK_MYPY_STRICT=0 to only print them),
+#     and ruff's pyflakes checks (unused imports, undefined names), which always fail the run;
 #  4. runs `python -m pytest` over the whole suite with the CI guard on
 #     (TABLESDK_REQUIRE_INTEGRATION=1 unless set otherwise): a skipped integration test, or none run,
 #     fails the run. pytest exit code 5 (no tests collected) is a failure too.
@@ -86,6 +87,13 @@ if (( mypy_rc != 0 )); then
 fi
 say "mypy took $(elapsed "$t0") s"
 
+# --------------------------------------------------------------------- 3b. pyflakes checks
+lint_rc=0
+"$PY" -m ruff check --select F --quiet tablesdk tests samples benchmarks || lint_rc=$?
+if (( lint_rc != 0 )); then
+    say "ruff found unused imports or undefined names (exit $lint_rc): this fails the run"
+fi
+
 # --------------------------------------------------------------------- 4. pytest
 export TABLESDK_REQUIRE_INTEGRATION="${TABLESDK_REQUIRE_INTEGRATION:-1}"
 t0="$(now)"
@@ -95,8 +103,8 @@ say "pytest took $(elapsed "$t0") s (exit $pytest_rc)"
 if (( pytest_rc == 5 )); then
     say "FAILED: pytest collected no tests (exit 5)"
 fi
-if (( pytest_rc != 0 || mypy_rc != 0 )); then
-    say "FAILED (pytest exit $pytest_rc, mypy exit $mypy_rc)"
+if (( pytest_rc != 0 || mypy_rc != 0 || lint_rc != 0 )); then
+    say "FAILED (pytest exit $pytest_rc, mypy exit $mypy_rc, ruff exit $lint_rc)"
     exit 1
 fi
 say "OK"

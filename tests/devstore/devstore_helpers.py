@@ -13,7 +13,7 @@ import hmac
 import json
 import uuid
 from email.utils import formatdate
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
