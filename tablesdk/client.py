@@ -441,10 +441,14 @@ class CloudTableClient:
                     retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
                 )
                 return BatchOperationResult(0, 200, payload.etag, payload, {})
-            return self.execute_batch(
-                [operation], retry_policy=retry_policy, operation_context=operation_context,
-                request_hook=request_hook,
-            )[0]
+            try:
+                return self.execute_batch(
+                    [operation], retry_policy=retry_policy, operation_context=operation_context,
+                    request_hook=request_hook,
+                )[0]
+            except BatchError as exc:
+                # One operation: fail exactly as the direct request would (404, 409, 412 ...).
+                raise (exc.cause or exc) from exc
         headers: dict[str, str] = {}
         body: bytes | None = None
         if operation.payload is not None and kind is not BatchOperationKind.DELETE:

@@ -113,3 +113,16 @@ def test_special_keys_work_for_every_operation(client: CloudTableClient, table: 
     client.delete_entity(table, key, key)
     with pytest.raises(ResourceNotFoundError):
         client.get_entity(table, key, key)
+
+
+@pytest.mark.parametrize("key", ["plain", "100%", "k" * 300])
+def test_missing_entity_errors_do_not_depend_on_how_keys_are_addressed(client: CloudTableClient, table: str, key: str) -> None:
+    with pytest.raises(ResourceNotFoundError):
+        client.delete_entity(table, "p", key)
+    with pytest.raises(ResourceNotFoundError):
+        client.update_entity(table, DynamicEntity(PartitionKey="p", RowKey=key, A=1), etag="*")
+    client.insert_entity(table, DynamicEntity(PartitionKey="p", RowKey=key, A=1))
+    stale = DynamicEntity(PartitionKey="p", RowKey=key, A=2)
+    stale.etag = 'W/"datetime\'2000-01-01T00%3A00%3A00.0000000Z\'"'
+    with pytest.raises(PreconditionFailedError):
+        client.update_entity(table, stale)
