@@ -34,46 +34,14 @@ from tablesdk.errors import (
     TableServiceError,
     TableValidationError,
 )
-from tablesdk.formats import PayloadFormat
+
+from support import FakeFormat
 
 BASE = "https://acct.table.core.windows.net"
 K = BatchOperationKind
 
 
-class FakeFormat(PayloadFormat):
-    """Entities as sorted compact JSON of their values; strings and ints only."""
-
-    name = "fake"
-    default_api_version = "2019-02-02"
-    content_type = "application/json"
-
-    def request_headers(self) -> dict[str, str]:
-        return {
-            "Accept": "application/json;odata=minimalmetadata",
-            "DataServiceVersion": "3.0;",
-            "MaxDataServiceVersion": "3.0;NetFx",
-        }
-
-    def serialize_entity(self, payload: EntityPayload) -> bytes:
-        return json.dumps(payload.values, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-    def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
-        data = json.loads(body)
-        etag = data.pop("odata.etag", etag)
-        data.pop("odata.metadata", None)
-        return EntityPayload(data, {}, etag)
-
-    def parse_entities(self, body: bytes) -> list[EntityPayload]:  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def serialize_table(self, table_name: str) -> bytes:  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def parse_tables(self, body: bytes) -> list[str]:  # pragma: no cover - unused
-        raise NotImplementedError
-
-
-FMT = FakeFormat()
+FMT = FakeFormat(ensure_ascii=False)
 
 
 def payload(pk: str, rk: str, **props: Any) -> EntityPayload:

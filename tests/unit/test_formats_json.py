@@ -13,10 +13,6 @@ from typing import Any
 import pytest
 
 from tablesdk.edm import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
     EdmDateTime,
     EdmType,
     EntityPayload,
@@ -28,6 +24,8 @@ from tablesdk.formats import PayloadFormat, get_format
 from tablesdk.formats.json import JsonFormat
 from tablesdk.edm import _parse_datetime_slow
 
+from support import EDM_LIMITS, assert_same_value, payload
+
 UTC = timezone.utc
 T = EdmType
 
@@ -37,52 +35,13 @@ def js() -> JsonFormat:
     return JsonFormat()
 
 
-def payload(**props: Any) -> EntityPayload:
-    values: dict[str, Any] = {"PartitionKey": "pk", "RowKey": "rk"}
-    types: dict[str, EdmType] = {"PartitionKey": T.STRING, "RowKey": T.STRING}
-    for name, (value, edm_type) in props.items():
-        values[name] = value
-        types[name] = edm_type
-    return EntityPayload(values, types)
-
-
 def limits_payload() -> EntityPayload:
     return payload(
-        I32Min=(INT32_MIN, T.INT32), I32Max=(INT32_MAX, T.INT32), I32Zero=(0, T.INT32),
-        I64Min=(INT64_MIN, T.INT64), I64Max=(INT64_MAX, T.INT64), I64Small=(5, T.INT64),
-        I64Beyond53=(2**53 + 1, T.INT64),
-        DtMin=(datetime(1601, 1, 1, tzinfo=UTC), T.DATETIME),
-        DtMax=(EdmDateTime(9999, 12, 31, 23, 59, 59, 999999, UTC, ticks_remainder=9), T.DATETIME),
-        DtTicks=(EdmDateTime(2024, 1, 2, 3, 4, 5, 123456, UTC, ticks_remainder=7), T.DATETIME),
-        DtNaive=(datetime(2024, 1, 2, 3, 4, 5), T.DATETIME),
-        DtOffset=(datetime(2024, 1, 2, 5, 4, 5, tzinfo=timezone(timedelta(hours=2))), T.DATETIME),
-        Nan=(math.nan, T.DOUBLE), PInf=(math.inf, T.DOUBLE), NInf=(-math.inf, T.DOUBLE),
-        NegZero=(-0.0, T.DOUBLE), Whole=(1.0, T.DOUBLE), Huge=(1.7976931348623157e308, T.DOUBLE),
-        Tiny=(5e-324, T.DOUBLE), Third=(1 / 3, T.DOUBLE), IntAsDouble=(7, T.DOUBLE),
-        True_=(True, T.BOOLEAN), False_=(False, T.BOOLEAN),
-        Guid=(uuid.UUID("c9da6455-213d-42c9-9a79-3e9149a57833"), T.GUID),
-        Bin=(bytes(range(256)), T.BINARY), EmptyBin=(b"", T.BINARY),
+        **EDM_LIMITS, IntAsDouble=(7, T.DOUBLE),
         Empty=("", T.STRING), Unicode=("é中😀\U0010ffff\u00a0\u2028", T.STRING),
         Spaces=("  lead and trail  ", T.STRING), Controls=("\x00\x01\x1f\x7f\ufffe", T.STRING),
         Newlines=("a\r\nb\rc\nd\te", T.STRING), Quotes=("\"\\/'", T.STRING),
     )
-
-
-def assert_same_value(name: str, got: Any, want: Any) -> None:
-    if isinstance(want, float) or name == "IntAsDouble":
-        want = float(want)
-        assert type(got) is float, name
-        if math.isnan(want):
-            assert math.isnan(got), name
-        else:
-            assert got == want and math.copysign(1, got) == math.copysign(1, want), (name, got, want)
-    elif isinstance(want, datetime):
-        assert isinstance(got, EdmDateTime), name
-        expected = want if want.tzinfo else want.replace(tzinfo=UTC)
-        assert got == expected and got.tzinfo is UTC, name
-        assert got.ticks_remainder == getattr(want, "ticks_remainder", 0), name
-    else:
-        assert type(got) is type(want) and got == want, (name, got, want)
 
 
 # ------------------------------------------------------------------ the interface
@@ -191,7 +150,7 @@ def test_round_trip_every_type_at_its_limits(level: str) -> None:
     assert list(got.values) == list(sent.values)
     assert got.types == sent.types
     for name, want in sent.values.items():
-        assert_same_value(name, got.values[name], want)
+        assert_same_value(name, got.values[name], want, sent.types[name])
 
 
 def test_round_trip_keeps_bytes_exact(js: JsonFormat) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import email
 import email.policy
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -40,42 +39,11 @@ from tablesdk.errors import (
 )
 from tablesdk.formats import PayloadFormat
 
+from support import FakeFormat
+
 DATA = Path(__file__).parent / "data"
 K = BatchOperationKind
 BASE = "https://myaccount.table.core.windows.net"
-
-
-class FakeFormat(PayloadFormat):
-    """Deterministic codec: entities as sorted compact JSON of their values."""
-
-    name = "fake"
-    default_api_version = "2019-02-02"
-    content_type = "application/json"
-
-    def request_headers(self) -> dict[str, str]:
-        return {
-            "Accept": "application/json;odata=minimalmetadata",
-            "DataServiceVersion": "3.0;",
-            "MaxDataServiceVersion": "3.0;NetFx",
-        }
-
-    def serialize_entity(self, payload: EntityPayload) -> bytes:
-        return json.dumps(payload.values, sort_keys=True, separators=(",", ":")).encode()
-
-    def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
-        data = json.loads(body)
-        etag = data.pop("odata.etag", etag)
-        data.pop("odata.metadata", None)
-        return EntityPayload(data, {}, etag)
-
-    def parse_entities(self, body: bytes) -> list[EntityPayload]:  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def serialize_table(self, table_name: str) -> bytes:  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def parse_tables(self, body: bytes) -> list[str]:  # pragma: no cover - unused
-        raise NotImplementedError
 
 
 FAKE = FakeFormat()
