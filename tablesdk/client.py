@@ -406,7 +406,9 @@ class CloudTableClient:
                 payload = self.get_entity_payload(
                     query.table, keys[0], keys[1], select=query.select_columns
                 )
-            except ResourceNotFoundError:
+            except ResourceNotFoundError as exc:
+                if exc.error_code == "TableNotFound":  # a missing table is not an empty result
+                    raise
                 return ResultSegment([], None)
             return ResultSegment([entity_from_payload(query.entity_type, payload)], None)
         payloads, token = self.query_entity_payloads(

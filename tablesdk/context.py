@@ -111,7 +111,7 @@ class EntityDescriptor:
     ``upsert_object``. ``identity`` is (table, PartitionKey, RowKey).
     """
 
-    __slots__ = ("entity", "table", "etag", "state", "upsert", "snapshot", "_identity", "_order")
+    __slots__ = ("entity", "table", "etag", "state", "upsert", "snapshot", "partial", "untyped", "_identity", "_order")
 
     def __init__(self, entity: Entity, table: str, etag: str | None, state: EntityStates) -> None:
         self.entity = entity
@@ -121,6 +121,11 @@ class EntityDescriptor:
         self.upsert: str | None = None
         #: Property values when the entity was last in sync with the service (None: never).
         self.snapshot: dict[str, Any] | None = None
+        #: True while the entity is known only through a projection ($select): replacing it would
+        #: delete the properties that were not selected.
+        self.partial = False
+        #: Properties read without a type (JSON nometadata): writing them back would store strings.
+        self.untyped: frozenset[str] = frozenset()
         self._identity: Identity = (table, entity.PartitionKey, entity.RowKey)
         self._order = 0
 
@@ -420,6 +425,14 @@ class TableServiceContext:
                 raise ValueError(_NO_ETAG.format(action="delete", pk=pk, rk=rk))
             return BatchOperation(BatchOperationKind.DELETE, table, pk, rk, None, descriptor.etag)
         payload = entity_to_payload(entity)
+        unknown = _still_untyped(descriptor, entity)
+        if unknown:
+            raise ValueError(
+                f"cannot write (PartitionKey={pk!r}, RowKey={rk!r}): properties {sorted(unknown)} were read "
+                "with json_metadata='nometadata', which does not carry types, so they would be stored as "
+                "Edm.String. Read with minimalmetadata, declare them on a TableEntity, or set them as "
+                "EntityProperty values"
+            )
         for hook in self.writing_entity:
             hook(entity, payload)
         if state is EntityStates.ADDED:
@@ -427,11 +440,15 @@ class TableServiceContext:
             etag = None
         elif descriptor.upsert is not None:
             replace = descriptor.upsert == "replace" or replace_on_update
+            if replace and descriptor.partial:
+                raise ValueError(_PARTIAL.format(pk=pk, rk=rk))
             kind = BatchOperationKind.INSERT_OR_REPLACE if replace else BatchOperationKind.INSERT_OR_MERGE
             etag = None
         else:
             if not descriptor.etag:
                 raise ValueError(_NO_ETAG.format(action="update", pk=pk, rk=rk))
+            if replace_on_update and descriptor.partial:
+                raise ValueError(_PARTIAL.format(pk=pk, rk=rk))
             kind = BatchOperationKind.UPDATE if replace_on_update else BatchOperationKind.MERGE
             etag = descriptor.etag
         return BatchOperation(kind, table, pk, rk, payload, etag, echo_content=self.echo_content)
@@ -680,6 +697,7 @@ class TableServiceContext:
             return entity  # type: ignore[no-any-return]
         identity = (query.table, payload.values.get("PartitionKey"), payload.values.get("RowKey"))
         descriptor = self._by_identity.get(identity)  # type: ignore[arg-type]
+        projected = bool(query.select_columns)
         if descriptor is None:
             entity = entity_from_payload(
                 entity_type, payload, ignore_missing_properties=self.ignore_missing_properties
@@ -688,32 +706,87 @@ class TableServiceContext:
                 hook(entity, payload)
             descriptor = self._track(query.table, entity, payload.etag, EntityStates.UNCHANGED, from_service=True)
             descriptor.snapshot = payload.values
+            descriptor.partial = projected
+            descriptor.untyped = _untyped_names(entity, payload)
             return entity  # type: ignore[no-any-return]
         tracked = descriptor.entity
         if merge is MergeOption.APPEND_ONLY or descriptor.state is EntityStates.ADDED:
             return tracked  # type: ignore[return-value]
-        if merge is MergeOption.OVERWRITE_CHANGES or descriptor.state is EntityStates.UNCHANGED:
-            _overwrite(tracked, payload, self.ignore_missing_properties)
-            if merge is MergeOption.OVERWRITE_CHANGES:
-                descriptor.state = EntityStates.UNCHANGED
-                descriptor.upsert = None
-        elif descriptor.state is EntityStates.MODIFIED:
-            _merge_preserving(tracked, payload, descriptor.snapshot, self.ignore_missing_properties)
+        overwrite = merge is MergeOption.OVERWRITE_CHANGES
+        if projected:
+            # A projection says nothing of the other properties: refresh the selected ones only
+            # and keep the ETag (see below).
+            keep_local = not overwrite and descriptor.state is not EntityStates.UNCHANGED
+            _merge_preserving(
+                tracked, payload, descriptor.snapshot if keep_local else None, self.ignore_missing_properties,
+                keep_local_changes=keep_local, remove_missing=False,
+            )
+            descriptor.snapshot = {**(descriptor.snapshot or {}), **payload.values}
+        else:
+            if overwrite or descriptor.state is EntityStates.UNCHANGED:
+                _overwrite(tracked, payload, self.ignore_missing_properties)
+            elif descriptor.state is EntityStates.MODIFIED:
+                _merge_preserving(
+                    tracked, payload, descriptor.snapshot, self.ignore_missing_properties,
+                    keep_local_changes=True, remove_missing=True,
+                )
+            if descriptor.state is not EntityStates.DELETED:
+                descriptor.partial = False
+            descriptor.snapshot = payload.values
+        if overwrite:
+            descriptor.state = EntityStates.UNCHANGED
+            descriptor.upsert = None
+        descriptor.untyped = descriptor.untyped | _untyped_names(tracked, payload)
         for hook in self.reading_entity:
             hook(tracked, payload)
-        descriptor.snapshot = payload.values
-        descriptor.etag = payload.etag
-        tracked.etag = payload.etag
+        if not projected:
+            # A projection shows some properties only: taking its ETag would vouch for the others,
+            # stale as they may be, and a later save would overwrite another writer's change.
+            descriptor.etag = payload.etag
+            tracked.etag = payload.etag
         return tracked  # type: ignore[return-value]
+
+
+def _untyped_names(entity: Entity, payload: EntityPayload) -> frozenset[str]:
+    """Properties the wire gave no type for and the entity class does not declare either."""
+    declared = entity.__declared__ if isinstance(entity, TableEntity) else {}
+    types = payload.types
+    return frozenset(
+        name for name in payload.values
+        if name not in types and name not in declared and name not in ("PartitionKey", "RowKey", "Timestamp")
+    )
 
 
 _MERGING_KINDS = frozenset({BatchOperationKind.MERGE, BatchOperationKind.INSERT_OR_MERGE})
 _PENDING_STATES = frozenset({EntityStates.ADDED, EntityStates.MODIFIED, EntityStates.DELETED})
 
 _NO_ETAG = (
-    "cannot {action} (PartitionKey={pk!r}, RowKey={rk!r}) without an ETag: the entity was never read. "
+    "cannot {action} (PartitionKey={pk!r}, RowKey={rk!r}) without an ETag: the entity was never read "
+    "(or was read with json_metadata='nometadata', which carries no ETags in query results). "
     "Query it first, or attach_to(table, entity, etag='*') for an unconditional {action}"
 )
+
+_PARTIAL = (
+    "cannot replace (PartitionKey={pk!r}, RowKey={rk!r}): it was read through a projection (select), so "
+    "replacing it would delete every property that was not selected. Save without REPLACE_ON_UPDATE "
+    "(a merge), or read it in full first"
+)
+
+
+def _still_untyped(descriptor: EntityDescriptor, entity: Entity) -> set[str]:
+    """Properties read without a type that still hold the value read, with no type given since."""
+    if not descriptor.untyped:
+        return set()
+    read = descriptor.snapshot or {}
+    if isinstance(entity, DynamicEntity):
+        current, typed = entity._values, entity._types
+    else:
+        current, typed = entity.extra_properties, entity._wire_types
+    return {
+        name for name in descriptor.untyped
+        if name in current and name not in typed and not isinstance(current[name], EntityProperty)
+        and current[name] == read.get(name, _MISSING)
+    }
 
 
 def _overwrite(target: Entity, payload: EntityPayload, ignore_missing_properties: bool) -> None:
@@ -734,13 +807,22 @@ _MISSING = object()
 
 
 def _merge_preserving(
-    target: Entity, payload: EntityPayload, snapshot: dict[str, Any] | None, ignore_missing_properties: bool
+    target: Entity,
+    payload: EntityPayload,
+    snapshot: dict[str, Any] | None,
+    ignore_missing_properties: bool,
+    *,
+    keep_local_changes: bool,
+    remove_missing: bool,
 ) -> None:
-    """Refresh the properties of ``target`` that were not changed locally since ``snapshot``.
+    """Refresh the properties of ``target`` from ``payload``.
 
-    A property counts as changed when its local value differs from the value it
-    had when the entity was last in sync; with no snapshot every local property
-    counts as changed. Properties the service has and the entity lacks are added.
+    With ``keep_local_changes``, a property changed locally since ``snapshot``
+    (its value differs from the snapshot's; with no snapshot, every local
+    property) keeps its local value. Properties the service has and the entity
+    lacks are added. With ``remove_missing``, properties absent from the payload
+    that were in the snapshot and are unchanged locally are removed (deleted on
+    the service); never for a projection, which does not show them.
     """
     entity_type: Any = type(target)
     fresh: Any = entity_from_payload(entity_type, payload, ignore_missing_properties=ignore_missing_properties)
@@ -748,6 +830,8 @@ def _merge_preserving(
     server = entity_to_payload(fresh, validate=False)
 
     def changed(name: str) -> bool:
+        if not keep_local_changes:
+            return False
         if snapshot is None:
             return name in local
         return bool(local.get(name, _MISSING) != snapshot.get(name, _MISSING))
@@ -764,7 +848,7 @@ def _merge_preserving(
                 target._wire_types[name] = fresh._wire_types[name]
         else:
             target.extra_properties[name] = fresh.extra_properties[name]
-    for name in list(local):
+    for name in list(local) if remove_missing else ():
         if name in server.values or name in ("PartitionKey", "RowKey") or changed(name):
             continue
         if snapshot is not None and name in snapshot:  # deleted on the service, untouched here

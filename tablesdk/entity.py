@@ -69,6 +69,8 @@ _FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20
     chr(c) for c in range(0x7F, 0xA0)
 )
 
+_ENTITY_ATTRIBUTES = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"})
+
 _FIXED_VALUE_SIZES = {
     EdmType.INT32: 4, EdmType.INT64: 8, EdmType.DOUBLE: 8, EdmType.BOOLEAN: 1,
     EdmType.DATETIME: 8, EdmType.GUID: 16,
@@ -299,6 +301,17 @@ class TableEntity:
         self._wire_types = {}
         for name, value in properties.items():
             setattr(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # An undeclared public attribute would be silently left out of every write (a typo such
+        # as blog.Ratng = 4): refuse it. Private names and the class's own attributes are free.
+        if name.startswith("_") or name in _ENTITY_ATTRIBUTES or hasattr(type(self), name):
+            object.__setattr__(self, name, value)
+            return
+        raise AttributeError(
+            f"{type(self).__name__} has no declared property {name!r}: declare it on the class "
+            f"({name}: <type>) or store it in extra_properties; declared: {sorted(self.__declared__)}"
+        )
 
     def __repr__(self) -> str:
         fields = ", ".join(

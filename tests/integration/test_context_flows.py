@@ -118,3 +118,23 @@ def test_batch_save_is_all_or_nothing(client: CloudTableClient, table: str) -> N
     assert [(m.RowKey, m.Rating) for m in client.create_query(table, Movie)] == [
         ("Exists", 4.5), ("New1", 1.0), ("New2", 1.0)
     ]
+
+
+def test_a_projected_requery_keeps_unselected_properties_and_the_old_etag(client: CloudTableClient, table: str) -> None:
+    client.insert_entity(table, movie("Heat", 4.0))
+    ctx = client.get_table_service_context(merge_option=MergeOption.PRESERVE_CHANGES)
+    heat = ctx.get(table, "Action", "Heat", Movie)
+    assert heat is not None
+    read_etag = heat.etag
+    heat.Favorite = True
+    ctx.update_object(heat)
+    list(ctx.create_query(table, Movie).select("Language"))
+    assert (heat.Rating, heat.ReleaseYear, heat.Favorite, heat.etag) == (4.0, 2010, True, read_etag)
+    with pytest.raises(ValueError, match="projection"):
+        fresh = client.get_table_service_context()
+        (partial,) = list(fresh.create_query(table, Movie).select("Language"))
+        fresh.update_object(partial)
+        fresh.save_changes(SaveChangesOptions.REPLACE_ON_UPDATE)
+    ctx.save_changes()
+    stored = client.get_entity(table, "Action", "Heat", Movie)
+    assert (stored.Rating, stored.ReleaseYear, stored.Favorite) == (4.0, 2010, True)

@@ -475,3 +475,94 @@ def test_operation_context_records_every_attempt_of_a_save(ctx: TableServiceCont
     listing = OperationContext()
     ctx.client.get_entity(T, "Channel9", "a", operation_context=listing)
     assert [a.status for a in listing.attempts] == [200]
+
+
+# ------------------------------------------------------------------ projections and untyped reads
+
+
+class TestProjectionsNeverDropProperties:
+    @pytest.mark.parametrize("option", [MergeOption.PRESERVE_CHANGES, MergeOption.OVERWRITE_CHANGES])
+    def test_a_projected_requery_refreshes_only_the_selected_properties(
+        self, client: CloudTableClient, service: FakeTableService, option: MergeOption
+    ) -> None:
+        service.put(T, "p", "d", Text="hello", Rating=5)
+        ctx = client.get_table_service_context(merge_option=option)
+        entity = ctx.get(T, "p", "d")
+        assert entity is not None
+        entity["Text"] = "local"
+        ctx.update_object(entity)
+        service.put(T, "p", "d", Text="theirs", Rating=6)
+        selected = ctx.create_query(T).where(prop("PartitionKey") == "p").select("Text")
+        service.requests.clear()
+        original = service._query
+
+        def projected(table: str, params: dict[str, list[str]]) -> tuple[int, dict[str, str], str]:
+            status, headers, body = original(table, params)
+            rows = json.loads(body)["value"]
+            keep = {"odata.etag", "Timestamp", "PartitionKey", "RowKey", "Text"}
+            return status, headers, json.dumps({"value": [{k: v for k, v in r.items() if k in keep} for r in rows]})
+
+        service._query = projected  # type: ignore[method-assign]
+        old_etag = entity.etag
+        list(selected)
+        expected_text = "theirs" if option is MergeOption.OVERWRITE_CHANGES else "local"
+        assert dict(entity) == {"Text": expected_text, "Rating": 5}  # Rating neither dropped nor blanked
+        assert entity.etag == old_etag  # the projection does not vouch for the stale Rating
+        ctx.update_object(entity)
+        with pytest.raises(DataServiceRequestError) as info:
+            ctx.save_changes()
+        assert info.value.status_code == 412
+        assert service.props(T, "p", "d") == {"Text": "theirs", "Rating": 6}  # the other writer's change kept
+
+    def test_replacing_an_entity_known_only_through_a_projection_is_refused(
+        self, ctx: TableServiceContext, service: FakeTableService
+    ) -> None:
+        service.put(T, "p", "d", Text="hello", Rating=5)
+        (entity,) = list(ctx.create_query(T).where(prop("PartitionKey") == "p").select("Text"))
+        ctx.update_object(entity)
+        service.requests.clear()
+        with pytest.raises(ValueError, match="projection"):
+            ctx.save_changes(SaveChangesOptions.REPLACE_ON_UPDATE)
+        assert service.requests == []
+        ctx.save_changes()  # a merge is safe: it only writes what was read
+
+
+class TestUntypedReads:
+    def test_untyped_values_are_not_written_back_as_strings(self, service: FakeTableService) -> None:
+        service.put(T, "p", "r", Big="5", When="2020-01-01T00:00:00.0000000Z", Text="x")
+        client = CloudStorageAccount.parse(CONNECTION_STRING).create_cloud_table_client(json_metadata="nometadata")
+        ctx = client.get_table_service_context()
+        entity = ctx.get(T, "p", "r")
+        assert entity is not None
+        entity["Text"] = "changed"
+        ctx.update_object(entity)
+        before = len(service.requests)
+        with pytest.raises(ValueError, match=r"\['Big', 'When'\].*nometadata"):
+            ctx.save_changes()
+        assert len(service.requests) == before
+        from tablesdk import EdmType, EntityProperty
+
+        entity["Big"] = EntityProperty(5, EdmType.INT64)
+        del entity["When"]
+        ctx.save_changes()
+        body = json.loads(service.requests[-1].body or b"")
+        assert body["Big"] == "5" and body["Big@odata.type"] == "Edm.Int64"
+
+    def test_declared_properties_are_typed_by_the_class(self, service: FakeTableService) -> None:
+        service.put(T, "p", "r", Text="x", Rating=3)
+        client = CloudStorageAccount.parse(CONNECTION_STRING).create_cloud_table_client(json_metadata="nometadata")
+        ctx = client.get_table_service_context()
+        entity = ctx.get(T, "p", "r", Blog)
+        assert entity is not None
+        entity.Rating = 4
+        ctx.update_object(entity)
+        ctx.save_changes()
+        assert service.props(T, "p", "r") == {"Text": "x", "Rating": 4}
+
+
+def test_undeclared_attribute_on_a_declared_entity_is_refused() -> None:
+    entity = blog()
+    with pytest.raises(AttributeError, match="Ratng"):
+        entity.Ratng = 4  # type: ignore[attr-defined]
+    entity.extra_properties["Ratng"] = 4  # the documented place for undeclared properties
+    entity._cache = "private state is fine"  # type: ignore[attr-defined]
