@@ -839,6 +839,8 @@ def _merge_preserving(
     for name, value in server.values.items():
         if name in ("PartitionKey", "RowKey") or changed(name):
             continue
+        if not remove_missing and name not in payload.values:  # not selected: says nothing of it
+            continue
         if isinstance(target, DynamicEntity):
             target[name] = EntityProperty(value, server.types[name]) if value is not None else None
         elif name in target.__declared__:
