@@ -25,7 +25,7 @@ import ipaddress
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .auth import SasCredential, SharedKeyCredential, TableCredential
+from .auth import _check_account_name, SasCredential, SharedKeyCredential, TableCredential
 
 if TYPE_CHECKING:
     # client.py is written in parallel; "unused-ignore" keeps this line clean once it lands.
@@ -173,10 +173,7 @@ class CloudStorageAccount:
         use_development_storage: bool = False,
         development_storage_proxy_uri: str | None = None,
     ) -> None:
-        if not isinstance(account_name, str) or not account_name:
-            raise ValueError("account_name: must be a non-empty string")
-        if any(ch in account_name for ch in ";=/?#") or account_name != account_name.strip():
-            raise ValueError("account_name: must not contain ';', '=', '/', '?', '#' or surrounding spaces")
+        _check_account_name(account_name)
         if not isinstance(table_endpoint, str) or not table_endpoint:
             raise ValueError("table_endpoint: must be a non-empty URL")
         if credential is not None and not isinstance(credential, TableCredential):

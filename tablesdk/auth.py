@@ -96,8 +96,12 @@ def _decode_key(account_key: str, field: str) -> bytes:
 
 
 def _check_account_name(account_name: str, field: str = "account_name") -> None:
+    # Storage account names are ASCII letters and digits (the service: 3-24 lower-case; emulators
+    # use longer ones such as devstoreaccount1). Anything else cannot even be sent in a header.
     if not isinstance(account_name, str) or not account_name:
         raise ValueError(f"{field}: must be a non-empty string")
+    if not (account_name.isascii() and account_name.isalnum() and len(account_name) <= 64):
+        raise ValueError(f"{field}: must be 1 to 64 ASCII letters and digits")
 
 
 def _sign(key: bytes, string_to_sign: str) -> str:

@@ -249,11 +249,16 @@ class CloudTableClient:
         The create is sent directly (no existence check first), so two callers
         racing to create the same table cannot both fail. A table that is still
         being deleted raises :class:`ConflictError` (TableBeingDeleted): it
-        neither exists nor can be created yet.
+        neither exists nor can be created yet. When a retry is answered
+        TableAlreadyExists after an attempt whose outcome was lost, the
+        :class:`ConflictError` is raised with ``ambiguous_retry`` set, since this
+        call may have created the table.
         """
         try:
             self.create_table(table_name, operation_context=operation_context)
         except ConflictError as exc:
+            if exc.ambiguous_retry:  # our own lost first attempt may have created it: don't guess
+                raise
             if exc.error_code == "TableBeingDeleted":
                 exc.message = (
                     f"table {table_name!r} is being deleted; it cannot be created until the "
@@ -274,7 +279,9 @@ class CloudTableClient:
         """Delete a table if it exists; True when this call deleted it."""
         try:
             self.delete_table(table_name, operation_context=operation_context)
-        except ResourceNotFoundError:
+        except ResourceNotFoundError as exc:
+            if exc.ambiguous_retry:  # our own lost first attempt may have deleted it: don't guess
+                raise
             return False
         return True
 

@@ -122,7 +122,7 @@ def validate_table_name(name: Any) -> None:
     if not (3 <= len(name) <= 63):
         raise TableValidationError("table", "table names are 3 to 63 characters", f"{name!r} has {len(name)}")
     if not (name.isascii() and name.isalnum() and name[0].isalpha()):
-        if not (name.startswith("$Metrics") and name[1:].isalnum()):
+        if not (name.startswith("$Metrics") and name[1:].isascii() and name[1:].isalnum()):
             raise TableValidationError(
                 "table", "table names are letters and digits and start with a letter", repr(name)
             )

@@ -487,7 +487,8 @@ class Transport:
         clock): each attempt's timeout is capped to the time left, no back-off
         sleeps past it, and running out raises
         :class:`~tablesdk.errors.RequestTimeoutError` saying so. Responses with
-        status < 400 (including 3xx: redirects are not followed) are returned.
+        status < 300 are returned; a 3xx (redirects are never followed: the Table service does not
+        redirect, so one means a proxy or a wrong endpoint) is an error like a 4xx.
 
         Raises the error of the last attempt: what ``error_parser`` built for a
         status >= 400 (with ``request_id`` and ``client_request_id`` set),
@@ -657,7 +658,7 @@ class Transport:
 
         response = HttpResponse(status=raw.status_code, headers=raw.headers, body=content)
         request_id = response.request_id
-        if response.status < 400:
+        if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
             return _Outcome(response, None, False, safe_url, request_id)
         error = self._error_parser(response)
         if error.request_id is None:

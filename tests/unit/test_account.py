@@ -335,3 +335,11 @@ def test_create_cloud_table_client_passes_itself(monkeypatch: pytest.MonkeyPatch
     client2 = acct.create_cloud_table_client("atom", retry_policy="r")
     assert isinstance(client2, FakeClient)
     assert calls == [(acct, {"payload_format": "json"}), (acct, {"payload_format": "atom", "retry_policy": "r"})]
+
+
+@pytest.mark.parametrize("name", ["acctā", "my acct", "a-b", "x" * 65])
+def test_account_names_must_be_ascii_letters_and_digits(name: str) -> None:
+    key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+    with pytest.raises(ValueError, match="AccountName|account_name") as info:
+        CloudStorageAccount.parse(f"DefaultEndpointsProtocol=https;AccountName={name};AccountKey={key}")
+    assert key not in str(info.value)

@@ -206,3 +206,21 @@ def test_server_busy_is_retried_by_the_default_policy(mock: responses.RequestsMo
 def _err(status: int, code: str, message: str) -> dict[str, object]:
     s, headers, body = error_reply(status, code, message)
     return {"status": s, "headers": headers, "body": body}
+
+
+@pytest.mark.parametrize("method, path, code, status", [
+    ("POST", "Tables", "TableAlreadyExists", 409),
+    ("DELETE", "Tables('Blogs')", "ResourceNotFound", 404),
+])
+def test_if_exists_helpers_do_not_guess_after_a_lost_attempt(
+    mock: responses.RequestsMock, method: str, path: str, code: str, status: int
+) -> None:
+    from tablesdk import LinearRetry
+
+    mock.add(method, f"{ENDPOINT}/{path}", **_err(500, "InternalError", "lost"))  # outcome unknown
+    mock.add(method, f"{ENDPOINT}/{path}", **_err(status, code, "answered the retry"))
+    client = json_client(retry_policy=LinearRetry(1, 0))
+    helper = client.create_table_if_not_exists if method == "POST" else client.delete_table_if_exists
+    with pytest.raises(TableServiceError) as info:
+        helper("Blogs")
+    assert info.value.ambiguous_retry is True and info.value.status_code == status

@@ -231,3 +231,9 @@ def test_valid_table_names(name: str) -> None:
 def test_invalid_table_names(name: str) -> None:
     with pytest.raises(TableValidationError, match="table"):
         validate_table_name(name)
+
+
+@pytest.mark.parametrize("name", ["$Metricsé", "$Metrics日本"])
+def test_metrics_table_names_are_ascii_too(name: str) -> None:
+    with pytest.raises(TableValidationError, match="table"):
+        validate_table_name(name)

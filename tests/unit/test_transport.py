@@ -197,12 +197,16 @@ def test_custom_user_agent(mock: responses.RequestsMock, fake_time: FakeTime) ->
     assert mock.calls[0].request.headers["User-Agent"] == "myapp/1"
 
 
-def test_redirects_are_returned_not_followed(
-    mock: responses.RequestsMock, fake_time: FakeTime
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+def test_redirects_are_errors_not_followed_nor_retried(
+    mock: responses.RequestsMock, fake_time: FakeTime, method: str
 ) -> None:
-    mock.add("GET", URL, status=302, headers={"Location": BASE + "elsewhere"})
-    assert make(fake_time).send("GET", URL).status == 302
-    assert len(mock.calls) == 1
+    # A write "answered" by a redirect did not happen: reporting it as done would lose it.
+    mock.add(method, URL, status=301, headers={"Location": BASE + "elsewhere"})
+    with pytest.raises(TableServiceError) as info:
+        make(fake_time).send(method, URL, body=b"x")
+    assert info.value.status_code == 301
+    assert len(mock.calls) == 1 and fake_time.sleeps == []
 
 
 # ----------------------------------------------------------------- retries
