@@ -486,7 +486,9 @@ class Transport:
         ``deadline`` bounds the whole operation in seconds (by the transport's
         clock): each attempt's timeout is capped to the time left, no back-off
         sleeps past it, and running out raises
-        :class:`~tablesdk.errors.RequestTimeoutError` saying so. Responses with
+        :class:`~tablesdk.errors.RequestTimeoutError` saying so. The read timeout
+        bounds each wait for bytes, so a response that keeps trickling in can
+        still finish after the deadline (docs/retries.md). Responses with
         status < 300 are returned; a 3xx (redirects are never followed: the Table service does not
         redirect, so one means a proxy or a wrong endpoint) is an error like a 4xx.
 
