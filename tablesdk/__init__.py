@@ -6,6 +6,8 @@ Start with :class:`CloudStorageAccount` (``parse`` a connection string or use
 docs/index.md for the concepts.
 """
 
+import logging as _logging
+
 from ._version import __version__
 from .account import CloudStorageAccount
 from .auth import SasCredential, SharedKeyCredential, SharedKeyLiteCredential, generate_table_sas
@@ -93,3 +95,6 @@ __all__ = [
     "BatchError",
     "TableValidationError",
 ]
+
+# A library leaves logging output to the application: nothing reaches stderr unless it configures logging.
+_logging.getLogger("tablesdk").addHandler(_logging.NullHandler())
