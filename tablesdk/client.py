@@ -403,25 +403,48 @@ class CloudTableClient:
         )
         return self._format.parse_entity(response.body, response.etag)
 
-    def execute_query_segment(
-        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
-    ) -> ResultSegment[E]:
-        """One page of ``query`` (the :class:`~tablesdk.query.QuerySource` protocol)."""
+    def query_page_payloads(
+        self,
+        query: TableQuery[Any],
+        continuation_token: ContinuationToken | None,
+        top: int | None,
+        *,
+        ignore_missing_entity: bool = False,
+        ignore_missing_table: bool = False,
+        request_hook: RequestHook | None = None,
+    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
+        """One page of ``query`` as payloads: a point lookup when the filter is exactly
+        PartitionKey eq X and RowKey eq Y, else Query Entities with ``$filter``.
+
+        A point lookup of a missing entity (or table) gives an empty page when
+        ``ignore_missing_entity`` (``ignore_missing_table``) is set, and raises
+        :class:`ResourceNotFoundError` otherwise.
+        """
         keys = query.point_keys()
         if keys is not None and continuation_token is None:
             try:
                 payload = self.get_entity_payload(
-                    query.table, keys[0], keys[1], select=query.select_columns
+                    query.table, keys[0], keys[1], select=query.select_columns, request_hook=request_hook
                 )
             except ResourceNotFoundError as exc:
-                if exc.error_code == "TableNotFound":  # a missing table is not an empty result
-                    raise
-                return ResultSegment([], None)
-            return ResultSegment([entity_from_payload(query.entity_type, payload)], None)
-        payloads, token = self.query_entity_payloads(
+                missing_table = exc.error_code == "TableNotFound"
+                if ignore_missing_table if missing_table else ignore_missing_entity:
+                    return [], None
+                raise
+            return [payload], None
+        return self.query_entity_payloads(
             query.table, filter=query.filter_string(), select=query.select_columns,
-            top=top, continuation_token=continuation_token,
+            top=top, continuation_token=continuation_token, request_hook=request_hook,
         )
+
+    def execute_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> ResultSegment[E]:
+        """One page of ``query`` (the :class:`~tablesdk.query.QuerySource` protocol).
+
+        A point query for a missing entity is an empty page; a missing table raises.
+        """
+        payloads, token = self.query_page_payloads(query, continuation_token, top, ignore_missing_entity=True)
         entity_type = query.entity_type
         return ResultSegment([entity_from_payload(entity_type, p) for p in payloads], token)
 

@@ -632,25 +632,10 @@ class TableServiceContext:
     ) -> ResultSegment[E]:
         """One page of ``query`` with tracking applied (the QuerySource protocol)."""
         with self._exclusive("a query"):
-            hook = self._request_hook()
-            keys = query.point_keys()
-            if keys is not None and continuation_token is None:
-                try:
-                    payload = self.client.get_entity_payload(
-                        query.table, keys[0], keys[1], select=query.select_columns, request_hook=hook
-                    )
-                except ResourceNotFoundError:
-                    if self.ignore_resource_not_found:
-                        return ResultSegment([], None)
-                    raise
-                return ResultSegment([self._materialize(query, payload)], None)
-            payloads, token = self.client.query_entity_payloads(
-                query.table,
-                filter=query.filter_string(),
-                select=query.select_columns,
-                top=top,
-                continuation_token=continuation_token,
-                request_hook=hook,
+            ignore = self.ignore_resource_not_found
+            payloads, token = self.client.query_page_payloads(
+                query, continuation_token, top,
+                ignore_missing_entity=ignore, ignore_missing_table=ignore, request_hook=self._request_hook(),
             )
             return ResultSegment([self._materialize(query, p) for p in payloads], token)
 

@@ -224,3 +224,23 @@ def test_if_exists_helpers_do_not_guess_after_a_lost_attempt(
     with pytest.raises(TableServiceError) as info:
         helper("Blogs")
     assert info.value.ambiguous_retry is True and info.value.status_code == status
+
+
+@pytest.mark.parametrize("code, client_gets", [("ResourceNotFound", "empty"), ("TableNotFound", "raises")])
+def test_point_query_not_found_rules(mock: responses.RequestsMock, code: str, client_gets: str) -> None:
+    from tablesdk import prop
+
+    mock.add("GET", re.compile(re.escape(ENDPOINT) + r"/Blogs\(PartitionKey.*"), **_err(404, code, "missing"))
+    client = json_client()
+    point = (prop("PartitionKey") == "p") & (prop("RowKey") == "r")
+    query = client.create_query("Blogs").where(point)
+    if client_gets == "empty":
+        assert query.first_or_default() is None  # a missing entity is an empty result
+    else:
+        with pytest.raises(ResourceNotFoundError):  # a missing table is not
+            query.first_or_default()
+    ctx = client.get_table_service_context()
+    with pytest.raises(ResourceNotFoundError):
+        ctx.get("Blogs", "p", "r")
+    ctx.ignore_resource_not_found = True  # the context's option covers both, like IgnoreResourceNotFoundException
+    assert ctx.get("Blogs", "p", "r") is None
