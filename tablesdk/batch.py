@@ -41,6 +41,7 @@ __all__ = [
     "MAX_BATCH_OPERATIONS",
     "MAX_BATCH_BYTES",
     "entity_path",
+    "supports_prefer",
     "validate_batch",
     "build_batch_request",
     "parse_batch_response",
@@ -53,6 +54,11 @@ MAX_BATCH_BYTES = 4 * 1024 * 1024
 
 #: Service versions that understand ``Prefer: return-content / return-no-content``.
 _PREFER_MIN_VERSION = "2013-08-15"
+
+
+def supports_prefer(api_version: str) -> bool:
+    """Whether service version ``api_version`` understands the ``Prefer`` header on inserts."""
+    return api_version >= _PREFER_MIN_VERSION
 
 
 class BatchOperationKind(Enum):
@@ -286,7 +292,7 @@ def build_batch_request(
     base = base_url.rstrip("/")
     shared = "".join(f"{name}: {value}\r\n" for name, value in fmt.request_headers().items())
     content_type = f"Content-Type: {fmt.content_type}\r\n"
-    prefer = api_version >= _PREFER_MIN_VERSION
+    prefer = supports_prefer(api_version)
 
     if operations[0].kind is BatchOperationKind.RETRIEVE:
         op = operations[0]

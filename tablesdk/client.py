@@ -28,6 +28,7 @@ from .batch import (
     build_batch_request,
     entity_path,
     parse_batch_response,
+    supports_prefer,
 )
 from .bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from .edm import EntityPayload
@@ -52,8 +53,6 @@ MAX_URI_SEGMENT_LENGTH = 260
 #: Statuses a retried write can get because its own earlier attempt was applied.
 _AMBIGUOUS_STATUSES = frozenset({404, 409, 412})
 
-#: Service versions that understand ``Prefer: return-no-content``.
-_PREFER_MIN_VERSION = "2013-08-15"
 
 
 @dataclass
@@ -134,7 +133,7 @@ class CloudTableClient:
             trust_env=trust_env,
         )
         self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
-        self._prefer_supported = self.api_version >= _PREFER_MIN_VERSION
+        self._prefer_supported = supports_prefer(self.api_version)
         self._executor: Executor | None = None
         self._executor_lock = threading.Lock()
 

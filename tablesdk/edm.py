@@ -300,11 +300,6 @@ def _parse_datetime_slow(text: str) -> EdmDateTime:
     )
 
 
-def _format_double(value: float) -> str:
-    text = repr(float(value))
-    return text
-
-
 # ---------------------------------------------------------------- AtomPub text
 
 def to_atom_text(value: Any, edm_type: EdmType) -> str:
@@ -321,7 +316,7 @@ def to_atom_text(value: Any, edm_type: EdmType) -> str:
             return "NaN"
         if math.isinf(number):
             return "INF" if number > 0 else "-INF"
-        return _format_double(number)
+        return repr(number)  # the shortest text that reads back as the same double
     if edm_type is EdmType.DATETIME:
         return format_datetime(value)
     if edm_type is EdmType.GUID:
