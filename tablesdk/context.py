@@ -587,14 +587,14 @@ class TableServiceContext:
             outcome = DataServiceResponse(
                 responses, is_batch=True, batch_status_code=exc.status_code, failed_index=blamed
             )
-            raise _save_error(outcome, exc) from exc
+            raise _batch_save_error(outcome, exc) from exc
         except TableServiceError as exc:
             for response in responses:
                 response.sent = True
                 response.error = exc
                 response.status_code = exc.status_code
             outcome = DataServiceResponse(responses, is_batch=True, batch_status_code=exc.status_code)
-            raise _save_error(outcome, exc) from exc
+            raise _batch_save_error(outcome, exc) from exc
         for descriptor, operation, response, result in zip(pending, operations, responses, results):
             response.sent = True
             response.status_code = result.status
@@ -848,33 +848,30 @@ def _merge_preserving(
     target.Timestamp = fresh.Timestamp
 
 
-def _save_error(outcome: DataServiceResponse, cause: TableServiceError) -> DataServiceRequestError:
-    first = outcome.errors[0].error if outcome.errors else cause
+def _save_error(outcome: DataServiceResponse, message: str) -> DataServiceRequestError:
+    """The error of a failed save: ``message``, with the status, code and request id of the first failure."""
+    first = outcome.errors[0].error
     assert first is not None
-    where = f" (operation {outcome.failed_index})" if outcome.failed_index is not None else ""
     return DataServiceRequestError(
-        f"entity group transaction failed{where}: {cause.message}",
+        message,
         response=outcome,
         status_code=first.status_code,
         error_code=first.error_code,
         request_id=first.request_id,
     )
+
+
+def _batch_save_error(outcome: DataServiceResponse, cause: TableServiceError) -> DataServiceRequestError:
+    where = f" (operation {outcome.failed_index})" if outcome.failed_index is not None else ""
+    return _save_error(outcome, f"entity group transaction failed{where}: {cause.message}")
 
 
 def _raise_if_failed(outcome: DataServiceResponse) -> None:
     errors = outcome.errors
     if not errors:
         return
-    first = errors[0].error
-    assert first is not None
     not_sent = sum(1 for r in outcome if not r.sent)
     summary = f"{len(errors)} of {len(outcome)} changes failed"
     if not_sent:
         summary += f", {not_sent} not sent"
-    raise DataServiceRequestError(
-        f"{summary}; first: {first}",
-        response=outcome,
-        status_code=first.status_code,
-        error_code=first.error_code,
-        request_id=first.request_id,
-    )
+    raise _save_error(outcome, f"{summary}; first: {errors[0].error}")
