@@ -734,8 +734,10 @@ class TableServiceContext:
 
 def _untyped_names(entity: Entity, payload: EntityPayload) -> frozenset[str]:
     """Properties the wire gave no type for and the entity class does not declare either."""
-    declared = entity.__declared__ if isinstance(entity, TableEntity) else {}
     types = payload.types
+    if len(types) >= len(payload.values):  # every property typed: nothing to look for
+        return frozenset()
+    declared = entity.__declared__ if isinstance(entity, TableEntity) else {}
     return frozenset(
         name for name in payload.values
         if name not in types and name not in declared and name not in ("PartitionKey", "RowKey", "Timestamp")

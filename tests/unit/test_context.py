@@ -566,3 +566,14 @@ def test_undeclared_attribute_on_a_declared_entity_is_refused() -> None:
         entity.Ratng = 4  # type: ignore[attr-defined]
     entity.extra_properties["Ratng"] = 4  # the documented place for undeclared properties
     entity._cache = "private state is fine"  # type: ignore[attr-defined]
+
+
+def test_a_single_untyped_property_is_still_caught(service: FakeTableService) -> None:
+    service.put(T, "p", "r", Big="5")
+    client = CloudStorageAccount.parse(CONNECTION_STRING).create_cloud_table_client(json_metadata="nometadata")
+    ctx = client.get_table_service_context()
+    entity = ctx.get(T, "p", "r")
+    assert entity is not None
+    ctx.update_object(entity)
+    with pytest.raises(ValueError, match=r"\['Big'\]"):
+        ctx.save_changes()
