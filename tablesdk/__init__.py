@@ -39,6 +39,7 @@ from .errors import (
     TableValidationError,
 )
 from .filter import prop
+from .http import AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender
 from .query import ContinuationToken, EmptyResultError, ResultSegment, TableQuery, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from .retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy
 from .transport import OperationContext
@@ -74,6 +75,13 @@ __all__ = [
     "RetryPolicy",
     "OperationContext",
     "SendingRequest",
+    "HttpRequest",
+    "HttpResponse",
+    "Sender",
+    "RequestsSender",
+    "MockSender",
+    "SendError",
+    "AttemptState",
     "BatchOperation",
     "BatchOperationKind",
     "BulkResult",

@@ -37,6 +37,7 @@ from .errors import BatchError, ConflictError, ResourceNotFoundError, TableServi
 from .formats import PayloadFormat, get_format, parse_error_body
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import ExponentialRetry, RetryPolicy
+from .http import DEFAULT_MAX_RESPONSE_BYTES, Sender
 from .transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport
 
 if TYPE_CHECKING:
@@ -98,6 +99,12 @@ class CloudTableClient:
     and ``operation_deadline`` caps an operation across all its retries.
     ``echo_content`` asks the service to return inserted entities (by default
     ``Prefer: return-no-content`` saves the round trip of the body).
+
+    ``sender`` replaces the HTTP layer under the retry loop (any
+    :class:`~tablesdk.http.Sender`, e.g. a :class:`~tablesdk.http.MockSender`
+    in tests); by default a :class:`~tablesdk.http.RequestsSender` with
+    ``pool_size`` connections per host that reads at most
+    ``max_response_bytes`` of any response body.
     """
 
     def __init__(
@@ -114,6 +121,8 @@ class CloudTableClient:
         json_metadata: str = "minimalmetadata",
         echo_content: bool = False,
         trust_env: bool = False,
+        sender: Sender | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
@@ -131,6 +140,8 @@ class CloudTableClient:
             server_timeout=server_timeout,
             user_agent=f"tablesdk/{__version__}",
             trust_env=trust_env,
+            sender=sender,
+            max_response_bytes=max_response_bytes,
         )
         self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
         self._prefer_supported = supports_prefer(self.api_version)

@@ -106,7 +106,13 @@ class RequestTimeoutError(TableServiceError):
 
 
 class ConnectionFailedError(TableServiceError):
-    """The connection failed or was cut before a complete response arrived."""
+    """The connection failed or was cut before a complete response arrived.
+
+    ``refused`` is True when nothing accepted the connection (the request was never
+    sent); the built-in retry policies retry that on a short schedule.
+    """
+
+    refused: bool = False
 
 
 class DataServiceRequestError(TableServiceError):

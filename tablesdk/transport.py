@@ -1,35 +1,38 @@
 """Sending one logical request: sign, send, time out, retry and record.
 
-:class:`Transport` owns one :class:`requests.Session` and turns a method, URL,
-headers and body into an :class:`HttpResponse`, or raises a
+:class:`Transport` is a retry loop over a :class:`~tablesdk.http.Sender` (by
+default a :class:`~tablesdk.http.RequestsSender`, one pooled
+:class:`requests.Session`). It turns an :class:`~tablesdk.http.HttpRequest`
+into an :class:`~tablesdk.http.HttpResponse`, or raises a
 :class:`~tablesdk.errors.TableServiceError` subclass. It knows nothing about
 entities or payload formats: error bodies are turned into exceptions by the
-``error_parser`` the client passes in.
+``error_parser`` the client passes in, and a ``check`` callback may refuse a
+2xx answer (an entity group transaction refused inside its ``202``).
 
-What happens on every attempt of one :meth:`Transport.send`:
+Every decision of the loop is made by a :class:`RetryLoop`, which does no I/O:
+the thread-based :class:`Transport` and an asyncio one differ only in how they
+call the sender and how they wait. What happens on every attempt:
 
-* the caller's headers are copied and ``x-ms-client-request-id`` (the same for
-  every attempt of the operation), ``User-Agent``, a fresh ``x-ms-date`` (any
-  earlier one is removed so each attempt is signed anew) and
-  ``Content-Length`` are set; then the credential signs the copy;
-* the whole response body is read; ``requests`` timeouts become
-  :class:`~tablesdk.errors.RequestTimeoutError`, broken or refused connections
-  :class:`~tablesdk.errors.ConnectionFailedError`, and status >= 400 whatever
-  ``error_parser`` builds;
-* the retry policy decides whether to try again and after how long; an overall
-  ``deadline`` is never slept past;
-* one DEBUG line is logged to ``tablesdk.transport`` (a WARNING when the
-  attempt will be retried) and one :class:`RequestAttempt` is appended to the
-  caller's :class:`OperationContext`.
+* :func:`prepare_request` (once per operation) sets ``x-ms-client-request-id``
+  (the same for every attempt), ``User-Agent``, ``Content-Length`` and the
+  service's ``timeout=N``; :func:`sign_attempt` (once per attempt) copies the
+  request, sets a fresh ``x-ms-date`` and lets the credential sign the copy;
+* the sender sends it; a :class:`~tablesdk.http.SendError` becomes
+  :class:`~tablesdk.errors.RequestTimeoutError` or
+  :class:`~tablesdk.errors.ConnectionFailedError`, a status >= 300 whatever
+  ``error_parser`` builds; each attempt's :class:`~tablesdk.http.AttemptState`
+  (not sent / sent, outcome unknown / answered) is recorded once;
+* the retry policy decides whether to try again and after how long; an
+  overall ``deadline`` caps each attempt's timeout and is never slept past;
+* one DEBUG line is logged to ``tablesdk.transport`` (a WARNING with the cause
+  and the delay when the attempt will be retried) and one
+  :class:`RequestAttempt` is appended to the caller's :class:`OperationContext`.
 
 Ambiguous writes (the seeds' "Network errors and timeouts on successful server
-side operations"): when an attempt's outcome is unknown (a timeout, a
-connection lost after the request may have been sent, a 408 or a 5xx) and a
-later attempt of the same write fails with 404, 409 or 412, that error gets
-``ambiguous_retry = True``: the first attempt may have done the work (a
-retried insert then conflicts with itself, a retried delete finds nothing, a
-retried conditional update sees its own new ETag). Reads (GET, HEAD) are never
-flagged.
+side operations") are decided by :func:`is_ambiguous`, the one rule every
+caller uses: a write answered 404, 409 or 412 after an earlier attempt whose
+outcome was unknown gets ``ambiguous_retry = True``, since the first attempt may
+have done the work. Reads are never flagged.
 
 Secrets never leave this module: the ``sig`` value of a SAS URL is replaced by
 ``REDACTED`` (:func:`redact_url`) wherever a URL is logged or recorded, the
@@ -46,31 +49,46 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from types import TracebackType
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import requests
-import urllib3.exceptions
-from requests.adapters import HTTPAdapter
-from requests.auth import AuthBase
-from requests.structures import CaseInsensitiveDict
-
 from ._version import __version__
-from .errors import ConnectionFailedError, RequestTimeoutError, TableServiceError
+from .errors import BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError
+from .http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    AttemptState,
+    HttpRequest,
+    HttpResponse,
+    RequestsSender,
+    SendError,
+    Sender,
+    Timeout,
+    check_max_response_bytes,
+)
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
     from .auth import TableCredential
 
 __all__ = [
+    "AttemptResult",
+    "AttemptState",
+    "HttpRequest",
     "HttpResponse",
     "RequestAttempt",
     "OperationContext",
+    "RetryLoop",
+    "Step",
     "Transport",
     "Timeout",
+    "attempt_state_for_status",
+    "is_ambiguous",
+    "mark_ambiguous",
+    "prepare_request",
+    "sign_attempt",
     "redact_url",
     "redact_text",
     "DEFAULT_USER_AGENT",
@@ -81,9 +99,6 @@ _LOG = logging.getLogger("tablesdk.transport")
 
 #: ``User-Agent`` sent when the caller does not give one.
 DEFAULT_USER_AGENT = f"tablesdk/{__version__}"
-
-#: A ``requests`` timeout: seconds, or ``(connect, read)`` seconds.
-Timeout = Union[float, tuple[float, float]]
 
 #: Default client timeout: 10 s to connect, 60 s between bytes read.
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)
@@ -141,49 +156,6 @@ def _install_log_filter() -> None:
             logger.addFilter(_FILTER)
 
 
-class _NoAuth(AuthBase):
-    """Session-level auth that changes nothing; it stops requests reading ``~/.netrc``.
-
-    With ``trust_env`` on, requests would otherwise replace a signed
-    ``Authorization`` header with Basic credentials from netrc.
-    """
-
-    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-        return r
-
-
-@dataclass(repr=False)
-class HttpResponse:
-    """A complete HTTP response: status, case-insensitive headers and the whole body.
-
-    ``after_unknown_attempt`` is True when :meth:`Transport.send` returned this
-    response for a write after an earlier attempt whose outcome was unknown: a
-    ``202`` entity group transaction answer that reports 404, 409 or 412 inside
-    is then ambiguous in the same way as a plain error (see ``ambiguous_retry``).
-    """
-
-    status: int
-    headers: CaseInsensitiveDict[str]
-    body: bytes
-    after_unknown_attempt: bool = False
-
-    @property
-    def request_id(self) -> str | None:
-        """The service's ``x-ms-request-id``, if any."""
-        return self.headers.get("x-ms-request-id")
-
-    @property
-    def etag(self) -> str | None:
-        """The ``ETag`` header, if any."""
-        return self.headers.get("etag")
-
-    def __repr__(self) -> str:
-        return (
-            f"HttpResponse(status={self.status!r}, request_id={self.request_id!r}, "
-            f"body=<{len(self.body)} bytes>)"
-        )
-
-
 @dataclass
 class RequestAttempt:
     """What one HTTP attempt of an operation did (see :class:`OperationContext`).
@@ -191,7 +163,9 @@ class RequestAttempt:
     ``url`` has any SAS ``sig`` redacted. ``start`` and ``end`` are readings of
     the transport's clock (``time.monotonic`` unless injected). ``retry_delay``
     is the wait before the next attempt, None when this attempt was the last.
-    ``error`` is the text of the error this attempt produced, if any.
+    ``error`` is the text of the error this attempt produced, if any. ``state``
+    says what the attempt is known to have done (not sent / sent, outcome
+    unknown / answered), the fact :func:`is_ambiguous` reads.
     """
 
     attempt: int
@@ -205,6 +179,7 @@ class RequestAttempt:
     end: float
     retry_delay: float | None
     error: str | None
+    state: AttemptState = AttemptState.ANSWERED
 
     @property
     def elapsed(self) -> float:
@@ -272,54 +247,12 @@ def _with_server_timeout(url: str, seconds: int) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
-def _remove_header(headers: dict[str, str], name: str) -> None:
-    lowered = name.lower()
-    for key in [k for k in headers if k.lower() == lowered]:
-        del headers[key]
-
-
 def _get_header(headers: dict[str, str], name: str) -> str | None:
     lowered = name.lower()
     for key, value in headers.items():
         if key.lower() == lowered:
             return value
     return None
-
-
-def _exception_reason(exc: BaseException) -> str:
-    """A short, URL-free description of what went wrong under a requests exception."""
-    inner: object = exc.args[0] if exc.args else None
-    if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
-        inner = inner.reason
-    if isinstance(inner, BaseException):
-        text = f"{type(inner).__name__}: {inner}"
-    else:
-        text = type(exc).__name__
-    return redact_text(text)
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    if isinstance(exc, requests.Timeout):
-        return True
-    inner: object = exc.args[0] if exc.args else None
-    if isinstance(inner, urllib3.exceptions.MaxRetryError):
-        inner = inner.reason
-    if isinstance(inner, urllib3.exceptions.NewConnectionError):
-        return False  # urllib3 derives it from ConnectTimeoutError, but "refused" is no timeout
-    return isinstance(inner, urllib3.exceptions.TimeoutError)
-
-
-def _never_sent(exc: BaseException) -> bool:
-    """True when the failure happened before the request could reach the server."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    inner: object = exc.args[0] if exc.args else None
-    if isinstance(inner, urllib3.exceptions.MaxRetryError):
-        inner = inner.reason
-    return isinstance(
-        inner,
-        (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError),
-    )
 
 
 def _secrets(headers: dict[str, str], url: str) -> list[str]:
@@ -354,44 +287,293 @@ def _scrub_error(error: TableServiceError, secrets: list[str]) -> None:
     error.args = tuple(_scrub(a, secrets) if isinstance(a, str) else a for a in error.args)
 
 
+# ---------------------------------------------------------------- decisions (no I/O)
+
+
+def attempt_state_for_status(status: int) -> AttemptState:
+    """What an answer with ``status`` says of the request's outcome.
+
+    A 5xx or 408 leaves it unknown: the service may have applied the request before
+    failing (or before the connection's timeout). Every other status is definite.
+    """
+    return AttemptState.UNKNOWN if status >= 500 or status == 408 else AttemptState.ANSWERED
+
+
+def is_ambiguous(method: str, status: int | None, earlier: Iterable[AttemptState]) -> bool:
+    """Whether an answer with ``status`` to a retried ``method`` may be caused by the retry itself.
+
+    True for a write (not GET/HEAD/OPTIONS) answered 404, 409 or 412 after an earlier
+    attempt of the same operation whose outcome is unknown: that attempt may have
+    inserted, deleted or changed the entity, and the retry then meets its own work.
+    An attempt that was never sent (connection refused) does not count. This is the
+    one rule for the transport, the client's batches and bulk loading.
+    """
+    if method.upper() in _READ_METHODS or status not in _AMBIGUOUS_STATUSES:
+        return False
+    return any(state is AttemptState.UNKNOWN for state in earlier)
+
+
+def mark_ambiguous(error: TableServiceError) -> None:
+    """Set ``ambiguous_retry`` on ``error`` (and on the per-status cause of a :class:`BatchError`)."""
+    error.ambiguous_retry = True
+    if isinstance(error, BatchError) and error.cause is not None:
+        error.cause.ambiguous_retry = True
+
+
+def prepare_request(
+    request: HttpRequest,
+    *,
+    client_request_id: str,
+    user_agent: str,
+    server_timeout: int | None,
+) -> HttpRequest:
+    """The request every attempt of one operation starts from (a copy; ``request`` is unchanged).
+
+    Sets ``x-ms-client-request-id`` (the same on every attempt, so the service's logs
+    tie them together), a ``User-Agent`` unless given, ``Content-Length`` for bodies
+    and writes, and the service's ``timeout=N`` query parameter; drops any
+    ``x-ms-date``, which :func:`sign_attempt` sets fresh on each attempt.
+    """
+    prepared = request.copy()
+    prepared.method = request.method.upper()
+    if server_timeout is not None:
+        prepared.url = _with_server_timeout(prepared.url, server_timeout)
+    for name in ("x-ms-client-request-id", "x-ms-date", "Content-Length"):
+        prepared.without_header(name)
+    prepared.headers["x-ms-client-request-id"] = client_request_id
+    if prepared.header("User-Agent") is None:
+        prepared.headers["User-Agent"] = user_agent
+    if prepared.body is not None or prepared.method not in _READ_METHODS:
+        prepared.headers["Content-Length"] = str(len(prepared.body) if prepared.body is not None else 0)
+    return prepared
+
+
+def sign_attempt(request: HttpRequest, credential: TableCredential | None) -> HttpRequest:
+    """The signed copy of ``request`` for one attempt: a fresh ``x-ms-date``, then the credential.
+
+    A credential is any object with ``apply(method, url, headers) -> url`` that may add
+    headers (Shared Key's ``Authorization``, a bearer token) and return the URL to send
+    (a SAS appends its query). None sends the request unsigned.
+    """
+    signed = request.copy()
+    signed.headers["x-ms-date"] = formatdate(usegmt=True)
+    if credential is not None:
+        signed.url = credential.apply(signed.method, signed.url, signed.headers)
+    return signed
+
+
 @dataclass
-class _Outcome:
+class AttemptResult:
+    """What one attempt produced: a response to return, or the error it raised, and its state."""
+
     response: HttpResponse | None
     error: TableServiceError | None
-    unknown: bool  # the server may have acted on the request but we do not know the result
-    url: str  # redacted URL actually sent
-    request_id: str | None
+    state: AttemptState
+    url: str  # the URL sent, redacted
+    request_id: str | None = None
+    status: int | None = None
+
+
+@dataclass
+class Step:
+    """The loop's decision after an attempt: wait ``delay`` seconds and try again, or finish."""
+
+    delay: float | None
+    response: HttpResponse | None = None
+    error: TableServiceError | None = None
+    cause: BaseException | None = None
+
+    def finish(self) -> HttpResponse:
+        """Return the response, or raise the final error (chained to its cause)."""
+        if self.response is not None:
+            return self.response
+        assert self.error is not None
+        if self.cause is None:
+            raise self.error
+        raise self.error from self.cause
+
+
+ErrorParser = Callable[[HttpResponse], TableServiceError]
+AnswerCheck = Callable[[HttpResponse], None]
+
+
+@dataclass
+class RetryLoop:
+    """The decisions of one logical request across its attempts, with no I/O of its own.
+
+    A driver (the thread-based :class:`Transport`, or an asyncio one) repeats: take
+    :meth:`next_timeout`, sign (:func:`sign_attempt`) and send the request, feed the
+    answer to :meth:`answered` or the :class:`~tablesdk.http.SendError` to
+    :meth:`failed`, then :meth:`settle` it, which classifies it, flags ambiguity,
+    asks the policy, applies the deadline, records the attempt and logs; finally
+    wait the step's ``delay`` or :meth:`Step.finish`.
+    """
+
+    request: HttpRequest  # prepared (see prepare_request)
+    policy: RetryPolicy
+    timeout: Timeout
+    error_parser: ErrorParser
+    started: float
+    deadline: float | None = None
+    check: AnswerCheck | None = None
+    operation_context: OperationContext | None = None
+    attempt: int = 0
+    states: list[AttemptState] = field(default_factory=list)
+    last_error: TableServiceError | None = None
+
+    @property
+    def client_request_id(self) -> str:
+        """The ``x-ms-client-request-id`` of every attempt."""
+        return self.request.header("x-ms-client-request-id") or ""
+
+    def next_timeout(self, now: float) -> Timeout:
+        """Start the next attempt: its client timeout, capped to the time the deadline leaves.
+
+        Raises :class:`~tablesdk.errors.RequestTimeoutError` when a late wake-up already
+        ran past the deadline.
+        """
+        self.attempt += 1
+        if self.deadline is None:
+            return self.timeout
+        remaining = self.started + self.deadline - now
+        if remaining <= 0:
+            raise self._deadline_error(self.attempt - 1, self.last_error) from self.last_error
+        return _cap_timeout(self.timeout, remaining)
+
+    def answered(self, signed: HttpRequest, response: HttpResponse) -> AttemptResult:
+        """Classify a response: a success (status < 300 that ``check`` accepts) or an error."""
+        url = redact_url(signed.url)
+        request_id = response.request_id
+        if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
+            try:
+                if self.check is not None:
+                    self.check(response)
+            except TableServiceError as refused:  # refused inside a 2xx (a batch's change set)
+                status = refused.status_code or response.status
+                self._own(refused, signed, request_id)
+                return AttemptResult(None, refused, attempt_state_for_status(status), url, request_id, response.status)
+            return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
+        error = self.error_parser(response)
+        self._own(error, signed, request_id)
+        state = attempt_state_for_status(response.status)
+        return AttemptResult(None, error, state, url, request_id, response.status)
+
+    def failed(self, signed: HttpRequest, exc: SendError) -> AttemptResult:
+        """Turn a sender's failure into the error of this attempt (raises ValueError for a bad request)."""
+        where = f"{signed.method} {_strip_query(signed.url)}"
+        reason = redact_text(exc.reason)
+        if exc.invalid:  # an invalid URL or header: a programming error, never retried
+            raise ValueError(f"cannot send {where}: {reason}")
+        error: TableServiceError
+        if exc.status is not None:
+            error = TableServiceError(f"{where}: {reason}", status_code=exc.status)
+        elif exc.timed_out:
+            error = RequestTimeoutError(f"{where}: no response within the client timeout ({reason})")
+        else:
+            error = ConnectionFailedError(f"{where}: connection failed ({reason})")
+            error.refused = exc.refused
+        error.client_request_id = self.client_request_id
+        return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
+
+    def _own(self, error: TableServiceError, signed: HttpRequest, request_id: str | None) -> None:
+        if error.request_id is None:
+            error.request_id = request_id
+        error.client_request_id = self.client_request_id
+        _scrub_error(error, _secrets(signed.headers, signed.url))
+
+    def settle(self, result: AttemptResult, start: float, end: float) -> Step:
+        """Decide what follows the attempt ``result`` (started at ``start``, ended at ``end``)."""
+        method = self.request.method
+        error = result.error
+        if error is not None and is_ambiguous(method, error.status_code, self.states):
+            mark_ambiguous(error)
+        if result.response is not None and method not in _READ_METHODS and AttemptState.UNKNOWN in self.states:
+            result.response.after_unknown_attempt = True
+        self.states.append(result.state)
+        step = self._decide(error, end) if error is not None else Step(None, response=result.response)
+        self._record(result, start, end, step.delay)
+        if step.delay is not None:
+            _LOG.warning(
+                "%s %s attempt %d failed (%s); retrying in %.3f s",
+                method, result.url, self.attempt, error, step.delay,
+            )
+            self.last_error = error
+        return step
+
+    def _decide(self, error: TableServiceError, end: float) -> Step:
+        delay = self.policy.retry_after(self.attempt, error)
+        if delay is None:
+            _note_attempts(error, self.attempt, end - self.started, self.request.url)
+            return Step(None, error=error)
+        delay = max(0.0, float(delay))
+        if self.deadline is not None and end + delay >= self.started + self.deadline:
+            # Sleeping would reach the deadline: stop now instead.
+            return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
+        return Step(delay)
+
+    def _record(self, result: AttemptResult, start: float, end: float, delay: float | None) -> None:
+        error = result.error
+        status = result.status if result.status is not None else (error.status_code if error else None)
+        if self.operation_context is not None:
+            self.operation_context.attempts.append(RequestAttempt(
+                attempt=self.attempt, method=self.request.method, url=result.url,
+                client_request_id=self.client_request_id, request_id=result.request_id,
+                status=status, error_code=error.error_code if error is not None else None,
+                start=start, end=end, retry_delay=delay, error=str(error) if error is not None else None,
+                state=result.state,
+            ))
+        _LOG.debug(
+            "%s %s -> %s (request id %s, client request id %s, attempt %d, %.1f ms)",
+            self.request.method, result.url,
+            status if status is not None else type(error).__name__,
+            result.request_id, self.client_request_id, self.attempt, (end - start) * 1000.0,
+        )
+
+    def _deadline_error(self, attempts: int, last: TableServiceError | None) -> RequestTimeoutError:
+        text = (
+            f"{self.request.method} {_strip_query(self.request.url)}: deadline of {self.deadline} s exceeded "
+            f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        )
+        if last is not None:
+            text += f"; last error: {last}"
+        return RequestTimeoutError(text, client_request_id=self.client_request_id)
+
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _note_attempts(error: TableServiceError, attempts: int, elapsed: float, url: str) -> None:
+    """Say, on a final network failure, how hard the transport tried (and where to look)."""
+    if error.status_code is not None or not isinstance(error, (ConnectionFailedError, RequestTimeoutError)):
+        return
+    note = f" after {attempts} attempt{'s' if attempts != 1 else ''} over {elapsed:.1f} s"
+    host = (urlsplit(url).hostname or "").lower()
+    if isinstance(error, ConnectionFailedError) and error.refused and host in _LOOPBACK_HOSTS:
+        note += "; nothing listens there: is the emulator running? Start one with `python -m tablesdk.devstore`"
+    error.message += note
+    error.args = (error.message, *error.args[1:])
+
+
+# ---------------------------------------------------------------- the thread-based driver
 
 
 class Transport:
-    """Sends requests to the Table service over one pooled :class:`requests.Session`.
+    """Sends requests to the Table service through a sender, retrying as a policy says.
 
     ``credential`` signs each attempt (None sends unsigned, e.g. a URL that
     already carries a SAS). ``retry_policy`` is the default policy and
-    ``error_parser`` turns a response with status >= 400 into the exception to
+    ``error_parser`` turns a response with status >= 300 into the exception to
     raise. ``timeout`` is the client timeout of each attempt in seconds, or a
-    ``(connect, read)`` pair (requests semantics: the read timeout bounds each
-    wait for bytes, not the whole response). ``server_timeout`` appends the
-    service's ``timeout=N`` query parameter to every request.
+    ``(connect, read)`` pair (the read timeout bounds each wait for bytes, not
+    the whole response). ``server_timeout`` appends the service's ``timeout=N``
+    query parameter to every request.
 
-    Connections: the session's adapter keeps up to ``pool_size`` connections
-    per host (``pool_connections`` and ``pool_maxsize``), so as many threads
-    can share one Transport without the connection starvation the seeds warn
-    about (the .NET default of 2 connections). requests never sends
-    ``Expect: 100-continue`` and urllib3 disables Nagle (``TCP_NODELAY``) by
-    default, the other two settings the seeds recommend. Idle connections the
-    server closed (Azurite closes them after 5 s) are detected and reopened by
-    urllib3; a close that races a new request surfaces as a
-    :class:`~tablesdk.errors.ConnectionFailedError`, which the retry policy
-    retries.
-
-    ``trust_env`` (default False) is requests' switch for reading proxy
-    settings (``HTTP(S)_PROXY``, ``NO_PROXY``) and ``REQUESTS_CA_BUNDLE`` from
-    the environment. requests does that lookup on every call, which the
-    Azurite measurements found to be a noticeable share of per-request CPU,
-    so it is off unless asked for; pass ``trust_env=True`` behind a proxy.
-    ``~/.netrc`` is never consulted either way, because it would replace the
-    signed ``Authorization`` header.
+    ``sender`` puts each attempt on the wire (see :mod:`tablesdk.http`); by
+    default a :class:`~tablesdk.http.RequestsSender` built from ``pool_size``,
+    ``trust_env`` and ``max_response_bytes``, which the transport closes with
+    itself. Idle connections the server closed (Azurite closes them after 5 s)
+    are reopened by urllib3; a close that races a new request surfaces as a
+    :class:`~tablesdk.errors.ConnectionFailedError`, which the policy retries.
 
     ``sleep`` and ``clock`` are injectable for tests; ``clock`` measures the
     ``deadline`` and the :class:`RequestAttempt` timings. A Transport is safe
@@ -404,21 +586,24 @@ class Transport:
         credential: TableCredential | None,
         *,
         retry_policy: RetryPolicy,
-        error_parser: Callable[[HttpResponse], TableServiceError],
+        error_parser: ErrorParser,
         pool_size: int = 16,
         timeout: Timeout = DEFAULT_TIMEOUT,
         server_timeout: int | None = None,
         user_agent: str = DEFAULT_USER_AGENT,
         trust_env: bool = False,
+        sender: Sender | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
         if server_timeout is not None:
             _check_server_timeout(server_timeout)
         if retry_policy is None:
             raise ValueError("retry_policy is required (use NoRetry() to disable retries)")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        check_max_response_bytes(max_response_bytes)
         self._credential = credential
         self._retry_policy = retry_policy
         self._error_parser = error_parser
@@ -428,16 +613,9 @@ class Transport:
         self._user_agent = user_agent
         self._sleep = sleep
         self._clock = clock
-
-        session = requests.Session()
-        session.trust_env = trust_env
-        session.auth = _NoAuth()
-        # Only the caller's headers and ours go out (no python-requests UA, no */* Accept).
-        session.headers.clear()
-        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
-        session.mount("https://", adapter)
-        session.mount("http://", adapter)
-        self._session = session
+        self._sender: Sender = sender if sender is not None else RequestsSender(
+            pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes
+        )
         _install_log_filter()
 
     @property
@@ -450,6 +628,16 @@ class Transport:
         if policy is None:
             raise ValueError("retry_policy is required (use NoRetry() to disable retries)")
         self._retry_policy = policy
+
+    @property
+    def sender(self) -> Sender:
+        """The sender that puts each attempt on the wire."""
+        return self._sender
+
+    @property
+    def credential(self) -> TableCredential | None:
+        """The credential that signs each attempt (None: unsigned)."""
+        return self._credential
 
     @property
     def pool_size(self) -> int:
@@ -478,6 +666,7 @@ class Transport:
         deadline: float | None = None,
         server_timeout: int | None = None,
         operation_context: OperationContext | None = None,
+        check: AnswerCheck | None = None,
     ) -> HttpResponse:
         """Send one logical request, retrying as the policy says, and return the response.
 
@@ -489,207 +678,84 @@ class Transport:
         :class:`~tablesdk.errors.RequestTimeoutError` saying so. The read timeout
         bounds each wait for bytes, so a response that keeps trickling in can
         still finish after the deadline (docs/retries.md). Responses with
-        status < 300 are returned; a 3xx (redirects are never followed: the Table service does not
-        redirect, so one means a proxy or a wrong endpoint) is an error like a 4xx.
+        status < 300 are returned unless ``check`` raises a
+        :class:`~tablesdk.errors.TableServiceError` for them, which is then handled
+        like an error answer (classified, retried, flagged ambiguous); a 3xx
+        (redirects are never followed: the Table service does not redirect, so
+        one means a proxy or a wrong endpoint) is an error like a 4xx.
 
         Raises the error of the last attempt: what ``error_parser`` built for a
-        status >= 400 (with ``request_id`` and ``client_request_id`` set),
+        status >= 300 (with ``request_id`` and ``client_request_id`` set),
         :class:`~tablesdk.errors.RequestTimeoutError` or
-        :class:`~tablesdk.errors.ConnectionFailedError`. Errors that do not
-        come from the request (a credential raising ``ValueError``, say)
-        propagate at once without retry.
+        :class:`~tablesdk.errors.ConnectionFailedError` (saying how many attempts
+        were made over how long). Errors that do not come from the request (a
+        credential raising ``ValueError``, say) propagate at once without retry.
         """
-        method = method.upper()
-        policy = retry_policy if retry_policy is not None else self._retry_policy
-        base_timeout = (
-            _check_timeout(timeout, "timeout") if timeout is not None else self._timeout
+        request = HttpRequest(method, url, dict(headers) if headers else {}, body)
+        loop = self.start(
+            request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
+            server_timeout=server_timeout, operation_context=operation_context, check=check,
         )
+        while True:
+            attempt_timeout = loop.next_timeout(self._clock())
+            start = self._clock()
+            signed = sign_attempt(loop.request, self._credential)
+            try:
+                result = loop.answered(signed, self._sender.send(signed, attempt_timeout))
+            except SendError as exc:
+                result = loop.failed(signed, exc)
+            step = loop.settle(result, start, self._clock())
+            if step.delay is None:
+                return step.finish()
+            self._sleep(step.delay)
+
+    def start(
+        self,
+        request: HttpRequest,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        deadline: float | None = None,
+        server_timeout: int | None = None,
+        operation_context: OperationContext | None = None,
+        check: AnswerCheck | None = None,
+    ) -> RetryLoop:
+        """Check the options, prepare ``request`` and return the :class:`RetryLoop` of one operation.
+
+        The options default to this transport's; an asyncio driver reuses this and the
+        loop, and differs only in awaiting the sender and the back-off.
+        """
         if deadline is not None and (
             isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0
         ):
             raise ValueError(f"deadline must be > 0 seconds, got {deadline!r}")
         if server_timeout is not None:
             _check_server_timeout(server_timeout)
-        else:
-            server_timeout = self._server_timeout
-        if server_timeout is not None:
-            url = _with_server_timeout(url, server_timeout)
-
-        base_headers = dict(headers) if headers else {}
         client_request_id = (
             (operation_context.client_request_id if operation_context else None)
-            or _get_header(base_headers, "x-ms-client-request-id")
+            or request.header("x-ms-client-request-id")
             or str(uuid.uuid4())
         )
-        for name in ("x-ms-client-request-id", "x-ms-date", "Content-Length"):
-            _remove_header(base_headers, name)
-        base_headers["x-ms-client-request-id"] = client_request_id
-        if _get_header(base_headers, "User-Agent") is None:
-            base_headers["User-Agent"] = self._user_agent
-        if body is not None or method not in _READ_METHODS:
-            base_headers["Content-Length"] = str(len(body) if body is not None else 0)
-
-        started = self._clock()
-        deadline_at = started + deadline if deadline is not None else None
-        earlier_unknown = False
-        last_error: TableServiceError | None = None
-        attempt = 0
-        while True:
-            attempt += 1
-            remaining = None if deadline_at is None else deadline_at - self._clock()
-            if remaining is not None and remaining <= 0:  # the last sleep overran
-                raise self._deadline_error(
-                    method, url, deadline, attempt - 1, client_request_id, last_error
-                ) from last_error
-            attempt_start = self._clock()
-            outcome = self._attempt(
-                method, url, base_headers, body, _cap_timeout(base_timeout, remaining),
-                client_request_id,
-            )
-            attempt_end = self._clock()
-            error = outcome.error
-            status = outcome.response.status if outcome.response is not None else (
-                error.status_code if error is not None else None
-            )
-            if (
-                error is not None
-                and earlier_unknown
-                and method not in _READ_METHODS
-                and error.status_code in _AMBIGUOUS_STATUSES
-            ):
-                error.ambiguous_retry = True
-            if outcome.response is not None and earlier_unknown and method not in _READ_METHODS:
-                outcome.response.after_unknown_attempt = True
-            earlier_unknown = earlier_unknown or outcome.unknown
-
-            delay: float | None = None
-            final_error: TableServiceError | None = error
-            if error is not None:
-                delay = policy.retry_after(attempt, error)
-                if delay is not None:
-                    delay = max(0.0, float(delay))
-                    if deadline_at is not None and attempt_end + delay >= deadline_at:
-                        # Sleeping would reach the deadline: stop now instead.
-                        delay = None
-                        final_error = self._deadline_error(
-                            method, url, deadline, attempt, client_request_id, error
-                        )
-
-            record = RequestAttempt(
-                attempt=attempt,
-                method=method,
-                url=outcome.url,
-                client_request_id=client_request_id,
-                request_id=outcome.request_id,
-                status=status,
-                error_code=error.error_code if error is not None else None,
-                start=attempt_start,
-                end=attempt_end,
-                retry_delay=delay,
-                error=str(error) if error is not None else None,
-            )
-            if operation_context is not None:
-                operation_context.attempts.append(record)
-            _LOG.debug(
-                "%s %s -> %s (request id %s, client request id %s, attempt %d, %.1f ms)",
-                method, outcome.url,
-                status if status is not None else type(error).__name__,
-                outcome.request_id, client_request_id, attempt,
-                (attempt_end - attempt_start) * 1000.0,
-            )
-
-            if error is None:
-                assert outcome.response is not None
-                return outcome.response
-            if delay is None:
-                assert final_error is not None
-                if final_error is error:
-                    raise error
-                raise final_error from error
-            _LOG.warning(
-                "%s %s attempt %d failed (%s); retrying in %.3f s",
-                method, outcome.url, attempt, error, delay,
-            )
-            last_error = error
-            self._sleep(delay)
-
-    def _attempt(
-        self,
-        method: str,
-        url: str,
-        base_headers: dict[str, str],
-        body: bytes | None,
-        timeout: Timeout,
-        client_request_id: str,
-    ) -> _Outcome:
-        headers = dict(base_headers)
-        headers["x-ms-date"] = formatdate(usegmt=True)
-        send_url = (
-            self._credential.apply(method, url, headers) if self._credential is not None else url
+        prepared = prepare_request(
+            request, client_request_id=client_request_id, user_agent=self._user_agent,
+            server_timeout=server_timeout if server_timeout is not None else self._server_timeout,
         )
-        safe_url = redact_url(send_url)
-        try:
-            raw = self._session.request(
-                method, send_url, headers=headers, data=body, timeout=timeout,
-                allow_redirects=False,
-            )
-            content = raw.content
-        except (requests.ConnectionError, requests.Timeout,
-                requests.exceptions.ChunkedEncodingError,
-                requests.exceptions.ContentDecodingError,
-                urllib3.exceptions.HTTPError) as exc:
-            where = f"{method} {_strip_query(send_url)}"
-            reason = _exception_reason(exc)
-            transport_error: TableServiceError
-            if _is_timeout(exc):
-                transport_error = RequestTimeoutError(
-                    f"{where}: no response within the client timeout ({reason})",
-                    client_request_id=client_request_id,
-                )
-            else:
-                transport_error = ConnectionFailedError(
-                    f"{where}: connection failed ({reason})",
-                    client_request_id=client_request_id,
-                )
-            return _Outcome(None, transport_error, not _never_sent(exc), safe_url, None)
-        except requests.RequestException as exc:
-            # Invalid URL, header or schema: a programming error, never retried.
-            raise ValueError(
-                f"cannot send {method} {_strip_query(send_url)}: {_exception_reason(exc)}"
-            ) from None
-
-        response = HttpResponse(status=raw.status_code, headers=raw.headers, body=content)
-        request_id = response.request_id
-        if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
-            return _Outcome(response, None, False, safe_url, request_id)
-        error = self._error_parser(response)
-        if error.request_id is None:
-            error.request_id = request_id
-        error.client_request_id = client_request_id
-        _scrub_error(error, _secrets(headers, send_url))
-        unknown = response.status >= 500 or response.status == 408
-        return _Outcome(None, error, unknown, safe_url, request_id)
-
-    @staticmethod
-    def _deadline_error(
-        method: str,
-        url: str,
-        deadline: float | None,
-        attempts: int,
-        client_request_id: str,
-        last: TableServiceError | None = None,
-    ) -> RequestTimeoutError:
-        text = (
-            f"{method} {_strip_query(url)}: deadline of {deadline} s exceeded "
-            f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        return RetryLoop(
+            prepared,
+            retry_policy if retry_policy is not None else self._retry_policy,
+            _check_timeout(timeout, "timeout") if timeout is not None else self._timeout,
+            self._error_parser,
+            self._clock(),
+            deadline=deadline,
+            check=check,
+            operation_context=operation_context,
         )
-        if last is not None:
-            text += f"; last error: {last}"
-        return RequestTimeoutError(text, client_request_id=client_request_id)
 
     def close(self) -> None:
-        """Close the session and its pooled connections."""
-        self._session.close()
+        """Close the sender (its pooled connections), if it can be closed."""
+        close = getattr(self._sender, "close", None)
+        if callable(close):
+            close()
 
     def __enter__(self) -> Transport:
         return self

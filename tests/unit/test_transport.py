@@ -19,6 +19,7 @@ import responses
 import urllib3.exceptions
 
 import tablesdk.transport as transport_module
+from tablesdk.http import RequestsSender
 from tablesdk.errors import (
     AuthenticationError,
     ConflictError,
@@ -715,12 +716,14 @@ def test_operation_context_records_attempts(
 
 def test_session_configuration(fake_time: FakeTime) -> None:
     t = make(fake_time, pool_size=48)
-    adapter = t._session.get_adapter("https://acct.table.core.windows.net/")
+    assert isinstance(t.sender, RequestsSender)
+    adapter = t.sender.session.get_adapter("https://acct.table.core.windows.net/")
     assert adapter._pool_connections == 48  # type: ignore[attr-defined]
     assert adapter._pool_maxsize == 48  # type: ignore[attr-defined]
     assert adapter.max_retries.total == 0  # type: ignore[attr-defined]
-    assert t._session.trust_env is False
-    assert make(fake_time, trust_env=True)._session.trust_env is True
+    assert t.sender.session.trust_env is False
+    other = make(fake_time, trust_env=True).sender
+    assert isinstance(other, RequestsSender) and other.session.trust_env is True
     assert t.pool_size == 48
     assert "pool_size=48" in repr(t)
     t.close()
@@ -729,7 +732,8 @@ def test_session_configuration(fake_time: FakeTime) -> None:
 def test_context_manager_closes_session(fake_time: FakeTime, monkeypatch: pytest.MonkeyPatch) -> None:
     closed = []
     with make(fake_time) as t:
-        monkeypatch.setattr(t._session, "close", lambda: closed.append(True))
+        assert isinstance(t.sender, RequestsSender)
+        monkeypatch.setattr(t.sender.session, "close", lambda: closed.append(True))
     assert closed == [True]
 
 
