@@ -1,0 +1,86 @@
+"""Every fast path gives exactly what its general (slow) counterpart gives.
+
+The fast paths exist only for speed; these tests pin that they never change a
+result: same value, same type, same seventh digit, same errors.
+"""
+
+from __future__ import annotations
+
+import pickle
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tablesdk.edm import EdmDateTime, _parse_datetime_slow, _read_service_form_py310, parse_datetime
+
+UTC = timezone.utc
+
+
+def _service_forms() -> list[str]:
+    """DateTime text as the service writes it: 7 digits with trailing zeros trimmed, down to none."""
+    texts = []
+    for ticks in (0, 1, 10, 100_000, 1_000_000, 1_234_567, 9_468_700, 9_999_999, 1_000_000 - 1, 5_000_000):
+        for stamp in ("2024-01-02T03:04:05", "0001-01-01T00:00:00", "1601-01-01T00:00:00", "9999-12-31T23:59:59",
+                      "2024-02-29T23:59:59"):
+            digits = f"{ticks:07d}".rstrip("0")
+            texts.append(f"{stamp}.{digits}Z" if digits else f"{stamp}Z")
+            texts.append(f"{stamp}.{ticks:07d}Z")  # the untrimmed form too
+    return texts
+
+
+SERVICE_FORMS = _service_forms()
+
+
+def _same(got: EdmDateTime, want: EdmDateTime) -> None:
+    assert type(got) is EdmDateTime and type(want) is EdmDateTime
+    assert got == want and got.ticks_remainder == want.ticks_remainder
+    assert got.tzinfo is UTC and got.utcoffset() == timedelta(0)
+    assert repr(got) == repr(want) and got.isoformat() == want.isoformat()
+    again = pickle.loads(pickle.dumps(got))
+    assert again == got and again.ticks_remainder == got.ticks_remainder
+
+
+@pytest.mark.parametrize("text", SERVICE_FORMS)
+def test_parse_datetime_reads_every_service_form_like_the_general_parser(text: str) -> None:
+    _same(parse_datetime(text), _parse_datetime_slow(text))
+
+
+def test_trimmed_forms_carry_the_exact_ticks() -> None:
+    assert parse_datetime("2024-01-02T03:04:05.94687Z") == datetime(2024, 1, 2, 3, 4, 5, 946870, UTC)
+    assert parse_datetime("2024-01-02T03:04:05.94687Z").ticks_remainder == 0
+    assert parse_datetime("2024-01-02T03:04:05.1Z") == datetime(2024, 1, 2, 3, 4, 5, 100000, UTC)
+    assert parse_datetime("2024-01-02T03:04:05.0000001Z").ticks_remainder == 1
+    assert parse_datetime("2024-01-02T03:04:05Z") == datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text", SERVICE_FORMS)
+def test_python310_reader_agrees_with_fromisoformat(text: str) -> None:
+    # The reader used where datetime.fromisoformat cannot read 'Z' or trimmed fractions.
+    want = _parse_datetime_slow(text)
+    assert _read_service_form_py310(text).replace(tzinfo=UTC) == want
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2024-01-02T03:04:05.12x4Z", "2024-01-02T03:04:05.Z", "2024-01-02T03:04:05.１Z", "2024-13-02T03:04:05.1Z",
+     "2024-01-02T03:04:65Z", "2024-01-02T03:04:05.123456xZ"],
+)
+def test_malformed_service_forms_fail_or_match_the_general_parser(text: str) -> None:
+    try:
+        want = _parse_datetime_slow(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            parse_datetime(text)
+    else:
+        _same(parse_datetime(text), want)
+    if text[20:-1].isdigit() and text[20:-1].isascii():
+        return
+    with pytest.raises(ValueError):
+        _read_service_form_py310(text)
+
+
+def test_edm_datetime_constructor_keeps_its_keyword_and_class_default() -> None:
+    assert EdmDateTime(2024, 1, 2, tzinfo=UTC).ticks_remainder == 0
+    assert "ticks_remainder" not in vars(EdmDateTime(2024, 1, 2, tzinfo=UTC))
+    seven = EdmDateTime(2024, 1, 2, 3, 4, 5, 123456, UTC, ticks_remainder=7)
+    assert seven.ticks_remainder == 7 and (seven + timedelta(0)).ticks_remainder == 0
