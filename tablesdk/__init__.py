@@ -40,7 +40,16 @@ from .errors import (
 )
 from .filter import prop
 from .http import AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender
-from .query import ContinuationToken, EmptyResultError, ResultSegment, TableQuery, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
+from .query import (
+    ContinuationToken,
+    EmptyResultError,
+    ResultSegment,
+    TableQuery,
+    datetime_from_reverse_ticks,
+    find_partition_boundaries,
+    fixed_width_key,
+    reverse_ticks,
+)
 from .retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy
 from .transport import OperationContext
 
@@ -69,6 +78,7 @@ __all__ = [
     "reverse_ticks",
     "datetime_from_reverse_ticks",
     "fixed_width_key",
+    "find_partition_boundaries",
     "NoRetry",
     "LinearRetry",
     "ExponentialRetry",

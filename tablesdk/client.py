@@ -107,6 +107,10 @@ class CloudTableClient:
     ``max_response_bytes`` of any response body.
     """
 
+    #: Queries from this client may run pages on several threads at once (one pooled,
+    #: thread-safe session; no tracking state): :meth:`TableQuery.iter_parallel` needs it.
+    supports_parallel_queries = True
+
     def __init__(
         self,
         account: CloudStorageAccount,

@@ -30,15 +30,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, Protocol, TypeVar
 
 from .edm import EdmDateTime
-from .entity import E, validate_table_name
+from .entity import DynamicEntity, E, validate_table_name
 from .errors import TableServiceError, TableValidationError
-from .filter import Filter, FilterLike, as_filter, point_keys, render_filter
+from .filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 
 __all__ = [
     "ContinuationToken",
@@ -51,6 +54,7 @@ __all__ = [
     "reverse_ticks",
     "datetime_from_reverse_ticks",
     "fixed_width_key",
+    "find_partition_boundaries",
 ]
 
 #: The most entities the service returns in one response (and the largest ``$top``).
@@ -150,7 +154,12 @@ class ResultSegment(Generic[T]):
 
 
 class QuerySource(Protocol[E]):
-    """Runs one page of a query: implemented by ``CloudTableClient`` and ``TableServiceContext``."""
+    """Runs one page of a query: implemented by ``CloudTableClient`` and ``TableServiceContext``.
+
+    A source whose ``supports_parallel_queries`` attribute is True may run
+    pages of several queries at once on different threads
+    (:meth:`TableQuery.iter_parallel` requires it).
+    """
 
     def execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
@@ -383,6 +392,67 @@ class TableQuery(Generic[E]):
             if token is None:
                 return
 
+    # -- parallel scans over PartitionKey ranges
+
+    def partition_ranges(self, boundaries: Sequence[str]) -> list[TableQuery[E]]:
+        """This query cut at ``boundaries`` into PartitionKey ranges that together cover it exactly.
+
+        ``boundaries`` ``[b1, ..., bn]`` (sorted, distinct, non-empty strings)
+        give ``n + 1`` queries: ``PartitionKey lt b1``, ``ge b1 and lt b2``,
+        ..., ``ge bn``, each ANDed with this query's filter (so each adds at
+        most two comparisons to it). Keys compare as the service compares them.
+        """
+        points: list[str] = list(boundaries)
+        for index, point in enumerate(points):
+            if not isinstance(point, str) or not point:
+                raise TableValidationError("boundaries", "PartitionKey boundaries are non-empty strings", repr(point))
+            if index and point <= points[index - 1]:
+                raise TableValidationError("boundaries", "boundaries must be sorted and distinct", repr(points))
+        key = prop("PartitionKey")
+        bounds: list[tuple[str | None, str | None]] = list(zip([None, *points], [*points, None]))
+        ranges: list[TableQuery[E]] = []
+        for low, high in bounds:
+            query: TableQuery[E] = self
+            if low is not None:
+                query = query.where(key >= low)
+            if high is not None:
+                query = query.where(key < high)
+            ranges.append(query)
+        return ranges
+
+    def iter_parallel(
+        self, workers: int = 8, *, boundaries: Sequence[str] | None = None, ranges_per_worker: int = 4
+    ) -> Iterator[E]:
+        """Yield every matching entity, reading PartitionKey ranges of the table at the same time.
+
+        Against the real service each page costs a network round trip, so
+        ``workers`` ranges read at once finish up to ``workers`` times sooner
+        than one scan. The query is cut at ``boundaries`` (see
+        :meth:`partition_ranges`) or, when None, at the boundaries
+        :func:`find_partition_boundaries` finds for ``workers *
+        ranges_per_worker`` ranges (several ranges per worker even out ranges
+        of unequal size: a worker that finishes one takes the next).
+
+        Entities of one range come in key order; ranges are interleaved page
+        by page as they arrive. At most ``2 * workers`` pages wait to be
+        consumed, so memory stays bounded whatever the table's size.
+        ``take(n)`` caps the total. The query must come from a client
+        (``client.create_query``): a ``TableServiceContext`` is single-threaded.
+        Closing the iterator early (``break``) stops the workers; an error in
+        any range is raised here after the others stop.
+        """
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+        if not getattr(self._source, "supports_parallel_queries", False):
+            raise TypeError(
+                "iter_parallel needs a query from CloudTableClient.create_query: "
+                f"{type(self._source).__name__} cannot run queries on several threads"
+            )
+        if boundaries is None:
+            boundaries = find_partition_boundaries(self, workers * max(1, ranges_per_worker), workers=workers)
+        ranges = self._replace(take=None).partition_ranges(boundaries)
+        return _ParallelScan(ranges, workers, self._take).run()
+
     def first(self) -> E:
         """The first matching entity; raises :class:`EmptyResultError` (a ``LookupError``) if none.
 
@@ -496,3 +566,235 @@ def fixed_width_key(n: int, width: int = 19) -> str:
     if n > limit:
         raise TableValidationError("n", f"fixed_width_key({width} digits) takes 0 <= n <= {limit}", f"got {n}")
     return str(n).zfill(width)
+
+
+# ---------------------------------------------------------------- parallel range scans
+
+#: Code points the boundary search works in: keys hold no control characters, and
+#: surrogates cannot be sent; keys above U+D7FF all fall in the last range.
+_FIRST_CHAR, _LAST_CHAR = 0x20, 0xD7FF
+#: Characters resolved past the common prefix of the smallest and largest keys.
+_RESOLVED_CHARS = 2
+
+
+def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: int = 8) -> list[str]:
+    """Up to ``count - 1`` PartitionKey boundaries that cut the table into ``count`` ranges.
+
+    The service keeps no statistics of key distribution, so the boundaries are
+    found by probing: each probe is a one-entity query (``$top=1``, only the
+    keys selected) for the first PartitionKey at or above a string, ``workers``
+    probes at a time. The smallest key and (to two characters past the prefix
+    it shares with the smallest) the largest are found that way, and the
+    boundaries are spread evenly between them, character by character. The
+    ranges are even in key space, not in entity count; use several ranges per
+    worker (:meth:`TableQuery.iter_parallel` does) when keys cluster. Returns
+    ``[]`` when the table has at most one partition key. The query's filter is
+    not applied to probes (it could make each one scan far).
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be an int >= 1, got {count!r}")
+    probe_query = TableQuery(query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1)
+
+    def first_key_at(start: str) -> str | None:
+        found = probe_query.where(prop("PartitionKey") >= start) if start else probe_query
+        entity = found.first_or_default()
+        return None if entity is None else str(entity.PartitionKey)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tablesdk-probe") as pool:
+        lowest = first_key_at("")
+        if lowest is None or count == 1:
+            return []
+        highest = _highest_key_prefix(lowest, lambda starts: list(pool.map(first_key_at, starts)), workers)
+    return _spread(lowest, highest, count)
+
+
+def _highest_key_prefix(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> str:
+    """The largest key's first characters: up to two past the prefix it shares with ``lowest``.
+
+    Character by character: the largest code point ``c`` such that some key
+    starts with ``prefix + chr(c)``, found by probing ``width`` points of the
+    remaining interval at once; each probe answers with an actual key, which
+    narrows the interval further than the point itself.
+    """
+    prefix = ""
+    while True:
+        position = len(prefix)
+        known = ord(lowest[position]) if lowest.startswith(prefix) and len(lowest) > position else None
+        found = _largest_next_char(prefix, known, probe, width)
+        if found is None:  # no key continues prefix: prefix itself is the largest key
+            return prefix
+        prefix += chr(found)
+        shared = len(_common_prefix(lowest, prefix))
+        if len(prefix) - shared >= _RESOLVED_CHARS or found >= _LAST_CHAR:
+            return prefix
+
+
+def _probe_points(low: int, high: int, width: int) -> list[int]:
+    """Up to ``width`` ascending points in (low, high]: ``low + 1`` first (a character the
+    largest key shares with the smallest is settled in one round), the rest spread over
+    ASCII, plus U+007F while the interval goes beyond ASCII (keys rarely do)."""
+    top = min(high, 0x7E) if low < 0x7E else high
+    points = {low + 1, top}
+    slots = max(1, width - 3)
+    step = max(1, (top - low) // (slots + 1))
+    points.update(range(low + step, top, step)[:slots])
+    if top < high:
+        points.add(0x7F)
+    return sorted(point for point in points if low < point <= high)[: max(2, width)]
+
+
+def _largest_next_char(
+    prefix: str, known: int | None, probe: Callable[[list[str]], list[str | None]], width: int
+) -> int | None:
+    """The largest ``c`` such that some key starts with ``prefix + chr(c)`` (None if no key continues
+    ``prefix``); ``known`` is such a ``c`` when one is known."""
+    position = len(prefix)
+    found = known
+    low, high = (known if known is not None else _FIRST_CHAR - 1), _LAST_CHAR
+    while high > low:
+        points = _probe_points(low, high, width)
+        answers = probe([prefix + chr(point) for point in points])
+        for point, key in zip(points, answers):
+            if key is not None and key.startswith(prefix) and len(key) > position:
+                char = min(ord(key[position]), _LAST_CHAR)
+                found = char if found is None else max(found, char)
+                low = max(low, char)
+            else:  # no key continues prefix at or above point
+                high = min(high, point - 1)
+                break
+    return found
+
+
+def _common_prefix(a: str, b: str) -> str:
+    size = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        size += 1
+    return a[:size]
+
+
+#: Alphabets boundaries are spread over, narrowest first: the first that holds every
+#: character the smallest and largest keys have past their common prefix is used.
+_ALPHABETS = (
+    "0123456789",
+    "0123456789abcdef",
+    "0123456789ABCDEF",
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "".join(map(chr, range(0x20, 0x7F))),
+    "".join(map(chr, range(_FIRST_CHAR, _LAST_CHAR + 1))),
+)
+
+
+def _spread(lowest: str, highest: str, count: int) -> list[str]:
+    """``count - 1`` strings spread evenly between ``lowest`` and ``highest`` past their common prefix.
+
+    The characters after the common prefix are read as digits in the narrowest
+    alphabet that holds them all (digits, hex, letters and digits, ASCII, any).
+    """
+    shared = _common_prefix(lowest, highest)
+    width = _RESOLVED_CHARS + 1
+    low_tail, high_tail = lowest[len(shared):][:width], highest[len(shared):][:width]
+    alphabet = next(
+        (chars for chars in _ALPHABETS if all(ch in chars for ch in low_tail + high_tail)), _ALPHABETS[-1]
+    )
+    base = len(alphabet)
+
+    def number(tail: str) -> int:
+        value = 0
+        for index in range(width):
+            value = value * base + (max(alphabet.find(tail[index]), 0) if index < len(tail) else 0)
+        return value
+
+    def text(value: int) -> str:
+        chars = []
+        for _ in range(width):
+            value, index = divmod(value, base)
+            chars.append(alphabet[index])
+        return shared + "".join(reversed(chars))
+
+    start, end = number(low_tail), number(high_tail) + base ** (width - len(high_tail))
+    points: list[str] = []
+    for index in range(1, count):
+        point = text(start + (end - start) * index // count)
+        if point > lowest and (not points or point > points[-1]):
+            points.append(point)
+    return points
+
+
+_DONE = object()
+
+
+class _ParallelScan(Generic[T]):
+    """Runs range queries on a thread pool and hands their pages to one consumer, in bounded memory."""
+
+    def __init__(self, ranges: list[TableQuery[Any]], workers: int, take: int | None) -> None:
+        self.ranges = ranges
+        self.workers = min(workers, len(ranges))
+        self.take = take
+        self.pages: queue.Queue[Any] = queue.Queue(maxsize=2 * workers)
+        self.stop = threading.Event()
+        self.next_range = iter(ranges)
+        self.lock = threading.Lock()
+
+    def _put(self, item: Any) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.pages.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _work(self) -> None:
+        try:
+            while not self.stop.is_set():
+                with self.lock:
+                    query = next(self.next_range, None)
+                if query is None:
+                    break
+                token: ContinuationToken | None = None
+                while not self.stop.is_set():
+                    segment = query.execute_segmented(token)
+                    if segment.results and not self._put(segment.results):
+                        return
+                    if segment.continuation_token is not None and segment.continuation_token == token:
+                        raise TableServiceError(
+                            "the service answered with the continuation token it was sent; stopping "
+                            "instead of requesting the same page forever"
+                        )
+                    token = segment.continuation_token
+                    if token is None:
+                        break
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            self._put(exc)
+        finally:
+            self._put(_DONE)
+
+    def run(self) -> Iterator[T]:
+        threads = [
+            threading.Thread(target=self._work, name=f"tablesdk-scan-{index}", daemon=True)
+            for index in range(self.workers)
+        ]
+        for thread in threads:
+            thread.start()
+        remaining, running = self.take, len(threads)
+        try:
+            while running:
+                item = self.pages.get()
+                if item is _DONE:
+                    running -= 1
+                    continue
+                if isinstance(item, BaseException):
+                    raise item
+                for entity in item:
+                    yield entity
+                    if remaining is not None:
+                        remaining -= 1
+                        if remaining == 0:
+                            return
+                item = None  # release the page before waiting for the next one
+        finally:
+            self.stop.set()
+            for thread in threads:
+                thread.join()
