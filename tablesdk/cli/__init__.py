@@ -1,0 +1,30 @@
+"""The ``tablesdk`` command line (``pip install 'tablesdk[cli]'``): see docs/cli.md.
+
+:func:`main` is the console script and ``python -m tablesdk``. The commands
+live in :mod:`tablesdk.cli.app` and need click and rich, the ``cli`` extra;
+without them :func:`main` says how to install it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["main", "INSTALL_HINT"]
+
+#: What to run when the command line's dependencies are missing.
+INSTALL_HINT = "pip install 'tablesdk[cli]'"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``tablesdk`` command with ``argv`` (default: the process's arguments); returns its status."""
+    try:
+        import click  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError as exc:
+        sys.stderr.write(
+            f"tablesdk: the command line needs the 'cli' extra ({exc.name} is not installed): {INSTALL_HINT}\n"
+        )
+        return 2
+    from .app import run
+
+    return run(argv)

@@ -1,0 +1,280 @@
+"""The ``tablesdk`` command line, run through its real entry point (``python -m tablesdk``).
+
+Round trips (JSON lines and CSV, every EDM type) run against every integration
+target: the bundled emulator in both wire formats and Azurite. The other
+commands run against the bundled emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tablesdk import CloudTableClient, DynamicEntity, EdmDateTime, EdmType, EntityProperty
+from tablesdk.entity import entity_to_payload
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, connection_string: str | None = None, stdin: bytes | None = None,
+            env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+    """``python -m tablesdk ARGS`` in a child process; the account comes from the environment."""
+    child_env = {k: v for k, v in os.environ.items() if k != "AZURE_STORAGE_CONNECTION_STRING"}
+    child_env["PYTHONPATH"] = str(REPO)
+    if connection_string is not None:
+        child_env["AZURE_STORAGE_CONNECTION_STRING"] = connection_string
+    child_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "tablesdk", *args], input=stdin, capture_output=True,
+        env=child_env, timeout=timeout, check=False,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[bytes]) -> str:
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode("utf-8")
+
+
+def edm_entities() -> list[DynamicEntity]:
+    """Every EDM type, edge values included, over three partitions; some properties absent."""
+    seven = EdmDateTime(2024, 2, 29, 23, 59, 59, 123456, timezone.utc, ticks_remainder=7)
+    entities = [
+        DynamicEntity(
+            PartitionKey="p1", RowKey="all",
+            S="text with \"quotes\", commas,\nnew lines and unicode é✓", Empty="",
+            I32=-(2**31), I32b=2**31 - 1, I64=EntityProperty(5, EdmType.INT64), I64big=-(2**63),
+            D=0.1, Dwhole=EntityProperty(2.0, EdmType.DOUBLE), Dnan=math.nan, Dinf=math.inf, Dninf=-math.inf,
+            B=True, Bf=False, T=seven, Tmin=datetime(1601, 1, 1, tzinfo=timezone.utc),
+            G=uuid.UUID("12345678-1234-5678-1234-567812345678"), Bin=b"\x00\xff\x10binary",
+        ),
+        DynamicEntity(PartitionKey="p1", RowKey="sparse", S="only this"),
+        DynamicEntity(PartitionKey="p2", RowKey="k'ey", I64=EntityProperty(2**40, EdmType.INT64), S=""),
+        DynamicEntity(PartitionKey="p3", RowKey="types", S=EntityProperty("7", EdmType.STRING), I32=3),
+    ]
+    return entities
+
+
+def comparable(entity: DynamicEntity) -> dict[str, Any]:
+    """Name -> (EDM type, value) with NaN made comparable; keys included, Timestamp not."""
+    payload = entity_to_payload(entity, validate=False)
+    out: dict[str, Any] = {}
+    for name, value in payload.values.items():
+        edm = payload.types[name]
+        if isinstance(value, float):
+            value = repr(value)
+        if isinstance(value, datetime):
+            value = (value.isoformat(), getattr(value, "ticks_remainder", 0))
+        out[name] = (edm, value)
+    return out
+
+
+def table_contents(client: CloudTableClient, table: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(e.PartitionKey, e.RowKey): comparable(e) for e in client.create_query(table)}
+
+
+def fill(client: CloudTableClient, table: str, entities: list[DynamicEntity]) -> None:
+    client.bulk_insert(table, entities).raise_on_error()
+
+
+@pytest.fixture
+def second_table(client: CloudTableClient) -> Iterator[str]:
+    name = "cli" + uuid.uuid4().hex[:16]
+    yield name
+    client.delete_table_if_exists(name)
+
+
+@pytest.fixture
+def dev_table(table_client: CloudTableClient, unique_table_name: str) -> str:
+    """A fresh table on the bundled emulator (emptied after the test by ``table_client``)."""
+    table_client.create_table(unique_table_name)
+    return unique_table_name
+
+
+@pytest.fixture
+def dev_env(devstore_connection_string: str) -> dict[str, str]:
+    return {"AZURE_STORAGE_CONNECTION_STRING": devstore_connection_string}
+
+
+def wire_format(target: str) -> str:
+    return target.rsplit("-", 1)[1]
+
+
+# ---------------------------------------------------------------- round trips on every target
+
+
+@pytest.mark.parametrize("file_format", ["jsonl", "csv"])
+def test_export_import_round_trip_is_exact(
+    client: CloudTableClient, target: str, connection_string: str, table: str, second_table: str,
+    tmp_path: Path, file_format: str,
+) -> None:
+    fill(client, table, edm_entities())
+    path = tmp_path / f"out.{file_format}"
+    fmt = ["--format", wire_format(target)]
+    ok(run_cli(*fmt, "export", table, str(path), connection_string=connection_string))
+    result = run_cli(*fmt, "import", str(path), second_table, "--create-table", connection_string=connection_string)
+    ok(result)
+    assert b"imported 4 entities, 0 failed" in result.stderr
+    assert table_contents(client, second_table) == table_contents(client, table)
+    assert table_contents(client, table) == {(e.PartitionKey, e.RowKey): comparable(e) for e in edm_entities()}
+    assert not list(tmp_path.glob("*.tablesdk-*"))  # no resume state or row spool left behind
+
+
+def test_jsonl_export_is_the_services_json_form(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str
+) -> None:
+    client, table = table_client, dev_table
+    fill(client, table, [DynamicEntity(PartitionKey="p", RowKey="1", Big=2**40)])
+    out = ok(run_cli("export", table, "-", connection_string=devstore_connection_string))
+    assert json.loads(out) == {
+        "PartitionKey": "p", "RowKey": "1", "Big": "1099511627776", "Big@odata.type": "Edm.Int64",
+    }
+
+
+def test_csv_headers_carry_types(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str
+) -> None:
+    client, table = table_client, dev_table
+    fill(client, table, [DynamicEntity(PartitionKey="p", RowKey="1", Big=2**40, Name="n")])
+    out = ok(run_cli("export", table, "-", "--format", "csv", connection_string=devstore_connection_string))
+    assert out.splitlines()[0] == '"PartitionKey","RowKey","Big@Edm.Int64","Name"'
+    assert out.splitlines()[1] == '"p","1","1099511627776","n"'
+
+
+def test_import_reads_hand_written_files(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str, tmp_path: Path
+) -> None:
+    client, table = table_client, dev_table
+    csv_file = tmp_path / "hand.csv"
+    csv_file.write_text("PartitionKey,RowKey,Age@Edm.Int32,Name,Ok@Edm.Boolean\np,1,42,Ann,true\np,2,,,false\n")
+    jsonl_file = tmp_path / "hand.jsonl"
+    jsonl_file.write_text('{"PartitionKey":"q","RowKey":"1","N":5,"F":1.5,"B":true}\n\n')
+    ok(run_cli("import", str(csv_file), table, connection_string=devstore_connection_string))
+    ok(run_cli("import", str(jsonl_file), table, connection_string=devstore_connection_string))
+    got = table_contents(client, table)
+    assert got[("p", "1")] == {"PartitionKey": (EdmType.STRING, "p"), "RowKey": (EdmType.STRING, "1"),
+                               "Age": (EdmType.INT32, 42), "Name": (EdmType.STRING, "Ann"), "Ok": (EdmType.BOOLEAN, True)}
+    assert got[("p", "2")]["Ok"] == (EdmType.BOOLEAN, False) and "Name" not in got[("p", "2")]
+    assert got[("q", "1")]["N"] == (EdmType.INT32, 5) and got[("q", "1")]["F"] == (EdmType.DOUBLE, "1.5")
+
+
+# ---------------------------------------------------------------- import: rejects and exit status
+
+
+def test_import_rejects_file_and_exit_status(
+    table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    table_client.insert_entity(dev_table, DynamicEntity(PartitionKey="p", RowKey="taken", V=1))
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"PartitionKey":"p","RowKey":"new","V":2}\n'
+        "this is not json\n"
+        '{"PartitionKey":"p","RowKey":"taken","V":3}\n'
+        '{"PartitionKey":"p","RowKey":"bad","N":"x","N@odata.type":"Edm.Int64"}\n'
+    )
+    rejects = tmp_path / "rejects.jsonl"
+    result = run_cli("import", str(source), dev_table, "--rejects", str(rejects), env=dev_env)
+    assert result.returncode == 3, result.stderr
+    assert b"imported 1 entities, 3 failed" in result.stderr
+    lines = [json.loads(line) for line in rejects.read_text().splitlines()]
+    errors = {(line["tablesdk.error"]["line"], line["tablesdk.error"]["code"]) for line in lines}
+    assert errors == {(2, "InvalidInput"), (3, "EntityAlreadyExists"), (4, "InvalidInput")}
+    taken = next(line for line in lines if line.get("RowKey") == "taken")
+    assert taken["V"] == 3 and taken["tablesdk.error"]["status"] == 409
+    assert next(line for line in lines if line["tablesdk.error"]["line"] == 2)["tablesdk.error"]["text"] == "this is not json"
+    # The rejects file is an import file: fixed up, it goes back in as it is.
+    retry = run_cli("import", str(rejects), dev_table, "--mode", "upsert", env=dev_env)
+    assert retry.returncode == 3  # the two unreadable lines fail again; the conflict is now an upsert
+    assert table_client.get_entity(dev_table, "p", "taken")["V"] == 3
+
+
+def test_import_from_stdin_and_missing_table(dev_table: str, dev_env: dict[str, str]) -> None:
+    result = run_cli("import", "-", dev_table, stdin=b'{"PartitionKey":"a","RowKey":"b"}\n', env=dev_env)
+    assert result.returncode == 0 and b"imported 1 entities, 0 failed" in result.stderr
+    missing = run_cli("import", "-", "nosuchtable1", stdin=b'{"PartitionKey":"a","RowKey":"b"}\n', env=dev_env)
+    assert missing.returncode == 3
+    assert b"TableNotFound" in missing.stderr
+
+
+# ---------------------------------------------------------------- errors, exit statuses, secrets
+
+
+def test_errors_are_one_line_with_a_hint(dev_table: str, dev_env: dict[str, str]) -> None:
+    result = run_cli("get", dev_table, "p", "missing", env=dev_env)
+    assert result.returncode == 1 and result.stdout == b""
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("tablesdk: error: 404 ResourceNotFound") and "check the PartitionKey" in lines[0]
+    debug = run_cli("--debug", "get", dev_table, "p", "missing", env=dev_env)
+    assert debug.returncode == 1 and b"Traceback (most recent call last)" in debug.stderr
+    usage = run_cli("get", dev_table, env=dev_env)
+    assert usage.returncode == 2 and b"Usage:" in usage.stderr
+    no_account = run_cli("tables", "list")
+    assert no_account.returncode == 2 and b"--connection-string" in no_account.stderr
+
+
+def test_unreachable_service_says_what_to_do() -> None:
+    result = run_cli("--retries", "0", "--account-name", "acct", "--account-key", "a2V5a2V5a2V5a2V5",
+                     "--table-endpoint", "http://127.0.0.1:9/acct", "tables", "list")
+    assert result.returncode == 1
+    assert b"cannot reach the service" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+SECRET_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def test_no_secret_in_any_output(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str, tmp_path: Path
+) -> None:
+    from tablesdk import generate_table_sas
+
+    endpoint = table_client.table_endpoint
+    sas = generate_table_sas("devstoreaccount1", SECRET_KEY, dev_table, permission="raud",
+                             expiry=datetime(2099, 1, 1, tzinfo=timezone.utc))
+    signature = next(part[4:] for part in sas.split("&") if part.startswith("sig="))
+    key_args = ["--account-name", "devstoreaccount1", "--account-key", SECRET_KEY, "--table-endpoint", endpoint]
+    sas_args = ["--account-name", "devstoreaccount1", "--sas-token", sas, "--table-endpoint", endpoint]
+    bad_key = ["--account-name", "devstoreaccount1", "--account-key", "d3Jvbmcga2V5IGZvciB0ZXN0cw==",
+               "--table-endpoint", endpoint]
+    entity = '{"PartitionKey":"p","RowKey":"1","V":1}'
+    runs = [
+        run_cli("--debug", *key_args, "insert", dev_table, "--entity", entity),
+        run_cli("--debug", *key_args, "tables", "list"),
+        run_cli("--debug", *key_args, "get", dev_table, "p", "nope"),
+        run_cli("--debug", *sas_args, "query", dev_table, "-o", "jsonl"),
+        run_cli("--debug", *sas_args, "get", dev_table, "p", "nope"),
+        run_cli("--debug", *sas_args, "export", dev_table, str(tmp_path / "x.jsonl")),
+        run_cli("--debug", *bad_key, "tables", "list"),
+        run_cli("--debug", "--connection-string", devstore_connection_string, "count", dev_table),
+        run_cli("--debug", "--connection-string", devstore_connection_string + "Junk=1", "count", dev_table),
+        run_cli("--debug", "--connection-string", devstore_connection_string, "get", "no", "p", "r"),
+    ]
+    assert runs[0].returncode == 0 and runs[3].returncode == 0 and runs[6].returncode == 1
+    assert b"REDACTED" in runs[4].stderr or b"sig=" not in runs[4].stderr
+    for result in runs:
+        for stream in (result.stdout, result.stderr):
+            text = stream.decode("utf-8", "replace")
+            assert SECRET_KEY not in text and SECRET_KEY[:20] not in text
+            assert signature not in text and signature.replace("%2B", "+").replace("%2F", "/") not in text
+    assert (tmp_path / "x.jsonl").read_text().count("\n") == 1
+
+
+def test_without_the_cli_extra_it_says_how_to_install() -> None:
+    code = (
+        "import runpy, sys; sys.modules['click'] = None; sys.argv = ['tablesdk', 'tables', 'list']; "
+        "runpy.run_module('tablesdk', run_name='__main__', alter_sys=True)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=REPO, check=False, timeout=60)
+    assert result.returncode == 2
+    assert b"pip install 'tablesdk[cli]'" in result.stderr
