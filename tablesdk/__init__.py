@@ -10,7 +10,15 @@ import logging as _logging
 
 from ._version import __version__
 from .account import CloudStorageAccount
-from .auth import SasCredential, SharedKeyCredential, SharedKeyLiteCredential, generate_table_sas
+from .auth import (
+    BearerTokenCredential,
+    SasCredential,
+    SharedKeyCredential,
+    SharedKeyLiteCredential,
+    TokenCredential,
+    generate_account_sas,
+    generate_table_sas,
+)
 from .batch import BatchOperation, BatchOperationKind
 from .bulk import BulkInsertError, BulkResult, EntityOutcome
 from .client import CloudTableClient, SendingRequest
@@ -51,6 +59,7 @@ from .query import (
     reverse_ticks,
 )
 from .retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy
+from .service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 from .transport import OperationContext
 
 __all__ = [
@@ -101,6 +110,15 @@ __all__ = [
     "SharedKeyLiteCredential",
     "SasCredential",
     "generate_table_sas",
+    "generate_account_sas",
+    "TokenCredential",
+    "BearerTokenCredential",
+    "AccessPolicy",
+    "ServiceProperties",
+    "AnalyticsLogging",
+    "Metrics",
+    "CorsRule",
+    "ServiceStats",
     "TableServiceError",
     "ResourceNotFoundError",
     "ConflictError",

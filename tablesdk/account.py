@@ -25,7 +25,14 @@ import ipaddress
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .auth import _check_account_name, SasCredential, SharedKeyCredential, TableCredential
+from .auth import (
+    BearerTokenCredential,
+    SasCredential,
+    SharedKeyCredential,
+    TableCredential,
+    TokenCredential,
+    _check_account_name,
+)
 
 if TYPE_CHECKING:
     # client.py is written in parallel; "unused-ignore" keeps this line clean once it lands.
@@ -146,7 +153,11 @@ class CloudStorageAccount:
     ``table_endpoint`` is the table service URL without a trailing slash
     (host-style ``https://acct.table.core.windows.net`` or path-style
     ``http://127.0.0.1:10002/devstoreaccount1``), and ``credential`` signs
-    requests (None for anonymous access).
+    requests (None for anonymous access). Besides a
+    :class:`~tablesdk.auth.TableCredential`, ``credential`` may be any object
+    with ``get_token(*scopes)`` (an azure-identity credential, say): it is
+    wrapped in a :class:`~tablesdk.auth.BearerTokenCredential` and requests
+    carry an Entra ID token.
 
     The keyword-only fields record how a connection string described the
     account, so that :meth:`to_connection_string` gives back an equivalent one.
@@ -166,7 +177,7 @@ class CloudStorageAccount:
         self,
         account_name: str,
         table_endpoint: str,
-        credential: TableCredential | None,
+        credential: TableCredential | TokenCredential | None,
         *,
         default_endpoints_protocol: str | None = None,
         endpoint_suffix: str | None = None,
@@ -177,7 +188,9 @@ class CloudStorageAccount:
         if not isinstance(table_endpoint, str) or not table_endpoint:
             raise ValueError("table_endpoint: must be a non-empty URL")
         if credential is not None and not isinstance(credential, TableCredential):
-            raise ValueError("credential: must be a TableCredential or None")
+            if not callable(getattr(credential, "get_token", None)):
+                raise ValueError("credential: must be a TableCredential, an object with get_token(*scopes), or None")
+            credential = BearerTokenCredential(credential)
         if default_endpoints_protocol is not None:
             default_endpoints_protocol = default_endpoints_protocol.lower()
             if default_endpoints_protocol not in ("http", "https"):
@@ -201,6 +214,24 @@ class CloudStorageAccount:
     def table_endpoint(self) -> str:
         """The table service URL, without a trailing slash."""
         return self._table_endpoint
+
+    @property
+    def secondary_table_endpoint(self) -> str:
+        """The read-only secondary endpoint of an RA-GRS account.
+
+        Host-style endpoints get ``-secondary`` after the account label
+        (``acct-secondary.table.core.windows.net``); path-style ones (emulators)
+        after the account path segment (``.../devstoreaccount1-secondary``).
+        """
+        parts = urlsplit(self._table_endpoint)
+        segment = parts.path.strip("/").split("/", 1)[0]
+        if segment:
+            path = "/" + segment + "-secondary" + parts.path.strip("/")[len(segment):]
+            return f"{parts.scheme}://{parts.netloc}{path}"
+        label, dot, rest = parts.netloc.partition(".")
+        if not dot or _name_from_endpoint(self._table_endpoint) is None:
+            raise ValueError(f"table_endpoint {self._table_endpoint!r} has no account label to derive a secondary from")
+        return f"{parts.scheme}://{label}-secondary.{rest}{parts.path}"
 
     @property
     def credential(self) -> TableCredential | None:

@@ -29,9 +29,13 @@ import hashlib
 import hmac
 import ipaddress
 import re
+import threading
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from datetime import datetime, timezone
 from email.utils import formatdate
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from .errors import TableValidationError
@@ -41,13 +45,27 @@ __all__ = [
     "SharedKeyCredential",
     "SharedKeyLiteCredential",
     "SasCredential",
+    "TokenCredential",
+    "AccessTokenInfo",
+    "BearerTokenCredential",
+    "STORAGE_SCOPE",
+    "MIN_TOKEN_VERSION",
     "generate_table_sas",
+    "generate_account_sas",
     "TABLE_SAS_PERMISSIONS",
+    "ACCOUNT_SAS_PERMISSIONS",
     "DEFAULT_SAS_VERSION",
 ]
 
 #: Table SAS permission letters in their canonical order: query, add, update, delete.
 TABLE_SAS_PERMISSIONS = "raud"
+
+#: Account SAS permission letters that mean something to the Table service, in canonical
+#: order: read, write, delete, list, add, create, update, process.
+ACCOUNT_SAS_PERMISSIONS = "rwdlacup"
+
+_ACCOUNT_SAS_SERVICES = "bfqt"  # blob, file, queue, table: canonical order
+_ACCOUNT_SAS_RESOURCE_TYPES = "sco"  # service, container (table), object (entity)
 
 #: The ``sv`` written by :func:`generate_table_sas` unless told otherwise.
 DEFAULT_SAS_VERSION = "2019-02-02"
@@ -280,6 +298,100 @@ class SasCredential(TableCredential):
     __str__ = __repr__
 
 
+# --------------------------------------------------------------------------- Entra ID tokens
+
+#: The OAuth scope of Azure Storage data-plane requests.
+STORAGE_SCOPE = "https://storage.azure.com/.default"
+
+#: The oldest Table service version that accepts an OAuth bearer token.
+MIN_TOKEN_VERSION = "2019-02-02"
+
+# Refresh a token this many seconds before it expires (what azure-core's bearer token policy does),
+# so that a request never leaves with a token that lapses in flight.
+_REFRESH_MARGIN = 300.0
+
+
+class AccessTokenInfo(Protocol):
+    """What ``get_token`` returns: ``.token`` (the bearer string) and ``.expires_on`` (epoch seconds)."""
+
+    @property
+    def token(self) -> str: ...
+
+    @property
+    def expires_on(self) -> int: ...
+
+
+@runtime_checkable
+class TokenCredential(Protocol):
+    """Anything with ``get_token(*scopes)``: azure-identity's credentials have this shape.
+
+    tablesdk does not depend on azure-core or azure-identity; any object with
+    this method (a ``DefaultAzureCredential``, a managed identity credential, a
+    test double) can be the credential of a :class:`~tablesdk.CloudStorageAccount`.
+    """
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessTokenInfo: ...
+
+
+class BearerTokenCredential(TableCredential):
+    """Authorizes requests with an Entra ID (OAuth 2.0) token: ``Authorization: Bearer <token>``.
+
+    Wraps a :class:`TokenCredential`; asks it for scope
+    ``https://storage.azure.com/.default`` on first use and again when the
+    cached token is within five minutes of ``expires_on``. Thread-safe: one
+    refresh at a time. The token never appears in a repr, a log or an error.
+    The service accepts tokens from version 2019-02-02 on (JSON payloads
+    only); :class:`~tablesdk.CloudTableClient` checks that.
+    """
+
+    def __init__(self, credential: TokenCredential, *, clock: Callable[[], float] = time.time) -> None:
+        if not callable(getattr(credential, "get_token", None)):
+            raise ValueError("credential: needs a get_token(*scopes) method")
+        self._credential = credential
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._token: str | None = None
+        self._expires_on = 0.0
+
+    @property
+    def token_credential(self) -> TokenCredential:
+        """The wrapped credential."""
+        return self._credential
+
+    def _current_token(self) -> str:
+        with self._lock:
+            if self._token is None or self._expires_on - self._clock() <= _REFRESH_MARGIN:
+                access = self._credential.get_token(STORAGE_SCOPE)
+                token = getattr(access, "token", None)
+                if not isinstance(token, str) or not token:
+                    raise ValueError("credential: get_token returned no token")
+                self._token = token
+                self._expires_on = float(getattr(access, "expires_on", 0) or 0)
+            return self._token
+
+    def apply(self, method: str, url: str, headers: dict[str, str]) -> str:
+        """Set ``x-ms-date`` if absent and ``Authorization: Bearer``; return ``url`` unchanged."""
+        _ensure_date(headers)
+        token = self._current_token()
+        for key in [k for k in headers if k.lower() == "authorization"]:
+            del headers[key]
+        headers["Authorization"] = f"Bearer {token}"
+        return url
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BearerTokenCredential):
+            return NotImplemented
+        return self._credential is other._credential
+
+    def __hash__(self) -> int:
+        return hash(("BearerTokenCredential", id(self._credential)))
+
+    def __repr__(self) -> str:
+        return f"BearerTokenCredential(credential={type(self._credential).__name__})"
+
+    __str__ = __repr__
+
+
 # --------------------------------------------------------------------------- SAS
 
 
@@ -292,17 +404,32 @@ def _format_sas_time(value: datetime, field: str) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _normalise_permission(permission: str) -> str:
-    if not isinstance(permission, str):
-        raise TableValidationError("permission", f"must be a string of letters from '{TABLE_SAS_PERMISSIONS}'")
-    bad = sorted({letter for letter in permission if letter not in TABLE_SAS_PERMISSIONS})
+def _normalise_letters(value: str, allowed: str, field: str, what: str) -> str:
+    """``value``'s letters in the canonical order of ``allowed``; anything else is refused."""
+    if not isinstance(value, str):
+        raise TableValidationError(field, f"must be a string of letters from '{allowed}'")
+    bad = sorted({letter for letter in value if letter not in allowed})
     if bad:
         raise TableValidationError(
-            "permission",
-            f"only the letters '{TABLE_SAS_PERMISSIONS}' are allowed for a table SAS",
+            field,
+            f"only the letters '{allowed}' are allowed for {what}",
             "not allowed: " + ", ".join(repr(letter) for letter in bad),
         )
-    return "".join(letter for letter in TABLE_SAS_PERMISSIONS if letter in permission)
+    return "".join(letter for letter in allowed if letter in value)
+
+
+def _normalise_permission(permission: str) -> str:
+    return _normalise_letters(permission, TABLE_SAS_PERMISSIONS, "permission", "a table SAS")
+
+
+def _check_version(version: str) -> None:
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version) or version < _MIN_SAS_VERSION:
+        raise TableValidationError("version", f"a service version 'YYYY-MM-DD', {_MIN_SAS_VERSION} or later", repr(version))
+
+
+def _check_protocol(protocol: str | None) -> None:
+    if protocol is not None and protocol not in ("https", "https,http"):
+        raise TableValidationError("protocol", "'https' or 'https,http'", repr(protocol))
 
 
 def _check_ip(ip: str) -> None:
@@ -322,7 +449,7 @@ def generate_table_sas(
     table_name: str,
     permission: str = "r",
     *,
-    expiry: datetime,
+    expiry: datetime | None = None,
     start: datetime | None = None,
     start_partition_key: str | None = None,
     start_row_key: str | None = None,
@@ -336,7 +463,11 @@ def generate_table_sas(
     """Build a service SAS token for one table; returns it without a leading ``?``.
 
     ``permission`` is any subset of ``"raud"`` (query, add, update, delete),
-    written in that canonical order; it may be empty only with ``policy_id``.
+    written in that canonical order. With ``policy_id`` (a stored access policy
+    set with ``client.set_table_acl``) the service takes the permission, start
+    and expiry the SAS leaves out from the policy, so ``permission=""`` and no
+    ``expiry`` are allowed then; a field may not be given by both. Without a
+    policy, ``permission`` and ``expiry`` are required.
     Datetimes may be aware (converted to UTC) or naive (taken as UTC) and are
     written as ``YYYY-MM-DDTHH:MM:SSZ``. The key ranges are inclusive; a row
     key bound needs its partition key bound. ``protocol`` is ``"https"`` or
@@ -357,15 +488,15 @@ def generate_table_sas(
     sp = _normalise_permission(permission)
     if not sp and policy_id is None:
         raise TableValidationError("permission", "required unless policy_id names a stored access policy")
-    se = _format_sas_time(expiry, "expiry")
+    if expiry is None and policy_id is None:
+        raise TableValidationError("expiry", "required unless policy_id names a stored access policy")
+    se = _format_sas_time(expiry, "expiry") if expiry is not None else ""
     st = _format_sas_time(start, "start") if start is not None else ""
-    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version) or version < _MIN_SAS_VERSION:
-        raise TableValidationError("version", f"a service version 'YYYY-MM-DD', {_MIN_SAS_VERSION} or later", repr(version))
-    if protocol is not None and protocol not in ("https", "https,http"):
-        raise TableValidationError("protocol", "'https' or 'https,http'", repr(protocol))
+    _check_version(version)
+    _check_protocol(protocol)
     if ip is not None:
         _check_ip(ip)
-    if policy_id is not None and not (0 < len(policy_id) <= 64):
+    if policy_id is not None and not (isinstance(policy_id, str) and 0 < len(policy_id) <= 64):
         raise TableValidationError("policy_id", "1-64 characters")
     if start_row_key is not None and start_partition_key is None:
         raise TableValidationError("start_row_key", "requires start_partition_key")
@@ -395,12 +526,73 @@ def generate_table_sas(
         ("tn", table_name),
         ("sp", sp or None),
         ("st", st or None),
-        ("se", se),
+        ("se", se or None),
         ("spk", start_partition_key),
         ("srk", start_row_key),
         ("epk", end_partition_key),
         ("erk", end_row_key),
         ("si", policy_id),
+        ("sip", ip),
+        ("spr", protocol),
+        ("sig", signature),
+    ]
+    return "&".join(f"{name}={quote(value, safe='')}" for name, value in query if value is not None)
+
+
+def generate_account_sas(
+    account_name: str,
+    account_key: str,
+    *,
+    resource_types: str,
+    permission: str,
+    expiry: datetime,
+    start: datetime | None = None,
+    services: str = "t",
+    ip: str | None = None,
+    protocol: str | None = None,
+    version: str = DEFAULT_SAS_VERSION,
+) -> str:
+    """Build an account SAS token; returns it without a leading ``?``.
+
+    An account SAS can reach what a table SAS cannot: table listing, creation
+    and deletion, and the service-level operations (properties, stats).
+    ``resource_types`` is any of ``"s"`` (service), ``"c"`` (container: a
+    table) and ``"o"`` (object: an entity); ``permission`` any of
+    ``"rwdlacup"``; ``services`` any of ``"bfqt"`` (``"t"``, the Table
+    service, by default). Letters are written in those canonical orders.
+    ``start``/``expiry``, ``ip`` and ``protocol`` are as for
+    :func:`generate_table_sas`.
+
+    The signed string is the account name, permissions, services, resource
+    types, start, expiry, ip, protocol and version, one per line, each line
+    ended by a newline; from version 2020-12-06 on, an (empty) encryption
+    scope line follows the version.
+    """
+    _check_account_name(account_name)
+    key = _decode_key(account_key, "account_key")
+    sp = _normalise_letters(permission, ACCOUNT_SAS_PERMISSIONS, "permission", "an account SAS")
+    ss = _normalise_letters(services, _ACCOUNT_SAS_SERVICES, "services", "an account SAS")
+    srt = _normalise_letters(resource_types, _ACCOUNT_SAS_RESOURCE_TYPES, "resource_types", "an account SAS")
+    for name, value in (("permission", sp), ("services", ss), ("resource_types", srt)):
+        if not value:
+            raise TableValidationError(name, "at least one letter is required")
+    se = _format_sas_time(expiry, "expiry")
+    st = _format_sas_time(start, "start") if start is not None else ""
+    _check_version(version)
+    _check_protocol(protocol)
+    if ip is not None:
+        _check_ip(ip)
+    fields = [account_name, sp, ss, srt, st, se, ip or "", protocol or "", version]
+    if version >= "2020-12-06":
+        fields.append("")  # signed encryption scope: not used by the Table service
+    signature = _sign(key, "\n".join(fields) + "\n")
+    query: list[tuple[str, str | None]] = [
+        ("sv", version),
+        ("ss", ss),
+        ("srt", srt),
+        ("sp", sp),
+        ("st", st or None),
+        ("se", se),
         ("sip", ip),
         ("spr", protocol),
         ("sig", signature),

@@ -30,14 +30,26 @@ from .batch import (
     parse_batch_response,
     supports_prefer,
 )
+from .auth import MIN_TOKEN_VERSION, BearerTokenCredential
 from .bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from .edm import EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_from_payload, entity_to_payload, validate_key, validate_table_name
 from .errors import BatchError, ConflictError, ResourceNotFoundError, TableServiceError, error_for_status
+from .filter import FilterLike, as_filter, prop, render_filter
 from .formats import PayloadFormat, get_format, parse_error_body
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import ExponentialRetry, RetryPolicy
 from .http import DEFAULT_MAX_RESPONSE_BYTES, Sender
+from .service import (
+    AccessPolicy,
+    ServiceProperties,
+    ServiceStats,
+    parse_acl,
+    parse_service_properties,
+    parse_service_stats,
+    serialize_acl,
+    serialize_service_properties,
+)
 from .transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport
 
 if TYPE_CHECKING:
@@ -133,6 +145,7 @@ class CloudTableClient:
         self.account = account
         self.table_endpoint = account.table_endpoint.rstrip("/")
         self.api_version = api_version or self._format.default_api_version
+        _check_token_credential(account, self._format.name, self.api_version)
         self.echo_content = echo_content
         self.operation_deadline = operation_deadline
         self._transport = Transport(
@@ -197,8 +210,9 @@ class CloudTableClient:
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
         request_hook: RequestHook | None = None,
+        endpoint: str | None = None,
     ) -> HttpResponse:
-        url = f"{self.table_endpoint}/{path}"
+        url = f"{endpoint or self.table_endpoint}/{path}"
         if query:
             url += "?" + _query_string(query)
         all_headers = dict(self._base_headers)
@@ -312,25 +326,125 @@ class CloudTableClient:
         self,
         prefix: str | None = None,
         *,
+        filter: FilterLike | None = None,
         page_size: int | None = None,
         operation_context: OperationContext | None = None,
     ) -> Iterator[str]:
-        """Yield table names (optionally those starting with ``prefix``), following continuation."""
-        params: list[tuple[str, str]] = []
-        if prefix:
-            from .filter import prop
+        """Yield table names, following continuation (NextTableName) lazily.
 
-            params.append(("$filter", prop("TableName").startswith(prefix).render()))
-        if page_size is not None:
-            params.append(("$top", str(page_size)))
-        next_name: str | None = None
+        ``prefix`` keeps names starting with it (case-sensitive, as the
+        service compares); ``filter`` is an OData filter on ``TableName``
+        (``prop("TableName") >= "b"`` or raw text such as ``"TableName eq 'x'"``);
+        both may be given and must both hold. ``page_size`` is the ``$top`` of
+        each request.
+        """
+        token: ContinuationToken | None = None
         while True:
-            query = params + ([("NextTableName", next_name)] if next_name else [])
-            response = self._send("GET", "Tables", query=query, operation_context=operation_context)
-            yield from self._format.parse_tables(response.body)
-            next_name = response.headers.get("x-ms-continuation-NextTableName")
-            if not next_name:
+            segment = self.list_tables_segmented(
+                token, prefix=prefix, filter=filter, max_results=page_size, operation_context=operation_context
+            )
+            yield from segment.results
+            token = segment.continuation_token
+            if token is None:
                 return
+
+    def list_tables_segmented(
+        self,
+        token: ContinuationToken | None = None,
+        *,
+        prefix: str | None = None,
+        filter: FilterLike | None = None,
+        max_results: int | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> ResultSegment[str]:
+        """One page of Query Tables: the names and the token of the next page (None on the last).
+
+        The token carries the service's NextTableName; it survives
+        :meth:`ContinuationToken.to_string` / :meth:`ContinuationToken.from_string`,
+        so a page can be resumed later (with the same ``prefix`` and ``filter``).
+        ``max_results`` is 1-1000 (the service's page limit, its default).
+        """
+        if max_results is not None and (
+            isinstance(max_results, bool) or not isinstance(max_results, int) or not 1 <= max_results <= 1000
+        ):
+            raise ValueError(f"max_results must be an int from 1 to 1000, got {max_results!r}")
+        if token is not None and token.next_table_name is None:
+            raise ValueError("this continuation token belongs to an entity query, not to table listing")
+        params: list[tuple[str, str]] = []
+        text = _table_filter(prefix, filter)
+        if text:
+            params.append(("$filter", text))
+        if max_results is not None:
+            params.append(("$top", str(max_results)))
+        if token is not None and token.next_table_name:
+            params.append(("NextTableName", token.next_table_name))
+        response = self._send("GET", "Tables", query=params, operation_context=operation_context)
+        names = self._format.parse_tables(response.body)
+        next_name = response.headers.get("x-ms-continuation-NextTableName")
+        return ResultSegment(names, ContinuationToken(next_table_name=next_name) if next_name else None)
+
+    # ------------------------------------------------------------ access policies, service level
+
+    def get_table_acl(
+        self, table_name: str, *, operation_context: OperationContext | None = None
+    ) -> dict[str, AccessPolicy]:
+        """The table's stored access policies (Get Table ACL), by policy id."""
+        validate_table_name(table_name)
+        response = self._send(
+            "GET", table_name, query=[("comp", "acl")], operation_context=operation_context
+        )
+        return parse_acl(response.body)
+
+    def set_table_acl(
+        self,
+        table_name: str,
+        policies: dict[str, AccessPolicy],
+        *,
+        operation_context: OperationContext | None = None,
+    ) -> None:
+        """Replace the table's stored access policies (Set Table ACL); ``{}`` removes them all.
+
+        At most 5 policies, ids of 1-64 characters, permissions from ``"raud"``:
+        checked before sending. A SAS naming a removed policy stops working.
+        """
+        validate_table_name(table_name)
+        body = serialize_acl(policies)
+        self._send(
+            "PUT", table_name, query=[("comp", "acl")], body=body,
+            headers={"Content-Type": "application/xml"}, operation_context=operation_context,
+        )
+
+    def get_service_properties(self, *, operation_context: OperationContext | None = None) -> ServiceProperties:
+        """The Table service's analytics logging, hour and minute metrics and CORS rules."""
+        response = self._send(
+            "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
+        )
+        return parse_service_properties(response.body)
+
+    def set_service_properties(
+        self, properties: ServiceProperties, *, operation_context: OperationContext | None = None
+    ) -> None:
+        """Set the Table service's properties; sections left None keep their current values.
+
+        The service's limits (5 CORS rules, 64 origins, 64 + 2 headers, 2 KiB of
+        CORS settings, retention 1-365 days) are checked before sending.
+        """
+        body = serialize_service_properties(properties)
+        self._send(
+            "PUT", "", query=[("restype", "service"), ("comp", "properties")], body=body,
+            headers={"Content-Type": "application/xml"}, operation_context=operation_context,
+        )
+
+    def get_service_stats(self, *, operation_context: OperationContext | None = None) -> ServiceStats:
+        """Geo-replication status and last sync time, from the account's secondary endpoint.
+
+        Only RA-GRS accounts have a readable secondary; on others the request fails.
+        """
+        response = self._send(
+            "GET", "", query=[("restype", "service"), ("comp", "stats")],
+            operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,
+        )
+        return parse_service_stats(response.body)
 
     # ------------------------------------------------------------ queries
 
@@ -667,6 +781,34 @@ def _with_keys(select: Iterable[str]) -> list[str]:
         if system not in names:
             names.append(system)
     return names
+
+
+def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:
+    """The Query Tables ``$filter`` for a name prefix and/or a filter on TableName."""
+    parts = []
+    if prefix:
+        parts.append(prop("TableName").startswith(prefix))
+    if filter is not None:
+        parts.append(as_filter(filter))
+    if not parts:
+        return None
+    return render_filter(parts[0] if len(parts) == 1 else parts[0] & parts[1])
+
+
+def _check_token_credential(account: CloudStorageAccount, payload_format: str, api_version: str) -> None:
+    """An Entra ID token is accepted from 2019-02-02 on, which is JSON-only: refuse what cannot work."""
+    if not isinstance(account.credential, BearerTokenCredential):
+        return
+    if payload_format != "json":
+        raise ValueError(
+            "payload_format='atom' cannot be used with a token credential: the service accepts "
+            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on, and those versions speak JSON only"
+        )
+    if api_version < MIN_TOKEN_VERSION:
+        raise ValueError(
+            f"api_version {api_version} cannot be used with a token credential: the service accepts "
+            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on"
+        )
 
 
 def _error_from_response(response: HttpResponse) -> TableServiceError:

@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="accept URL path segments over 260 characters (HTTP.sys refuses them)")
     parser.add_argument("--double-decode-keys", action="store_true",
                         help="reproduce the service's double decoding of keys in URL paths ('%%' bug)")
+    parser.add_argument("--bearer-token", action="append", default=[], metavar="TOKEN",
+                        help="accept this Entra ID token in 'Authorization: Bearer' (repeatable)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
 
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         store = DevStore(args.port, args.page_size, host=args.host, db=args.db, max_scan=args.max_scan,
                          allow_anonymous=args.allow_anonymous, verbose=args.verbose,
                          max_url_segment=None if args.no_url_segment_limit else 260,
-                         double_decode_keys=args.double_decode_keys)
+                         double_decode_keys=args.double_decode_keys, bearer_tokens=args.bearer_token)
     except ValueError as exc:
         parser.error(str(exc))
     try:

@@ -16,8 +16,13 @@ be within 15 minutes of the server clock.
 
 SAS: table service SAS (``tn``) and account SAS (``ss``/``srt``) with signed
 version 2015-04-05 or later; signature, start, expiry, protocol, IP, table
-name, permissions and PartitionKey/RowKey ranges are enforced. Stored access
-policies (``si``) are not supported.
+name, permissions and PartitionKey/RowKey ranges are enforced. A table SAS
+naming a stored access policy (``si``) takes the permission, start and expiry
+it leaves out from that policy (a field given by both is refused); a SAS whose
+policy is gone is refused, which is how a policy revokes its SAS.
+
+Bearer (Entra ID) tokens are accepted when the emulator was given a set of
+token strings to accept, from version 2019-02-02 on; anything else is 403.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
-from typing import Mapping
+from typing import Callable, Mapping, Protocol
 
 from .errors import PipelineError, pipeline_error
 from .values import utf16_key as _utf16
@@ -39,6 +44,19 @@ __all__ = ["AuthResult", "SasGrant", "authenticate", "sign", "shared_key_string_
 
 MAX_CLOCK_SKEW = timedelta(minutes=15)
 _MIN_SAS_VERSION = "2015-04-05"
+_MIN_BEARER_VERSION = "2019-02-02"
+
+
+class PolicyLike(Protocol):
+    """A stored access policy as the auth check needs it."""
+
+    start: str
+    expiry: str
+    permission: str
+
+
+#: (table name, policy id) -> the stored policy, or None when the table has no such policy.
+PolicyLookup = Callable[[str, str], "PolicyLike | None"]
 
 
 def sign(key: bytes, string_to_sign: str) -> str:
@@ -82,7 +100,8 @@ def account_sas_string_to_sign(account: str, q: Mapping[str, str]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _parse_sas_time(text: str) -> datetime | None:
+def parse_sas_time(text: str) -> datetime | None:
+    """A SAS or access-policy time in one of the service's ISO 8601 forms (UTC), or None."""
     text = text.strip()
     for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S.%fZ"):
         try:
@@ -108,6 +127,7 @@ _OPERATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "create_table": ("", ("cw",), "c"),
     "delete_table": ("", ("d",), "c"),
     "service": ("", ("r",), "s"),
+    "service_write": ("", ("w",), "s"),
     "query_entities": ("r", ("r",), "o"),
     "get_entity": ("r", ("r",), "o"),
     "insert": ("a", ("aw",), "o"),
@@ -118,7 +138,7 @@ _OPERATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "delete": ("d", ("d",), "o"),
     "batch": ("", (), "o"),
 }
-_TABLE_LEVEL = frozenset({"query_tables", "create_table", "delete_table", "service"})
+_TABLE_LEVEL = frozenset({"query_tables", "create_table", "delete_table", "service", "service_write"})
 
 
 @dataclass
@@ -200,20 +220,26 @@ def authenticate(
     client_ip: str = "127.0.0.1",
     now: datetime | None = None,
     allow_anonymous: bool = False,
+    policy_lookup: PolicyLookup | None = None,
+    bearer_tokens: frozenset[str] = frozenset(),
 ) -> AuthResult:
     """Verify the request's credentials; PipelineError (403) when they do not hold.
 
     ``headers`` must be case-insensitive (keys looked up lower-case).
+    ``policy_lookup`` finds the stored access policy a SAS names;
+    ``bearer_tokens`` are the Entra ID tokens accepted (none: Bearer is refused).
     """
     now = now or datetime.now(timezone.utc)
     authorization = headers.get("authorization", "")
     if "sig" in query and not authorization:
-        return _verify_sas(query, account, key, secure, client_ip, now)
+        return _verify_sas(query, account, key, secure, client_ip, now, policy_lookup)
     if not authorization:
         if allow_anonymous:
             return AuthResult("Anonymous")
         raise _auth_failed("No authentication information was provided (no Authorization header and no SAS).")
     scheme, _, credentials = authorization.strip().partition(" ")
+    if scheme == "Bearer":
+        return _verify_bearer(credentials.strip(), headers, bearer_tokens)
     if scheme not in ("SharedKey", "SharedKeyLite"):
         raise _auth_failed(
             f"The authorization scheme '{scheme}' is not supported; use SharedKey, SharedKeyLite or a SAS."
@@ -259,14 +285,43 @@ def authenticate(
     )
 
 
+def _verify_bearer(token: str, headers: Mapping[str, str], accepted: frozenset[str]) -> AuthResult:
+    if not accepted:
+        raise _auth_failed("Bearer tokens are not accepted: the emulator was started without accepted tokens.")
+    version = headers.get("x-ms-version", "").strip()
+    if version < _MIN_BEARER_VERSION:
+        raise _auth_failed("Authentication scheme Bearer is not supported in this version.")
+    if not any(hmac.compare_digest(token.encode("utf-8"), ok.encode("utf-8")) for ok in accepted):
+        raise _auth_failed("The token is not valid (not one the emulator accepts).")
+    return AuthResult("Bearer")
+
+
+def _apply_policy(q: Mapping[str, str], lookup: PolicyLookup | None) -> dict[str, str]:
+    """The SAS fields in force: the token's, completed from the stored policy it names."""
+    merged = dict(q)
+    policy_id = q.get("si", "")
+    if not policy_id:
+        return merged
+    if "ss" in q or "srt" in q or not q.get("tn"):
+        raise _auth_failed("Only a table service SAS can name a stored access policy (si).")
+    policy = lookup(q["tn"], policy_id) if lookup is not None else None
+    if policy is None:
+        raise _auth_failed(f"The stored access policy '{policy_id}' does not exist on table '{q['tn']}'.")
+    for name, stored in (("sp", policy.permission), ("st", policy.start), ("se", policy.expiry)):
+        if stored and q.get(name):
+            raise _auth_failed(f"The SAS field '{name}' is given both by the SAS and by its stored access policy.")
+        if stored:
+            merged[name] = stored
+    return merged
+
+
 def _verify_sas(
-    q: Mapping[str, str], account: str, key: bytes, secure: bool, client_ip: str, now: datetime
+    q: Mapping[str, str], account: str, key: bytes, secure: bool, client_ip: str, now: datetime,
+    policy_lookup: PolicyLookup | None = None,
 ) -> AuthResult:
     version = q.get("sv", "")
     if len(version) != 10 or version < _MIN_SAS_VERSION:
         raise _auth_failed(f"The signed version '{version}' is not supported by the emulator (2015-04-05 or later).")
-    if q.get("si"):
-        raise _auth_failed("Stored access policies (si) are not supported by the emulator.")
     is_account = "ss" in q or "srt" in q
     if is_account:
         to_sign = account_sas_string_to_sign(account, q)
@@ -278,10 +333,11 @@ def _verify_sas(
         raise _auth_failed(
             "Signature did not match. String to sign used was " + to_sign.replace("\n", "\\n")
         )
-    expiry = _parse_sas_time(q.get("se", ""))
+    q = _apply_policy(q, policy_lookup)
+    expiry = parse_sas_time(q.get("se", ""))
     if expiry is None:
         raise _auth_failed("The signed expiry (se) is missing or malformed.")
-    start = _parse_sas_time(q["st"]) if q.get("st") else None
+    start = parse_sas_time(q["st"]) if q.get("st") else None
     if q.get("st") and start is None:
         raise _auth_failed("The signed start (st) is malformed.")
     if now > expiry or (start is not None and now < start):

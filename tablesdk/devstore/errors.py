@@ -103,6 +103,10 @@ MESSAGES: dict[str, tuple[int, str]] = {
     "AuthorizationSourceIPMismatch": (
         403, "This request is not authorized to perform this operation using this source IP {0}.",
     ),
+    "InsufficientAccountPermissions": (
+        403, "The account being accessed does not have sufficient permissions to execute this operation.",
+    ),
+    "CorsPreflightFailure": (403, "CORS not enabled or no matching rule found for this request."),
     "InvalidHeaderValue": (400, "The value for one of the HTTP headers is not in the correct format."),
     "InvalidInput": (400, "One of the request inputs is not valid."),
     "InvalidQueryParameterValue": (

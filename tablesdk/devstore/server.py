@@ -7,7 +7,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Iterable
 
 from .service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, MAX_BODY, Request, Response, TableService
 from .storage import Storage
@@ -199,13 +199,19 @@ class DevStore:
         verbose: bool = False,
         max_url_segment: int | None = 260,
         double_decode_keys: bool = False,
+        bearer_tokens: Iterable[str] = (),
+        geo_replication_status: str = "live",
     ) -> None:
+        if isinstance(bearer_tokens, str):
+            raise ValueError("bearer_tokens: a list of token strings, not one string")
         self.host = host
         self.requested_port = port
         self.storage = Storage(db)
         self.service = TableService(self.storage, page_size=page_size, max_scan=max_scan,
                                     allow_anonymous=allow_anonymous, max_url_segment=max_url_segment,
-                                    double_decode_keys=double_decode_keys)
+                                    double_decode_keys=double_decode_keys,
+                                    bearer_tokens=frozenset(bearer_tokens),
+                                    geo_replication_status=geo_replication_status)
         self.verbose = verbose
         self._server: DevStoreServer | None = None
         self._thread: threading.Thread | None = None
@@ -278,6 +284,11 @@ class DevStore:
     def url(self) -> str:
         """The table endpoint, path-style: ``http://127.0.0.1:<port>/devstoreaccount1``."""
         return f"http://{self.endpoint_host}:{self.port}/{self.account_name}"
+
+    @property
+    def secondary_url(self) -> str:
+        """The read-only secondary endpoint: ``http://127.0.0.1:<port>/devstoreaccount1-secondary``."""
+        return self.url + "-secondary"
 
     @property
     def connection_string(self) -> str:

@@ -20,6 +20,7 @@ from email.utils import formatdate
 from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from . import admin
 from .auth import AuthResult, SasGrant, authenticate
 from .errors import (
     INVALID_ETAG, INVALID_QUERY, NAME_LENGTH, TOO_MANY_CHANGES, PipelineError, ServiceError, error,
@@ -113,6 +114,7 @@ class Call:
     base: str
     index: int | None = None  # operation index inside a batch change set
     in_batch: bool = False  # an operation inside a $batch body (its URL is not an HTTP request line)
+    secondary: bool = False  # addressed to the read-only secondary view (<account>-secondary)
 
     @property
     def sas(self) -> SasGrant | None:
@@ -385,18 +387,6 @@ def _invalid_url_response() -> Response:
                     body)
 
 
-_SERVICE_PROPERTIES = (
-    '<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties>'
-    "<Logging><Version>1.0</Version><Delete>false</Delete><Read>false</Read><Write>false</Write>"
-    "<RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></Logging>"
-    "<HourMetrics><Version>1.0</Version><Enabled>false</Enabled>"
-    "<RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></HourMetrics>"
-    "<MinuteMetrics><Version>1.0</Version><Enabled>false</Enabled>"
-    "<RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics>"
-    "<Cors /></StorageServiceProperties>"
-).encode("utf-8")
-
-
 # ------------------------------------------------------------------ the service
 
 class TableService:
@@ -414,6 +404,8 @@ class TableService:
         clock: Callable[[], datetime] | None = None,
         max_url_segment: int | None = 260,
         double_decode_keys: bool = False,
+        bearer_tokens: frozenset[str] = frozenset(),
+        geo_replication_status: str = "live",
     ) -> None:
         if not 1 <= page_size <= MAX_PAGE:
             raise ValueError(f"page_size must be 1..{MAX_PAGE}, got {page_size}")
@@ -429,6 +421,10 @@ class TableService:
         self.server_name = "tablesdk-devstore"
         self.max_url_segment = max_url_segment
         self.double_decode_keys = double_decode_keys
+        self.bearer_tokens = frozenset(bearer_tokens)
+        if geo_replication_status not in ("live", "bootstrap", "unavailable"):
+            raise ValueError("geo_replication_status must be 'live', 'bootstrap' or 'unavailable'")
+        self.geo_replication_status = geo_replication_status
 
     # -------------------------------------------------------------- entry point
 
@@ -443,16 +439,24 @@ class TableService:
         version: str | None = None
         try:
             query = _query_dict(req.raw_query)
-            rest = self._strip_account(req.raw_path)
+            rest, secondary = self._split_account(req.raw_path)
+            if req.method.upper() == "OPTIONS":  # CORS preflight: answered before (without) authentication
+                response = self._preflight(req)
+                response.headers.append(("x-ms-request-id", request_id))
+                return response
             auth = authenticate(
                 method=req.method, raw_path=req.raw_path, query=query, headers=req.headers,
                 account=self.account, key=self.key, secure=req.secure, client_ip=req.client_ip,
                 now=self.clock(), allow_anonymous=self.allow_anonymous,
+                policy_lookup=self._stored_policy, bearer_tokens=self.bearer_tokens,
             )
             version, explicit = self._version(auth, req.headers)
-            call = Call(req, query, version, explicit, auth, f"http://{req.host}/{self.account}/")
+            account_path = self.account + ("-secondary" if secondary else "")
+            call = Call(req, query, version, explicit, auth, f"http://{req.host}/{account_path}/", secondary=secondary)
             if req.body_too_large or len(req.body) > MAX_BODY:
                 raise error("RequestBodyTooLarge")
+            if secondary and req.method.upper() not in ("GET", "HEAD"):
+                raise pipeline_error("InsufficientAccountPermissions")  # the secondary is read-only
             response = self._route(call, rest)
         except PipelineError as exc:
             response = self._pipeline_error(exc, request_id)
@@ -473,7 +477,47 @@ class TableService:
         client_id = req.headers.get("x-ms-client-request-id")
         if client_id is not None:
             response.headers.append(("x-ms-client-request-id", client_id))
+        origin = req.headers.get("origin")
+        if origin:  # an actual cross-origin request: the stored CORS rules decide what the browser may see
+            with self.storage.reading():
+                stored = self.storage.get_meta("service_properties")
+            response.headers.extend(admin.cors_response_headers(stored, origin, req.method.upper()))
         return response
+
+    def _split_account(self, raw_path: str) -> tuple[str, bool]:
+        """(path after the account, whether the read-only ``<account>-secondary`` view was addressed)."""
+        secondary = "/" + self.account + "-secondary"
+        if raw_path == secondary or raw_path.startswith(secondary + "/"):
+            return raw_path[len(secondary):], True
+        return self._strip_account(raw_path), False
+
+    def _stored_policy(self, table: str, policy_id: str) -> admin.StoredPolicy | None:
+        with self.storage.reading():
+            policies = admin.acl_from_json(self.storage.get_meta("acl:" + table.lower()))
+        return next((p for p in policies if p.id == policy_id), None)
+
+    def _preflight(self, req: Request) -> Response:
+        """Answer a CORS preflight (OPTIONS) from the stored rules, as the service does."""
+        origin = req.headers.get("origin", "")
+        method = req.headers.get("access-control-request-method", "")
+        if not origin or not method:
+            raise pipeline_error("InvalidHeaderValue", message="A CORS preflight request needs the Origin and "
+                                                               "Access-Control-Request-Method headers.")
+        requested = [h.strip() for h in req.headers.get("access-control-request-headers", "").split(",") if h.strip()]
+        with self.storage.reading():
+            stored = self.storage.get_meta("service_properties")
+        rule = admin.match_preflight(stored, origin, method, requested)
+        if rule is None:
+            raise pipeline_error("CorsPreflightFailure")
+        headers = [
+            ("Access-Control-Allow-Origin", "*" if "*" in rule["origins"] else origin),
+            ("Access-Control-Allow-Methods", method),
+            ("Access-Control-Max-Age", str(rule["max_age"])),
+            ("Access-Control-Allow-Credentials", "true"),
+        ]
+        if requested:
+            headers.append(("Access-Control-Allow-Headers", ",".join(requested)))
+        return Response(200, headers)
 
     def _strip_account(self, raw_path: str) -> str:
         prefix = "/" + self.account
@@ -573,7 +617,9 @@ class TableService:
                 return self._get_table(call, table)
             raise error("MethodNotAllowed")
         if "comp" in call.query:
-            raise error("NotImplemented")  # table ACLs (comp=acl) are not emulated
+            if call.query["comp"] != "acl" or inner.strip():
+                raise error("InvalidQueryParameterValue")
+            return self._table_acl(call, method, name)
         if not inner.strip():
             if method == "GET":
                 return self._query_entities(call, name)
@@ -588,13 +634,49 @@ class TableService:
         raise error("MethodNotAllowed")
 
     def _service_level(self, call: Call, method: str) -> Response:
-        if call.query.get("restype") == "service" and call.query.get("comp") == "properties":
-            if call.sas is not None:
-                call.sas.check("service", None)
-            if method == "GET":
-                return Response(200, [("Content-Type", "application/xml")], _SERVICE_PROPERTIES)
-            raise error("NotImplemented")
-        raise error("InvalidUri")
+        comp = call.query.get("comp")
+        if call.query.get("restype") != "service" or comp not in ("properties", "stats"):
+            raise error("InvalidUri")
+        if call.sas is not None:
+            call.sas.check("service" if method in ("GET", "HEAD") else "service_write", None)
+        if comp == "stats":
+            if method != "GET":
+                raise error("MethodNotAllowed")
+            if not call.secondary:  # stats are served by the secondary endpoint only
+                raise pipeline_error("InvalidQueryParameterValue")
+            last_sync = None
+            if self.geo_replication_status == "live":
+                last_sync = formatdate(self.clock().timestamp() - 1, usegmt=True)
+            body = admin.render_stats(self.geo_replication_status, last_sync)
+            return Response(200, [("Content-Type", "application/xml")], body)
+        if method == "GET":
+            with self.storage.reading():
+                body = admin.render_properties(self.storage.get_meta("service_properties"))
+            return Response(200, [("Content-Type", "application/xml")], body)
+        if method == "PUT":
+            update = admin.parse_properties_body(call.req.body)
+            with self.storage.transaction():
+                merged = admin.merge_properties(self.storage.get_meta("service_properties"), update)
+                self.storage.set_meta("service_properties", merged)
+            return Response(202)
+        raise error("MethodNotAllowed")
+
+    def _table_acl(self, call: Call, method: str, table: str) -> Response:
+        """Get/Set Table ACL: the account owner only (no SAS may read or change policies)."""
+        if call.sas is not None:
+            raise pipeline_error("AuthorizationFailure")
+        if method not in ("GET", "HEAD", "PUT"):
+            raise error("MethodNotAllowed")
+        policies = admin.parse_acl_body(call.req.body) if method == "PUT" else []
+        with self.storage.transaction():
+            stored = self.storage.get_table(table)
+            if stored is None:
+                raise error("TableNotFound")
+            if method == "PUT":
+                self.storage.set_meta("acl:" + table.lower(), admin.acl_to_json(policies) if policies else None)
+                return Response(204)
+            body = admin.render_acl(admin.acl_from_json(self.storage.get_meta("acl:" + table.lower())))
+        return Response(200, [("Content-Type", "application/xml")], body)
 
     # -------------------------------------------------------------- tables
 

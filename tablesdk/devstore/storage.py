@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS entities (
     jmin  TEXT NOT NULL,
     PRIMARY KEY (tbl, pk, rk)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 
@@ -196,6 +200,7 @@ class Storage:
         if cur.rowcount == 0:
             return False
         self._conn.execute("DELETE FROM entities WHERE tbl = ?", (lname,))
+        self._conn.execute("DELETE FROM meta WHERE key = ?", ("acl:" + lname,))
         return True
 
     def iter_tables(self, start: str | None = None) -> Iterator[str]:
@@ -206,6 +211,20 @@ class Storage:
             cur = self._conn.execute("SELECT name FROM tables WHERE lname >= ? ORDER BY lname", (start,))
         for (name,) in cur:
             yield str(name)
+
+    # -------------------------------------------------------------- service-level state
+
+    def get_meta(self, key: str) -> str | None:
+        """Stored service-level state (a table's ACL, the service properties) as JSON text, or None."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Store (or, with None, remove) service-level state."""
+        if value is None:
+            self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # -------------------------------------------------------------- entities
 
@@ -286,3 +305,4 @@ class Storage:
         with self.lock:
             self._conn.execute("DELETE FROM entities")
             self._conn.execute("DELETE FROM tables")
+            self._conn.execute("DELETE FROM meta")
