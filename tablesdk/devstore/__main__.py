@@ -11,7 +11,8 @@ from types import FrameType
 from .server import DevStore
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's options."""
     parser = argparse.ArgumentParser(
         prog="python -m tablesdk.devstore",
         description="Local emulator of the Azure Table service (account devstoreaccount1).",
@@ -30,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bearer-token", action="append", default=[], metavar="TOKEN",
                         help="accept this Entra ID token in 'Authorization: Bearer' (repeatable)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

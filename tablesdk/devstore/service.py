@@ -440,7 +440,8 @@ class TableService:
         try:
             query = _query_dict(req.raw_query)
             rest, secondary = self._split_account(req.raw_path)
-            if req.method.upper() == "OPTIONS":  # CORS preflight: answered before (without) authentication
+            if req.method.upper() == "OPTIONS" and "origin" in req.headers:
+                # A CORS preflight: answered from the stored rules before (and without) authentication.
                 response = self._preflight(req)
                 response.headers.append(("x-ms-request-id", request_id))
                 return response

@@ -437,7 +437,9 @@ def test_unknown_resources(client: Client) -> None:
     resp = client.request("GET", "a/b/c")
     assert resp.status_code == 400 and error_code(resp) == "InvalidUri"
     acl = client.request("GET", "sometable", params={"comp": "acl"})
-    assert acl.status_code == 501
+    assert acl.status_code == 404 and error_code(acl) == "TableNotFound"
+    other = client.request("GET", "sometable", params={"comp": "metadata"})
+    assert other.status_code == 400 and error_code(other) == "InvalidQueryParameterValue"
 
 
 def test_service_properties(client: Client) -> None:
