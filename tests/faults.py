@@ -30,6 +30,8 @@ Bounds: a rule fires at most ``times`` times; delays are capped by
 ``max_delay``; the proxy shuts itself down after ``lifetime`` seconds even if
 the test forgets to; idle client connections are dropped after
 ``idle_timeout`` seconds; upstream calls time out after ``upstream_timeout``.
+``latency`` (seconds) delays every forwarded request, like a network round
+trip (the benchmarks use 20 ms).
 
 Every request handled is recorded as a :class:`ProxyEvent` (what the proxy
 did, the status upstream and client saw, request ids): :attr:`FaultProxy.events`
@@ -393,6 +395,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
 
+        if self.server.proxy.latency:
+            time.sleep(self.server.proxy.latency)
         status, reason, headers, data = self._forward(body)
         event.forwarded = True
         event.upstream_status = status
@@ -439,6 +443,7 @@ class FaultProxy:
         max_delay: float = 30.0,
         idle_timeout: float = 30.0,
         upstream_timeout: float = 30.0,
+        latency: float = 0.0,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
@@ -451,6 +456,12 @@ class FaultProxy:
         self.max_delay = max_delay
         self.idle_timeout = idle_timeout
         self.upstream_timeout = upstream_timeout
+        if not 0 <= latency <= max_delay:
+            raise ValueError(f"latency must be between 0 and max_delay ({max_delay}), got {latency!r}")
+        #: Seconds every forwarded request waits first: the round trip of a real network, for
+        #: benchmarks of concurrency (each connection has its own handler thread, so requests in
+        #: flight at once wait at the same time, as they would on the wire).
+        self.latency = float(latency)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._rules: list[FaultRule] = []

@@ -242,6 +242,29 @@ def test_delay_before_forward_shorter_than_the_client_timeout_just_delays(proxy:
     assert time.monotonic() - started >= 0.2
 
 
+def test_latency_delays_every_forwarded_request_and_overlaps_across_connections(
+    upstream: ThreadingHTTPServer,
+) -> None:
+    with FaultProxy(f"http://127.0.0.1:{upstream.server_address[1]}/acct", latency=0.2) as proxy:
+        started = time.monotonic()
+        results: list[int] = []
+
+        def call() -> None:
+            response, _ = _request(_conn(proxy), "GET", "/acct/Tbl")
+            results.append(response.status)
+
+        workers = [threading.Thread(target=call) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=5)
+        assert results == [200] * 4
+        assert time.monotonic() - started >= 0.2
+        assert len(upstream.seen) == 4  # type: ignore[attr-defined]
+    with pytest.raises(ValueError):
+        FaultProxy("http://127.0.0.1:1", latency=-1)
+
+
 def test_delay_before_answer_forwards_then_drops_the_answer(proxy: FaultProxy, upstream: ThreadingHTTPServer) -> None:
     proxy.inject(Fault.DELAY_BEFORE_ANSWER, delay=10.0)
     conn = _conn(proxy, timeout=0.3)
