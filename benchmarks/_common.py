@@ -8,9 +8,11 @@ import platform
 import socket
 import statistics
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -55,6 +57,75 @@ def sample_properties(n: int) -> dict[str, object]:
         "Active": n % 2 == 0, "When": datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=n),
         "Id": uuid.UUID(int=n), "Blob": n.to_bytes(16, "big"), "Note": "x" * 51, "Small": n % 7,
     }
+
+
+@contextlib.contextmanager
+def latency_proxy(endpoint: str, latency: float) -> Iterator[str]:
+    """``endpoint`` seen through a proxy (own process) that holds each request ``latency`` seconds.
+
+    The Table service is a network round trip away (tens of ms); Azurite on
+    loopback is not. The concurrency figures are measured through this proxy.
+    """
+    if latency <= 0:
+        yield endpoint
+        return
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "latency_proxy.py"), endpoint, str(latency)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@dataclass
+class Series:
+    """Repeated measurements of one contender: entities/s and client CPU seconds per run."""
+
+    label: str
+    rates: list[float] = field(default_factory=list)
+    cpu_per_entity: list[float] = field(default_factory=list)
+
+    def run(self, func: Callable[[], int]) -> None:
+        """Time ``func`` (which returns how many entities it handled): wall clock and process CPU."""
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        count = func()
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        self.rates.append(count / wall)
+        self.cpu_per_entity.append(cpu / count)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates)
+
+
+def interleave(series: list[tuple[Series, Callable[[], int]]], repeats: int, note: str = "") -> None:
+    """Run every contender once per repetition, in turn, ``repeats`` times (drift hits all alike)."""
+    for rep in range(repeats):
+        for one, func in series:
+            one.run(func)
+        print(f"{note}repetition {rep + 1}/{repeats} done", file=sys.stderr, flush=True)
+
+
+def report(title: str, series: list[Series], azure: Series | None, floor: Series | None) -> str:
+    """A Markdown table: median entities/s (min-max), client CPU us/entity, ratios to azure and floor."""
+    lines = [title, "", "| contender | entities/s median (min-max) | client CPU µs/entity | x azure-data-tables | x raw floor |",
+             "|---|---|---|---|---|"]
+    for one in series:
+        rate = one.median
+        spread = f"{rate:,.0f} ({min(one.rates):,.0f}-{max(one.rates):,.0f})"
+        cpu = statistics.median(one.cpu_per_entity) * 1e6
+        x_azure = f"{rate / azure.median:.2f}" if azure else "-"
+        x_floor = f"{rate / floor.median:.2f}" if floor else "-"
+        lines.append(f"| {one.label} | {spread} | {cpu:.1f} | {x_azure} | {x_floor} |")
+    return "\n".join(lines)
 
 
 def median_rate(run: Callable[[], int], repeats: int = 3) -> tuple[float, list[float]]:
