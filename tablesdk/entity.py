@@ -510,7 +510,11 @@ def entity_from_payload(
         dyn.Timestamp = custom.pop("Timestamp", None)
         dyn.etag = payload.etag
         dyn._values = custom
-        dyn._types = {k: v for k, v in types.items() if k not in SYSTEM_PROPERTIES}
+        custom_types = dict(types)  # a C copy and three pops: cheaper than filtering every key
+        custom_types.pop("PartitionKey", None)
+        custom_types.pop("RowKey", None)
+        custom_types.pop("Timestamp", None)
+        dyn._types = custom_types
         return typing.cast(E, dyn)
     obj: Any = entity_type.__new__(entity_type)
     declared = entity_type.__declared__

@@ -102,6 +102,29 @@ def _unsupported(values: dict[str, Any]) -> ValueError:
     return ValueError("unsupported JSON property value")  # pragma: no cover
 
 
+#: How one shape of entity object (its keys, in order) splits into the ETag, other
+#: control information to drop, and ``(property, annotation key)`` pairs.
+_Plan = tuple[bool, tuple[str, ...], tuple[tuple[str, str], ...]]
+#: Shapes remembered per codec: a feed's entities usually share theirs.
+_MAX_PLANS = 256
+
+
+def _plan(keys: tuple[str, ...]) -> _Plan:
+    has_etag = False
+    drop: list[str] = []
+    annotated: list[tuple[str, str]] = []
+    for key in keys:
+        if "." not in key:  # odata.* and Name@odata.type hold a dot; property names cannot
+            continue
+        if key == "odata.etag":
+            has_etag = True
+        elif key.endswith(_ANNOTATION):
+            annotated.append((key[:-_ANNOTATION_LEN], key))
+        else:
+            drop.append(key)
+    return has_etag, tuple(drop), tuple(annotated)
+
+
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
@@ -131,6 +154,7 @@ class JsonFormat(PayloadFormat):
             raise ValueError(f"metadata must be one of {METADATA_LEVELS}, not {metadata!r}")
         self.metadata = metadata
         self._typed = metadata != "nometadata"
+        self._plans: dict[tuple[str, ...], _Plan] = {}
 
     def __repr__(self) -> str:
         return f"JsonFormat(metadata={self.metadata!r})"
@@ -185,16 +209,18 @@ class JsonFormat(PayloadFormat):
         if type(obj) is not dict:
             raise ValueError(f"expected a JSON object for an entity, got {type(obj).__name__}")
         values: dict[str, Any] = obj  # json.loads made it; we own it
-        control = [key for key in values if "." in key]  # odata.* and Name@odata.type
-        annotations: list[tuple[str, Any]] | None = None
-        for key in control:
-            value = values.pop(key)
-            if key == "odata.etag":
-                etag = value
-            elif key.endswith(_ANNOTATION):
-                if annotations is None:
-                    annotations = []
-                annotations.append((key[:-_ANNOTATION_LEN], value))
+        keys = tuple(values)
+        plan = self._plans.get(keys)
+        if plan is None:
+            plan = _plan(keys)
+            if len(self._plans) < _MAX_PLANS:
+                self._plans[keys] = plan
+        has_etag, drop, annotated = plan
+        if has_etag:
+            etag = values.pop("odata.etag")
+        for key in drop:
+            del values[key]
+        annotations = [(name, values.pop(key)) for name, key in annotated] if annotated else None
         if self._typed:
             try:
                 types = {
