@@ -32,7 +32,7 @@ import binascii
 import json
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -441,17 +441,54 @@ class TableQuery(Generic[E]):
         Closing the iterator early (``break``) stops the workers; an error in
         any range is raised here after the others stop.
         """
+        self._check_parallel(workers)
+        if boundaries is None:
+            boundaries = find_partition_boundaries(self, workers * max(1, ranges_per_worker), workers=workers)
+        ranges = self._replace(take=None).partition_ranges(boundaries)
+        return _entities(_ParallelScan([(i, q, None) for i, q in enumerate(ranges)], workers).segments(), self._take)
+
+    def iter_parallel_segments(
+        self,
+        workers: int = 8,
+        *,
+        boundaries: Sequence[str],
+        resume: Mapping[int, ContinuationToken | None] | None = None,
+    ) -> Iterator[tuple[int, ResultSegment[E]]]:
+        """The pages of a parallel scan, each with the index of its range: for progress and resuming.
+
+        The query is cut at ``boundaries`` into ``len(boundaries) + 1`` ranges
+        (:meth:`partition_ranges`; pass the same boundaries to resume). Yields
+        ``(range index, ResultSegment)`` as pages arrive, empty pages included;
+        a segment whose ``continuation_token`` is None is the last of its range.
+        Record the last token of each unfinished range; ``resume`` maps range
+        index to the token to start at (None: the range's beginning), and only
+        the ranges it names are read. ``take()`` is not applied here.
+        Memory, threads, errors and early exit work as in :meth:`iter_parallel`.
+        """
+        self._check_parallel(workers)
+        if boundaries is None:
+            raise TypeError("iter_parallel_segments needs boundaries (see find_partition_boundaries)")
+        ranges = self._replace(take=None).partition_ranges(boundaries)
+        jobs: list[tuple[int, TableQuery[Any], ContinuationToken | None]]
+        if resume is None:
+            jobs = [(index, query, None) for index, query in enumerate(ranges)]
+        else:
+            for index in resume:
+                if not 0 <= index < len(ranges):
+                    raise ValueError(f"resume names range {index}; the boundaries give ranges 0..{len(ranges) - 1}")
+            jobs = [(index, ranges[index], token) for index, token in sorted(resume.items())]
+        if not jobs:
+            return iter(())
+        return _ParallelScan(jobs, workers).segments()
+
+    def _check_parallel(self, workers: int) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an int >= 1, got {workers!r}")
         if not getattr(self._source, "supports_parallel_queries", False):
             raise TypeError(
-                "iter_parallel needs a query from CloudTableClient.create_query: "
+                "parallel scans need a query from CloudTableClient.create_query: "
                 f"{type(self._source).__name__} cannot run queries on several threads"
             )
-        if boundaries is None:
-            boundaries = find_partition_boundaries(self, workers * max(1, ranges_per_worker), workers=workers)
-        ranges = self._replace(take=None).partition_ranges(boundaries)
-        return _ParallelScan(ranges, workers, self._take).run()
 
     def first(self) -> E:
         """The first matching entity; raises :class:`EmptyResultError` (a ``LookupError``) if none.
@@ -726,12 +763,13 @@ _DONE = object()
 
 
 class _ParallelScan(Generic[T]):
-    """Runs range queries on a thread pool and hands their pages to one consumer, in bounded memory."""
+    """Runs range queries on threads and hands their pages to one consumer, in bounded memory.
 
-    def __init__(self, ranges: list[TableQuery[Any]], workers: int, take: int | None) -> None:
-        self.ranges = ranges
-        self.workers = min(workers, len(ranges))
-        self.take = take
+    ``ranges`` are ``(range index, query, continuation token to start at)``.
+    """
+
+    def __init__(self, ranges: Sequence[tuple[int, TableQuery[Any], ContinuationToken | None]], workers: int) -> None:
+        self.workers = max(1, min(workers, len(ranges)))
         self.pages: queue.Queue[Any] = queue.Queue(maxsize=2 * workers)
         self.stop = threading.Event()
         self.next_range = iter(ranges)
@@ -750,19 +788,19 @@ class _ParallelScan(Generic[T]):
         try:
             while not self.stop.is_set():
                 with self.lock:
-                    query = next(self.next_range, None)
-                if query is None:
+                    job = next(self.next_range, None)
+                if job is None:
                     break
-                token: ContinuationToken | None = None
+                index, query, token = job
                 while not self.stop.is_set():
                     segment = query.execute_segmented(token)
-                    if segment.results and not self._put(segment.results):
-                        return
                     if segment.continuation_token is not None and segment.continuation_token == token:
                         raise TableServiceError(
                             "the service answered with the continuation token it was sent; stopping "
                             "instead of requesting the same page forever"
                         )
+                    if not self._put((index, segment)):
+                        return
                     token = segment.continuation_token
                     if token is None:
                         break
@@ -771,14 +809,15 @@ class _ParallelScan(Generic[T]):
         finally:
             self._put(_DONE)
 
-    def run(self) -> Iterator[T]:
+    def segments(self) -> Iterator[tuple[int, ResultSegment[T]]]:
+        """``(range index, page)`` as pages arrive; each range's last page has no continuation token."""
         threads = [
             threading.Thread(target=self._work, name=f"tablesdk-scan-{index}", daemon=True)
             for index in range(self.workers)
         ]
         for thread in threads:
             thread.start()
-        remaining, running = self.take, len(threads)
+        running = len(threads)
         try:
             while running:
                 item = self.pages.get()
@@ -787,14 +826,25 @@ class _ParallelScan(Generic[T]):
                     continue
                 if isinstance(item, BaseException):
                     raise item
-                for entity in item:
-                    yield entity
-                    if remaining is not None:
-                        remaining -= 1
-                        if remaining == 0:
-                            return
+                yield item
                 item = None  # release the page before waiting for the next one
         finally:
             self.stop.set()
             for thread in threads:
                 thread.join()
+
+
+def _entities(segments: Iterator[tuple[int, ResultSegment[T]]], take: int | None) -> Iterator[T]:
+    remaining = take
+    try:
+        for _, segment in segments:
+            for entity in segment.results:
+                yield entity
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+    finally:
+        close = getattr(segments, "close", None)
+        if close is not None:
+            close()  # stops the workers at once when the consumer leaves early

@@ -116,3 +116,41 @@ def test_breaking_early_stops_the_workers(client: CloudTableClient) -> None:
     next(scan)
     scan.close()  # what a for loop's break does when the iterator is dropped
     assert threading.active_count() == before
+
+
+def test_segments_report_their_range_and_resume_where_they_stopped(client: CloudTableClient) -> None:
+    table = _table(client, KEY_SETS["digits"])
+    query = client.create_query(table)
+    points = ["p010", "p020", "p030"]
+    finished: set[int] = set()
+    seen: list[tuple[str, str]] = []
+    last: dict[int, object] = {}
+    for index, segment in query.iter_parallel_segments(3, boundaries=points):
+        assert 0 <= index <= 3
+        seen.extend((e.PartitionKey, e.RowKey) for e in segment.results)
+        assert all(points[index - 1] <= e.PartitionKey for e in segment.results if index)
+        last[index] = segment.continuation_token
+        if segment.continuation_token is None:
+            finished.add(index)
+    assert finished == {0, 1, 2, 3} and sorted(seen) == _keys(query)
+
+    # Stop after the first page of every range, then resume from the recorded tokens.
+    tokens: dict[int, object] = {}
+    first: list[tuple[str, str]] = []
+    scan = query.iter_parallel_segments(2, boundaries=points)
+    for index, segment in scan:
+        if index in tokens:
+            continue
+        tokens[index] = segment.continuation_token
+        first.extend((e.PartitionKey, e.RowKey) for e in segment.results)
+        if len(tokens) == 4:
+            break
+    scan.close()  # type: ignore[attr-defined]
+    unfinished = {index: token for index, token in tokens.items() if token is not None}
+    rest = [(e.PartitionKey, e.RowKey)
+            for _, segment in query.iter_parallel_segments(2, boundaries=points, resume=unfinished)  # type: ignore[arg-type]
+            for e in segment.results]
+    assert sorted(first + rest) == _keys(query)
+    with pytest.raises(ValueError):
+        query.iter_parallel_segments(2, boundaries=points, resume={4: None})
+    assert list(query.iter_parallel_segments(2, boundaries=points, resume={})) == []
