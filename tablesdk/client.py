@@ -56,7 +56,13 @@ if TYPE_CHECKING:
     from .account import CloudStorageAccount
     from .context import TableServiceContext
 
-__all__ = ["CloudTableClient", "SendingRequest", "RequestHook", "MAX_URI_SEGMENT_LENGTH"]
+__all__ = ["CloudTableClient", "SendingRequest", "RequestHook", "MAX_URI_SEGMENT_LENGTH", "LOCATION_MODES"]
+
+#: Where reads go: the primary only (default), the primary with retries alternating to the
+#: read-only secondary of an RA-GRS account, or the secondary only. Writes always go to the primary.
+LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
+
+_READ_METHODS = frozenset({"GET", "HEAD"})
 
 E = TypeVar("E", TableEntity, DynamicEntity)
 
@@ -117,6 +123,12 @@ class CloudTableClient:
     in tests); by default a :class:`~tablesdk.http.RequestsSender` with
     ``pool_size`` connections per host that reads at most
     ``max_response_bytes`` of any response body.
+
+    ``location_mode`` (settable) sends reads of an RA-GRS account to its
+    read-only secondary endpoint: ``"primary_only"`` (default),
+    ``"primary_then_secondary"`` (first attempt on the primary, retries
+    alternating between the two, as the Microsoft clients do) or
+    ``"secondary_only"``. Writes always go to the primary.
     """
 
     #: Queries from this client may run pages on several threads at once (one pooled,
@@ -139,6 +151,7 @@ class CloudTableClient:
         trust_env: bool = False,
         sender: Sender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        location_mode: str = "primary_only",
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
@@ -164,8 +177,23 @@ class CloudTableClient:
         self._prefer_supported = supports_prefer(self.api_version)
         self._executor: Executor | None = None
         self._executor_lock = threading.Lock()
+        self._location_mode = "primary_only"
+        self.location_mode = location_mode
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def location_mode(self) -> str:
+        """Where reads go: one of :data:`LOCATION_MODES`."""
+        return self._location_mode
+
+    @location_mode.setter
+    def location_mode(self, mode: str) -> None:
+        if mode not in LOCATION_MODES:
+            raise ValueError(f"location_mode must be one of {', '.join(LOCATION_MODES)}; got {mode!r}")
+        if mode != "primary_only":
+            self.account.secondary_table_endpoint  # noqa: B018 - raises when the endpoint has no secondary
+        self._location_mode = mode
 
     @property
     def payload_format(self) -> str:
@@ -224,6 +252,7 @@ class CloudTableClient:
             request = SendingRequest(method, url, all_headers)
             request_hook(request)
             url, all_headers = request.url, request.headers
+        locations = self._read_locations(method, url) if endpoint is None else ()
         return self._transport.send(
             method,
             url,
@@ -232,7 +261,19 @@ class CloudTableClient:
             retry_policy=retry_policy,
             deadline=self.operation_deadline,
             operation_context=operation_context,
+            locations=locations,
         )
+
+    def _read_locations(self, method: str, url: str) -> tuple[str, ...]:
+        """The endpoints a read's attempts cycle through under the location mode (none: primary only)."""
+        if self._location_mode == "primary_only" or method.upper() not in _READ_METHODS:
+            return ()
+        if not url.startswith(self.table_endpoint + "/"):
+            return ()  # a hook sent it elsewhere
+        secondary = self.account.secondary_table_endpoint + url[len(self.table_endpoint):]
+        if self._location_mode == "secondary_only":
+            return (secondary,)
+        return (url, secondary)
 
     def _prefer_headers(self, echo_content: bool | None) -> dict[str, str]:
         echo = self.echo_content if echo_content is None else echo_content

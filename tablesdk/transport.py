@@ -417,9 +417,19 @@ class RetryLoop:
     deadline: float | None = None
     check: AnswerCheck | None = None
     operation_context: OperationContext | None = None
+    locations: tuple[str, ...] = ()  # prepared URLs the attempts cycle through (primary, secondary)
     attempt: int = 0
     states: list[AttemptState] = field(default_factory=list)
     last_error: TableServiceError | None = None
+
+    def attempt_request(self) -> HttpRequest:
+        """The request of the current attempt: with ``locations``, attempt n goes to the
+        n-th of them, cycling (a read retried on the other endpoint of an RA-GRS account)."""
+        if not self.locations:
+            return self.request
+        request = self.request.copy()
+        request.url = self.locations[(max(self.attempt, 1) - 1) % len(self.locations)]
+        return request
 
     @property
     def client_request_id(self) -> str:
@@ -667,8 +677,13 @@ class Transport:
         server_timeout: int | None = None,
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
+        locations: tuple[str, ...] = (),
     ) -> HttpResponse:
         """Send one logical request, retrying as the policy says, and return the response.
+
+        ``locations`` (full URLs, ``url`` usually the first) are the endpoints the
+        attempts cycle through: the first attempt goes to ``locations[0]``, a retry
+        to the next, and so on. The client uses it for reads with a location mode.
 
         ``headers`` are not modified. ``retry_policy``, ``timeout`` and
         ``server_timeout`` override the transport's defaults for this call.
@@ -695,11 +710,12 @@ class Transport:
         loop = self.start(
             request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
             server_timeout=server_timeout, operation_context=operation_context, check=check,
+            locations=locations,
         )
         while True:
             attempt_timeout = loop.next_timeout(self._clock())
             start = self._clock()
-            signed = sign_attempt(loop.request, self._credential)
+            signed = sign_attempt(loop.attempt_request(), self._credential)
             try:
                 result = loop.answered(signed, self._sender.send(signed, attempt_timeout))
             except SendError as exc:
@@ -719,6 +735,7 @@ class Transport:
         server_timeout: int | None = None,
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
+        locations: tuple[str, ...] = (),
     ) -> RetryLoop:
         """Check the options, prepare ``request`` and return the :class:`RetryLoop` of one operation.
 
@@ -736,10 +753,13 @@ class Transport:
             or request.header("x-ms-client-request-id")
             or str(uuid.uuid4())
         )
+        server_timeout = server_timeout if server_timeout is not None else self._server_timeout
         prepared = prepare_request(
             request, client_request_id=client_request_id, user_agent=self._user_agent,
-            server_timeout=server_timeout if server_timeout is not None else self._server_timeout,
+            server_timeout=server_timeout,
         )
+        if server_timeout is not None:
+            locations = tuple(_with_server_timeout(url, server_timeout) for url in locations)
         return RetryLoop(
             prepared,
             retry_policy if retry_policy is not None else self._retry_policy,
@@ -749,6 +769,7 @@ class Transport:
             deadline=deadline,
             check=check,
             operation_context=operation_context,
+            locations=locations,
         )
 
     def close(self) -> None:

@@ -19,7 +19,9 @@ from tablesdk import (
     ContinuationToken,
     CorsRule,
     DynamicEntity,
+    LinearRetry,
     Metrics,
+    OperationContext,
     SasCredential,
     TableServiceError,
     generate_account_sas,
@@ -27,6 +29,7 @@ from tablesdk import (
     prop,
 )
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
+from tablesdk.http import AttemptState, HttpRequest, HttpResponse, SendError, Timeout
 
 pytestmark = pytest.mark.integration
 
@@ -197,3 +200,39 @@ def test_entra_id_token() -> None:
             with pytest.raises(TableServiceError) as info:
                 list(client.list_tables())
             assert info.value.status_code == 403 and "stolen" not in str(info.value)
+
+
+class PrimaryDown:
+    """A sender whose primary endpoint is unreachable; the secondary answers through a real sender."""
+
+    def __init__(self) -> None:
+        from tablesdk.http import RequestsSender
+
+        self.inner = RequestsSender()
+        self.urls: list[str] = []
+
+    def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
+        self.urls.append(request.url)
+        if "-secondary" not in request.url:
+            raise SendError("primary unreachable", state=AttemptState.NOT_SENT, refused=True)
+        return self.inner.send(request, timeout)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_secondary_reads(devstore: DevStore, devstore_account: CloudStorageAccount) -> None:
+    with devstore_account.create_cloud_table_client() as writer:
+        writer.create_table("georeads")
+        writer.insert_entity("georeads", DynamicEntity(PartitionKey="p", RowKey="r", A=7))
+    context = OperationContext()
+    with devstore_account.create_cloud_table_client(location_mode="secondary_only") as reader:
+        assert reader.get_entity("georeads", "p", "r", operation_context=context)["A"] == 7
+        assert context.attempts[0].url.startswith(devstore.secondary_url + "/")
+        reader.insert_entity("georeads", DynamicEntity(PartitionKey="p", RowKey="s"))  # writes: primary
+    down = PrimaryDown()
+    with devstore_account.create_cloud_table_client(
+        location_mode="primary_then_secondary", sender=down, retry_policy=LinearRetry(2, 0)
+    ) as failover:
+        assert [e.RowKey for e in failover.create_query("georeads")] == ["r", "s"]
+    assert [("-secondary" in url) for url in down.urls] == [False, True]

@@ -1,0 +1,77 @@
+"""Reads under a location mode go to the secondary endpoint as the mode says; writes never do."""
+
+from __future__ import annotations
+
+import pytest
+
+from tablesdk import CloudStorageAccount, DynamicEntity, LinearRetry, ServerBusyError, SharedKeyCredential
+from tablesdk.http import HttpRequest, HttpResponse, MockSender
+
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+PRIMARY = "https://acct.table.core.windows.net"
+SECONDARY = "https://acct-secondary.table.core.windows.net"
+TABLES = b'{"value":[{"TableName":"t1"}]}'
+
+
+def client_with(handler: object, mode: str, server_timeout: int | None = None) -> tuple[object, MockSender]:
+    sender = MockSender(handler)  # type: ignore[arg-type]
+    account = CloudStorageAccount("acct", PRIMARY, SharedKeyCredential("acct", KEY))
+    client = account.create_cloud_table_client(
+        sender=sender, location_mode=mode, retry_policy=LinearRetry(3, 0), server_timeout=server_timeout
+    )
+    return client, sender
+
+
+def ok(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return MockSender.response(204, headers={"ETag": 'W/"1"'})
+    return MockSender.response(200, TABLES, {"Content-Type": "application/json"})
+
+
+def hosts(sender: MockSender) -> list[str]:
+    return [r.url.split("/")[2] for r in sender.requests]
+
+
+def test_primary_only_is_the_default() -> None:
+    client, sender = client_with(ok, "primary_only")
+    assert list(client.list_tables()) == ["t1"]  # type: ignore[attr-defined]
+    assert hosts(sender) == ["acct.table.core.windows.net"]
+
+
+def test_secondary_only_reads_and_primary_writes() -> None:
+    client, sender = client_with(ok, "secondary_only", server_timeout=30)
+    assert list(client.list_tables()) == ["t1"]  # type: ignore[attr-defined]
+    client.insert_entity("tbl1", DynamicEntity(PartitionKey="p", RowKey="r"))  # type: ignore[attr-defined]
+    assert hosts(sender) == ["acct-secondary.table.core.windows.net", "acct.table.core.windows.net"]
+    assert sender.requests[0].url == f"{SECONDARY}/Tables?timeout=30"
+    # the secondary is signed with the primary's account name and its own path
+    assert sender.requests[0].headers["Authorization"].startswith("SharedKey acct:")
+
+
+def test_primary_then_secondary_alternates_on_retries() -> None:
+    def primary_busy(request: HttpRequest) -> HttpResponse:
+        if "-secondary" in request.url and len(sender_ref[0].requests) < 4:
+            return MockSender.response(503)
+        if "-secondary" not in request.url:
+            return MockSender.response(503)
+        return ok(request)
+
+    client, sender = client_with(primary_busy, "primary_then_secondary")
+    sender_ref = [sender]
+    assert list(client.list_tables()) == ["t1"]  # type: ignore[attr-defined]
+    assert hosts(sender) == ["acct.table.core.windows.net", "acct-secondary.table.core.windows.net"] * 2
+
+
+def test_writes_are_never_retried_on_the_secondary() -> None:
+    client, sender = client_with(lambda request: MockSender.response(503), "primary_then_secondary")
+    with pytest.raises(ServerBusyError):
+        client.insert_entity("tbl1", DynamicEntity(PartitionKey="p", RowKey="r"))  # type: ignore[attr-defined]
+    assert set(hosts(sender)) == {"acct.table.core.windows.net"} and len(sender.requests) == 4
+
+
+def test_bad_modes() -> None:
+    with pytest.raises(ValueError):
+        client_with(ok, "nearest")
+    account = CloudStorageAccount("acct", "http://127.0.0.1:10002", SharedKeyCredential("acct", KEY))
+    with pytest.raises(ValueError):  # no secondary can be derived from a bare IP endpoint
+        account.create_cloud_table_client(location_mode="secondary_only")
