@@ -37,6 +37,7 @@ from .auth import (
 if TYPE_CHECKING:
     # client.py is written in parallel; "unused-ignore" keeps this line clean once it lands.
     from .client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
+    from .aio import AsyncCloudTableClient
 
 __all__ = [
     "CloudStorageAccount",
@@ -439,3 +440,13 @@ class CloudStorageAccount:
         from .client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
 
         return CloudTableClient(self, payload_format=payload_format, **kwargs)
+
+    def create_async_cloud_table_client(self, payload_format: str = "json", **kwargs: Any) -> AsyncCloudTableClient:
+        """A :class:`~tablesdk.aio.AsyncCloudTableClient` for this account (needs ``tablesdk[aio]``).
+
+        Takes the options of :meth:`create_cloud_table_client`; use the client
+        as ``async with``.
+        """
+        from .aio import AsyncCloudTableClient
+
+        return AsyncCloudTableClient(self, payload_format=payload_format, **kwargs)

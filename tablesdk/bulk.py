@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -306,21 +306,97 @@ class _Report:
 
 
 @dataclass
-class _Job:
-    """Everything a worker needs, fixed for the whole call."""
+class _ChunkRetries:
+    """Per chunk: attempts made so far, and whether one may have committed without an answer."""
 
-    client: CloudTableClient
+    attempts: int = 0
+    unknown_earlier: bool = False
+
+
+@dataclass
+class _JobRules:
+    """What every batch of one call shares, and the decisions after each try (no I/O)."""
+
     table: str
     kind: BatchOperationKind
     policy: RetryPolicy
 
-    def send(self, items: list[_Item], context: OperationContext) -> list[BatchOperationResult]:
-        """One ``$batch`` request for ``items``, sent with their pre-encoded bodies."""
-        ops = [
+    def operations(self, items: list[_Item]) -> list[BatchOperation]:
+        """The batch operations for ``items``, carrying their pre-encoded bodies."""
+        return [
             BatchOperation(self.kind, self.table, item.partition_key, item.row_key, item.payload, None, body=item.body)
             for item in items
         ]
-        return self.client.execute_batch(ops, retry_policy=self.policy, operation_context=context)
+
+    def settle(
+        self,
+        chunk: list[_Item],
+        outcome: list[BatchOperationResult] | Exception,
+        context: OperationContext,
+        retries: _ChunkRetries,
+        report: _Report,
+        pending: list[list[_Item]],
+    ) -> float | None:
+        """Record what one try of ``chunk`` did; the seconds to wait before trying it again, or None.
+
+        Entities of a chunk the service refused, but not for their own fault, go back
+        to ``pending`` as a new chunk.
+        """
+        report.requests += len(context.attempts)
+        if not isinstance(outcome, Exception):
+            report.outcomes.extend(
+                (item.index, item.entity, result.etag, None) for item, result in zip(chunk, outcome)
+            )
+            return None
+        if isinstance(outcome, BatchError):
+            return self._refused(chunk, outcome, context, retries, report, pending)
+        if isinstance(outcome, TableValidationError) and len(chunk) > 1 and outcome.field == "batch":
+            # The exact sizing makes this impossible; never fail good entities for it.
+            half = len(chunk) // 2
+            pending.extend((chunk[half:], chunk[:half]))
+            return None
+        report.fail(chunk, outcome)  # transport errors after retries, anything unexpected: reported
+        return None
+
+    def _refused(
+        self,
+        chunk: list[_Item],
+        exc: BatchError,
+        context: OperationContext,
+        retries: _ChunkRetries,
+        report: _Report,
+        pending: list[list[_Item]],
+    ) -> float | None:
+        retries.attempts += len(context.attempts)
+        retries.unknown_earlier = retries.unknown_earlier or _had_unknown_attempt(context)
+        cause: TableServiceError = exc.cause if exc.cause is not None else exc
+        if is_retryable(cause):
+            delay = self.policy.retry_after(max(retries.attempts, 1), cause)
+            if delay is not None:
+                return max(0.0, float(delay))
+        index = exc.failed_index
+        if index is None or _request_wide(cause):
+            report.fail(chunk, cause)
+        elif retries.unknown_earlier and self.kind is BatchOperationKind.INSERT and cause.status_code == 409:
+            cause.ambiguous_retry = True
+            report.fail(chunk, cause)
+        else:
+            report.fail((chunk[index],), cause)
+            rest = chunk[:index] + chunk[index + 1:]
+            if rest:
+                pending.append(rest)
+        return None
+
+
+@dataclass
+class _Job(_JobRules):
+    """A thread worker's job: :class:`_JobRules` plus the client that sends."""
+
+    client: CloudTableClient
+
+    def send(self, items: list[_Item], context: OperationContext) -> list[BatchOperationResult]:
+        """One ``$batch`` request for ``items``, sent with their pre-encoded bodies."""
+        return self.client.execute_batch(self.operations(items), retry_policy=self.policy, operation_context=context)
 
     def run(self, items: list[_Item]) -> _Report:
         """Write one batch; isolate failing entities and resend the rest.
@@ -332,48 +408,18 @@ class _Job:
         while pending:
             chunk = pending.pop()
             report.transactions += 1
-            attempts = 0
-            unknown_earlier = False  # an attempt whose outcome is unknown (it may have committed)
+            retries = _ChunkRetries()
             while True:
                 context = OperationContext()
+                outcome: list[BatchOperationResult] | Exception
                 try:
-                    results = self.send(chunk, context)
-                except BatchError as exc:
-                    attempts += len(context.attempts)
-                    unknown_earlier = unknown_earlier or _had_unknown_attempt(context)
-                    cause: TableServiceError = exc.cause if exc.cause is not None else exc
-                    if is_retryable(cause):
-                        delay = self.policy.retry_after(max(attempts, 1), cause)
-                        if delay is not None:
-                            _sleep(max(0.0, float(delay)))
-                            continue
-                    index = exc.failed_index
-                    if index is None or _request_wide(cause):
-                        report.fail(chunk, cause)
-                    elif unknown_earlier and self.kind is BatchOperationKind.INSERT and cause.status_code == 409:
-                        cause.ambiguous_retry = True
-                        report.fail(chunk, cause)
-                    else:
-                        report.fail((chunk[index],), cause)
-                        rest = chunk[:index] + chunk[index + 1:]
-                        if rest:
-                            pending.append(rest)
-                except TableValidationError as exc:
-                    if len(chunk) > 1 and exc.field == "batch":
-                        # The exact sizing makes this impossible; never fail good entities for it.
-                        half = len(chunk) // 2
-                        pending.extend((chunk[half:], chunk[:half]))
-                    else:
-                        report.fail(chunk, exc)
-                except Exception as exc:  # noqa: BLE001 - transport errors after retries, anything unexpected: reported
-                    report.fail(chunk, exc)
-                else:
-                    report.outcomes.extend(
-                        (item.index, item.entity, result.etag, None) for item, result in zip(chunk, results)
-                    )
-                finally:
-                    report.requests += len(context.attempts)
-                break
+                    outcome = self.send(chunk, context)
+                except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+                    outcome = exc
+                delay = self.settle(chunk, outcome, context, retries, report, pending)
+                if delay is None:
+                    break
+                _sleep(delay)
         return report
 
 
@@ -410,6 +456,124 @@ def _check_workers(max_workers: int, client: CloudTableClient) -> int:
         )
         return pool_size
     return max_workers
+
+
+# ---------------------------------------------------------------- planning (no I/O)
+
+
+def _plan(
+    entities: Iterable[Any], fmt: PayloadFormat, sizer: _BatchSizer, pause: Callable[[], object] | None = None
+) -> Iterator[list[_Item] | EntityOutcome]:
+    """Read ``entities`` once and yield, in turn, each batch to send (a list of items of one
+    partition that fits both batch limits) and each entity that failed before sending.
+
+    Each entity is validated and serialized here, once: the bytes size the batch exactly
+    and are sent as they are. Partial per-partition groups wait for more entities of their
+    partition, up to :data:`MAX_BUFFERED_ENTITIES` / :data:`MAX_BUFFERED_BYTES` in total
+    (then the oldest group is yielded early). ``pause`` is called every eight entities
+    (the thread driver hands the interpreter to its workers there).
+    """
+    seen: dict[tuple[str, str], int] = {}
+    groups: dict[str, _Group] = {}  # PartitionKey -> entities waiting for a batch, oldest group first
+    buffered = [0, 0]  # entities, bytes
+
+    def take(partition_key: str) -> list[_Item]:
+        group = groups.pop(partition_key)
+        buffered[0] -= len(group.items)
+        buffered[1] -= group.body_bytes
+        return group.items
+
+    for index, entity in enumerate(entities):
+        if pause is not None and not index & 7:
+            pause()
+        try:
+            payload = entity_to_payload(entity)
+            item = _Item(index, entity, payload, fmt.serialize_entity(payload))
+        except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
+            yield EntityOutcome(index, entity, None, exc)
+            continue
+        partition_key, row_key = item.partition_key, item.row_key
+        first = seen.setdefault((partition_key, row_key), index)
+        if first != index:
+            yield EntityOutcome(index, entity, None, _duplicate_error(partition_key, row_key, first))
+            continue
+        group = groups.get(partition_key)
+        if group is None:
+            group = groups[partition_key] = _Group(sizer.framing)
+        body_size = len(item.body)
+        cost = sizer.cost(partition_key, row_key, body_size, len(group.items) + 1)
+        if group.size + cost > MAX_BATCH_BYTES and group.items:
+            yield take(partition_key)
+            group = groups[partition_key] = _Group(sizer.framing)
+            cost = sizer.cost(partition_key, row_key, body_size, 1)
+        if group.size + cost > MAX_BATCH_BYTES:
+            del groups[partition_key]
+            yield EntityOutcome(index, entity, None, _too_large(group.size + cost))
+            continue
+        group.items.append(item)
+        group.size += cost
+        group.body_bytes += body_size
+        buffered[0] += 1
+        buffered[1] += body_size
+        if len(group.items) >= MAX_BATCH_OPERATIONS:
+            yield take(partition_key)
+        while groups and (buffered[0] > MAX_BUFFERED_ENTITIES or buffered[1] > MAX_BUFFERED_BYTES):
+            yield take(next(iter(groups)))  # the oldest partial group
+    while groups:
+        yield take(next(iter(groups)))
+
+
+def _yield_to_workers(in_flight: set[Future[_Report]]) -> None:
+    """Hand the GIL to a worker whose I/O just finished (it would otherwise wait for the
+    interpreter's 5 ms switch interval): +30% with one worker, neutral with more."""
+    if in_flight:
+        time.sleep(0)
+
+
+def _too_large(size: int) -> TableValidationError:
+    return TableValidationError(
+        "entity", f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)", f"this entity alone makes a {size}-byte batch"
+    )
+
+
+class _Tally:
+    """The outcomes gathered so far, the counters of a :class:`BulkResult` and the progress calls."""
+
+    def __init__(self, total: int | None, progress: ProgressCallback | None) -> None:
+        self.total = total
+        self.progress = progress
+        self.outcomes: list[EntityOutcome] = []
+        self.done = 0
+        self.reported = -1
+        self.transactions = 0
+        self.requests = 0
+
+    def failed_before_sending(self, outcome: EntityOutcome) -> None:
+        """An entity that failed validation (no progress call: none is made per entity)."""
+        self.outcomes.append(outcome)
+        self.done += 1
+
+    def add(self, report: _Report) -> None:
+        """Take in what a worker did with one batch, and report progress."""
+        self.transactions += report.transactions
+        self.requests += report.requests
+        for index, entity, etag, error in report.outcomes:
+            if etag is not None:
+                entity.etag = etag
+            self.outcomes.append(EntityOutcome(index, entity, etag, error))
+        self.done += len(report.outcomes)
+        if self.progress is not None:
+            self.reported = self.done
+            self.progress(self.done, self.total)
+
+    def result(self, elapsed: float) -> BulkResult:
+        """The final :class:`BulkResult` (with a last progress call if one is due)."""
+        if self.progress is not None and self.reported != self.done:
+            self.progress(self.done, self.total)
+        outcomes = sorted(self.outcomes, key=lambda outcome: outcome.index)
+        succeeded = [outcome for outcome in outcomes if outcome.error is None]
+        failed = [outcome for outcome in outcomes if outcome.error is not None]
+        return BulkResult(succeeded, failed, self.transactions, self.requests, elapsed)
 
 
 # ---------------------------------------------------------------- entry point
@@ -457,110 +621,30 @@ def bulk_insert(
     workers = _check_workers(max_workers, client)
 
     started = time.perf_counter()
-    fmt = client.format
     total = len(entities) if isinstance(entities, Sized) else None
-    job = _Job(client, table, kind, retry_policy if retry_policy is not None else client.retry_policy)
-    sizer = _BatchSizer(client.table_endpoint, table, kind, fmt, client.api_version)
-    framing = sizer.framing
-
-    outcomes: list[EntityOutcome] = []
-    seen: dict[tuple[str, str], int] = {}
-    groups: dict[str, _Group] = {}  # PartitionKey -> entities waiting for a batch, oldest group first
-    buffered_entities = buffered_bytes = 0
-    done = 0
-    reported = -1
-    transactions = 0
-    requests = 0
+    job = _Job(table, kind, retry_policy if retry_policy is not None else client.retry_policy, client)
+    sizer = _BatchSizer(client.table_endpoint, table, kind, client.format, client.api_version)
+    tally = _Tally(total, progress)
     in_flight: set[Future[_Report]] = set()
-    limit = 2 * workers
 
     def harvest(finished: Iterable[Future[_Report]]) -> None:
-        nonlocal done, reported, transactions, requests
         for future in finished:
             in_flight.discard(future)
-            report = future.result()  # _Job.run never raises
-            transactions += report.transactions
-            requests += report.requests
-            for index, entity, etag, error in report.outcomes:
-                if etag is not None:
-                    entity.etag = etag
-                outcomes.append(EntityOutcome(index, entity, etag, error))
-            done += len(report.outcomes)
-            if progress is not None:
-                reported = done
-                progress(done, total)
-
-    def submit(pool: ThreadPoolExecutor, partition_key: str) -> None:
-        nonlocal buffered_entities, buffered_bytes
-        group = groups.pop(partition_key)
-        buffered_entities -= len(group.items)
-        buffered_bytes -= group.body_bytes
-        in_flight.add(pool.submit(job.run, group.items))
-        if len(in_flight) >= limit:
-            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            harvest(finished)
-
-    def fail(index: int, entity: Any, error: BaseException) -> None:
-        nonlocal done
-        outcomes.append(EntityOutcome(index, entity, None, error))
-        done += 1
+            tally.add(future.result())  # _Job.run never raises
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tablesdk-bulk")
     try:
-        for index, entity in enumerate(entities):
-            if in_flight and not index & 7:
-                # Hand the GIL to a worker whose I/O just finished (it would otherwise wait for the
-                # interpreter's 5 ms switch interval): +30% with one worker, neutral with more.
-                time.sleep(0)
-            # Validate and serialize here, once: the bytes size the batch exactly and are sent as they are.
-            try:
-                payload = entity_to_payload(entity)
-                item = _Item(index, entity, payload, fmt.serialize_entity(payload))
-            except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
-                fail(index, entity, exc)
+        for step in _plan(entities, client.format, sizer, pause=lambda: _yield_to_workers(in_flight)):
+            if isinstance(step, EntityOutcome):
+                tally.failed_before_sending(step)
                 continue
-            partition_key, row_key = item.partition_key, item.row_key
-            first = seen.setdefault((partition_key, row_key), index)
-            if first != index:
-                fail(index, entity, _duplicate_error(partition_key, row_key, first))
-                continue
-            group = groups.get(partition_key)
-            if group is None:
-                group = groups[partition_key] = _Group(framing)
-            body_size = len(item.body)
-            cost = sizer.cost(partition_key, row_key, body_size, len(group.items) + 1)
-            if group.size + cost > MAX_BATCH_BYTES and group.items:
-                submit(pool, partition_key)
-                group = groups[partition_key] = _Group(framing)
-                cost = sizer.cost(partition_key, row_key, body_size, 1)
-            if group.size + cost > MAX_BATCH_BYTES:
-                del groups[partition_key]
-                fail(index, entity, TableValidationError(
-                    "entity",
-                    f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)",
-                    f"this entity alone makes a {group.size + cost}-byte batch",
-                ))
-                continue
-            group.items.append(item)
-            group.size += cost
-            group.body_bytes += body_size
-            buffered_entities += 1
-            buffered_bytes += body_size
-            if len(group.items) >= MAX_BATCH_OPERATIONS:
-                submit(pool, partition_key)
-            while groups and (buffered_entities > MAX_BUFFERED_ENTITIES or buffered_bytes > MAX_BUFFERED_BYTES):
-                submit(pool, next(iter(groups)))  # the oldest partial group
-        while groups:
-            submit(pool, next(iter(groups)))
+            in_flight.add(pool.submit(job.run, step))
+            if len(in_flight) >= 2 * workers:
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                harvest(finished)
         while in_flight:
             finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             harvest(finished)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-    if progress is not None and reported != done:
-        progress(done, total)
-    outcomes.sort(key=lambda outcome: outcome.index)
-    succeeded = [outcome for outcome in outcomes if outcome.error is None]
-    failed = [outcome for outcome in outcomes if outcome.error is not None]
-    return BulkResult(succeeded, failed, transactions, requests, time.perf_counter() - started)
+    return tally.result(time.perf_counter() - started)

@@ -220,28 +220,17 @@ ReadingEntity = Callable[[Entity, EntityPayload], None]
 WritingEntity = Callable[[Entity, EntityPayload], None]
 
 
-class TableServiceContext:
-    """A unit of work over one :class:`~tablesdk.client.CloudTableClient`.
+class _TrackingContext:
+    """What a unit of work knows, with no I/O: tracked entities, their ETags and states,
+    the operation each pending change becomes, and how a queried entity is merged in.
 
-    Options (all settable attributes): ``merge_option`` (default
-    :attr:`MergeOption.APPEND_ONLY`), ``ignore_missing_properties`` (default
-    True: properties a declared entity class lacks are kept in
-    ``extra_properties``, never an error), ``ignore_resource_not_found``
-    (default False: a point query for a missing entity raises
-    :class:`~tablesdk.errors.ResourceNotFoundError`; True returns nothing),
-    ``resolve_type`` (``(table, pk, rk, properties) -> type`` choosing the class
-    of each queried entity), ``echo_content`` (ask for inserted entities back).
-
-    Events, as lists of callables: ``sending_request`` (each gets a
-    :class:`~tablesdk.client.SendingRequest` whose headers it may change),
-    ``reading_entity`` (entity, payload) after an entity is materialised,
-    ``writing_entity`` (entity, payload) before an entity is serialised (the
-    payload may be changed).
+    :class:`TableServiceContext` and :class:`tablesdk.aio.AsyncTableServiceContext`
+    share it and differ only in sending (their ``client`` and their save and
+    query methods).
     """
 
     def __init__(
         self,
-        client: CloudTableClient,
         *,
         merge_option: MergeOption = MergeOption.APPEND_ONLY,
         ignore_missing_properties: bool = True,
@@ -249,7 +238,6 @@ class TableServiceContext:
         resolve_type: ResolveType | None = None,
         echo_content: bool = False,
     ) -> None:
-        self.client = client
         self.merge_option = merge_option
         self.ignore_missing_properties = ignore_missing_properties
         self.ignore_resource_not_found = ignore_resource_not_found
@@ -262,26 +250,32 @@ class TableServiceContext:
         self._by_identity: dict[Identity, EntityDescriptor] = {}
         self._order = itertools.count(1)
         self._busy = threading.Lock()
-        self._busy_thread: int | None = None
+        self._busy_owner: object = None
 
     # ------------------------------------------------------------ guard
 
+    #: Who may run one save or query at a time: a thread here, a task in the async context.
+    _RUNNER = "thread"
+
+    def _runner(self) -> object:
+        return threading.get_ident()
+
     @contextmanager
     def _exclusive(self, what: str) -> Iterator[None]:
-        me = threading.get_ident()
-        if self._busy_thread == me:  # re-entry from a hook on the same thread
+        me = self._runner()
+        if self._busy_owner == me:  # re-entry from a hook in the same thread (task)
             yield
             return
         if not self._busy.acquire(blocking=False):
             raise RuntimeError(
-                f"TableServiceContext is not thread-safe: another thread is running {what} on it; "
-                "use one context per thread (or per logical operation)"
+                f"{type(self).__name__} is not {self._RUNNER}-safe: another {self._RUNNER} is running "
+                f"{what} on it; use one context per {self._RUNNER} (or per logical operation)"
             )
-        self._busy_thread = me
+        self._busy_owner = me
         try:
             yield
         finally:
-            self._busy_thread = None
+            self._busy_owner = None
             self._busy.release()
 
     def _request_hook(self) -> RequestHook | None:
@@ -474,196 +468,34 @@ class TableServiceContext:
             if timestamp is not None:
                 descriptor.entity.Timestamp = timestamp
 
-    def save_changes(
-        self,
-        options: SaveChangesOptions = SaveChangesOptions.NONE,
-        *,
-        operation_context: OperationContext | None = None,
-    ) -> DataServiceResponse:
-        """Send every pending change and return the outcome of each.
-
-        Raises :class:`~tablesdk.errors.DataServiceRequestError` (its
-        ``.response`` lists what succeeded, what failed and what was not sent)
-        when any change failed. Failed and unsent changes stay pending and are
-        sent again by the next ``save_changes``; applied ones become UNCHANGED
-        (deleted ones DETACHED) with the new ETag. No retries: see
-        :meth:`save_changes_with_retries`. ``operation_context`` records every
-        request attempt the save makes.
-        """
-        return self._save(options, NoRetry(), operation_context)
-
-    def save_changes_with_retries(
-        self,
-        options: SaveChangesOptions = SaveChangesOptions.NONE,
-        retry_policy: RetryPolicy | None = None,
-        *,
-        operation_context: OperationContext | None = None,
-    ) -> DataServiceResponse:
-        """``save_changes`` with each request retried by ``retry_policy`` (default: the client's).
-
-        A retried insert answered 409, or a retried delete answered 404, after an
-        attempt whose outcome was unknown has ``error.ambiguous_retry`` set: the
-        first attempt may have been applied (see docs/retries.md).
-        """
-        policy = retry_policy if retry_policy is not None else self.client.retry_policy
-        return self._save(options, policy, operation_context)
-
-    def begin_save_changes(self, options: SaveChangesOptions = SaveChangesOptions.NONE) -> Future[DataServiceResponse]:
-        """Run :meth:`save_changes` on the client's executor; returns a Future."""
-        return self.client.executor().submit(self.save_changes, options)
-
-    def _save(
-        self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
-    ) -> DataServiceResponse:
+    def _start_save(self, options: SaveChangesOptions) -> _SaveRun:
+        """Check ``options`` and build (so validate) the operation of every pending change."""
         if SaveChangesOptions.BATCH in options and SaveChangesOptions.CONTINUE_ON_ERROR in options:
             raise ValueError("SaveChangesOptions.BATCH cannot be combined with CONTINUE_ON_ERROR")
         replace = SaveChangesOptions.REPLACE_ON_UPDATE in options
-        with self._exclusive("save_changes"):
-            pending = self._pending()
-            # Build (and so validate) every operation before sending anything.
-            operations = [self._operation_for(d, replace) for d in pending]
-            if SaveChangesOptions.BATCH in options:
-                return self._save_batch(pending, operations, retry_policy, operation_context)
-            return self._save_each(
-                pending, operations, retry_policy, SaveChangesOptions.CONTINUE_ON_ERROR in options, operation_context
+        pending = self._pending()
+        # Build (and so validate) every operation before sending anything.
+        operations = [self._operation_for(d, replace) for d in pending]
+        return _SaveRun(self, pending, operations, options)
+
+    def _point_batch_refused(self, exc: BatchError) -> list[Any]:
+        """A refused point-query batch: nothing when it is a 404 the context ignores, else the error."""
+        if exc.status_code == 404:
+            if self.ignore_resource_not_found:
+                return []
+            raise (exc.cause or exc) from exc  # the same ResourceNotFoundError as get()
+        raise exc
+
+    def _point_batch_results(self, query: TableQuery[E], results: Sequence[BatchOperationResult]) -> list[E]:
+        """The entity a point-query batch returned, materialised (or the not-found rules)."""
+        payload = results[0].payload
+        if results[0].status == 404 or payload is None:
+            if self.ignore_resource_not_found:
+                return []
+            raise ResourceNotFoundError(
+                "The specified resource does not exist.", status_code=404, error_code="ResourceNotFound"
             )
-
-    def _save_each(
-        self,
-        pending: list[EntityDescriptor],
-        operations: list[BatchOperation],
-        retry_policy: RetryPolicy,
-        continue_on_error: bool,
-        operation_context: OperationContext | None,
-    ) -> DataServiceResponse:
-        hook = self._request_hook()
-        responses: list[OperationResponse] = []
-        stopped = False
-        for descriptor, operation in zip(pending, operations):
-            response = OperationResponse(descriptor.entity, descriptor.table, operation.kind.name)
-            responses.append(response)
-            if stopped:
-                continue
-            response.sent = True
-            try:
-                result = self.client.execute_operation(
-                    operation, retry_policy=retry_policy, request_hook=hook, operation_context=operation_context
-                )
-            except TableServiceError as exc:
-                response.error = exc
-                response.status_code = exc.status_code
-                if not continue_on_error:
-                    stopped = True
-                continue
-            response.status_code = result.status
-            response.etag = result.etag
-            self._apply_success(descriptor, operation, result)
-        outcome = DataServiceResponse(responses)
-        _raise_if_failed(outcome)
-        return outcome
-
-    def _save_batch(
-        self,
-        pending: list[EntityDescriptor],
-        operations: list[BatchOperation],
-        retry_policy: RetryPolicy,
-        operation_context: OperationContext | None,
-    ) -> DataServiceResponse:
-        responses = [OperationResponse(d.entity, d.table, op.kind.name) for d, op in zip(pending, operations)]
-        if not operations:
-            return DataServiceResponse(responses, is_batch=True)
-        try:
-            results = self.client.execute_batch(
-                operations, retry_policy=retry_policy, request_hook=self._request_hook(),
-                operation_context=operation_context,
-            )
-        except BatchError as exc:
-            blamed = exc.failed_index
-            for index, response in enumerate(responses):
-                response.sent = True
-                if blamed is None or index == blamed:
-                    response.error = exc.cause or exc
-                    response.status_code = exc.status_code
-            outcome = DataServiceResponse(
-                responses, is_batch=True, batch_status_code=exc.status_code, failed_index=blamed
-            )
-            raise _batch_save_error(outcome, exc) from exc
-        except TableServiceError as exc:
-            for response in responses:
-                response.sent = True
-                response.error = exc
-                response.status_code = exc.status_code
-            outcome = DataServiceResponse(responses, is_batch=True, batch_status_code=exc.status_code)
-            raise _batch_save_error(outcome, exc) from exc
-        for descriptor, operation, response, result in zip(pending, operations, responses, results):
-            response.sent = True
-            response.status_code = result.status
-            response.etag = result.etag
-            self._apply_success(descriptor, operation, result)
-        return DataServiceResponse(responses, is_batch=True, batch_status_code=202)
-
-    # ------------------------------------------------------------ queries
-
-    def create_query(self, table: str, entity_type: type[E] = DynamicEntity) -> TableQuery[E]:  # type: ignore[assignment]
-        """A query over ``table`` whose results this context tracks per :attr:`merge_option`."""
-        validate_table_name(table)
-        return TableQuery(self, table, entity_type)
-
-    def get(
-        self, table: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity  # type: ignore[assignment]
-    ) -> E | None:
-        """Point lookup of one entity (tracked per :attr:`merge_option`).
-
-        Raises :class:`~tablesdk.errors.ResourceNotFoundError` when it does not
-        exist, unless :attr:`ignore_resource_not_found` is set (then None).
-        """
-        query = self.create_query(table, entity_type).where(
-            (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
-        )
-        results = self.execute_query_segment(query, None, None).results
-        return results[0] if results else None
-
-    def begin_execute(self, query: TableQuery[E]) -> Future[list[E]]:
-        """Run ``query`` to completion on the client's executor; returns a Future of the list."""
-        return self.client.executor().submit(list, query)
-
-    def execute_query_segment(
-        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
-    ) -> ResultSegment[E]:
-        """One page of ``query`` with tracking applied (the QuerySource protocol)."""
-        with self._exclusive("a query"):
-            ignore = self.ignore_resource_not_found
-            payloads, token = self.client.query_page_payloads(
-                query, continuation_token, top,
-                ignore_missing_entity=ignore, ignore_missing_table=ignore, request_hook=self._request_hook(),
-            )
-            return ResultSegment([self._materialize(query, p) for p in payloads], token)
-
-    def execute_batch(self, query: TableQuery[E]) -> list[E]:
-        """Run a point query inside an entity group transaction (the seeds' workaround
-        for keys the URL path cannot carry). The query's filter must be exactly
-        ``PartitionKey eq X and RowKey eq Y``."""
-        keys = query.point_keys()
-        if keys is None:
-            raise ValueError("execute_batch takes a point query: PartitionKey eq X and RowKey eq Y")
-        with self._exclusive("execute_batch"):
-            operation = BatchOperation(BatchOperationKind.RETRIEVE, query.table, keys[0], keys[1], None, None)
-            try:
-                results = self.client.execute_batch([operation], request_hook=self._request_hook())
-            except BatchError as exc:
-                if exc.status_code == 404:
-                    if self.ignore_resource_not_found:
-                        return []
-                    raise (exc.cause or exc) from exc  # the same ResourceNotFoundError as get()
-                raise
-            payload = results[0].payload
-            if results[0].status == 404 or payload is None:
-                if self.ignore_resource_not_found:
-                    return []
-                raise ResourceNotFoundError(
-                    "The specified resource does not exist.", status_code=404, error_code="ResourceNotFound"
-                )
-            return [self._materialize(query, payload)]
+        return [self._materialize(query, payload)]
 
     def _materialize(self, query: TableQuery[E], payload: EntityPayload) -> E:
         entity_type: type[Any] = query.entity_type
@@ -730,6 +562,244 @@ class TableServiceContext:
             descriptor.etag = payload.etag
             tracked.etag = payload.etag
         return tracked  # type: ignore[return-value]
+
+
+class TableServiceContext(_TrackingContext):
+    """A unit of work over one :class:`~tablesdk.client.CloudTableClient`.
+
+    Options (all settable attributes): ``merge_option`` (default
+    :attr:`MergeOption.APPEND_ONLY`), ``ignore_missing_properties`` (default
+    True: properties a declared entity class lacks are kept in
+    ``extra_properties``, never an error), ``ignore_resource_not_found``
+    (default False: a point query for a missing entity raises
+    :class:`~tablesdk.errors.ResourceNotFoundError`; True returns nothing),
+    ``resolve_type`` (``(table, pk, rk, properties) -> type`` choosing the class
+    of each queried entity), ``echo_content`` (ask for inserted entities back).
+
+    Events, as lists of callables: ``sending_request`` (each gets a
+    :class:`~tablesdk.client.SendingRequest` whose headers it may change),
+    ``reading_entity`` (entity, payload) after an entity is materialised,
+    ``writing_entity`` (entity, payload) before an entity is serialised (the
+    payload may be changed).
+    """
+
+    def __init__(
+        self,
+        client: CloudTableClient,
+        *,
+        merge_option: MergeOption = MergeOption.APPEND_ONLY,
+        ignore_missing_properties: bool = True,
+        ignore_resource_not_found: bool = False,
+        resolve_type: ResolveType | None = None,
+        echo_content: bool = False,
+    ) -> None:
+        super().__init__(
+            merge_option=merge_option, ignore_missing_properties=ignore_missing_properties,
+            ignore_resource_not_found=ignore_resource_not_found, resolve_type=resolve_type,
+            echo_content=echo_content,
+        )
+        self.client = client
+
+    def save_changes(
+        self,
+        options: SaveChangesOptions = SaveChangesOptions.NONE,
+        *,
+        operation_context: OperationContext | None = None,
+    ) -> DataServiceResponse:
+        """Send every pending change and return the outcome of each.
+
+        Raises :class:`~tablesdk.errors.DataServiceRequestError` (its
+        ``.response`` lists what succeeded, what failed and what was not sent)
+        when any change failed. Failed and unsent changes stay pending and are
+        sent again by the next ``save_changes``; applied ones become UNCHANGED
+        (deleted ones DETACHED) with the new ETag. No retries: see
+        :meth:`save_changes_with_retries`. ``operation_context`` records every
+        request attempt the save makes.
+        """
+        return self._save(options, NoRetry(), operation_context)
+
+    def save_changes_with_retries(
+        self,
+        options: SaveChangesOptions = SaveChangesOptions.NONE,
+        retry_policy: RetryPolicy | None = None,
+        *,
+        operation_context: OperationContext | None = None,
+    ) -> DataServiceResponse:
+        """``save_changes`` with each request retried by ``retry_policy`` (default: the client's).
+
+        A retried insert answered 409, or a retried delete answered 404, after an
+        attempt whose outcome was unknown has ``error.ambiguous_retry`` set: the
+        first attempt may have been applied (see docs/retries.md).
+        """
+        policy = retry_policy if retry_policy is not None else self.client.retry_policy
+        return self._save(options, policy, operation_context)
+
+    def begin_save_changes(self, options: SaveChangesOptions = SaveChangesOptions.NONE) -> Future[DataServiceResponse]:
+        """Run :meth:`save_changes` on the client's executor; returns a Future."""
+        return self.client.executor().submit(self.save_changes, options)
+
+    def _save(
+        self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
+    ) -> DataServiceResponse:
+        with self._exclusive("save_changes"):
+            run = self._start_save(options)
+            hook = self._request_hook()
+            if run.is_batch:
+                if run.operations:
+                    try:
+                        results = self.client.execute_batch(
+                            run.operations, retry_policy=retry_policy, request_hook=hook,
+                            operation_context=operation_context,
+                        )
+                    except TableServiceError as exc:
+                        run.batch_failed(exc)
+                    else:
+                        run.batch_succeeded(results)
+                return run.finish()
+            for index, operation in run.to_send():
+                try:
+                    result = self.client.execute_operation(
+                        operation, retry_policy=retry_policy, request_hook=hook, operation_context=operation_context
+                    )
+                except TableServiceError as exc:
+                    run.failed(index, exc)
+                else:
+                    run.succeeded(index, result)
+            return run.finish()
+
+    # ------------------------------------------------------------ queries
+
+    def create_query(self, table: str, entity_type: type[E] = DynamicEntity) -> TableQuery[E]:  # type: ignore[assignment]
+        """A query over ``table`` whose results this context tracks per :attr:`merge_option`."""
+        validate_table_name(table)
+        return TableQuery(self, table, entity_type)
+
+    def get(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity  # type: ignore[assignment]
+    ) -> E | None:
+        """Point lookup of one entity (tracked per :attr:`merge_option`).
+
+        Raises :class:`~tablesdk.errors.ResourceNotFoundError` when it does not
+        exist, unless :attr:`ignore_resource_not_found` is set (then None).
+        """
+        query = self.create_query(table, entity_type).where(
+            (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
+        )
+        results = self.execute_query_segment(query, None, None).results
+        return results[0] if results else None
+
+    def begin_execute(self, query: TableQuery[E]) -> Future[list[E]]:
+        """Run ``query`` to completion on the client's executor; returns a Future of the list."""
+        return self.client.executor().submit(list, query)
+
+    def execute_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> ResultSegment[E]:
+        """One page of ``query`` with tracking applied (the QuerySource protocol)."""
+        with self._exclusive("a query"):
+            ignore = self.ignore_resource_not_found
+            payloads, token = self.client.query_page_payloads(
+                query, continuation_token, top,
+                ignore_missing_entity=ignore, ignore_missing_table=ignore, request_hook=self._request_hook(),
+            )
+            return ResultSegment([self._materialize(query, p) for p in payloads], token)
+
+    def execute_batch(self, query: TableQuery[E]) -> list[E]:
+        """Run a point query inside an entity group transaction (the seeds' workaround
+        for keys the URL path cannot carry). The query's filter must be exactly
+        ``PartitionKey eq X and RowKey eq Y``."""
+        keys = query.point_keys()
+        if keys is None:
+            raise ValueError("execute_batch takes a point query: PartitionKey eq X and RowKey eq Y")
+        with self._exclusive("execute_batch"):
+            operation = BatchOperation(BatchOperationKind.RETRIEVE, query.table, keys[0], keys[1], None, None)
+            try:
+                results = self.client.execute_batch([operation], request_hook=self._request_hook())
+            except BatchError as exc:
+                return self._point_batch_refused(exc)
+            return self._point_batch_results(query, results)
+
+
+class _SaveRun:
+    """One ``save_changes`` in progress, with no I/O: which change to send next, and what each
+    outcome does to its descriptor.
+
+    The sync and async contexts drive it the same way: send :attr:`operations` as one
+    batch (then :meth:`batch_succeeded` or :meth:`batch_failed`) or one by one from
+    :meth:`to_send` (then :meth:`succeeded` or :meth:`failed` for each), and finally
+    :meth:`finish`. A change is applied to its descriptor only when its success is
+    reported, so a save interrupted mid-way (an exception, a cancelled task) leaves every
+    change whose outcome is unknown pending.
+    """
+
+    def __init__(
+        self,
+        context: _TrackingContext,
+        pending: list[EntityDescriptor],
+        operations: list[BatchOperation],
+        options: SaveChangesOptions,
+    ) -> None:
+        self.context = context
+        self.pending = pending
+        self.operations = operations
+        self.is_batch = SaveChangesOptions.BATCH in options
+        self.continue_on_error = SaveChangesOptions.CONTINUE_ON_ERROR in options
+        self.responses = [OperationResponse(d.entity, d.table, op.kind.name) for d, op in zip(pending, operations)]
+        self._stopped = False
+        self._outcome: DataServiceResponse | None = None
+
+    def to_send(self) -> Iterator[tuple[int, BatchOperation]]:
+        """The changes to send one by one, in order; stops after a failure unless continuing on errors."""
+        for index, operation in enumerate(self.operations):
+            if self._stopped:
+                return
+            self.responses[index].sent = True
+            yield index, operation
+
+    def succeeded(self, index: int, result: BatchOperationResult) -> None:
+        """Change ``index`` was applied by the service."""
+        response = self.responses[index]
+        response.sent = True
+        response.status_code = result.status
+        response.etag = result.etag
+        self.context._apply_success(self.pending[index], self.operations[index], result)
+
+    def failed(self, index: int, error: TableServiceError) -> None:
+        """Change ``index`` was refused (it stays pending)."""
+        response = self.responses[index]
+        response.sent = True
+        response.error = error
+        response.status_code = error.status_code
+        if not self.continue_on_error:
+            self._stopped = True
+
+    def batch_succeeded(self, results: Sequence[BatchOperationResult]) -> None:
+        """The entity group transaction was applied: every change succeeded."""
+        for index, result in enumerate(results):
+            self.succeeded(index, result)
+        self._outcome = DataServiceResponse(self.responses, is_batch=True, batch_status_code=202)
+
+    def batch_failed(self, error: TableServiceError) -> None:
+        """The transaction was refused (nothing applied); the blamed change, if any, carries the error."""
+        blamed = error.failed_index if isinstance(error, BatchError) else None
+        cause = (error.cause or error) if isinstance(error, BatchError) else error
+        for index, response in enumerate(self.responses):
+            response.sent = True
+            if blamed is None or index == blamed:
+                response.error = cause
+                response.status_code = error.status_code
+        self._outcome = DataServiceResponse(
+            self.responses, is_batch=True, batch_status_code=error.status_code, failed_index=blamed
+        )
+        raise _batch_save_error(self._outcome, error) from error
+
+    def finish(self) -> DataServiceResponse:
+        """The outcome of the save; raises :class:`DataServiceRequestError` when a change failed."""
+        if self.is_batch:
+            return self._outcome or DataServiceResponse(self.responses, is_batch=True)
+        outcome = DataServiceResponse(self.responses)
+        _raise_if_failed(outcome)
+        return outcome
 
 
 def _untyped_names(entity: Entity, payload: EntityPayload) -> frozenset[str]:

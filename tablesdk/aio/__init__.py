@@ -1,0 +1,23 @@
+"""tablesdk for asyncio: the same SDK, awaitable (``pip install tablesdk[aio]``).
+
+:class:`AsyncCloudTableClient` (from
+``account.create_async_cloud_table_client()``) has every operation of
+:class:`tablesdk.CloudTableClient` as a coroutine; its
+:class:`AsyncTableServiceContext` records changes synchronously and saves them
+with ``await``; :class:`AsyncTableQuery` is iterated with ``async for``. The
+entity classes, errors, retry policies, filters and continuation tokens are
+the ones of :mod:`tablesdk`. See docs/async.md.
+"""
+
+from .bulk import bulk_insert
+from .client import AsyncCloudTableClient
+from .context import AsyncTableServiceContext
+from .query import AsyncQuerySource, AsyncTableQuery
+
+__all__ = [
+    "AsyncCloudTableClient",
+    "AsyncTableServiceContext",
+    "AsyncTableQuery",
+    "AsyncQuerySource",
+    "bulk_insert",
+]
