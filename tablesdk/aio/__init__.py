@@ -9,6 +9,7 @@ entity classes, errors, retry policies, filters and continuation tokens are
 the ones of :mod:`tablesdk`. See docs/async.md.
 """
 
+from ._sender import AiohttpSender
 from .bulk import bulk_insert
 from .client import AsyncCloudTableClient
 from .context import AsyncTableServiceContext
@@ -19,5 +20,6 @@ __all__ = [
     "AsyncTableServiceContext",
     "AsyncTableQuery",
     "AsyncQuerySource",
+    "AiohttpSender",
     "bulk_insert",
 ]

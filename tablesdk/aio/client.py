@@ -52,7 +52,9 @@ from ..filter import prop
 from ..formats import PayloadFormat, get_format
 from ..query import ContinuationToken, ResultSegment, TableQuery
 from ..retry import ExponentialRetry, RetryPolicy
+from ..http import DEFAULT_MAX_RESPONSE_BYTES
 from ..transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout
+from ._sender import AiohttpSender
 from ._transport import AsyncTransport
 from .query import AsyncTableQuery
 
@@ -76,7 +78,9 @@ class AsyncCloudTableClient:
     ``api_version``, ``retry_policy``, ``timeout``, ``server_timeout``,
     ``operation_deadline``, ``json_metadata``, ``echo_content``, ``trust_env``);
     ``pool_size`` (default 100) bounds the open connections, and requests
-    beyond it wait for a free one. Use it as ``async with`` (or ``await
+    beyond it wait for a free one; ``sender`` replaces the HTTP layer (an
+    :class:`~tablesdk.aio.AiohttpSender` reading at most ``max_response_bytes``
+    of a body by default). Use it as ``async with`` (or ``await
     client.close()``); it belongs to the event loop it first sends on.
     """
 
@@ -94,6 +98,8 @@ class AsyncCloudTableClient:
         json_metadata: str = "minimalmetadata",
         echo_content: bool = False,
         trust_env: bool = False,
+        sender: AiohttpSender | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
@@ -111,6 +117,8 @@ class AsyncCloudTableClient:
             server_timeout=server_timeout,
             user_agent=f"tablesdk/{__version__}",
             trust_env=trust_env,
+            sender=sender,
+            max_response_bytes=max_response_bytes,
         )
         self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
         self._prefer_supported = supports_prefer(self.api_version)
