@@ -28,6 +28,7 @@ import base64
 from decimal import Decimal
 import binascii
 import math
+import re
 import sys
 import uuid
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_PROPERTY_BYTES",
     "infer_edm_type",
     "check_value",
+    "check_text",
     "format_datetime",
     "parse_datetime",
     "to_atom_text",
@@ -195,6 +197,25 @@ def infer_edm_type(value: Any, name: str = "value") -> EdmType:
     )
 
 
+#: A Python str can hold surrogate code points that no Unicode encoding can send.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(name: str, text: str) -> None:
+    """Raise :class:`TableValidationError` when ``text`` holds a lone surrogate.
+
+    UTF-8 and UTF-16 cannot encode one, so such a string could only be sent
+    altered; ``str.isascii`` answers in constant time for the common case.
+    """
+    if not text.isascii():
+        bad = _SURROGATE.search(text)
+        if bad is not None:
+            raise TableValidationError(
+                name, "strings must be valid Unicode (a lone surrogate cannot be sent)",
+                f"found {bad.group()!r} at index {bad.start()}",
+            )
+
+
 def _utf16_size(text: str) -> int:
     # Characters outside the BMP take two UTF-16 units; everything else one.
     return 2 * (len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF))
@@ -205,6 +226,7 @@ def check_value(name: str, value: Any, edm_type: EdmType) -> None:
     if edm_type is EdmType.STRING:
         if not isinstance(value, str):
             raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
+        check_text(name, value)
         # UTF-16 takes 2 or 4 bytes a character: count exactly only when it could matter.
         if len(value) * 4 > MAX_PROPERTY_BYTES and _utf16_size(value) > MAX_PROPERTY_BYTES:
             raise TableValidationError(
@@ -220,13 +242,23 @@ def check_value(name: str, value: Any, edm_type: EdmType) -> None:
     elif edm_type is EdmType.DOUBLE:
         if isinstance(value, bool) or not isinstance(value, (float, int)):
             raise TableValidationError(name, "Edm.Double needs a float", f"got {type(value).__name__}")
+        if type(value) is not float and isinstance(value, int) and not _exact_double(value):
+            raise TableValidationError(
+                name, "an int sent as Edm.Double must convert to a double exactly",
+                f"{value} would be stored as {_nearest_double(value)}",
+            )
     elif edm_type is EdmType.BOOLEAN:
         if not isinstance(value, bool):
             raise TableValidationError(name, "Edm.Boolean needs a bool", f"got {type(value).__name__}")
     elif edm_type is EdmType.DATETIME:
         if not isinstance(value, datetime):
             raise TableValidationError(name, "Edm.DateTime needs a datetime", f"got {type(value).__name__}")
-        utc = _as_utc(value)
+        try:
+            utc = _as_utc(value)
+        except OverflowError:  # an aware value whose UTC instant is past year 1 or 9999
+            raise TableValidationError(
+                name, "Edm.DateTime range is 1601-01-01 to 9999-12-31 UTC", f"got {value.isoformat()}"
+            ) from None
         if not DATETIME_MIN <= utc <= DATETIME_MAX:
             raise TableValidationError(
                 name, "Edm.DateTime range is 1601-01-01 to 9999-12-31 UTC", f"got {utc.isoformat()}"
@@ -239,6 +271,20 @@ def check_value(name: str, value: Any, edm_type: EdmType) -> None:
             raise TableValidationError(name, "Edm.Binary needs bytes", f"got {type(value).__name__}")
         if len(value) > MAX_PROPERTY_BYTES:
             raise TableValidationError(name, "binary values are at most 64 KiB", f"got {len(value)} bytes")
+
+
+def _exact_double(value: int) -> bool:
+    try:
+        return int(float(value)) == value
+    except OverflowError:
+        return False
+
+
+def _nearest_double(value: int) -> str:
+    try:
+        return repr(float(value))
+    except OverflowError:
+        return "nothing (beyond the largest double)"
 
 
 def _as_utc(value: datetime) -> datetime:

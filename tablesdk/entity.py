@@ -35,6 +35,7 @@ from .edm import (
     EntityPayload,
     EntityProperty,
     Int64,
+    check_text,
     check_value,
     from_json_value,
     infer_edm_type,
@@ -89,6 +90,7 @@ def validate_key(field: str, value: Any) -> None:
         raise TableValidationError(field, "required: a str (it may be empty)")
     if not isinstance(value, str):
         raise TableValidationError(field, "keys must be str", f"got {type(value).__name__}")
+    check_text(field, value)
     bad = _FORBIDDEN_KEY_CHARS.intersection(value)
     if bad:
         shown = ", ".join(repr(ch) for ch in sorted(bad))
@@ -148,15 +150,44 @@ def _fits(value: Any, edm_type: EdmType) -> bool:
     return True
 
 
-def _choose_type(name: str, value: Any, remembered: EdmType | None, declared: EdmType | None) -> EdmType:
+_PYTHON_NAMES = {
+    EdmType.STRING: "str", EdmType.INT32: "int", EdmType.INT64: "int", EdmType.DOUBLE: "float",
+    EdmType.BOOLEAN: "bool", EdmType.DATETIME: "datetime", EdmType.GUID: "uuid.UUID", EdmType.BINARY: "bytes",
+}
+
+
+def _choose_type(
+    name: str, value: Any, remembered: EdmType | None, declared: EdmType | None, owner: str = ""
+) -> EdmType:
+    """The EDM type ``value`` is written as, checked against every limit of that type.
+
+    The type the property was read with (``remembered``) wins while the value
+    fits it; then the declared type, which the value must fit: a declared
+    property never silently changes type. A dynamic property takes the type of
+    its value.
+    """
     inferred = infer_edm_type(value, name)
-    for candidate in (remembered, declared):
-        if candidate is None:
-            continue
-        if candidate is inferred or _fits(value, candidate):
-            return candidate
-    check_value(name, value, inferred)
-    return inferred
+    if remembered is not None:
+        if remembered is inferred:
+            check_value(name, value, inferred)
+            return inferred
+        if _fits(value, remembered):
+            return remembered
+    if declared is None:
+        check_value(name, value, inferred)
+        return inferred
+    if declared is inferred:
+        check_value(name, value, declared)  # the right kind: report its own limit
+        return declared
+    try:
+        check_value(name, value, declared)
+    except TableValidationError as exc:
+        raise TableValidationError(
+            name,
+            f"{owner}.{name} is declared as {_PYTHON_NAMES[declared]} ({declared.value})",
+            f"got {type(value).__name__} ({inferred.value}): {exc.limit}",
+        ) from None
+    return declared
 
 
 class DeclaredProperty(PropertyRef):
@@ -462,6 +493,7 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
         # (8 + 2 * len(name) + size of the value); _utf16_len already counts bytes.
         size = 4 + _utf16_len(pk) + _utf16_len(rk)
     count = 0
+    owner = type(entity).__name__
     for name, value, remembered, declared in _custom_properties(entity):
         if validate:
             validate_property_name(name)
@@ -470,7 +502,13 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
         if value is None:
             edm_type = remembered or declared or EdmType.STRING
         else:
-            edm_type = _choose_type(name, value, remembered, declared)
+            try:
+                edm_type = _choose_type(name, value, remembered, declared, owner)
+            except TableValidationError:
+                if validate:
+                    raise
+                # Comparing or diffing entities must not fail on a value only a write refuses.
+                edm_type = remembered or declared or EdmType.STRING
         values[name] = value
         types[name] = edm_type
         count += 1
