@@ -19,7 +19,9 @@ Responses come in three metadata levels:
 
 ``Timestamp`` is always read as an Edm.DateTime. Request bodies are UTF-8 with
 non-ASCII characters written as themselves (smaller than ``\\uXXXX`` escapes,
-which matters against the 4 MiB batch limit); a lone surrogate, which UTF-8
+which matters against the 4 MiB batch limit), except U+2028 and U+2029, always
+written as ``\\u2028``/``\\u2029`` escapes (JavaScript line terminators, which
+JavaScript-based services split batch bodies on); a lone surrogate, which UTF-8
 cannot encode, raises :class:`~tablesdk.errors.TableValidationError`.
 """
 
@@ -304,6 +306,11 @@ class JsonFormat(PayloadFormat):
 
 def _encode(body: dict[str, Any]) -> bytes:
     text = _ENCODER.encode(body)
+    # U+2028/U+2029 are valid raw in JSON but are line terminators to JavaScript, and a
+    # JavaScript-based service (Azurite) splits batch bodies on them: always escape them,
+    # as Microsoft's own clients do. isascii() answers in constant time for most bodies.
+    if not text.isascii():
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

@@ -148,3 +148,13 @@ def test_lone_surrogate_in_a_key_names_the_key(field: str) -> None:
 def test_lone_surrogate_in_a_filter_literal() -> None:
     with pytest.raises(TableValidationError, match="surrogate"):
         (prop("Text") == "\ud800").render()
+
+
+def test_json_bodies_escape_line_and_paragraph_separators() -> None:
+    codec = get_format("json")
+    body = codec.serialize_entity(entity_to_payload(DynamicEntity("p\u2028", "r", T="a\u2028b\u2029c\u00e9")))
+    assert b"\\u2028" in body and b"\\u2029" in body
+    assert "\u2028".encode() not in body and "\u2029".encode() not in body
+    assert "\u00e9".encode() in body  # other non-ASCII characters travel as themselves
+    assert codec.parse_entity(body).values["T"] == "a\u2028b\u2029c\u00e9"
+    assert b"\\u2028" in codec.serialize_table("x\u2028")
