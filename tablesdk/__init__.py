@@ -38,10 +38,12 @@ from .errors import (
     BatchError,
     ConflictError,
     ConnectionFailedError,
+    ContinuationCycleError,
     DataServiceRequestError,
     PreconditionFailedError,
     RequestTimeoutError,
     ResourceNotFoundError,
+    ResponseDecodeError,
     ServerBusyError,
     TableServiceError,
     TableValidationError,
@@ -130,6 +132,8 @@ __all__ = [
     "DataServiceRequestError",
     "BatchError",
     "TableValidationError",
+    "ResponseDecodeError",
+    "ContinuationCycleError",
 ]
 
 # A library leaves logging output to the application: nothing reaches stderr unless it configures logging.

@@ -34,7 +34,7 @@ from .auth import MIN_TOKEN_VERSION, BearerTokenCredential
 from .bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from .edm import EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_from_payload, entity_to_payload, validate_key, validate_table_name
-from .errors import BatchError, ConflictError, ResourceNotFoundError, TableServiceError, error_for_status
+from .errors import BatchError, ConflictError, ContinuationCycleError, ResourceNotFoundError, TableServiceError, error_for_status
 from .filter import FilterLike, as_filter, prop, render_filter
 from .formats import PayloadFormat, get_format, parse_error_body
 from .query import ContinuationToken, ResultSegment, TableQuery
@@ -380,6 +380,7 @@ class CloudTableClient:
         each request.
         """
         token: ContinuationToken | None = None
+        seen: set[str] = set()
         while True:
             segment = self.list_tables_segmented(
                 token, prefix=prefix, filter=filter, max_results=page_size, operation_context=operation_context
@@ -388,6 +389,14 @@ class CloudTableClient:
             token = segment.continuation_token
             if token is None:
                 return
+            next_name = token.next_table_name or ""
+            if next_name in seen:  # listing only moves forward: a repeat is a cycle
+                raise ContinuationCycleError(
+                    f"the service sent NextTableName {next_name!r} twice in one listing; "
+                    "stopping instead of listing the same tables forever",
+                    token=next_name,
+                )
+            seen.add(next_name)
 
     def list_tables_segmented(
         self,

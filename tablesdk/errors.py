@@ -26,6 +26,8 @@ __all__ = [
     "DataServiceRequestError",
     "BatchError",
     "TableValidationError",
+    "ResponseDecodeError",
+    "ContinuationCycleError",
     "error_for_status",
 ]
 
@@ -161,6 +163,49 @@ class BatchError(TableServiceError):
         )
         self.failed_index = failed_index
         self.cause = cause
+
+
+class ResponseDecodeError(TableServiceError):
+    """A success (2xx) response whose body is not what the operation expects.
+
+    Examples: an HTML page from a proxy, JSON that is not an entity or a feed,
+    nesting deeper than any real response, an Edm.Int32 value out of range, an
+    entity without its PartitionKey. ``status_code`` and ``request_id`` are
+    those of the response; ``excerpt`` is a short, markup-free excerpt of the
+    body (at most 120 characters) and ``reason`` says what failed to decode.
+    A write answered this way was applied by the server: only its answer is
+    unreadable.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        excerpt: str = "",
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.excerpt = excerpt
+        super().__init__(self._text(reason, excerpt), status_code=status_code, request_id=request_id)
+
+    @staticmethod
+    def _text(reason: str, excerpt: str) -> str:
+        text = f"the response body could not be decoded: {reason}"
+        return f"{text}; body starts: {excerpt!r}" if excerpt else text
+
+
+class ContinuationCycleError(TableServiceError):
+    """The service sent a continuation token already seen in the same iteration.
+
+    Following it would request the same pages forever, so iteration stops.
+    ``token`` is the repeated token (a ContinuationToken for entity queries,
+    the NextTableName text for table listing).
+    """
+
+    def __init__(self, message: str, *, token: object = None) -> None:
+        super().__init__(message)
+        self.token = token
 
 
 class TableValidationError(ValueError):

@@ -40,7 +40,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .edm import EdmDateTime
 from .entity import DynamicEntity, E, validate_table_name
-from .errors import TableServiceError, TableValidationError
+from .errors import ContinuationCycleError, TableServiceError, TableValidationError
 from .filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 
 __all__ = [
@@ -369,19 +369,14 @@ class TableQuery(Generic[E]):
         source = self._source
         remaining = self._take
         token: ContinuationToken | None = None
+        seen: set[ContinuationToken] = set()
         while True:
-            sent = token
-            segment: ResultSegment[E] | None = source.execute_query_segment(self, sent, self.request_top(remaining))
+            segment: ResultSegment[E] | None = source.execute_query_segment(self, token, self.request_top(remaining))
             assert segment is not None
             token = segment.continuation_token
             page: list[E] | None = segment.results
             segment = None  # keep only the page itself referenced
             assert page is not None
-            if token is not None and token == sent:
-                raise TableServiceError(
-                    "the service answered with the continuation token it was sent; stopping "
-                    "instead of requesting the same page forever"
-                )
             for entity in page:
                 yield entity
                 if remaining is not None:
@@ -391,6 +386,14 @@ class TableQuery(Generic[E]):
             page = None  # release this page before the next request
             if token is None:
                 return
+            # Tokens only move forward through a query: one seen before means a cycle.
+            if token in seen:
+                raise ContinuationCycleError(
+                    f"the service sent continuation token {token.to_string()} twice in one query; "
+                    "stopping instead of requesting the same pages forever",
+                    token=token,
+                )
+            seen.add(token)
 
     # -- parallel scans over PartitionKey ranges
 
