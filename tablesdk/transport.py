@@ -255,8 +255,14 @@ def _get_header(headers: dict[str, str], name: str) -> str | None:
     return None
 
 
-def _secrets(headers: dict[str, str], url: str) -> list[str]:
-    """The values of this attempt that must not appear in an error message."""
+def _secrets(headers: dict[str, str], url: str) -> re.Pattern[str] | None:
+    """One pattern matching every secret of this attempt, however a server re-escapes it.
+
+    The secrets are the ``Authorization`` value and its signature and the SAS
+    ``sig``; a server may echo them decoded, as sent, or with its own
+    percent-escapes (``%2b`` for ``%2B``), so each character that may travel
+    escaped matches itself or its escape in either case.
+    """
     found: list[str] = []
     auth = _get_header(headers, "Authorization")
     if auth:
@@ -268,23 +274,49 @@ def _secrets(headers: dict[str, str], url: str) -> list[str]:
     for param in urlsplit(url).query.split("&"):
         name, _, value = param.partition("=")
         if name.lower() == "sig" and value:
-            found.extend((value, unquote(value)))
+            found.append(unquote(value))
     # Longest first, so a whole header is replaced before its parts; skip tiny values.
-    return sorted({s for s in found if len(s) >= 8}, key=len, reverse=True)
+    secrets = sorted({s for s in found if len(s) >= 8}, key=len, reverse=True)
+    if not secrets:
+        return None
+    return re.compile("|".join(_any_escaping(secret) for secret in secrets))
 
 
-def _scrub(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, _REDACTED)
+def _any_escaping(secret: str) -> str:
+    parts: list[str] = []
+    for ch in secret:
+        if ch.isascii() and ch.isalnum():
+            parts.append(ch)
+            continue
+        escapes = "".join(f"[{h.upper()}{h.lower()}]" for h in f"{ord(ch):02X}") if ord(ch) < 256 else ""
+        space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
+        parts.append(f"(?:{re.escape(ch)}|%{escapes}{space})" if escapes else re.escape(ch))
+    return "".join(parts)
+
+
+def _scrub(text: str, secrets: re.Pattern[str] | None) -> str:
+    if secrets is not None:
+        text = secrets.sub(_REDACTED, text)
     return _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
 
 
-def _scrub_error(error: TableServiceError, secrets: list[str]) -> None:
+def _scrub_error(error: TableServiceError, secrets: re.Pattern[str] | None) -> None:
     message = _scrub(error.message, secrets)
     if message != error.message:
         error.message = message
     error.args = tuple(_scrub(a, secrets) if isinstance(a, str) else a for a in error.args)
+
+
+def _scrub_headers(response: HttpResponse, secrets: re.Pattern[str] | None) -> None:
+    """Redact secrets a server echoed in any response header (request id, error code, ...).
+
+    Everything downstream (request ids in errors, logs, recorded attempts and
+    operation results) reads the headers, so this is the one place to do it.
+    """
+    headers = response.headers
+    for name, value in list(headers.items()):
+        if (secrets is not None and secrets.search(value)) or "sig=" in value.lower():
+            headers[name] = _scrub(value, secrets)
 
 
 # ---------------------------------------------------------------- decisions (no I/O)
@@ -453,6 +485,8 @@ class RetryLoop:
     def answered(self, signed: HttpRequest, response: HttpResponse) -> AttemptResult:
         """Classify a response: a success (status < 300 that ``check`` accepts) or an error."""
         url = redact_url(signed.url)
+        secrets = _secrets(signed.headers, signed.url)
+        _scrub_headers(response, secrets)
         request_id = response.request_id
         if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
             try:
@@ -460,11 +494,11 @@ class RetryLoop:
                     self.check(response)
             except TableServiceError as refused:  # refused inside a 2xx (a batch's change set)
                 status = refused.status_code or response.status
-                self._own(refused, signed, request_id)
+                self._own(refused, request_id, secrets)
                 return AttemptResult(None, refused, attempt_state_for_status(status), url, request_id, response.status)
             return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
         error = self.error_parser(response)
-        self._own(error, signed, request_id)
+        self._own(error, request_id, secrets)
         state = attempt_state_for_status(response.status)
         return AttemptResult(None, error, state, url, request_id, response.status)
 
@@ -485,11 +519,11 @@ class RetryLoop:
         error.client_request_id = self.client_request_id
         return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
 
-    def _own(self, error: TableServiceError, signed: HttpRequest, request_id: str | None) -> None:
+    def _own(self, error: TableServiceError, request_id: str | None, secrets: re.Pattern[str] | None) -> None:
         if error.request_id is None:
             error.request_id = request_id
         error.client_request_id = self.client_request_id
-        _scrub_error(error, _secrets(signed.headers, signed.url))
+        _scrub_error(error, secrets)
 
     def settle(self, result: AttemptResult, start: float, end: float) -> Step:
         """Decide what follows the attempt ``result`` (started at ``start``, ended at ``end``)."""

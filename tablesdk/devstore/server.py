@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,6 +16,8 @@ from .storage import Storage
 __all__ = ["DevStore", "DevStoreServer"]
 
 log = logging.getLogger("tablesdk.devstore")
+#: A SAS signature is a bearer secret: request lines are logged with its value replaced.
+_SIG = re.compile(r"(\bsig=)[^&#\s'\"]*", re.IGNORECASE)
 
 #: Bodies larger than this are not read at all; the connection is closed after the 413.
 _DRAIN_LIMIT = 64 * 1024 * 1024
@@ -31,7 +34,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if self.server.verbose:
-            log.info("%s - %s", self.address_string(), format % args)
+            log.info("%s - %s", self.address_string(), _SIG.sub(r"\1REDACTED", format % args))
 
     # every verb goes to the same place; the service answers 405 where needed
     def do_GET(self) -> None:
