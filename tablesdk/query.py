@@ -40,7 +40,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .edm import EdmDateTime
 from .entity import DynamicEntity, E, validate_table_name
-from .errors import ContinuationCycleError, TableServiceError, TableValidationError
+from .errors import ContinuationCycleError, TableValidationError
 from .filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 
 __all__ = [
@@ -68,6 +68,21 @@ class EmptyResultError(LookupError):
 
 
 # ---------------------------------------------------------------- continuation tokens
+
+
+def _check_cycle(token: ContinuationToken, seen: set[ContinuationToken]) -> None:
+    """Raise :class:`ContinuationCycleError` if ``token`` was seen before in this iteration, else remember it.
+
+    Tokens only move forward through a query, so a repeat (A, B, A) is a cycle
+    that would request the same pages forever.
+    """
+    if token in seen:
+        raise ContinuationCycleError(
+            f"the service sent continuation token {token.to_string()} twice in one query; "
+            "stopping instead of requesting the same pages forever",
+            token=token,
+        )
+    seen.add(token)
 
 _TOKEN_VERSION = "1"
 
@@ -386,14 +401,7 @@ class TableQuery(Generic[E]):
             page = None  # release this page before the next request
             if token is None:
                 return
-            # Tokens only move forward through a query: one seen before means a cycle.
-            if token in seen:
-                raise ContinuationCycleError(
-                    f"the service sent continuation token {token.to_string()} twice in one query; "
-                    "stopping instead of requesting the same pages forever",
-                    token=token,
-                )
-            seen.add(token)
+            _check_cycle(token, seen)
 
     # -- parallel scans over PartitionKey ranges
 
@@ -795,13 +803,11 @@ class _ParallelScan(Generic[T]):
                 if job is None:
                     break
                 index, query, token = job
+                seen: set[ContinuationToken] = {token} if token is not None else set()
                 while not self.stop.is_set():
                     segment = query.execute_segmented(token)
-                    if segment.continuation_token is not None and segment.continuation_token == token:
-                        raise TableServiceError(
-                            "the service answered with the continuation token it was sent; stopping "
-                            "instead of requesting the same page forever"
-                        )
+                    if segment.continuation_token is not None:
+                        _check_cycle(segment.continuation_token, seen)
                     if not self._put((index, segment)):
                         return
                     token = segment.continuation_token

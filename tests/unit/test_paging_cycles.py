@@ -79,3 +79,15 @@ def test_same_token_twice_in_a_row_is_a_cycle(mock: responses.RequestsMock) -> N
     with pytest.raises(ContinuationCycleError):
         list(client().create_query("Blogs"))
     assert len(mock.calls) == 2
+
+
+def test_parallel_scan_stops_on_a_continuation_cycle(mock: responses.RequestsMock) -> None:
+    def reply(request: object) -> tuple[int, dict[str, str], str]:
+        token = sent(request, "NextPartitionKey")
+        if len(mock.calls) >= 4 * GIVE_UP:
+            return 200, {}, json.dumps({"value": []})
+        return 200, {"x-ms-continuation-NextPartitionKey": CYCLE[token]}, json.dumps({"value": []})
+
+    mock.add_callback("GET", re.compile(re.escape(ENDPOINT) + r"/Blogs\(\).*"), callback=reply)
+    with pytest.raises(ContinuationCycleError):
+        list(client().create_query("Blogs").iter_parallel(2, boundaries=["m"]))
