@@ -278,3 +278,185 @@ def test_without_the_cli_extra_it_says_how_to_install() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=REPO, check=False, timeout=60)
     assert result.returncode == 2
     assert b"pip install 'tablesdk[cli]'" in result.stderr
+
+
+# ---------------------------------------------------------------- tables and single entities
+
+
+def test_tables_commands(table_client: CloudTableClient, dev_env: dict[str, str]) -> None:
+    ok(run_cli("tables", "create", "clitables1", env=dev_env))
+    assert ok(run_cli("tables", "exists", "clitables1", env=dev_env)) == "true\n"
+    assert run_cli("tables", "create", "clitables1", env=dev_env).returncode == 1
+    ok(run_cli("tables", "create", "clitables1", "--if-not-exists", env=dev_env))
+    ok(run_cli("tables", "create", "othertable", env=dev_env))
+    assert ok(run_cli("tables", "list", "--prefix", "clit", env=dev_env)).split() == ["clitables1"]
+    refused = run_cli("tables", "delete", "clitables1", env=dev_env, stdin=b"")
+    assert refused.returncode == 2 and b"--yes" in refused.stderr
+    ok(run_cli("tables", "delete", "clitables1", "--yes", env=dev_env))
+    assert ok(run_cli("tables", "exists", "clitables1", env=dev_env)) == "false\n"
+
+
+def test_entity_commands(table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str]) -> None:
+    etag = ok(run_cli("insert", dev_table, "--entity", '{"PartitionKey":"p","RowKey":"1","A":1,"B":"b"}', env=dev_env))
+    assert etag.startswith('W/"')
+    got = json.loads(ok(run_cli("get", dev_table, "p", "1", env=dev_env)))
+    assert got["odata.etag"] == etag.strip() and got["A"] == 1 and "Timestamp" in got
+    assert run_cli("insert", dev_table, "--entity", '{"PartitionKey":"p","RowKey":"1"}', env=dev_env).returncode == 1
+    ok(run_cli("merge", dev_table, "--entity", '{"PartitionKey":"p","RowKey":"1","C":3}', env=dev_env))
+    assert sorted(table_client.get_entity(dev_table, "p", "1")) == ["A", "B", "C"]
+    stale = run_cli("replace", dev_table, "--etag", etag.strip(), "--entity", '{"PartitionKey":"p","RowKey":"1"}', env=dev_env)
+    assert stale.returncode == 1 and b"412 UpdateConditionNotSatisfied" in stale.stderr
+    ok(run_cli("replace", dev_table, "--entity", '{"PartitionKey":"p","RowKey":"1","D":4}', env=dev_env))
+    assert sorted(table_client.get_entity(dev_table, "p", "1")) == ["D"]
+    ok(run_cli("upsert", dev_table, "--entity", "-", env=dev_env, stdin=b'{"PartitionKey":"p","RowKey":"2","E":5}'))
+    ok(run_cli("upsert", dev_table, "--mode", "replace", "--entity", '{"PartitionKey":"p","RowKey":"2","F":6}', env=dev_env))
+    assert sorted(table_client.get_entity(dev_table, "p", "2")) == ["F"]
+    selected = json.loads(ok(run_cli("get", dev_table, "p", "2", "--select", "F", env=dev_env)))
+    assert selected["F"] == 6
+    ok(run_cli("delete", dev_table, "p", "2", env=dev_env))
+    assert run_cli("delete", dev_table, "p", "2", env=dev_env).returncode == 1
+    bad = run_cli("insert", dev_table, "--entity", "{nope", env=dev_env)
+    assert bad.returncode == 2 and b"--entity" in bad.stderr
+
+
+# ---------------------------------------------------------------- query, count, delete-entities, copy
+
+
+def test_query_outputs(table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str]) -> None:
+    fill(table_client, dev_table, [DynamicEntity(PartitionKey="p", RowKey=str(i), N=i) for i in range(5)])
+    filter_ = ["--filter", "N ge 2"]
+    jsonl = ok(run_cli("query", dev_table, *filter_, env=dev_env)).splitlines()  # jsonl when piped
+    assert [json.loads(line)["N"] for line in jsonl] == [2, 3, 4]
+    assert all("Timestamp" in json.loads(line) for line in jsonl)
+    array = json.loads(ok(run_cli("query", dev_table, *filter_, "--top", "2", "-o", "json", env=dev_env)))
+    assert [item["RowKey"] for item in array] == ["2", "3"]
+    assert json.loads(ok(run_cli("query", dev_table, "--filter", "N gt 9", "-o", "json", env=dev_env))) == []
+    csv_text = ok(run_cli("query", dev_table, *filter_, "--select", "N", "-o", "csv", env=dev_env))
+    assert csv_text.splitlines()[0] == '"PartitionKey","RowKey","Timestamp@Edm.DateTime","N@Edm.Int32"'
+    grid = ok(run_cli("query", dev_table, *filter_, "-o", "table", env=dev_env))
+    assert "PartitionKey" in grid and "│ 3" in grid.replace("┃", "│")
+    assert ok(run_cli("count", dev_table, env=dev_env)) == "5\n"
+    assert ok(run_cli("count", dev_table, *filter_, env=dev_env)) == "3\n"
+
+
+def test_delete_entities(table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str]) -> None:
+    entities = [DynamicEntity(PartitionKey=f"p{i % 3}", RowKey=f"{i:04d}", N=i) for i in range(450)]
+    fill(table_client, dev_table, entities)
+    dry = run_cli("delete-entities", dev_table, "--filter", "N lt 300", "--dry-run", env=dev_env)
+    assert ok(dry) == "300\n"
+    assert sum(1 for _ in table_client.create_query(dev_table)) == 450
+    refused = run_cli("delete-entities", dev_table, "--filter", "N lt 300", env=dev_env, stdin=b"")
+    assert refused.returncode == 2
+    assert ok(run_cli("delete-entities", dev_table, "--filter", "N lt 300", "--yes", env=dev_env)) == "300\n"
+    assert sorted(e["N"] for e in table_client.create_query(dev_table)) == list(range(300, 450))
+
+
+def test_copy_across_formats_and_accounts(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str,
+    azurite_connection_string: str, tmp_path: Path,
+) -> None:
+    fill(table_client, dev_table, edm_entities())
+    expected = table_contents(table_client, dev_table)
+    env = {"AZURE_STORAGE_CONNECTION_STRING": devstore_connection_string}
+    atom_copy = run_cli("copy", dev_table, "copyatom1", "--to-format", "atom", "--create-table", env=env)
+    assert ok(atom_copy) == "" and b"copied 4 entities, 0 failed" in atom_copy.stderr
+    assert table_contents(table_client, "copyatom1") == expected
+    name = "copyaz" + uuid.uuid4().hex[:10]
+    ok(run_cli("copy", dev_table, name, "--to-connection-string", azurite_connection_string, "--create-table",
+               "--filter", "PartitionKey eq 'p1'", env=env))
+    from tablesdk import CloudStorageAccount
+
+    with CloudStorageAccount.parse(azurite_connection_string).create_cloud_table_client() as azurite:
+        try:
+            assert table_contents(azurite, name) == {k: v for k, v in expected.items() if k[0] == "p1"}
+        finally:
+            azurite.delete_table_if_exists(name)
+    again = run_cli("copy", dev_table, "copyatom1", "--rejects", str(tmp_path / "r.jsonl"), env=env)
+    assert again.returncode == 3 and (tmp_path / "r.jsonl").read_text().count("EntityAlreadyExists") == 4
+
+
+# ---------------------------------------------------------------- export: resume, progress; serve
+
+
+def test_export_resume_continues_where_it_stopped(
+    table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    from tablesdk.cli.export import ExportSpec, export_table
+    from tablesdk.cli.progress import Progress
+
+    fill(table_client, dev_table, [DynamicEntity(PartitionKey=f"p{i // 700}", RowKey=f"{i:05d}", N=i) for i in range(2500)])
+    full = tmp_path / "full.jsonl"
+    ok(run_cli("export", dev_table, str(full), env=dev_env))
+
+    class Interrupt(Progress):
+        def update(self, done: int, total: int | None = None) -> None:
+            if done >= 1000:
+                raise KeyboardInterrupt  # as if the user pressed Ctrl-C after the first page
+
+    partial = tmp_path / "part.jsonl"
+    spec = ExportSpec(dev_table, None, (), "jsonl")
+    with pytest.raises(KeyboardInterrupt):
+        export_table(table_client, spec, str(partial), resume=False, progress=Interrupt("x", False))
+    state = tmp_path / "part.jsonl.tablesdk-resume"
+    assert state.exists() and 1000 <= partial.read_bytes().count(b"\n") < 2500
+    with partial.open("ab") as handle:
+        handle.write(b'{"PartitionKey":"half-written')  # a page cut short after the last checkpoint
+    again = run_cli("export", dev_table, str(partial), env=dev_env)
+    assert again.returncode == 1 and b"--resume" in again.stderr
+    ok(run_cli("export", dev_table, str(partial), "--resume", env=dev_env))
+    assert partial.read_bytes() == full.read_bytes() and not state.exists()
+    other = run_cli("export", dev_table, str(tmp_path / "x.jsonl"), "--resume", "--filter", "N gt 1", env=dev_env)
+    assert other.returncode == 0  # nothing to resume: a plain export
+
+
+def test_csv_export_resume_keeps_columns(
+    table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    from tablesdk.cli.export import ExportSpec, export_table
+    from tablesdk.cli.progress import Progress
+
+    entities = [DynamicEntity(PartitionKey="p", RowKey=f"{i:05d}", **({"A": i} if i < 1000 else {"B": str(i)}))
+                for i in range(1500)]
+    fill(table_client, dev_table, entities)
+
+    class Interrupt(Progress):
+        def update(self, done: int, total: int | None = None) -> None:
+            if done >= 1000:
+                raise KeyboardInterrupt
+
+    out = tmp_path / "out.csv"
+    with pytest.raises(KeyboardInterrupt):
+        export_table(table_client, ExportSpec(dev_table, None, (), "csv"), str(out), resume=False,
+                     progress=Interrupt("x", False))
+    ok(run_cli("export", dev_table, str(out), "--resume", env=dev_env))
+    lines = out.read_text().splitlines()
+    assert lines[0] == '"PartitionKey","RowKey","A@Edm.Int32","B"' and len(lines) == 1501
+    assert lines[1] == '"p","00000","0"' and lines[-1] == '"p","01499",,"1499"'
+    ok(run_cli("import", str(out), "copied1", "--create-table", env=dev_env))
+    assert table_contents(table_client, "copied1") == table_contents(table_client, dev_table)
+
+
+def test_progress_goes_to_stderr_only(table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str]) -> None:
+    fill(table_client, dev_table, [DynamicEntity(PartitionKey="p", RowKey=str(i)) for i in range(10)])
+    shown = run_cli("--progress", "export", dev_table, "-", env=dev_env)
+    quiet = run_cli("export", dev_table, "-", env=dev_env)  # stderr is a pipe: no progress by default
+    assert shown.stdout == quiet.stdout and shown.stdout.count(b"\n") == 10
+    assert b"exporting" in shown.stderr and b"exporting" not in quiet.stderr
+    assert b"\x1b[" not in quiet.stderr
+
+
+def test_serve_runs_the_bundled_emulator() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AZURE_STORAGE_CONNECTION_STRING"}
+    env["PYTHONPATH"] = str(REPO)
+    server = subprocess.Popen([sys.executable, "-m", "tablesdk", "serve", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()
+        connection = server.stdout.readline().decode().split("connection string ", 1)[1].strip()
+        ok(run_cli("tables", "create", "servedtable", connection_string=connection))
+        assert ok(run_cli("tables", "list", connection_string=connection)) == "servedtable\n"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert server.returncode == 0
