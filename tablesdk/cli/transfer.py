@@ -72,26 +72,35 @@ def pages(
 
     Follows continuation (also of empty pages); stops after the query's
     ``take`` cap; refuses a service that answers with the token it was sent.
+    The next page is requested as soon as a page arrives, on a helper thread,
+    so the service prepares it while the caller handles this one: at most two
+    pages are held at a time.
     """
     remaining = query.take_count
-    while True:
-        payloads, next_token = client.query_page_payloads(
-            query, token, query.request_top(remaining), ignore_missing_entity=True
-        )
-        if next_token is not None and next_token == token:
-            raise TableServiceError(
-                "the service answered with the continuation token it was sent; stopping instead of "
-                "reading the same page forever"
-            )
-        if remaining is not None:
-            payloads = payloads[:remaining]
-            remaining -= len(payloads)
-            if remaining == 0:
-                next_token = None
-        yield payloads, next_token
-        if next_token is None:
-            return
-        token = next_token
+
+    def fetch(start: ContinuationToken | None, wanted: int | None) -> Page:
+        return client.query_page_payloads(query, start, query.request_top(wanted), ignore_missing_entity=True)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tablesdk-page") as pool:
+        future = pool.submit(fetch, token, remaining)
+        while True:
+            payloads, next_token = future.result()
+            if next_token is not None and next_token == token:
+                raise TableServiceError(
+                    "the service answered with the continuation token it was sent; stopping instead of "
+                    "reading the same page forever"
+                )
+            if remaining is not None:
+                payloads = payloads[:remaining]
+                remaining -= len(payloads)
+                if remaining == 0:
+                    next_token = None
+            if next_token is not None:
+                future = pool.submit(fetch, next_token, remaining)
+            yield payloads, next_token
+            if next_token is None:
+                return
+            token = next_token
 
 
 def count_entities(client: CloudTableClient, query: TableQuery[Any], progress: Progress) -> int:
