@@ -515,7 +515,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format))
     client = settings.client()
     with settings.progress_for(f"exporting {table}") as progress:
-        count = export_table(client, spec, file, resume=resume, progress=progress)
+        count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
     click.echo(f"tablesdk: exported {count} entities", err=True)
 
 

@@ -22,7 +22,8 @@ from typing import IO
 
 from ..client import CloudTableClient
 from ..edm import EdmType, EntityPayload
-from ..query import ContinuationToken
+from ..entity import DynamicEntity, entity_to_payload
+from ..query import ContinuationToken, TableQuery, find_partition_boundaries
 from .files import CsvColumns, csv_header, csv_row, payload_json
 from .progress import Progress
 from .transfer import build_query, pages
@@ -32,6 +33,8 @@ __all__ = ["RESUME_SUFFIX", "ROWS_SUFFIX", "ExportError", "ExportSpec", "ExportO
 RESUME_SUFFIX = ".tablesdk-resume"
 ROWS_SUFFIX = ".tablesdk-rows"
 _STATE_VERSION = 1
+#: PartitionKey ranges per reader of ``--parallel``: ranges of unequal size even out.
+RANGES_PER_READER = 4
 
 
 class ExportError(ValueError):
@@ -174,24 +177,59 @@ class ExportOutput:
 
 
 def export_table(
-    client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, progress: Progress
+    client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, progress: Progress, parallel: int = 1
 ) -> int:
-    """Write every entity of the export's query to ``target`` (a path or '-'); returns how many."""
-    output = ExportOutput.open(spec, target, resume, [KeyRange()])
+    """Write every entity of the export's query to ``target`` (a path or '-'); returns how many.
+
+    With ``parallel`` > 1 the table is cut into PartitionKey ranges (several
+    per reader) that ``parallel`` readers read at once; a resumed export keeps
+    the ranges it started with.
+    """
+    output = ExportOutput.open(spec, target, resume, [])
     try:
         query = build_query(client, spec.table, spec.filter, spec.select)
+        if not output.ranges:
+            output.ranges = _key_ranges(query, parallel)
         progress.update(output.count)
-        for key_range in output.ranges:
-            if key_range.done:
-                continue
+        if len(output.ranges) > 1:
+            _read_ranges(query, output, progress, parallel)
+        elif not output.ranges[0].done:
+            key_range = output.ranges[0]
             for payloads, token in pages(client, query, key_range.continuation()):
-                output.write_page(payloads)
-                key_range.token = token.to_string() if token is not None else None
-                key_range.done = token is None
-                output.checkpoint()
-                progress.update(output.count)
+                _written(output, key_range, payloads, token, progress)
         output.finish()
     finally:
         output.close()
     return output.count
 
+
+def _key_ranges(query: TableQuery[DynamicEntity], parallel: int) -> list[KeyRange]:
+    if parallel <= 1:
+        return [KeyRange()]
+    boundaries = find_partition_boundaries(query, parallel * RANGES_PER_READER, workers=parallel)
+    bounds: list[str | None] = [None, *boundaries, None]
+    return [KeyRange(low, high) for low, high in zip(bounds[:-1], bounds[1:])]
+
+
+def _read_ranges(query: TableQuery[DynamicEntity], output: ExportOutput, progress: Progress, parallel: int) -> None:
+    """Read the unfinished ranges ``parallel`` at a time, writing each page as it arrives."""
+    boundaries = [key_range.low for key_range in output.ranges[1:] if key_range.low is not None]
+    unfinished = {index: key_range.continuation() for index, key_range in enumerate(output.ranges) if not key_range.done}
+    if not unfinished:
+        return
+    segments = query.iter_parallel_segments(max(1, parallel), boundaries=boundaries, resume=unfinished)
+    for index, segment in segments:
+        payloads = [entity_to_payload(entity, validate=False) for entity in segment.results]
+        _written(output, output.ranges[index], payloads, segment.continuation_token, progress)
+
+
+def _written(
+    output: ExportOutput, key_range: KeyRange, payloads: list[EntityPayload],
+    token: ContinuationToken | None, progress: Progress,
+) -> None:
+    """Write one page of ``key_range`` and record where the range goes on (or that it is done)."""
+    output.write_page(payloads)
+    key_range.token = token.to_string() if token is not None else None
+    key_range.done = token is None
+    output.checkpoint()
+    progress.update(output.count)

@@ -460,3 +460,33 @@ def test_serve_runs_the_bundled_emulator() -> None:
         server.terminate()
         server.wait(timeout=30)
     assert server.returncode == 0
+
+
+def test_parallel_export_reads_ranges_and_resumes(
+    table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    from tablesdk.cli.export import ExportSpec, export_table
+    from tablesdk.cli.progress import Progress
+
+    fill(table_client, dev_table, [DynamicEntity(PartitionKey=f"part{i % 40:02d}", RowKey=f"{i:05d}", N=i)
+                                   for i in range(4000)])
+    sequential = tmp_path / "seq.jsonl"
+    ok(run_cli("export", dev_table, str(sequential), env=dev_env))
+    parallel = tmp_path / "par.jsonl"
+    ok(run_cli("export", dev_table, str(parallel), "--parallel", "4", env=dev_env))
+    expected = sorted(sequential.read_bytes().splitlines())
+    assert len(expected) == 4000 and sorted(parallel.read_bytes().splitlines()) == expected
+
+    class Interrupt(Progress):
+        def update(self, done: int, total: int | None = None) -> None:
+            if done >= 500:
+                raise KeyboardInterrupt
+
+    resumed = tmp_path / "resumed.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        export_table(table_client, ExportSpec(dev_table, None, (), "jsonl"), str(resumed), resume=False,
+                     progress=Interrupt("x", False), parallel=4)
+    state = json.loads((tmp_path / "resumed.jsonl.tablesdk-resume").read_text())
+    assert len(state["ranges"]) > 1 and state["ranges"][0]["low"] is None and state["ranges"][-1]["high"] is None
+    ok(run_cli("export", dev_table, str(resumed), "--resume", "--parallel", "2", env=dev_env))
+    assert sorted(resumed.read_bytes().splitlines()) == expected
