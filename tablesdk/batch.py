@@ -33,6 +33,7 @@ from urllib.parse import quote
 from .edm import EntityPayload
 from .errors import BatchError, TableValidationError, error_for_status
 from .formats import PayloadFormat, parse_error_body
+from .http import HttpResponse
 
 __all__ = [
     "BatchOperationKind",
@@ -45,6 +46,7 @@ __all__ = [
     "validate_batch",
     "build_batch_request",
     "parse_batch_response",
+    "BatchAnswer",
 ]
 
 #: Most operations one change set may hold (the service's limit).
@@ -589,14 +591,15 @@ def parse_batch_response(
     responses are matched to operations by ``Content-ID`` where present and
     otherwise by order.
 
-    A refused change set (an inner response with status 400 or more) raises
+    A refused change set (an inner response with a status outside 2xx) raises
     :class:`~tablesdk.errors.BatchError`: ``failed_index`` from the message's
     ``"N:"`` prefix (None when it has none), ``error_code``, ``status_code``
     and ``message`` (without the prefix and the RequestId trailer) of the inner
     response, and ``cause`` the matching per-status
     :class:`~tablesdk.errors.TableServiceError` subclass. A body that is not a
     batch response, or whose responses do not match the operations, raises
-    :class:`~tablesdk.errors.BatchError` with ``failed_index`` None.
+    :class:`~tablesdk.errors.BatchError` with ``failed_index`` None and
+    ``ambiguous_retry`` True: every operation's outcome is unknown.
     """
     data = _dechunk(bytes(body))
     responses: list[_InnerResponse] = []
@@ -604,21 +607,26 @@ def parse_batch_response(
         code, message, index, request_id = _error_text(data, content_type)
         if index is not None and index >= len(operations):
             index = None
-        raise BatchError(
+        error = BatchError(
             message or "the batch response is not a multipart body",
             failed_index=index,
             error_code=code,
             request_id=request_id,
         )
+        error.ambiguous_retry = True  # the answer does not say whether the transaction was applied
+        raise error
     for response in responses:
-        if response.status >= 400:
+        # 1xx and 3xx are no outcome of an operation: the service answers each with 2xx or an error.
+        if not 200 <= response.status < 300:
             raise _failure(response, len(operations))
     count = len(operations)
     if len(responses) != count:
-        raise BatchError(
+        error = BatchError(
             f"the batch response holds {len(responses)} operation responses for {count} operations",
             status_code=202,
         )
+        error.ambiguous_retry = True  # which operations were applied cannot be told
+        raise error
 
     slots: list[_InnerResponse | None] = [None] * count
     unplaced: list[_InnerResponse] = []
@@ -645,3 +653,30 @@ def parse_batch_response(
                 etag = payload.etag
         results.append(BatchOperationResult(index, slot.status, etag, payload, slot.headers))
     return results
+
+
+class BatchAnswer:
+    """The check a ``$batch`` request is sent with, shared by the sync and async clients.
+
+    The transport calls it with each ``202``: it parses the answer into
+    :attr:`results`, or raises the :class:`~tablesdk.errors.BatchError` of a refused
+    change set, which the transport's retry loop then classifies like any error answer.
+    That makes the client's batch execution the one place where a change set refused
+    inside its ``202`` is retried (by the operation's retry policy: 503 ServerBusy and
+    other 5xx yes, 409 no) and flagged ambiguous (404, 409, 412 after an attempt whose
+    outcome was unknown), for ``save_changes_with_retries`` and ``bulk_insert`` alike.
+    """
+
+    def __init__(self, operations: Sequence[BatchOperation], fmt: PayloadFormat) -> None:
+        self.operations = operations
+        self.format = fmt
+        self.results: list[BatchOperationResult] = []
+
+    @property
+    def read_only(self) -> bool:
+        """True for a point-query batch: it changes nothing, so its errors are never ambiguous."""
+        return all(op.kind is BatchOperationKind.RETRIEVE for op in self.operations)
+
+    def __call__(self, response: HttpResponse) -> None:
+        content_type = response.headers.get("Content-Type", "")
+        self.results = parse_batch_response(response.body, content_type, self.operations, self.format)

@@ -29,11 +29,12 @@ How it works (see docs/batch.md, "Bulk loading"):
   content depend on timing.
 * **Invalid entities** (bad keys, too large, wrong types, not an entity at all)
   fail individually before anything is sent; the call carries on.
-* **Retries.** Each batch goes through the client's transport with the client's
+* **Retries.** Each batch goes through the client's
+  :meth:`~tablesdk.client.CloudTableClient.execute_batch` with the client's
   retry policy (or ``retry_policy``): ServerBusy, other 5xx and timeouts of
-  the whole request are retried there with back-off. A batch answered ``202``
-  whose change set failed with a retryable status (a 5xx or 408 inside the
-  batch) is retried here, with the same policy.
+  the whole request, and a change set refused with a retryable status inside
+  its ``202``, are retried there with back-off, exactly as
+  ``save_changes_with_retries`` retries them.
 * **One bad entity does not sink the batch.** When the service refuses a
   change set and names the failing operation (``BatchError.failed_index``),
   that entity fails with the service's error (``BatchError.cause``, e.g. a
@@ -41,9 +42,10 @@ How it works (see docs/batch.md, "Bulk loading"):
   not fail on its own, is sent again as a new transaction without it: one extra
   round trip per failing entity. Errors that concern the whole request (no
   index, authentication, a missing table, ...) fail every entity of the batch.
-  An insert conflict answered to a retry whose earlier attempt's outcome is
-  unknown fails the whole batch with ``ambiguous_retry=True`` on the error: the
-  earlier attempt may have inserted all of it.
+  A refusal the client marks ambiguous (a 404, 409 or 412 answered to a retry
+  whose earlier attempt's outcome is unknown, or an answer that does not match
+  the operations) fails the whole batch with ``ambiguous_retry=True`` on the
+  error: the earlier attempt may have written all of it.
 
 Threads and connections: batches run on a private
 :class:`~concurrent.futures.ThreadPoolExecutor` of ``max_workers`` threads
@@ -78,7 +80,7 @@ from .edm import EdmType, EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
 from .errors import BatchError, TableServiceError, TableValidationError
 from .formats import PayloadFormat
-from .retry import RetryPolicy, is_retryable
+from .retry import RetryPolicy
 from .transport import OperationContext
 
 if TYPE_CHECKING:
@@ -114,9 +116,6 @@ ProgressCallback = Callable[[int, int | None], None]
 MAX_BUFFERED_ENTITIES = 20_000
 #: Encoded bytes held in partial per-partition groups before the oldest group is sent early.
 MAX_BUFFERED_BYTES = 128 * 1024 * 1024
-
-#: How a worker waits before retrying a change set refused inside a ``202`` (replaced in tests).
-_sleep: Callable[[float], None] = time.sleep
 
 #: Errors about the request as a whole: no entity is to blame, so none is singled out.
 _REQUEST_WIDE_STATUSES = frozenset({401, 403, 405, 411, 413, 415})
@@ -306,16 +305,12 @@ class _Report:
 
 
 @dataclass
-class _ChunkRetries:
-    """Per chunk: attempts made so far, and whether one may have committed without an answer."""
-
-    attempts: int = 0
-    unknown_earlier: bool = False
-
-
-@dataclass
 class _JobRules:
-    """What every batch of one call shares, and the decisions after each try (no I/O)."""
+    """What every batch of one call shares, and the decisions after each try (no I/O).
+
+    Retries are not decided here: the client's ``execute_batch`` retries a request, and a
+    change set refused inside its ``202``, with the call's policy before it answers.
+    """
 
     table: str
     kind: BatchOperationKind
@@ -333,11 +328,10 @@ class _JobRules:
         chunk: list[_Item],
         outcome: list[BatchOperationResult] | Exception,
         context: OperationContext,
-        retries: _ChunkRetries,
         report: _Report,
         pending: list[list[_Item]],
-    ) -> float | None:
-        """Record what one try of ``chunk`` did; the seconds to wait before trying it again, or None.
+    ) -> None:
+        """Record what sending ``chunk`` did.
 
         Entities of a chunk the service refused, but not for their own fault, go back
         to ``pending`` as a new chunk.
@@ -347,45 +341,31 @@ class _JobRules:
             report.outcomes.extend(
                 (item.index, item.entity, result.etag, None) for item, result in zip(chunk, outcome)
             )
-            return None
-        if isinstance(outcome, BatchError):
-            return self._refused(chunk, outcome, context, retries, report, pending)
-        if isinstance(outcome, TableValidationError) and len(chunk) > 1 and outcome.field == "batch":
+        elif isinstance(outcome, BatchError):
+            pending.extend(_isolate(chunk, outcome, report))
+        elif isinstance(outcome, TableValidationError) and len(chunk) > 1 and outcome.field == "batch":
             # The exact sizing makes this impossible; never fail good entities for it.
             half = len(chunk) // 2
             pending.extend((chunk[half:], chunk[:half]))
-            return None
-        report.fail(chunk, outcome)  # transport errors after retries, anything unexpected: reported
-        return None
-
-    def _refused(
-        self,
-        chunk: list[_Item],
-        exc: BatchError,
-        context: OperationContext,
-        retries: _ChunkRetries,
-        report: _Report,
-        pending: list[list[_Item]],
-    ) -> float | None:
-        retries.attempts += len(context.attempts)
-        retries.unknown_earlier = retries.unknown_earlier or _had_unknown_attempt(context)
-        cause: TableServiceError = exc.cause if exc.cause is not None else exc
-        if is_retryable(cause):
-            delay = self.policy.retry_after(max(retries.attempts, 1), cause)
-            if delay is not None:
-                return max(0.0, float(delay))
-        index = exc.failed_index
-        if index is None or _request_wide(cause):
-            report.fail(chunk, cause)
-        elif retries.unknown_earlier and self.kind is BatchOperationKind.INSERT and cause.status_code == 409:
-            cause.ambiguous_retry = True
-            report.fail(chunk, cause)
         else:
-            report.fail((chunk[index],), cause)
-            rest = chunk[:index] + chunk[index + 1:]
-            if rest:
-                pending.append(rest)
-        return None
+            report.fail(chunk, outcome)  # transport errors after retries, anything unexpected: reported
+
+
+def _isolate(chunk: list[_Item], exc: BatchError, report: _Report) -> list[list[_Item]]:
+    """Fail the entity the service blamed and return the rest of ``chunk`` to send again.
+
+    The whole chunk fails when no entity is to blame (no index, a request-wide
+    error) or when the client marked the answer ambiguous: the transaction may have
+    been applied by an earlier attempt.
+    """
+    cause: TableServiceError = exc.cause if exc.cause is not None else exc
+    index = exc.failed_index
+    if index is None or exc.ambiguous_retry or _request_wide(cause):
+        report.fail(chunk, cause)
+        return []
+    report.fail((chunk[index],), cause)
+    rest = chunk[:index] + chunk[index + 1:]
+    return [rest] if rest else []
 
 
 @dataclass
@@ -408,27 +388,14 @@ class _Job(_JobRules):
         while pending:
             chunk = pending.pop()
             report.transactions += 1
-            retries = _ChunkRetries()
-            while True:
-                context = OperationContext()
-                outcome: list[BatchOperationResult] | Exception
-                try:
-                    outcome = self.send(chunk, context)
-                except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
-                    outcome = exc
-                delay = self.settle(chunk, outcome, context, retries, report, pending)
-                if delay is None:
-                    break
-                _sleep(delay)
+            context = OperationContext()
+            outcome: list[BatchOperationResult] | Exception
+            try:
+                outcome = self.send(chunk, context)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+                outcome = exc
+            self.settle(chunk, outcome, context, report, pending)
         return report
-
-
-def _had_unknown_attempt(context: OperationContext) -> bool:
-    """Whether an attempt before the last one may have reached the service without an answer."""
-    return any(
-        attempt.status is None or attempt.status >= 500 or attempt.status == 408
-        for attempt in context.attempts[:-1]
-    )
 
 
 def _request_wide(error: TableServiceError) -> bool:

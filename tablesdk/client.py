@@ -22,12 +22,12 @@ from urllib.parse import quote
 
 from ._version import __version__
 from .batch import (
+    BatchAnswer,
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
     build_batch_request,
     entity_path,
-    parse_batch_response,
     supports_prefer,
 )
 from .auth import MIN_TOKEN_VERSION, BearerTokenCredential
@@ -68,9 +68,6 @@ E = TypeVar("E", TableEntity, DynamicEntity)
 
 #: HTTP.sys refuses URI path segments longer than this (white paper section 2).
 MAX_URI_SEGMENT_LENGTH = 260
-
-#: Statuses a retried write can get because its own earlier attempt was applied.
-_AMBIGUOUS_STATUSES = frozenset({404, 409, 412})
 
 
 
@@ -239,6 +236,8 @@ class CloudTableClient:
         operation_context: OperationContext | None = None,
         request_hook: RequestHook | None = None,
         endpoint: str | None = None,
+        check: Callable[[HttpResponse], None] | None = None,
+        read_only: bool = False,
     ) -> HttpResponse:
         url = f"{endpoint or self.table_endpoint}/{path}"
         if query:
@@ -262,6 +261,8 @@ class CloudTableClient:
             deadline=self.operation_deadline,
             operation_context=operation_context,
             locations=locations,
+            check=check,
+            read_only=read_only,
         )
 
     def _read_locations(self, method: str, url: str) -> tuple[str, ...]:
@@ -697,26 +698,25 @@ class CloudTableClient:
 
         Limits are checked before sending. A refused transaction raises
         :class:`~tablesdk.errors.BatchError` with the failing operation's index.
+
+        This is the one place that decides whether a refused change set is sent
+        again: a refusal inside the ``202`` is classified by the retry policy like
+        any other answer (a change set refused 503 ServerBusy or 500 is retried,
+        a 409 is not), so ``save_changes_with_retries`` and ``bulk_insert`` behave
+        alike. A refusal with 404, 409 or 412 after an attempt whose outcome was
+        unknown, and an answer whose parts do not match the operations, have
+        ``ambiguous_retry`` set: the whole transaction may have been applied.
         """
         body, content_type = build_batch_request(  # validates the batch first
             self.table_endpoint, operations, self._format, api_version=self.api_version
         )
-        response = self._send(
+        answer = BatchAnswer(operations, self._format)
+        self._send(
             "POST", "$batch", headers={"Content-Type": content_type}, body=body,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            check=answer, read_only=answer.read_only,
         )
-        try:
-            return parse_batch_response(
-                response.body, response.headers.get("Content-Type", ""), operations, self._format
-            )
-        except BatchError as exc:
-            # The refusal came inside a 202: the transport could not flag it. A retried
-            # transaction whose first attempt may have been applied conflicts with itself.
-            if response.after_unknown_attempt and exc.status_code in _AMBIGUOUS_STATUSES:
-                exc.ambiguous_retry = True
-                if exc.cause is not None:
-                    exc.cause.ambiguous_retry = True
-            raise
+        return answer.results
 
     def bulk_insert(
         self,

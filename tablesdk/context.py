@@ -780,12 +780,17 @@ class _SaveRun:
         self._outcome = DataServiceResponse(self.responses, is_batch=True, batch_status_code=202)
 
     def batch_failed(self, error: TableServiceError) -> None:
-        """The transaction was refused (nothing applied); the blamed change, if any, carries the error."""
+        """The transaction was refused (nothing applied); the blamed change, if any, carries the error.
+
+        An ambiguous refusal may mean the whole transaction was applied by an earlier
+        attempt, so every change carries it, not only the blamed one.
+        """
         blamed = error.failed_index if isinstance(error, BatchError) else None
         cause = (error.cause or error) if isinstance(error, BatchError) else error
+        everyone = blamed is None or error.ambiguous_retry
         for index, response in enumerate(self.responses):
             response.sent = True
-            if blamed is None or index == blamed:
+            if everyone or index == blamed:
                 response.error = cause
                 response.status_code = error.status_code
         self._outcome = DataServiceResponse(

@@ -450,6 +450,7 @@ class RetryLoop:
     check: AnswerCheck | None = None
     operation_context: OperationContext | None = None
     locations: tuple[str, ...] = ()  # prepared URLs the attempts cycle through (primary, secondary)
+    read_only: bool = False  # a POST that changes nothing (a query inside a $batch): never ambiguous
     attempt: int = 0
     states: list[AttemptState] = field(default_factory=list)
     last_error: TableServiceError | None = None
@@ -493,9 +494,12 @@ class RetryLoop:
                 if self.check is not None:
                     self.check(response)
             except TableServiceError as refused:  # refused inside a 2xx (a batch's change set)
-                status = refused.status_code or response.status
                 self._own(refused, request_id, secrets)
-                return AttemptResult(None, refused, attempt_state_for_status(status), url, request_id, response.status)
+                # An answer that does not say what happened (already flagged) leaves the outcome unknown.
+                state = AttemptState.UNKNOWN if refused.ambiguous_retry else attempt_state_for_status(
+                    refused.status_code or response.status
+                )
+                return AttemptResult(None, refused, state, url, request_id, response.status)
             return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
         error = self.error_parser(response)
         self._own(error, request_id, secrets)
@@ -528,10 +532,11 @@ class RetryLoop:
     def settle(self, result: AttemptResult, start: float, end: float) -> Step:
         """Decide what follows the attempt ``result`` (started at ``start``, ended at ``end``)."""
         method = self.request.method
+        as_method = "GET" if self.read_only else method
         error = result.error
-        if error is not None and is_ambiguous(method, error.status_code, self.states):
+        if error is not None and is_ambiguous(as_method, error.status_code, self.states):
             mark_ambiguous(error)
-        if result.response is not None and method not in _READ_METHODS and AttemptState.UNKNOWN in self.states:
+        if result.response is not None and as_method not in _READ_METHODS and AttemptState.UNKNOWN in self.states:
             result.response.after_unknown_attempt = True
         self.states.append(result.state)
         step = self._decide(error, end) if error is not None else Step(None, response=result.response)
@@ -712,6 +717,7 @@ class Transport:
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
         locations: tuple[str, ...] = (),
+        read_only: bool = False,
     ) -> HttpResponse:
         """Send one logical request, retrying as the policy says, and return the response.
 
@@ -732,6 +738,8 @@ class Transport:
         like an error answer (classified, retried, flagged ambiguous); a 3xx
         (redirects are never followed: the Table service does not redirect, so
         one means a proxy or a wrong endpoint) is an error like a 4xx.
+        ``read_only`` says that a write method carries no change (a query sent
+        as a ``$batch``), so its errors are never flagged ambiguous.
 
         Raises the error of the last attempt: what ``error_parser`` built for a
         status >= 300 (with ``request_id`` and ``client_request_id`` set),
@@ -745,6 +753,7 @@ class Transport:
             request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
             server_timeout=server_timeout, operation_context=operation_context, check=check,
             locations=locations,
+            read_only=read_only,
         )
         while True:
             attempt_timeout = loop.next_timeout(self._clock())
@@ -770,6 +779,7 @@ class Transport:
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
         locations: tuple[str, ...] = (),
+        read_only: bool = False,
     ) -> RetryLoop:
         """Check the options, prepare ``request`` and return the :class:`RetryLoop` of one operation.
 
@@ -804,6 +814,7 @@ class Transport:
             check=check,
             operation_context=operation_context,
             locations=locations,
+            read_only=read_only,
         )
 
     def close(self) -> None:

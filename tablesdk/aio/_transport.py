@@ -129,6 +129,7 @@ class AsyncTransport:
         server_timeout: int | None = None,
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
+        read_only: bool = False,
     ) -> HttpResponse:
         """Send one logical request, retrying as the policy says, and return the response.
 
@@ -138,6 +139,7 @@ class AsyncTransport:
         loop = self._options.start(
             request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
             server_timeout=server_timeout, operation_context=operation_context, check=check,
+            read_only=read_only,
         )
         credential = self._options.credential
         while True:

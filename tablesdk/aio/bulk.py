@@ -30,7 +30,6 @@ from ..bulk import (
     EntityOutcome,
     ProgressCallback,
     _BatchSizer,
-    _ChunkRetries,
     _Item,
     _JobRules,
     _plan,
@@ -61,20 +60,15 @@ class _AsyncJob(_JobRules):
         while pending:
             chunk = pending.pop()
             report.transactions += 1
-            retries = _ChunkRetries()
-            while True:
-                context = OperationContext()
-                outcome: list[BatchOperationResult] | Exception
-                try:
-                    outcome = await self.client.execute_batch(
-                        self.operations(chunk), retry_policy=self.policy, operation_context=context
-                    )
-                except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
-                    outcome = exc
-                delay = self.settle(chunk, outcome, context, retries, report, pending)
-                if delay is None:
-                    break
-                await asyncio.sleep(delay)
+            context = OperationContext()
+            outcome: list[BatchOperationResult] | Exception
+            try:
+                outcome = await self.client.execute_batch(
+                    self.operations(chunk), retry_policy=self.policy, operation_context=context
+                )
+            except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+                outcome = exc
+            self.settle(chunk, outcome, context, report, pending)
         return report
 
 

@@ -14,23 +14,22 @@ group transaction holding that one operation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._version import __version__
 from ..batch import (
+    BatchAnswer,
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
     build_batch_request,
     entity_path,
-    parse_batch_response,
     supports_prefer,
 )
 from ..bulk import BulkMode, BulkResult, ProgressCallback
 from ..client import (
-    _AMBIGUOUS_STATUSES,
     RequestHook,
     SendingRequest,
     _error_from_response,
@@ -180,6 +179,8 @@ class AsyncCloudTableClient:
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
         request_hook: RequestHook | None = None,
+        check: Callable[[HttpResponse], None] | None = None,
+        read_only: bool = False,
     ) -> HttpResponse:
         url = f"{self.table_endpoint}/{path}"
         if query:
@@ -196,6 +197,7 @@ class AsyncCloudTableClient:
         return await self._transport.send(
             method, url, headers=all_headers, body=body, retry_policy=retry_policy,
             deadline=self.operation_deadline, operation_context=operation_context,
+            check=check, read_only=read_only,
         )
 
     def _prefer_headers(self, echo_content: bool | None) -> dict[str, str]:
@@ -479,27 +481,20 @@ class AsyncCloudTableClient:
         """Send ``operations`` as one entity group transaction (all or nothing).
 
         Limits are checked before sending. A refused transaction raises
-        :class:`~tablesdk.errors.BatchError` with the failing operation's index.
+        :class:`~tablesdk.errors.BatchError` with the failing operation's index;
+        retries and ambiguity are decided as in
+        :meth:`tablesdk.client.CloudTableClient.execute_batch`.
         """
         body, content_type = build_batch_request(  # validates the batch first
             self.table_endpoint, operations, self._format, api_version=self.api_version
         )
-        response = await self._send(
+        answer = BatchAnswer(operations, self._format)
+        await self._send(
             "POST", "$batch", headers={"Content-Type": content_type}, body=body,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            check=answer, read_only=answer.read_only,
         )
-        try:
-            return parse_batch_response(
-                response.body, response.headers.get("Content-Type", ""), operations, self._format
-            )
-        except BatchError as exc:
-            # The refusal came inside a 202: a retried transaction whose first attempt may
-            # have been applied conflicts with itself.
-            if response.after_unknown_attempt and exc.status_code in _AMBIGUOUS_STATUSES:
-                exc.ambiguous_retry = True
-                if exc.cause is not None:
-                    exc.cause.ambiguous_retry = True
-            raise
+        return answer.results
 
     async def bulk_insert(
         self,

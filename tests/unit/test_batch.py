@@ -498,6 +498,14 @@ def test_wrong_number_of_responses_is_an_error() -> None:
     with pytest.raises(BatchError, match="2 operation responses for 3 operations") as info:
         parse_batch_response(changeset_response([ok(1), ok(2)]), CT, inserts(3), FMT)
     assert info.value.failed_index is None
+    assert info.value.ambiguous_retry  # which of the three were applied cannot be told
+
+
+@pytest.mark.parametrize("status", ["100 Continue", "101 Switching Protocols", "302 Found", "304 Not Modified"])
+def test_a_part_with_a_1xx_or_3xx_status_is_an_error(status: str) -> None:
+    with pytest.raises(BatchError) as info:
+        parse_batch_response(changeset_response([ok(1), ok(2, status=status)]), CT, inserts(2), FMT)
+    assert info.value.status_code == int(status[:3])
 
 
 # ---------------------------------------------------------------- reading: failures
@@ -580,6 +588,7 @@ def test_not_a_multipart_body() -> None:
     with pytest.raises(BatchError) as info:
         parse_batch_response(error.encode(), "application/json", inserts(1), FMT)
     assert (info.value.failed_index, info.value.error_code, info.value.message) == (0, "InvalidInput", "bad batch")
+    assert info.value.ambiguous_retry  # a 202 that is no batch answer says nothing of the outcome
     with pytest.raises(BatchError, match="not a multipart body"):
         parse_batch_response(b"", "", inserts(1), FMT)
 

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import requests
 import responses
+import urllib3.exceptions
 from fake_service import CONNECTION_STRING, ENDPOINT
 
 import tablesdk.bulk as bulk_module
@@ -129,10 +130,16 @@ class FakeBatchService:
         self.busy: list[tuple[int, str]] = []  # next replies: ("outer"|"inner", status) as (status, where)
         self.missing_tables: set[str] = set()
         self.ambiguous_once = False  # commit the next batch but answer 500, as a lost response would
+        self.refuse_once = False  # refuse the next connection: the request never reaches the service
         self._etags = itertools.count(1)
         mock.add_callback("POST", f"{ENDPOINT}/$batch", callback=self._handle)
 
     def _handle(self, request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+        if self.refuse_once:
+            self.refuse_once = False
+            raise requests.ConnectionError(urllib3.exceptions.MaxRetryError(
+                None, "/", urllib3.exceptions.NewConnectionError(None, "[Errno 111] Connection refused")  # type: ignore[arg-type]
+            ))
         body = request.body if isinstance(request.body, bytes) else (request.body or "").encode()
         operations = _parse_batch(body)
         with self.lock:
@@ -468,7 +475,7 @@ def test_retry_policy_argument_wins(service: FakeBatchService, client: CloudTabl
 
 def test_default_policy_backs_off(service: FakeBatchService, client: CloudTableClient, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(bulk_module, "_sleep", slept.append)
+    monkeypatch.setattr(client.transport, "_sleep", slept.append)
     service.busy = [(503, "inner"), (503, "inner")]
     from tablesdk import ExponentialRetry
 
@@ -485,6 +492,21 @@ def test_conflict_after_an_unknown_attempt_is_ambiguous(service: FakeBatchServic
     assert len(result.failed) == 100 and len(service.keys()) == 100
     assert all(isinstance(o.error, ConflictError) and o.error.ambiguous_retry for o in result.failed)
     assert result.requests == 2  # no one-by-one isolation of a self-conflict
+
+
+def test_conflict_after_a_refused_connection_is_a_plain_conflict(
+    service: FakeBatchService, client: CloudTableClient
+) -> None:
+    # A refused connection never reached the service: the 409 of the retry is genuine, so only
+    # the entity that exists fails, unflagged, and the rest of the batch is written.
+    service.entities[(T, "p0", "r00003")] = {"N": -1}
+    service.refuse_once = True
+    result = client.bulk_insert(T, entities(10))
+    check_bookkeeping(result, 10)
+    assert [o.index for o in result.failed] == [3]
+    error = result.failed[0].error
+    assert isinstance(error, ConflictError) and not error.ambiguous_retry
+    assert len(result.succeeded) == 9 and len(service.keys()) == 10
 
 
 def test_authentication_failure_reports_every_entity(service: FakeBatchService, client: CloudTableClient) -> None:
@@ -639,3 +661,47 @@ def test_many_batches_many_workers_land_exactly_once(service: FakeBatchService, 
     sent_keys = [key for s in service.sent for key in s.keys]
     assert len(sent_keys) == len(set(sent_keys)) == 5000
     assert result.batches == len(service.sent) == 50
+
+
+# --------------------------------------------------------------------------- one batch-retry decision for every caller
+
+
+def test_save_changes_with_retries_retries_a_change_set_refused_busy_inside_a_202(
+    service: FakeBatchService, client: CloudTableClient
+) -> None:
+    from tablesdk import SaveChangesOptions
+
+    ctx = client.get_table_service_context()
+    for entity in entities(3):
+        ctx.add_object(T, entity)
+    service.busy = [(503, "inner")]
+    ctx.save_changes_with_retries(SaveChangesOptions.BATCH, FAST)
+    assert len(service.sent) == 2 and len(service.keys()) == 3
+    assert all(d.etag for d in ctx.entities)
+
+
+def test_save_changes_does_not_retry_a_busy_change_set(service: FakeBatchService, client: CloudTableClient) -> None:
+    from tablesdk import DataServiceRequestError, SaveChangesOptions
+
+    ctx = client.get_table_service_context()
+    ctx.add_object(T, entities(1)[0])
+    service.busy = [(503, "inner")]
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes(SaveChangesOptions.BATCH)
+    assert info.value.status_code == 503 and len(service.sent) == 1
+
+
+def test_a_lost_batch_answer_makes_every_operation_of_the_save_ambiguous(
+    service: FakeBatchService, client: CloudTableClient
+) -> None:
+    from tablesdk import DataServiceRequestError, SaveChangesOptions
+
+    ctx = client.get_table_service_context()
+    for entity in entities(3):
+        ctx.add_object(T, entity)
+    service.ambiguous_once = True  # committed, answered 500; the retry conflicts at operation 0
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes_with_retries(SaveChangesOptions.BATCH, FAST)
+    responses_ = list(info.value.response)
+    assert len(responses_) == 3
+    assert all(r.error is not None and r.error.ambiguous_retry for r in responses_)
