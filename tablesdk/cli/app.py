@@ -9,12 +9,14 @@ error code, what went wrong and what to do; the traceback only with
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import AbstractContextManager, nullcontext
 import sys
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
+from urllib.parse import unquote
 
 import click
 
@@ -25,7 +27,7 @@ from ..entity import DynamicEntity, entity_from_payload
 from ..errors import ConnectionFailedError, TableServiceError, TableValidationError
 from ..retry import ExponentialRetry, NoRetry
 from ..transport import redact_text
-from .export import ExportError, ExportOutput, ExportSpec, KeyRange, export_table
+from .export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
 from .files import FILE_FORMATS, json_codec, payload_json, read_csv, read_jsonl
 from .progress import Progress, progress_wanted
 from .transfer import (
@@ -86,19 +88,21 @@ class Settings:
     debug: bool = False
     progress: bool | None = None
     retries: int | None = None
+    other_connection_strings: list[str] = field(default_factory=list, repr=False)
     _clients: list[CloudTableClient] = field(default_factory=list, repr=False)
 
     def secrets(self) -> list[str]:
-        """Every secret text the options hold: keys, SAS tokens and their signatures."""
+        """Every secret text the options hold: keys, SAS tokens and their signatures (also decoded)."""
         found = [self.account_key, self.sas_token]
-        for part in (self.connection_string or "").split(";"):
-            name, _, value = part.partition("=")
-            if name.strip().lower() in ("accountkey", "sharedaccesssignature"):
-                found.append(value.strip())
-        for token in (self.sas_token, *found):
+        for connection_string in (self.connection_string, *self.other_connection_strings):
+            for part in (connection_string or "").split(";"):
+                name, _, value = part.partition("=")
+                if name.strip().lower() in ("accountkey", "sharedaccesssignature"):
+                    found.append(value.strip())
+        for token in list(found):
             for field_ in (token or "").lstrip("?").split("&"):
                 if field_.lower().startswith("sig="):
-                    found.append(field_[4:])
+                    found.extend((field_[4:], unquote(field_[4:])))
         return [secret for secret in found if secret and len(secret) >= 4]
 
     def redact(self, text: str) -> str:
@@ -230,7 +234,7 @@ class TablesdkGroup(click.Group):
             sys.stderr.write("tablesdk: interrupted\n")
             return 130
         except BrokenPipeError:  # the reader of stdout went away (`| head`): not an error of ours
-            sys.stderr.close()
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             return 0
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a status
             return report_error(exc, _active)
@@ -514,8 +518,13 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format))
     client = settings.client()
-    with settings.progress_for(f"exporting {table}") as progress:
-        count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
+    try:
+        with settings.progress_for(f"exporting {table}") as progress:
+            count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
+    except BaseException:
+        if file != "-" and os.path.exists(file + RESUME_SUFFIX):
+            click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)
+        raise
     click.echo(f"tablesdk: exported {count} entities", err=True)
 
 
@@ -545,6 +554,22 @@ def _entity_lines(path: str, file_format: str) -> Iterator[Any]:
             yield from read_jsonl(binary)
 
 
+def _record_estimate(path: str, file_format: str) -> int | None:
+    """Entities in an input file, for the progress display's ETA: its lines (less the CSV header).
+
+    Exact for JSON lines without blank lines; CSV cells spanning lines make it an overestimate.
+    """
+    if path == "-" or not os.path.isfile(path):
+        return None
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    lines += last != b"\n"
+    return max(0, lines - 1) if file_format == "csv" else lines
+
+
 _MODE_OPTION = click.option("--mode", type=click.Choice(list(IMPORT_MODES)), default="insert", show_default=True,
                             help="insert (fails for existing entities), upsert/merge (insert or merge), "
                                  "replace (insert or replace).")
@@ -567,12 +592,14 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
     """Write the entities of FILE (or stdin for '-') into TABLE, in batches."""
     settings = _settings()
     client = settings.client()
-    lines = _entity_lines(file, _file_format(file, file_format))
+    file_format = _file_format(file, file_format)
+    lines = _entity_lines(file, file_format)
     if create_table:
         client.create_table_if_not_exists(table)
+    total = _record_estimate(file, file_format) if progress_wanted(settings.progress) else None
     with _open_rejects(rejects) as rejects_file:
         summary = ImportSummary(rejects=rejects_file)
-        with settings.progress_for(f"importing into {table}") as progress:
+        with settings.progress_for(f"importing into {table}", total) as progress:
             import_entities(client, table, lines, mode, progress, summary, workers=workers)
     return _summary_exit(summary, "imported", rejects)
 
@@ -594,9 +621,10 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
     """Copy the entities of table SOURCE (matching --filter) into table DESTINATION, streaming."""
     settings = _settings()
     source_client = settings.client()
-    target_account = CloudStorageAccount.parse(to_connection_string) if to_connection_string else None
+    target_account = None
     if to_connection_string:
-        settings.connection_string = f"{settings.connection_string or ''};{to_connection_string}"  # for redaction
+        settings.other_connection_strings.append(to_connection_string)  # its secrets are redacted too
+        target_account = CloudStorageAccount.parse(to_connection_string)
     target = settings.client(target_account, to_format)
     if create_table:
         target.create_table_if_not_exists(destination)

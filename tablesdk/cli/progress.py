@@ -77,5 +77,7 @@ class Progress:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._bar is not None:
+            if kind is None and self.total is not None and self.done != self.total:
+                self.update(self.done, self.done)  # the total was an estimate: end at 100%
             self._bar.stop()
             self._bar = None

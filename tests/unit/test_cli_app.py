@@ -1,0 +1,51 @@
+"""The command line in-process, through click's test runner: help, usage errors, redaction, error lines."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from tablesdk.cli.app import Settings, cli, describe_error
+from tablesdk.errors import ConnectionFailedError, ResourceNotFoundError, TableValidationError
+
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+SAS = "sv=2019-02-02&tn=t&sig=AbC%2Bdef%2Fghi%3D&se=2099-01-01"
+
+
+def test_help_lists_every_command() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for command in ("tables", "get", "insert", "upsert", "merge", "replace", "delete", "query", "count",
+                    "export", "import", "copy", "delete-entities", "serve"):
+        assert f"  {command} " in result.output
+    tables = CliRunner().invoke(cli, ["tables", "--help"])
+    assert all(name in tables.output for name in ("list", "create", "delete", "exists"))
+
+
+def test_usage_errors_exit_2() -> None:
+    runner = CliRunner()
+    no_account = runner.invoke(cli, ["tables", "list"], env={"AZURE_STORAGE_CONNECTION_STRING": ""})
+    assert no_account.exit_code == 2 and "--connection-string" in no_account.output
+    both = runner.invoke(cli, ["--account-name", "a", "--account-key", KEY, "--sas-token", SAS, "tables", "list"])
+    assert both.exit_code == 2 and KEY not in both.output
+    unknown = runner.invoke(cli, ["export", "t", "f", "--format", "xml"])
+    assert unknown.exit_code == 2
+
+
+def test_settings_redact_every_form_of_a_secret() -> None:
+    settings = Settings(
+        connection_string=f"AccountName=a;AccountKey={KEY}", sas_token="?" + SAS,
+        other_connection_strings=["AccountName=b;SharedAccessSignature=sv=1&sig=OtherSig%3D"],
+    )
+    text = f"key {KEY} sas {SAS} sig AbC+def/ghi= url http://h/t?sig=zzz other OtherSig%3D OtherSig="
+    redacted = settings.redact(text)
+    for secret in (KEY, "AbC%2Bdef%2Fghi%3D", "AbC+def/ghi=", "zzz", "OtherSig"):
+        assert secret not in redacted
+
+
+def test_error_lines_say_what_to_do() -> None:
+    missing = ResourceNotFoundError("The specified resource does not exist.", status_code=404,
+                                    error_code="ResourceNotFound")
+    assert describe_error(missing).startswith("404 ResourceNotFound: The specified resource does not exist. - check")
+    assert "tablesdk serve" in describe_error(ConnectionFailedError("refused"))
+    invalid = TableValidationError("RowKey", "keys are at most 1 KiB", "got 2000 bytes")
+    assert describe_error(invalid).startswith("invalid input: ") and "fix the value" in describe_error(invalid)
