@@ -29,9 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -54,8 +55,8 @@ def emulator(directory: str) -> Iterator[str]:
         server.wait()
 
 
-def run_cli(connection_string: str, *args: str) -> tuple[float, int]:
-    """Run ``python -m tablesdk ARGS``; (wall seconds, peak RSS in MiB) of the child."""
+def run_cli(connection_string: str, *args: str) -> tuple[float, int, float]:
+    """Run ``python -m tablesdk ARGS``: wall seconds, peak RSS in MiB and CPU seconds of the child."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AZURE_STORAGE_CONNECTION_STRING": connection_string}
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "tablesdk", "--no-progress", *args], env=env,
@@ -66,11 +67,18 @@ def run_cli(connection_string: str, *args: str) -> tuple[float, int]:
     if child.returncode != 0:
         assert child.stderr is not None
         raise SystemExit(f"tablesdk {' '.join(args)} failed: {child.stderr.read().decode()}")
-    return elapsed, usage.ru_maxrss // 1024
+    return elapsed, usage.ru_maxrss // 1024, usage.ru_utime + usage.ru_stime
+
+
+def timed(work: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds (this process, all threads) of ``work()``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def entities(count: int, small: bool = False, first: int = 0) -> list[DynamicEntity]:
-    def props(n: int) -> dict[str, object]:
+    def props(n: int) -> dict[str, Any]:
         return {"N": n, "Name": f"entity-{n}"} if small else sample_properties(n)
 
     return [DynamicEntity(PartitionKey=f"p{n // 1000:05d}", RowKey=f"{n:08d}", **props(n))
@@ -83,28 +91,36 @@ def load(client: CloudTableClient, table: str, count: int, small: bool = False, 
         client.bulk_insert(table, entities(min(step, count - start), small, start)).raise_on_error()
 
 
-def rates(cs: str, client: CloudTableClient, work: str, count: int, repeats: int) -> dict[str, list[float]]:
-    """Entities/s of CLI export vs create_query, and CLI import vs bulk_insert, interleaved."""
+Measure = dict[str, list[tuple[float, float]]]  # name -> [(entities/s, client CPU microseconds/entity)]
+
+
+def rates(cs: str, client: CloudTableClient, work: str, count: int, repeats: int) -> Measure:
+    """CLI export vs create_query, CLI import vs bulk_insert, interleaved: rate and client CPU per entity."""
     data = entities(count)
     load(client, "benchsource", count)
     file = os.path.join(work, "export.jsonl")
-    results: dict[str, list[float]] = {k: [] for k in ("create_query", "cli export", "bulk_insert", "cli import")}
+    results: Measure = {k: [] for k in ("create_query", "cli export", "bulk_insert", "cli import")}
+
+    def record(name: str, wall: float, cpu: float) -> None:
+        results[name].append((count / wall, cpu / count * 1e6))
+
     for run in range(repeats):
-        start = time.perf_counter()
-        assert sum(1 for _ in client.create_query("benchsource")) == count
-        results["create_query"].append(count / (time.perf_counter() - start))
-        results["cli export"].append(count / run_cli(cs, "export", "benchsource", file)[0])
-        table = f"benchbulk{run}"
-        client.create_table(table)
-        start = time.perf_counter()
-        client.bulk_insert(table, data).raise_on_error()
-        results["bulk_insert"].append(count / (time.perf_counter() - start))
-        client.delete_table(table)
-        table = f"benchimport{run}"
-        client.create_table(table)
-        results["cli import"].append(count / run_cli(cs, "import", file, table)[0])
-        client.delete_table(table)
+        record("create_query", *timed(lambda: sum(1 for _ in client.create_query("benchsource"))))
+        wall, _, cpu = run_cli(cs, "export", "benchsource", file)
+        record("cli export", wall, cpu)
+        client.create_table(f"benchbulk{run}")
+        record("bulk_insert", *timed(lambda: client.bulk_insert(f"benchbulk{run}", data).raise_on_error()))
+        client.delete_table(f"benchbulk{run}")
+        client.create_table(f"benchimport{run}")
+        wall, _, cpu = run_cli(cs, "import", file, f"benchimport{run}")
+        record("cli import", wall, cpu)
+        client.delete_table(f"benchimport{run}")
     return results
+
+
+def startup(cs: str) -> float:
+    """CPU seconds of a command that does nothing but start (``tablesdk --help``)."""
+    return min(run_cli(cs, "--help")[2] for _ in range(3))
 
 
 def memory(cs: str, client: CloudTableClient, work: str, sizes: list[int]) -> dict[int, tuple[float, int]]:
@@ -113,7 +129,8 @@ def memory(cs: str, client: CloudTableClient, work: str, sizes: list[int]) -> di
     for size in sizes:
         table = f"benchmem{size}"
         load(client, table, size, small=True)
-        out[size] = run_cli(cs, "export", table, os.path.join(work, f"mem{size}.jsonl"))
+        wall, rss, _ = run_cli(cs, "export", table, os.path.join(work, f"mem{size}.jsonl"))
+        out[size] = (wall, rss)
         client.delete_table(table)
     return out
 
@@ -129,12 +146,20 @@ def main() -> int:
         client = CloudStorageAccount.parse(cs).create_cloud_table_client()
         print(f"tablesdk CLI vs library on the bundled emulator (sqlite file); {machine()}")
         result = rates(cs, client, work, args.count, args.repeats)
-        median = {name: statistics.median(values) for name, values in result.items()}
-        print(f"{args.count:,} entities, ten properties; median of {args.repeats} (entities/s)")
+        base = startup(cs)
+        print(f"{args.count:,} entities, ten properties; median of {args.repeats}; CLI in a child process "
+              f"(its start-up, {base:.2f} s CPU, included)")
+        median = {}
         for name, values in result.items():
-            print(f"  {name:14} {median[name]:9,.0f}   runs: {', '.join(f'{v:,.0f}' for v in values)}")
-        print(f"  export / create_query = {median['cli export'] / median['create_query']:.2f}")
-        print(f"  import / bulk_insert  = {median['cli import'] / median['bulk_insert']:.2f}")
+            rate = statistics.median(v[0] for v in values)
+            cpu = statistics.median(v[1] for v in values)
+            median[name] = (rate, cpu)
+            runs = ", ".join(f"{v[0]:,.0f}" for v in values)
+            print(f"  {name:14} {rate:9,.0f} entities/s   client CPU {cpu:6.1f} us/entity   runs: {runs}")
+        for cli_name, lib_name in (("cli export", "create_query"), ("cli import", "bulk_insert")):
+            rate_ratio = median[cli_name][0] / median[lib_name][0]
+            cpu_ratio = median[lib_name][1] / median[cli_name][1]
+            print(f"  {cli_name} / {lib_name}: rate {rate_ratio:.2f}, CPU efficiency {cpu_ratio:.2f}")
         if not args.skip_memory:
             sizes = [int(size) for size in args.memory_sizes.split(",")]
             peaks = memory(cs, client, work, sizes)
