@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -50,7 +51,7 @@ def azurite(url: str | None = None) -> Iterator[str]:
         subprocess.run(["bash", script, "stop"], check=False, env=env)
 
 
-def sample_properties(n: int) -> dict[str, object]:
+def sample_properties(n: int) -> dict[str, Any]:
     """Ten properties of mixed types, like the AZURITE.md baseline (about 500 bytes of JSON)."""
     return {
         "Name": f"entity-{n}", "Count": n % 100_000, "Big": 2**40 + n, "Ratio": n / 7,

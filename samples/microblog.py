@@ -74,10 +74,10 @@ def run(client: CloudTableClient, table: str) -> None:
 
     print("4. update a blog read by a point query")
     ctx = client.get_table_service_context()
-    blog = ctx.get(table, "Channel9", "Oct-29", Blog)
-    assert blog is not None
-    blog.Text = "Hi there"
-    ctx.update_object(blog)
+    stored = ctx.get(table, "Channel9", "Oct-29", Blog)
+    assert stored is not None
+    stored.Text = "Hi there"
+    ctx.update_object(stored)
     ctx.save_changes()
     check(client.get_entity(table, "Channel9", "Oct-29", Blog).Text == "Hi there", "the new text is stored")
 

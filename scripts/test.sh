@@ -5,7 +5,8 @@
 #     package with its dev extras (`pip install -e '.[dev]'`, redone when setup.cfg/pyproject change);
 #  2. unless $TABLESDK_AZURITE_URL is set: installs Azurite (scripts/azurite.sh install) and starts
 #     it on a free loopback port (or $AZURITE_TABLE_PORT), stopping it on exit;
-#  3. runs mypy (strict config in setup.cfg): its errors fail the run (TABLESDK_MYPY_STRICT=0 to only print them),
+#  3. runs mypy (strict config in setup.cfg) on the package, and mypy --strict on samples/, benchmarks/ and
+#     every Python block of README.md and docs/: errors fail the run (TABLESDK_MYPY_STRICT=0 to only print them),
 #     and ruff's pyflakes checks (unused imports, undefined names), which always fail the run;
 #  4. runs `python -m pytest` over the whole suite with the CI guard on
 #     (TABLESDK_REQUIRE_INTEGRATION=1 unless set otherwise): a skipped integration test, or none run,
@@ -77,6 +78,10 @@ fi
 t0="$(now)"
 mypy_rc=0
 "$PY" -m mypy || mypy_rc=$?
+# What users write: the samples, the benchmarks and every Python block of README.md and docs/
+# (one module per document, errors reported at the document's lines), all under --strict.
+"$PY" -m mypy --strict samples benchmarks || mypy_rc=$?
+"$PY" -m tests.doc_examples || mypy_rc=$?
 if (( mypy_rc != 0 )); then
     if [[ "${TABLESDK_MYPY_STRICT:-1}" == 1 ]]; then
         say "mypy FAILED (exit $mypy_rc) and TABLESDK_MYPY_STRICT=1: this fails the run"
@@ -89,7 +94,7 @@ say "mypy took $(elapsed "$t0") s"
 
 # --------------------------------------------------------------------- 3b. pyflakes checks
 lint_rc=0
-"$PY" -m ruff check --select F --quiet tablesdk tests samples benchmarks || lint_rc=$?
+"$PY" -m ruff check --select F --quiet tablesdk tests samples benchmarks conftest.py || lint_rc=$?
 if (( lint_rc != 0 )); then
     say "ruff found unused imports or undefined names (exit $lint_rc): this fails the run"
 fi

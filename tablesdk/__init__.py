@@ -48,7 +48,7 @@ from .errors import (
     TableServiceError,
     TableValidationError,
 )
-from .filter import prop
+from .filter import col, prop
 from .http import AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender
 from .query import (
     ContinuationToken,
@@ -86,6 +86,7 @@ __all__ = [
     "ResultSegment",
     "EmptyResultError",
     "prop",
+    "col",
     "reverse_ticks",
     "datetime_from_reverse_ticks",
     "fixed_width_key",

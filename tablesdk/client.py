@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import quote
 
 from ._version import __version__
@@ -33,7 +33,7 @@ from .batch import (
 from .auth import MIN_TOKEN_VERSION, BearerTokenCredential
 from .bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from .edm import EntityPayload
-from .entity import DynamicEntity, TableEntity, entity_from_payload, entity_to_payload, validate_key, validate_table_name
+from .entity import AnyEntity, DynamicEntity, E, TableEntity, entity_from_payload, entity_to_payload, validate_key, validate_table_name
 from .errors import BatchError, ConflictError, ContinuationCycleError, ResourceNotFoundError, TableServiceError, error_for_status
 from .filter import FilterLike, as_filter, prop, render_filter
 from .formats import PayloadFormat, get_format, parse_error_body
@@ -64,7 +64,6 @@ LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
 
-E = TypeVar("E", TableEntity, DynamicEntity)
 
 #: HTTP.sys refuses URI path segments longer than this (white paper section 2).
 MAX_URI_SEGMENT_LENGTH = 260
@@ -499,8 +498,18 @@ class CloudTableClient:
 
     # ------------------------------------------------------------ queries
 
-    def create_query(self, table_name: str, entity_type: type[E] = DynamicEntity) -> TableQuery[E]:  # type: ignore[assignment]
-        """A query over ``table_name`` materialising ``entity_type`` (no tracking)."""
+    @overload
+    def create_query(self, table_name: str) -> TableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, table_name: str, entity_type: type[E]) -> TableQuery[E]: ...
+
+    def create_query(self, table_name: str, entity_type: type[Any] = DynamicEntity) -> TableQuery[Any]:
+        """A query over ``table_name`` materialising ``entity_type`` (no tracking).
+
+        Typed by the entity class: ``create_query("Blogs", Blog)`` is a ``TableQuery[Blog]``;
+        without a class it is a ``TableQuery[DynamicEntity]``.
+        """
         validate_table_name(table_name)
         return TableQuery(self, table_name, entity_type)
 
@@ -740,15 +749,28 @@ class CloudTableClient:
 
     # ------------------------------------------------------------ conveniences
 
+    @overload
     def get_entity(
-        self, table_name: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity,  # type: ignore[assignment]
+        self, table_name: str, partition_key: str, row_key: str,
         *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
-    ) -> E:
+    ) -> DynamicEntity: ...
+
+    @overload
+    def get_entity(
+        self, table_name: str, partition_key: str, row_key: str, entity_type: type[E],
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> E: ...
+
+    def get_entity(
+        self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> AnyEntity:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         payload = self.get_entity_payload(
             table_name, partition_key, row_key, select=select, operation_context=operation_context
         )
-        return entity_from_payload(entity_type, payload)
+        entity: AnyEntity = entity_from_payload(entity_type, payload)
+        return entity
 
     def insert_entity(
         self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None

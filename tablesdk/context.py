@@ -21,12 +21,13 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum, Flag
-from typing import TYPE_CHECKING, Any, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Union, overload
 
 from .batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .edm import EntityPayload, EntityProperty
 from .entity import (
     DynamicEntity,
+    E,
     TableEntity,
     entity_from_payload,
     entity_to_payload,
@@ -53,7 +54,6 @@ __all__ = [
 ]
 
 Entity = Union[TableEntity, DynamicEntity]
-E = TypeVar("E", TableEntity, DynamicEntity)
 Identity = tuple[str, str, str]
 
 
@@ -669,14 +669,29 @@ class TableServiceContext(_TrackingContext):
 
     # ------------------------------------------------------------ queries
 
-    def create_query(self, table: str, entity_type: type[E] = DynamicEntity) -> TableQuery[E]:  # type: ignore[assignment]
-        """A query over ``table`` whose results this context tracks per :attr:`merge_option`."""
+    @overload
+    def create_query(self, table: str) -> TableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, table: str, entity_type: type[E]) -> TableQuery[E]: ...
+
+    def create_query(self, table: str, entity_type: type[Any] = DynamicEntity) -> TableQuery[Any]:
+        """A query over ``table`` whose results this context tracks per :attr:`merge_option`.
+
+        Typed by the entity class: ``create_query("Blogs", Blog)`` is a ``TableQuery[Blog]``.
+        """
         validate_table_name(table)
         return TableQuery(self, table, entity_type)
 
+    @overload
+    def get(self, table: str, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+
+    @overload
+    def get(self, table: str, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+
     def get(
-        self, table: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity  # type: ignore[assignment]
-    ) -> E | None:
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity
+    ) -> Entity | None:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
         Raises :class:`~tablesdk.errors.ResourceNotFoundError` when it does not

@@ -449,7 +449,9 @@ class DynamicEntity(MutableMapping[str, Any]):
 
 
 AnyEntity = typing.Union[TableEntity, DynamicEntity]
-E = TypeVar("E", TableEntity, DynamicEntity)
+#: The entity class of a query or a read. Bound, not constrained, so that a user's subclass
+#: stays itself: ``create_query("Notes", Note)`` is a ``TableQuery[Note]``, not ``TableQuery[TableEntity]``.
+E = TypeVar("E", bound=AnyEntity)
 
 
 def _comparable(entity: AnyEntity) -> tuple[Any, ...]:

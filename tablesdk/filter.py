@@ -46,6 +46,7 @@ from .errors import TableValidationError
 __all__ = [
     "PropertyRef",
     "prop",
+    "col",
     "Filter",
     "FilterLike",
     "Comparison",
@@ -129,16 +130,18 @@ class Filter:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.render()!r})"
 
-    def __and__(self, other: FilterLike) -> Filter:
+    # ``bool`` in these signatures is for the type checker only: ``Blog.Rating > 2`` on a plain
+    # ``Rating: int`` annotation is a bool to mypy but a Filter at run time; a real bool is refused.
+    def __and__(self, other: FilterLike | bool) -> Filter:
         return And._of(self, _operand(other, "&"))
 
-    def __rand__(self, other: FilterLike) -> Filter:
+    def __rand__(self, other: FilterLike | bool) -> Filter:
         return And._of(_operand(other, "&"), self)
 
-    def __or__(self, other: FilterLike) -> Filter:
+    def __or__(self, other: FilterLike | bool) -> Filter:
         return Or._of(self, _operand(other, "|"))
 
-    def __ror__(self, other: FilterLike) -> Filter:
+    def __ror__(self, other: FilterLike | bool) -> Filter:
         return Or._of(_operand(other, "|"), self)
 
     def __invert__(self) -> Filter:
@@ -307,7 +310,7 @@ def _operand(other: Any, operator: str) -> Filter:
     )
 
 
-def as_filter(expr: FilterLike) -> Filter:
+def as_filter(expr: FilterLike | bool) -> Filter:
     """``expr`` as a :class:`Filter` node: raw strings become :class:`RawFilter`.
 
     Anything else (notably a ``bool``, which is what comparing two plain
@@ -483,6 +486,23 @@ def prop(name: str, edm_type: EdmType | None = None) -> PropertyRef:
     ``prop("Views", EdmType.INT64) == 5`` gives ``Views eq 5L``.
     """
     return PropertyRef(name, edm_type)
+
+
+def col(declared: Any) -> PropertyRef:
+    """A declared property as the type checker should see it: ``col(Blog.Rating).between(1, 5)``.
+
+    With a plain annotation (``Rating: int``) mypy types ``Blog.Rating`` as ``int``, which is
+    right for ``blog.Rating`` on an instance but hides the filter methods of the class
+    attribute (``between``, ``startswith``). ``col`` returns it typed as the
+    :class:`PropertyRef` it is (SQLModel's ``col()`` does the same for columns). Anything that
+    is not a property reference raises :class:`TypeError`.
+    """
+    if not isinstance(declared, PropertyRef):
+        raise TypeError(
+            f"col() takes a declared property of a TableEntity class such as Blog.Rating, "
+            f"not {type(declared).__name__} {declared!r}"
+        )
+    return declared
 
 
 def _mismatch(name: str, value: Any, edm_type: EdmType, why: str = "") -> TableValidationError:

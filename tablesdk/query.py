@@ -301,8 +301,13 @@ class TableQuery(Generic[E]):
 
     # -- builders
 
-    def where(self, expr: FilterLike) -> TableQuery[E]:
-        """A new query whose filter is this one's AND ``expr`` (an expression or raw text)."""
+    def where(self, expr: FilterLike | bool) -> TableQuery[E]:
+        """A new query whose filter is this one's AND ``expr`` (an expression or raw text).
+
+        ``bool`` is accepted for the type checker only, as SQLModel's ``where()`` does: with a
+        plain annotation (``Rating: int``) ``Blog.Rating > 2`` is a ``bool`` to mypy, but a
+        filter at run time. A real ``bool`` (a comparison of plain values) raises ``TypeError``.
+        """
         if expr is None:
             raise TypeError("where() needs a filter expression or a raw $filter string, not None")
         node = as_filter(expr)

@@ -25,6 +25,17 @@ def test_microblog_sample(target: str, connection_string: str) -> None:
     assert "all steps passed" in result.stdout
 
 
+def test_todo_sample(target: str, connection_string: str) -> None:
+    env = {**os.environ, "AZURE_STORAGE_CONNECTION_STRING": connection_string, "PYTHONPATH": str(ROOT)}
+    payload_format = target.rsplit("-", 1)[1]
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "samples" / "todo.py"), "--format", payload_format],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all steps passed" in result.stdout
+
+
 def test_readme_quick_start_runs(devstore_connection_string: str) -> None:
     import re
 

@@ -7,7 +7,7 @@ an ETag per entity, as the service sends them. Baselines measured in the same
 process: ``json.loads`` of the JSON feed and ``lxml.etree.fromstring`` of the
 Atom feed, i.e. the cost of merely decoding the bytes.
 
-Run: ``python benchmarks/codecs.py [--entities N] [--repeat R]``. Each figure is
+Run: ``python benchmarks/codec_speed.py [--entities N] [--repeat R]``. Each figure is
 the best of R runs (the least disturbed by the machine).
 """
 
