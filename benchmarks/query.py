@@ -86,7 +86,8 @@ def raw_scan(endpoint: str, table: str) -> int:
     session = requests.Session()
     key = base64.b64decode(DEVSTORE_KEY)
     path = f"/{endpoint.split('/', 3)[3]}/{table}()"
-    count, params = 0, {}
+    count = 0
+    params: dict[str, str] = {}
     while True:
         date = formatdate(usegmt=True)
         sig = base64.b64encode(hmac.new(key, f"GET\n\n\n{date}\n/devstoreaccount1{path}".encode(), hashlib.sha256).digest())
