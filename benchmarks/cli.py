@@ -36,8 +36,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from benchmarks._common import machine, sample_properties  # noqa: E402
+from _common import machine, sample_properties  # noqa: E402
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity  # noqa: E402
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, overload
 
 from .._version import __version__
 from ..batch import (
@@ -39,7 +39,9 @@ from ..client import (
 )
 from ..edm import EntityPayload
 from ..entity import (
+    AnyEntity,
     DynamicEntity,
+    E,
     TableEntity,
     entity_from_payload,
     entity_to_payload,
@@ -63,7 +65,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncCloudTableClient"]
 
-E = TypeVar("E", TableEntity, DynamicEntity)
 
 
 def _not_found() -> ResourceNotFoundError:
@@ -285,7 +286,13 @@ class AsyncCloudTableClient:
 
     # ------------------------------------------------------------ queries
 
-    def create_query(self, table_name: str, entity_type: type[E] = DynamicEntity) -> AsyncTableQuery[E]:  # type: ignore[assignment]
+    @overload
+    def create_query(self, table_name: str) -> AsyncTableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, table_name: str, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+
+    def create_query(self, table_name: str, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
         """An async query over ``table_name`` materialising ``entity_type`` (no tracking)."""
         return AsyncTableQuery(self, table_name, entity_type)
 
@@ -520,15 +527,28 @@ class AsyncCloudTableClient:
 
     # ------------------------------------------------------------ conveniences
 
+    @overload
     async def get_entity(
-        self, table_name: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity,  # type: ignore[assignment]
+        self, table_name: str, partition_key: str, row_key: str,
         *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
-    ) -> E:
+    ) -> DynamicEntity: ...
+
+    @overload
+    async def get_entity(
+        self, table_name: str, partition_key: str, row_key: str, entity_type: type[E],
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> E: ...
+
+    async def get_entity(
+        self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> AnyEntity:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         payload = await self.get_entity_payload(
             table_name, partition_key, row_key, select=select, operation_context=operation_context
         )
-        return entity_from_payload(entity_type, payload)
+        entity: AnyEntity = entity_from_payload(entity_type, payload)
+        return entity
 
     async def insert_entity(
         self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from ..batch import BatchOperation, BatchOperationKind
 from ..context import (
@@ -36,7 +36,7 @@ from ..context import (
     SaveChangesOptions,
     _TrackingContext,
 )
-from ..entity import DynamicEntity, E, validate_table_name
+from ..entity import AnyEntity, DynamicEntity, E, validate_table_name
 from ..errors import BatchError, TableServiceError
 from ..filter import prop
 from ..query import ContinuationToken, ResultSegment, TableQuery
@@ -144,14 +144,26 @@ class AsyncTableServiceContext(_TrackingContext):
 
     # ------------------------------------------------------------ queries
 
-    def create_query(self, table: str, entity_type: type[E] = DynamicEntity) -> AsyncTableQuery[E]:  # type: ignore[assignment]
+    @overload
+    def create_query(self, table: str) -> AsyncTableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, table: str, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+
+    def create_query(self, table: str, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
         """An async query over ``table`` whose results this context tracks per :attr:`merge_option`."""
         validate_table_name(table)
         return AsyncTableQuery(self, table, entity_type)
 
+    @overload
+    async def get(self, table: str, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+
+    @overload
+    async def get(self, table: str, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+
     async def get(
-        self, table: str, partition_key: str, row_key: str, entity_type: type[E] = DynamicEntity  # type: ignore[assignment]
-    ) -> E | None:
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity
+    ) -> AnyEntity | None:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
         Raises :class:`~tablesdk.errors.ResourceNotFoundError` when it does not

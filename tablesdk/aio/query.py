@@ -123,8 +123,8 @@ class AsyncTableQuery(Generic[E]):
 
     # -- builders
 
-    def where(self, expr: FilterLike) -> AsyncTableQuery[E]:
-        """A new query whose filter is this one's AND ``expr``."""
+    def where(self, expr: FilterLike | bool) -> AsyncTableQuery[E]:
+        """A new query whose filter is this one's AND ``expr`` (``bool`` only for the type checker, see TableQuery.where)."""
         return self._wrap(self._source, self._query.where(expr))
 
     def take(self, n: int) -> AsyncTableQuery[E]:
