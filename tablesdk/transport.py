@@ -539,7 +539,10 @@ class RetryLoop:
         if result.response is not None and as_method not in _READ_METHODS and AttemptState.UNKNOWN in self.states:
             result.response.after_unknown_attempt = True
         self.states.append(result.state)
-        step = self._decide(error, end) if error is not None else Step(None, response=result.response)
+        if error is not None and self._secondary_not_found(error, end):
+            step = Step(0.0)
+        else:
+            step = self._decide(error, end) if error is not None else Step(None, response=result.response)
         self._record(result, start, end, step.delay)
         if step.delay is not None:
             _LOG.warning(
@@ -548,6 +551,19 @@ class RetryLoop:
             )
             self.last_error = error
         return step
+
+    def _secondary_not_found(self, error: TableServiceError, end: float) -> bool:
+        """A 404 from a secondary endpoint may only mean replication has not caught up: when the
+        attempts cycle through endpoints, go back to the primary (and stay there), as the
+        Microsoft clients do. Happens at most once per operation."""
+        if error.status_code != 404 or len(self.locations) < 2:
+            return False
+        if (self.attempt - 1) % len(self.locations) == 0:
+            return False  # the primary said so: that is the answer
+        if self.deadline is not None and end >= self.started + self.deadline:
+            return False
+        self.locations = (self.locations[0],)
+        return True
 
     def _decide(self, error: TableServiceError, end: float) -> Step:
         delay = self.policy.retry_after(self.attempt, error)

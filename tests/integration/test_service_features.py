@@ -221,10 +221,11 @@ class PrimaryDown:
         self.inner.close()
 
 
-def test_secondary_reads(devstore: DevStore, devstore_account: CloudStorageAccount) -> None:
-    with devstore_account.create_cloud_table_client() as writer:
-        writer.create_table("georeads")
-        writer.insert_entity("georeads", DynamicEntity(PartitionKey="p", RowKey="r", A=7))
+def test_secondary_reads(
+    devstore: DevStore, devstore_account: CloudStorageAccount, table_client: CloudTableClient
+) -> None:
+    table_client.create_table("georeads")  # the fixture empties the emulator afterwards
+    table_client.insert_entity("georeads", DynamicEntity(PartitionKey="p", RowKey="r", A=7))
     context = OperationContext()
     with devstore_account.create_cloud_table_client(location_mode="secondary_only") as reader:
         assert reader.get_entity("georeads", "p", "r", operation_context=context)["A"] == 7

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tablesdk import CloudStorageAccount, DynamicEntity, LinearRetry, ServerBusyError, SharedKeyCredential
+from tablesdk import CloudStorageAccount, DynamicEntity, LinearRetry, ResourceNotFoundError, ServerBusyError, SharedKeyCredential
 from tablesdk.http import HttpRequest, HttpResponse, MockSender
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -75,3 +75,39 @@ def test_bad_modes() -> None:
     account = CloudStorageAccount("acct", "http://127.0.0.1:10002", SharedKeyCredential("acct", KEY))
     with pytest.raises(ValueError):  # no secondary can be derived from a bare IP endpoint
         account.create_cloud_table_client(location_mode="secondary_only")
+
+
+def test_not_found_on_the_secondary_is_asked_again_on_the_primary() -> None:
+    entity = b'{"PartitionKey":"p","RowKey":"r","A":1}'
+
+    def lagging(request: HttpRequest) -> HttpResponse:
+        if "-secondary" in request.url:  # the secondary has not seen the entity yet
+            return MockSender.response(404, b'{"odata.error":{"code":"ResourceNotFound","message":{"value":"x"}}}',
+                                       {"Content-Type": "application/json"})
+        if len([r for r in sender_ref[0].requests if "-secondary" not in r.url]) == 1:
+            return MockSender.response(503)
+        return MockSender.response(200, entity, {"Content-Type": "application/json", "ETag": 'W/"1"'})
+
+    client, sender = client_with(lagging, "primary_then_secondary")
+    sender_ref = [sender]
+    assert client.get_entity("tbl1", "p", "r")["A"] == 1  # type: ignore[attr-defined]
+    assert hosts(sender) == ["acct.table.core.windows.net", "acct-secondary.table.core.windows.net",
+                             "acct.table.core.windows.net"]
+
+
+def test_not_found_on_the_primary_is_final() -> None:
+    client, sender = client_with(
+        lambda request: MockSender.response(404, b"", {"x-ms-error-code": "ResourceNotFound"}), "primary_then_secondary"
+    )
+    with pytest.raises(ResourceNotFoundError):
+        client.get_entity("tbl1", "p", "r")  # type: ignore[attr-defined]
+    assert len(sender.requests) == 1
+
+
+def test_secondary_only_not_found_is_final() -> None:
+    client, sender = client_with(
+        lambda request: MockSender.response(404, b"", {"x-ms-error-code": "ResourceNotFound"}), "secondary_only"
+    )
+    with pytest.raises(ResourceNotFoundError):
+        client.get_entity("tbl1", "p", "r")  # type: ignore[attr-defined]
+    assert len(sender.requests) == 1
