@@ -239,7 +239,7 @@ def authenticate(
         raise _auth_failed("No authentication information was provided (no Authorization header and no SAS).")
     scheme, _, credentials = authorization.strip().partition(" ")
     if scheme == "Bearer":
-        return _verify_bearer(credentials.strip(), headers, bearer_tokens)
+        return _verify_bearer(credentials.strip(), headers, bearer_tokens, now)
     if scheme not in ("SharedKey", "SharedKeyLite"):
         raise _auth_failed(
             f"The authorization scheme '{scheme}' is not supported; use SharedKey, SharedKeyLite or a SAS."
@@ -249,20 +249,7 @@ def authenticate(
         raise _auth_failed("The account name in the Authorization header does not match the request URI.")
     x_ms_date = headers.get("x-ms-date", "")
     date_header = headers.get("date", "")
-    date_value = x_ms_date or date_header
-    if not date_value:
-        raise _auth_failed("The request has no x-ms-date or Date header.")
-    try:
-        sent = parsedate_to_datetime(date_value)
-    except (TypeError, ValueError):
-        raise _auth_failed(f"The date '{date_value}' is not a valid RFC 1123 date.") from None
-    if sent.tzinfo is None:
-        sent = sent.replace(tzinfo=timezone.utc)
-    if abs(now - sent) > MAX_CLOCK_SKEW:
-        raise _auth_failed(
-            f"Request date header too old or too far in the future: '{date_value}' "
-            f"(server time {now.strftime('%a, %d %b %Y %H:%M:%S GMT')}; allowed skew 15 minutes)."
-        )
+    _check_request_date(x_ms_date or date_header, now)
     resource = canonicalized_resource(account, raw_path, query)
     dates = [d for d in dict.fromkeys([x_ms_date, date_header]) if d]
     for date in dates:
@@ -285,9 +272,27 @@ def authenticate(
     )
 
 
-def _verify_bearer(token: str, headers: Mapping[str, str], accepted: frozenset[str]) -> AuthResult:
+def _check_request_date(date_value: str, now: datetime) -> None:
+    """The request's date must be a valid RFC 1123 date within 15 minutes of the server clock."""
+    if not date_value:
+        raise _auth_failed("The request has no x-ms-date or Date header.")
+    try:
+        sent = parsedate_to_datetime(date_value)
+    except (TypeError, ValueError):
+        raise _auth_failed(f"The date '{date_value}' is not a valid RFC 1123 date.") from None
+    if sent.tzinfo is None:
+        sent = sent.replace(tzinfo=timezone.utc)
+    if abs(now - sent) > MAX_CLOCK_SKEW:
+        raise _auth_failed(
+            f"Request date header too old or too far in the future: '{date_value}' "
+            f"(server time {now.strftime('%a, %d %b %Y %H:%M:%S GMT')}; allowed skew 15 minutes)."
+        )
+
+
+def _verify_bearer(token: str, headers: Mapping[str, str], accepted: frozenset[str], now: datetime) -> AuthResult:
     if not accepted:
         raise _auth_failed("Bearer tokens are not accepted: the emulator was started without accepted tokens.")
+    _check_request_date(headers.get("x-ms-date", "") or headers.get("date", ""), now)
     version = headers.get("x-ms-version", "").strip()
     if version < _MIN_BEARER_VERSION:
         raise _auth_failed("Authentication scheme Bearer is not supported in this version.")
