@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from urllib.parse import quote
 
 from .edm import EntityPayload
 from .errors import BatchError, TableValidationError, error_for_status
-from .formats import PayloadFormat, parse_error_body
+from .formats import PayloadFormat, decoded, parse_error_body, require_keys
 from .http import HttpResponse
 
 __all__ = [
@@ -679,4 +679,12 @@ class BatchAnswer:
 
     def __call__(self, response: HttpResponse) -> None:
         content_type = response.headers.get("Content-Type", "")
-        self.results = parse_batch_response(response.body, content_type, self.operations, self.format)
+        self.results = decoded(response, self._parse(content_type))
+
+    def _parse(self, content_type: str) -> Callable[[bytes], list[BatchOperationResult]]:
+        def parse(body: bytes) -> list[BatchOperationResult]:
+            results = parse_batch_response(body, content_type, self.operations, self.format)
+            require_keys([r.payload for r in results if r.payload is not None], body)
+            return results
+
+        return parse

@@ -36,7 +36,7 @@ from .edm import EntityPayload
 from .entity import AnyEntity, DynamicEntity, E, TableEntity, entity_from_payload, entity_to_payload, validate_key, validate_table_name
 from .errors import BatchError, ConflictError, ContinuationCycleError, ResourceNotFoundError, TableServiceError, error_for_status
 from .filter import FilterLike, as_filter, prop, render_filter
-from .formats import PayloadFormat, get_format, parse_error_body
+from .formats import PayloadFormat, decoded as _decoded, get_format, parse_error_body, require_keys
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import ExponentialRetry, RetryPolicy
 from .http import DEFAULT_MAX_RESPONSE_BYTES, Sender
@@ -429,7 +429,7 @@ class CloudTableClient:
         if token is not None and token.next_table_name:
             params.append(("NextTableName", token.next_table_name))
         response = self._send("GET", "Tables", query=params, operation_context=operation_context)
-        names = self._format.parse_tables(response.body)
+        names = _decoded(response, self._format.parse_tables)
         next_name = response.headers.get("x-ms-continuation-NextTableName")
         return ResultSegment(names, ContinuationToken(next_table_name=next_name) if next_name else None)
 
@@ -548,7 +548,7 @@ class CloudTableClient:
             "GET", f"{table_name}()", query=params,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
-        payloads = self._format.parse_entities(response.body)
+        payloads = _decoded(response, lambda body: require_keys(self._format.parse_entities(body), body))
         npk = response.headers.get("x-ms-continuation-NextPartitionKey")
         nrk = response.headers.get("x-ms-continuation-NextRowKey")
         token = ContinuationToken(next_partition_key=npk, next_row_key=nrk) if (npk or nrk) else None
@@ -589,7 +589,7 @@ class CloudTableClient:
             "GET", entity_path(table_name, partition_key, row_key), query=params,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
-        return self._format.parse_entity(response.body, response.etag)
+        return _decoded(response, lambda body: _one_entity(self._format, body, response.etag))
 
     def query_page_payloads(
         self,
@@ -691,7 +691,7 @@ class CloudTableClient:
         )
         payload_out: EntityPayload | None = None
         if response.body and response.status in (200, 201):
-            payload_out = self._format.parse_entity(response.body, response.etag)
+            payload_out = _decoded(response, lambda body: _one_entity(self._format, body, response.etag))
         etag = response.etag or (payload_out.etag if payload_out else None)
         return BatchOperationResult(0, response.status, etag, payload_out, dict(response.headers))
 
@@ -844,6 +844,10 @@ class CloudTableClient:
         if result.etag:
             entity.etag = result.etag
         return result.etag
+
+
+def _one_entity(fmt: PayloadFormat, body: bytes, etag: str | None) -> EntityPayload:
+    return require_keys([fmt.parse_entity(body, etag)], body)[0]
 
 
 def _with_keys(select: Iterable[str]) -> list[str]:

@@ -413,12 +413,42 @@ _ATOM_DOUBLE_SPECIALS = {"NaN": math.nan, "INF": math.inf, "-INF": -math.inf,
                          "Infinity": math.inf, "-Infinity": -math.inf}
 
 
+def int32_from_wire(value: Any) -> int:
+    """An Edm.Int32 read from a response (JSON number or Atom text), range-checked.
+
+    Raises ValueError for anything else, so a malformed answer is never read as
+    a number the service cannot hold (or a double silently truncated).
+    """
+    number = _wire_int(value)
+    if not INT32_MIN <= number <= INT32_MAX:
+        raise ValueError(f"{number} is outside the Edm.Int32 range")
+    return number
+
+
+def int64_from_wire(value: Any) -> int:
+    """An Edm.Int64 read from a response (a JSON string or number, Atom text), range-checked."""
+    number = _wire_int(value)
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise ValueError(f"{number} is outside the Edm.Int64 range")
+    return number
+
+
+def _wire_int(value: Any) -> int:
+    if type(value) is int:
+        return value
+    if type(value) is str and len(value) <= 24:  # int() of a 100,000-digit text is slow
+        return int(value)
+    raise ValueError(f"not an integer: {str(value)[:40]!r}")
+
+
 def from_atom_text(text: str, edm_type: EdmType) -> Any:
     """Parse the text of an Atom property element of type ``edm_type``."""
     if edm_type is EdmType.STRING:
         return text
-    if edm_type is EdmType.INT32 or edm_type is EdmType.INT64:
-        return int(text)
+    if edm_type is EdmType.INT32:
+        return int32_from_wire(text)
+    if edm_type is EdmType.INT64:
+        return int64_from_wire(text)
     if edm_type is EdmType.BOOLEAN:
         lowered = text.strip().lower()
         if lowered in ("true", "1"):
@@ -492,10 +522,18 @@ _JSON_DOUBLE_SPECIALS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -ma
 
 def from_json_value(value: Any, edm_type: EdmType) -> Any:
     """Convert a JSON value known to be of ``edm_type`` into its Python value."""
-    if edm_type is EdmType.STRING or edm_type is EdmType.BOOLEAN:
+    if edm_type is EdmType.STRING:
+        if type(value) is not str:
+            raise ValueError(f"Edm.String value is a JSON {type(value).__name__}")
         return value
-    if edm_type is EdmType.INT32 or edm_type is EdmType.INT64:
-        return int(value)
+    if edm_type is EdmType.BOOLEAN:
+        if type(value) is not bool:
+            raise ValueError(f"Edm.Boolean value is a JSON {type(value).__name__}")
+        return value
+    if edm_type is EdmType.INT32:
+        return int32_from_wire(value)
+    if edm_type is EdmType.INT64:
+        return int64_from_wire(value)
     if edm_type is EdmType.DOUBLE:
         if isinstance(value, str):
             special = _JSON_DOUBLE_SPECIALS.get(value)

@@ -583,8 +583,11 @@ def entity_from_payload(
                 obj._wire_types[name] = wire_type
             continue
         if wire_type is None and value is not None and declared_type is not EdmType.STRING:
-            try:  # untyped wire (JSON nometadata): read the value as the declared type
-                value = from_json_value(value, declared_type)
+            # Untyped wire (JSON nometadata): read the value as the declared type; an int
+            # property may hold an Int64 written by another client, which the wire cannot tell.
+            as_type = EdmType.INT64 if declared_type is EdmType.INT32 else declared_type
+            try:
+                value = from_json_value(value, as_type)
             except (ValueError, TypeError):
                 pass
         elif wire_type is not None and wire_type is not declared_type:

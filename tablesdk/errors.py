@@ -165,7 +165,7 @@ class BatchError(TableServiceError):
         self.cause = cause
 
 
-class ResponseDecodeError(TableServiceError):
+class ResponseDecodeError(TableServiceError, ValueError):
     """A success (2xx) response whose body is not what the operation expects.
 
     Examples: an HTML page from a proxy, JSON that is not an entity or a feed,

@@ -7,14 +7,86 @@ classes. Use :func:`get_format` to obtain one by name.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
 
 from ..edm import EntityPayload
+from ..errors import ResponseDecodeError
 
-__all__ = ["PayloadFormat", "get_format", "parse_error_body", "FORMAT_NAMES"]
+__all__ = ["PayloadFormat", "get_format", "parse_error_body", "decodes", "decoded", "require_keys", "FORMAT_NAMES"]
 
 FORMAT_NAMES = ("json", "atom")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: What a decoder may raise on a body it cannot read (RecursionError: JSON nested
+#: deeper than the interpreter's stack; OverflowError: numbers too large to hold).
+_DECODE_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError)
+
+
+def decodes(method: F) -> F:
+    """Make a codec's ``parse_*(body, ...)`` raise only :class:`~tablesdk.errors.ResponseDecodeError`.
+
+    The error carries what failed and a short excerpt of the body; the client
+    adds the response's status and request id.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, body: bytes, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, body, *args, **kwargs)
+        except ResponseDecodeError:
+            raise
+        except _DECODE_FAILURES as exc:
+            from .errors import body_excerpt
+
+            reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+            raise ResponseDecodeError(reason[:200], excerpt=body_excerpt(body)) from None
+
+    return cast(F, wrapper)
+
+
+class _Answer(Protocol):
+    status: int
+    body: bytes
+
+    @property
+    def request_id(self) -> str | None: ...
+
+
+T = TypeVar("T")
+
+
+def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
+    """``decode(response.body)`` for a 2xx response: the one place a
+    :class:`~tablesdk.errors.ResponseDecodeError` from a codec gets the
+    response's status and request id (used by the client and batch answers)."""
+    try:
+        return decode(response.body)
+    except ResponseDecodeError as exc:
+        exc.status_code = response.status
+        exc.request_id = response.request_id
+        raise
+
+
+def require_keys(payloads: list[EntityPayload], body: bytes) -> list[EntityPayload]:
+    """``payloads``, after checking each has string PartitionKey and RowKey values.
+
+    Every entity the service returns carries its keys (the client always
+    selects them), so one without is not an entity: it raises
+    :class:`~tablesdk.errors.ResponseDecodeError` instead of becoming a phantom
+    entity with ``PartitionKey=None``.
+    """
+    for index, payload in enumerate(payloads):
+        values = payload.values
+        if type(values.get("PartitionKey")) is not str or type(values.get("RowKey")) is not str:
+            from .errors import body_excerpt
+
+            missing = " or ".join(k for k in ("PartitionKey", "RowKey") if type(values.get(k)) is not str)
+            raise ResponseDecodeError(f"entity {index} has no string {missing}", excerpt=body_excerpt(body))
+    return payloads
 
 
 class PayloadFormat(ABC):

@@ -31,9 +31,20 @@ from typing import Any
 
 from lxml import etree
 
-from ..edm import EdmDateTime, EdmType, EntityPayload, format_datetime, from_atom_text, infer_edm_type, parse_datetime, to_atom_text
+from ..edm import (
+    EdmDateTime,
+    EdmType,
+    EntityPayload,
+    format_datetime,
+    from_atom_text,
+    infer_edm_type,
+    int32_from_wire,
+    int64_from_wire,
+    parse_datetime,
+    to_atom_text,
+)
 from ..errors import TableValidationError
-from . import PayloadFormat
+from . import PayloadFormat, decodes
 
 __all__ = [
     "AtomFormat",
@@ -102,8 +113,8 @@ _BY_NAME: dict[str, tuple[EdmType, Callable[[str], Any] | None]] = {
 }
 _BY_NAME.update({
     EdmType.STRING.value: (EdmType.STRING, None),
-    EdmType.INT32.value: (EdmType.INT32, int),
-    EdmType.INT64.value: (EdmType.INT64, int),
+    EdmType.INT32.value: (EdmType.INT32, int32_from_wire),
+    EdmType.INT64.value: (EdmType.INT64, int64_from_wire),
     EdmType.DATETIME.value: (EdmType.DATETIME, _atom_datetime),
     EdmType.GUID.value: (EdmType.GUID, _atom_guid),
 })
@@ -285,6 +296,7 @@ class AtomFormat(PayloadFormat):
                     raise ValueError(f"property {name!r}: not a valid {type_name} value: {text!r}") from exc
         return payloads
 
+    @decodes
     def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
         """The entity of an ``<entry>`` body (or of a feed holding exactly one entry).
 
@@ -298,10 +310,12 @@ class AtomFormat(PayloadFormat):
             payload.etag = etag
         return payload
 
+    @decodes
     def parse_entities(self, body: bytes) -> list[EntityPayload]:
         """Every entity of a query feed (or a single entry), in document order."""
         return self._read(parse_xml(body))
 
+    @decodes
     def parse_tables(self, body: bytes) -> list[str]:
         """The ``d:TableName`` of each entry of a Query Tables feed or a Create Table entry."""
         names: list[str] = []

@@ -24,11 +24,17 @@ import json
 import re
 from typing import Any
 
-__all__ = ["parse_error_body", "strip_trailer", "MAX_TEXT_EXCERPT"]
+__all__ = ["parse_error_body", "strip_trailer", "body_excerpt", "MAX_TEXT_EXCERPT", "MAX_DECODE_EXCERPT"]
 
 #: Longest excerpt of an unrecognised body kept as the message.
 MAX_TEXT_EXCERPT = 300
 
+#: Longest excerpt of a success body that could not be decoded.
+MAX_DECODE_EXCERPT = 120
+# A body may echo the request's URL or headers: never quote a SAS signature or a credential.
+_SECRET_IN_TEXT = re.compile(
+    r"(\bsig=)[^&#\s'\"<]*|(\b(?:SharedKey|SharedKeyLite|Bearer)\s+)\S+", re.IGNORECASE
+)
 _TRAILER = re.compile(r"\s*\r?\nRequestId:.*\Z", re.DOTALL)
 _TAG = re.compile(rb"<[^>]*>")
 _SPACE = re.compile(r"\s+")
@@ -81,12 +87,22 @@ def _from_xml(body: bytes) -> tuple[str | None, str] | None:
     return (code, message)
 
 
-def _excerpt(body: bytes) -> str:
-    text = _TAG.sub(b" ", body[: MAX_TEXT_EXCERPT * 20]).decode("utf-8", errors="replace")
+def _excerpt(body: bytes, limit: int = MAX_TEXT_EXCERPT) -> str:
+    text = _TAG.sub(b" ", body[: limit * 20]).decode("utf-8", errors="replace")
     text = _SPACE.sub(" ", text).strip()
-    if len(text) > MAX_TEXT_EXCERPT:
-        text = text[: MAX_TEXT_EXCERPT - 3].rstrip() + "..."
+    text = _SECRET_IN_TEXT.sub(lambda m: (m.group(1) or m.group(2)) + "REDACTED", text)
+    if len(text) > limit:
+        text = text[: limit - 3].rstrip() + "..."
     return text
+
+
+def body_excerpt(body: bytes | str) -> str:
+    """A short, markup-free, single-line excerpt of ``body`` with SAS signatures and credentials removed."""
+    try:
+        raw = body.encode("utf-8", errors="replace") if isinstance(body, str) else bytes(body)
+        return _excerpt(raw.lstrip(), MAX_DECODE_EXCERPT)
+    except Exception:  # noqa: BLE001 - describing a bad body must not fail
+        return ""
 
 
 def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str | None, str]:

@@ -37,15 +37,19 @@ from typing import Any
 from ..edm import (
     INT32_MAX,
     INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
     EdmType,
     EntityPayload,
     from_json_value,
     infer_edm_type,
+    int32_from_wire,
+    int64_from_wire,
     parse_datetime,
     to_json_value,
 )
 from ..errors import TableValidationError
-from . import PayloadFormat
+from . import PayloadFormat, decodes
 
 __all__ = ["JsonFormat", "METADATA_LEVELS"]
 
@@ -76,10 +80,10 @@ def _double(value: Any, _convert: Callable[[Any], Any] = _edm_converter(EdmType.
 #: ``from_json_value`` with the type dispatch done once, and the common cases
 #: called directly (each does exactly what ``from_json_value`` does for it).
 _CONVERTERS: dict[EdmType, Callable[[Any], Any] | None] = {
-    EdmType.STRING: None,
+    EdmType.STRING: _edm_converter(EdmType.STRING),  # annotated strings are rare: check the kind
     EdmType.BOOLEAN: _edm_converter(EdmType.BOOLEAN),
-    EdmType.INT32: int,
-    EdmType.INT64: int,
+    EdmType.INT32: int32_from_wire,
+    EdmType.INT64: int64_from_wire,
     EdmType.DOUBLE: _double,
     EdmType.DATETIME: parse_datetime,
     EdmType.GUID: uuid.UUID,
@@ -99,6 +103,8 @@ _BY_NAME: dict[str, tuple[EdmType, Callable[[Any], Any] | None]] = {
 
 def _unsupported(values: dict[str, Any]) -> ValueError:
     for key, value in values.items():
+        if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+            return ValueError(f"property {key!r}: the number {value} is outside the Edm.Int64 range")
         if value is not None and type(value) not in _PLAIN_TYPES:
             return ValueError(f"property {key!r}: unsupported JSON value of type {type(value).__name__}")
     return ValueError("unsupported JSON property value")  # pragma: no cover
@@ -225,9 +231,11 @@ class JsonFormat(PayloadFormat):
         annotations = [(name, values.pop(key)) for name, key in annotated] if annotated else None
         if self._typed:
             try:
+                # An int beyond Int64 looks up _PLAIN_TYPES[None]: the KeyError path reports it.
                 types = {
                     key: (_PLAIN_TYPES[type(value)] if type(value) is not int
-                          else _INT32 if INT32_MIN <= value <= INT32_MAX else _INT64)
+                          else _INT32 if INT32_MIN <= value <= INT32_MAX
+                          else _INT64 if INT64_MIN <= value <= INT64_MAX else _PLAIN_TYPES[None])  # type: ignore[index]
                     for key, value in values.items()
                     if value is not None
                 }
@@ -235,7 +243,10 @@ class JsonFormat(PayloadFormat):
                 raise _unsupported(values) from None
         else:
             for key, value in values.items():
-                if value is not None and type(value) not in _PLAIN_TYPES:
+                if value is not None and (
+                    type(value) not in _PLAIN_TYPES
+                    or (type(value) is int and not INT64_MIN <= value <= INT64_MAX)
+                ):
                     raise _unsupported(values)
             types = {key: _STRING for key in ("PartitionKey", "RowKey") if key in values}
         if annotations is not None:
@@ -263,6 +274,7 @@ class JsonFormat(PayloadFormat):
                 types["Timestamp"] = _DATETIME
         return EntityPayload(values, types, etag)
 
+    @decodes
     def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
         """The entity of a single-entity body (or of a ``value`` array of exactly one).
 
@@ -276,6 +288,7 @@ class JsonFormat(PayloadFormat):
             data = items[0]
         return self._payload(data, etag)
 
+    @decodes
     def parse_entities(self, body: bytes) -> list[EntityPayload]:
         """Every entity of a query response (``value`` array), or the one entity of a single object."""
         data = _load(body)
@@ -287,6 +300,7 @@ class JsonFormat(PayloadFormat):
         payload = self._payload
         return [payload(item, None) for item in items]
 
+    @decodes
     def parse_tables(self, body: bytes) -> list[str]:
         """Table names from a Query Tables ``value`` array or a Create Table object."""
         data = _load(body)
