@@ -52,7 +52,7 @@ def azurite(url: str | None = None) -> Iterator[str]:
 
 
 def sample_properties(n: int) -> dict[str, Any]:
-    """Ten properties of mixed types, like the AZURITE.md baseline (about 500 bytes of JSON)."""
+    """Ten properties of mixed types, (about 500 bytes of JSON)."""
     return {
         "Name": f"entity-{n}", "Count": n % 100_000, "Big": 2**40 + n, "Ratio": n / 7,
         "Active": n % 2 == 0, "When": datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=n),

@@ -1,15 +1,15 @@
 """Bulk insert throughput against Azurite: tablesdk ``bulk_insert`` next to azure-data-tables.
 
 Inserts N entities (default 10,000: 100 partitions x 100 rows, each with the
-ten-property mix of AZURITE.md section 6: str, Int32, Int64, Double, bool,
+ten properties: str, Int32, Int64, Double, bool,
 DateTime, Guid, 16-byte Binary, a 51-character str and Int32) with:
 
 * tablesdk ``client.bulk_insert`` with 1, 4 and 8 workers;
 * tablesdk ``client.execute_batch`` in a sequential loop of 100-operation
   transactions (what bulk_insert does, without its machinery or threads);
 * azure-data-tables ``TableClient.submit_transaction`` in a sequential loop of
-  100-entity transactions (the baseline AZURITE.md section 6 measured at about
-  2,667 entities/s on this 2-vCPU machine).
+  100-entity transactions (measured at about 2,667 entities/s
+  on this 2-vCPU machine).
 
 Every measurement gets a fresh table (created before and deleted after the
 timed part); the configurations are interleaved, repeated R times (default 3)

@@ -1,7 +1,6 @@
 """Codec throughput: serialize and parse 1,000 entities in the Atom and JSON formats.
 
-Each entity has PartitionKey, RowKey and 10 properties of mixed types (the mix of
-AZURITE.md section 6: str, Int32, Int64, Double, bool, DateTime, Guid, 16-byte
+Each entity has PartitionKey, RowKey and 10 properties of mixed types (str, Int32, Int64, Double, bool, DateTime, Guid, 16-byte
 Binary, a 51-character str and Int32); response feeds also carry Timestamp and
 an ETag per entity, as the service sends them. Baselines measured in the same
 process: ``json.loads`` of the JSON feed and ``lxml.etree.fromstring`` of the

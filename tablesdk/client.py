@@ -5,7 +5,7 @@ session) and one payload format. Single-entity operations are described with
 the same :class:`~tablesdk.batch.BatchOperation` records that entity group
 transactions use, so the context can send its pending changes either way.
 
-Keys the URL path cannot carry are handled transparently, as the seeds advise
+Keys the URL path cannot carry are handled transparently, as the Azure Storage team's blog advises
 (the '%' double-decoding bug and HTTP.sys's 260-character URI segment limit):
 a point read uses the ``$filter`` form of Query Entities, and a write goes out
 as an entity group transaction holding that one operation.
@@ -74,7 +74,7 @@ MAX_URI_SEGMENT_LENGTH = 260
 class SendingRequest:
     """A request about to be signed and sent, as a ``sending_request`` hook sees it.
 
-    Hooks may add or change ``headers`` (the seeds add ``x-ms-version`` this way);
+    Hooks may add or change ``headers`` (the Storage Client Library adds ``x-ms-version`` this way);
     the request is signed after the hooks run.
     """
 

@@ -1,13 +1,13 @@
 """``TableServiceContext``: a unit of work that tracks entities with their ETags.
 
-The model is the DataServiceContext of the seed documents. Entities become
+The model is the DataServiceContext of the Windows Azure Table white paper. Entities become
 known to a context by ``add_object``, ``attach_to``, ``upsert_object`` or by
 being returned from one of its queries; each has an :class:`EntityDescriptor`
 (table, ETag, state). ``update_object`` and ``delete_object`` mark changes;
 ``save_changes`` turns pending changes into requests, one per change or one
 entity group transaction, and moves each descriptor to its new state.
 
-A context is not thread-safe by design (the seeds recommend one context per
+A context is not thread-safe by design (the white paper recommends one context per
 logical operation); a second thread entering ``save_changes`` or a query while
 another runs raises :class:`RuntimeError` instead of corrupting state.
 """
@@ -720,7 +720,7 @@ class TableServiceContext(_TrackingContext):
             return ResultSegment([self._materialize(query, p) for p in payloads], token)
 
     def execute_batch(self, query: TableQuery[E]) -> list[E]:
-        """Run a point query inside an entity group transaction (the seeds' workaround
+        """Run a point query inside an entity group transaction (the Azure Storage team's workaround
         for keys the URL path cannot carry). The query's filter must be exactly
         ``PartitionKey eq X and RowKey eq Y``."""
         keys = query.point_keys()

@@ -263,10 +263,10 @@ class RequestsSender:
     """The default sender: one pooled :class:`requests.Session`.
 
     The session's adapter keeps up to ``pool_size`` connections per host, so as many
-    threads can share one sender without the connection starvation the seeds warn about
+    threads can share one sender without the connection starvation the Azure Storage team's blog warns about
     (the .NET default of 2 connections). requests never sends ``Expect: 100-continue``
     and urllib3 disables Nagle (``TCP_NODELAY``) by default, the other two settings the
-    seeds recommend. Redirects are never followed and urllib3 does not retry on its own.
+    Azure Storage team's blog recommends. Redirects are never followed and urllib3 does not retry on its own.
 
     ``trust_env`` (default False) is requests' switch for reading proxy settings
     (``HTTP(S)_PROXY``, ``NO_PROXY``) and ``REQUESTS_CA_BUNDLE`` from the environment;

@@ -344,7 +344,7 @@ class TableQuery(Generic[E]):
 
         Sources use this to read the entity directly; the keys the URL path
         cannot carry (a ``%``, a URI segment over 260 characters) are then
-        fetched through the seeds' workarounds by the client.
+        fetched through the workarounds of the Azure Storage team's blog by the client.
         """
         return point_keys(self._filter)
 

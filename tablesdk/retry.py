@@ -1,7 +1,8 @@
 """Retry policies: when to try a failed request again, and after how long.
 
 The transport asks its :class:`RetryPolicy` after every failed attempt. The
-built-in policies follow the Storage Client Library rules from the seeds:
+built-in policies follow the Storage Client Library rules (Azure Storage team blog, "Overview of Retry Policies in the
+Windows Azure Storage Client Library"):
 
 * **Classification** (:func:`is_retryable`): 4xx responses are not retried,
   except 408 Request Timeout; 501 Not Implemented and 505 HTTP Version Not
@@ -51,13 +52,13 @@ __all__ = [
     "DEFAULT_MAX_BACKOFF_SECONDS",
 ]
 
-#: Retries after the first attempt (the seeds' ``DefaultClientRetryCount``).
+#: Retries after the first attempt (the Storage Client Library's ``DefaultClientRetryCount``).
 DEFAULT_RETRY_COUNT = 3
-#: Linear interval and exponential delta (the seeds' ``DefaultClientBackoff``, 30 s).
+#: Linear interval and exponential delta (the Storage Client Library's ``DefaultClientBackoff``, 30 s).
 DEFAULT_BACKOFF_SECONDS = 30.0
-#: Smallest exponential back-off (the seeds' ``DefaultMinBackoff``).
+#: Smallest exponential back-off (the Storage Client Library's ``DefaultMinBackoff``).
 DEFAULT_MIN_BACKOFF_SECONDS = 3.0
-#: Largest exponential back-off (the seeds' ``DefaultMaxBackoff``).
+#: Largest exponential back-off (the Storage Client Library's ``DefaultMaxBackoff``).
 DEFAULT_MAX_BACKOFF_SECONDS = 90.0
 
 _JITTER = 0.2
@@ -142,7 +143,7 @@ class NoRetry:
 class LinearRetry:
     """Retry up to ``count`` times, waiting ``interval_seconds`` before each retry.
 
-    The defaults (3 retries, 30 s) are the seeds' ``DefaultClientRetryCount``
+    The defaults (3 retries, 30 s) are the Storage Client Library's ``DefaultClientRetryCount``
     and ``DefaultClientBackoff``. Only errors :func:`is_retryable` accepts are
     retried.
     """
@@ -191,14 +192,14 @@ class ExponentialRetry:
 
         min(min_backoff + (2 ** (n - 1) - 1) * uniform(0.8 * delta, 1.2 * delta), max_backoff)
 
-    which is the seeds' formula (``currentRetryCount`` there counts from 0):
+    which is the Storage Client Library's formula (``currentRetryCount`` there counts from 0):
     the first retry comes after ``min_backoff``, later ones grow by powers of
     two of a +/-20% jittered ``delta_seconds``, and none waits longer than
     ``max_backoff``. Each call that answers "retry" draws exactly one
     ``random.uniform`` from ``random`` (a private :class:`random.Random` when
     not given), so an injected, seeded ``random.Random`` makes the sequence
     reproducible. The defaults (3 retries, delta 30 s, 3 s .. 90 s) are those
-    of the seeds' default policy: waits of about 3 s, 33 s and 90 s.
+    of the Storage Client Library's default policy: waits of about 3 s, 33 s and 90 s.
     """
 
     def __init__(

@@ -28,7 +28,7 @@ call the sender and how they wait. What happens on every attempt:
   and the delay when the attempt will be retried) and one
   :class:`RequestAttempt` is appended to the caller's :class:`OperationContext`.
 
-Ambiguous writes (the seeds' "Network errors and timeouts on successful server
+Ambiguous writes (the Azure Storage team's "Network errors and timeouts on successful server
 side operations") are decided by :func:`is_ambiguous`, the one rule every
 caller uses: a write answered 404, 409 or 412 after an earlier attempt whose
 outcome was unknown gets ``ambiguous_retry = True``, since the first attempt may

@@ -166,7 +166,7 @@ def azurite_connection_string(azurite_endpoint: str) -> str:
 
 @pytest.fixture
 def unique_table_name(request: pytest.FixtureRequest) -> str:
-    """A fresh table name: lower case (see AZURITE.md 2.1), starts with a letter, 3-63 chars."""
+    """A fresh table name: lower case (Azurite handles mixed-case table names only partly), starts with a letter, 3-63 chars."""
     hint = re.sub(r"[^a-z0-9]", "", request.node.name.lower())[:18]
     return f"t{hint}{uuid.uuid4().hex[:16]}"
 

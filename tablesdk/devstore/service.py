@@ -597,7 +597,7 @@ class TableService:
         name = unquote(head)
         keys_text = unquote(paren + tail) if paren else ""
         if self.double_decode_keys and not call.in_batch:
-            keys_text = unquote(keys_text)  # the production bug the seed documents (opt-in)
+            keys_text = unquote(keys_text)  # the production bug the Azure Storage team's blog documents (opt-in)
         if keys_text and not keys_text.endswith(")"):
             raise error("InvalidUri")
         inner = keys_text[1:-1] if keys_text else ""

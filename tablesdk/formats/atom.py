@@ -5,7 +5,7 @@ building measured 3x faster than building the same entry with lxml); response bo
 are parsed with lxml through one parser whose DTD loading, entity expansion and
 network access are off, and any document that carries a DOCTYPE is refused.
 
-Wire shape of an entity (the seeds' "Movie" insert)::
+Wire shape of an entity (the "Movie" insert of the Azure Storage team's blog)::
 
     <entry xmlns:d="...dataservices" xmlns:m="...dataservices/metadata" xmlns="http://www.w3.org/2005/Atom">
       <title /><author><name /></author><updated>...</updated><id />

@@ -20,7 +20,7 @@ NS = {
 M_TYPE = "{%s}type" % NS["m"]
 
 #: The Atom insert body of the "Movie" entity, verbatim from the seed document
-#: (/work/shared/seeds/001_*.txt, line 71). Note its Timestamp, 0001-01-01, which
+#: (the Azure Storage team blog's "Movie" example). Note its Timestamp, 0001-01-01, which
 #: the service ignores (it sets Timestamp itself).
 MOVIE_ENTRY = '<?xml version="1.0" encoding="utf-8" standalone="yes"?><entry xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices" xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns="http://www.w3.org/2005/Atom"><title /><author><name /></author><updated>2010-10-16T15:48:53.0011614Z</updated><id /><content type="application/xml"><m:properties><d:Favorite m:type="Edm.Boolean">false</d:Favorite><d:Language>English</d:Language><d:PartitionKey>Action</d:PartitionKey><d:Rating m:type="Edm.Double">4.5</d:Rating><d:ReleaseYear m:type="Edm.Int32">2010</d:ReleaseYear><d:Revenue m:type="Edm.Double">0</d:Revenue><d:RowKey>Cop Out</d:RowKey><d:Timestamp m:type="Edm.DateTime">0001-01-01T00:00:00</d:Timestamp></m:properties></content></entry>'
 

@@ -1,7 +1,7 @@
-"""AtomPub conformance of the devstore against the seed documents, read back with tablesdk's codecs.
+"""AtomPub conformance of the devstore against the white paper and the Azure Storage team's blog, read back with tablesdk's codecs.
 
-Azurite refuses AtomPub (AZURITE.md section 4), so these run against the bundled
-emulator only. They feed it the exact request bodies the seeds show and check that
+Azurite refuses AtomPub (it answers 415 to Atom requests), so these run against the bundled
+emulator only. They feed it the exact request bodies those documents show and check that
 the answers parse with the SDK's own codecs to the right typed values:
 
 * the "Movie" Atom insert entry (seed 001, the wire example after the Movie class),

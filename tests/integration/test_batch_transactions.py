@@ -156,7 +156,7 @@ def test_limits_are_refused_before_sending(client: CloudTableClient, table: str)
 
 
 def mixed(i: int, partitions: int) -> DynamicEntity:
-    """An entity with the ten-property mix of AZURITE.md section 6."""
+    """An entity with ten properties: str, Int32, Int64, Double, bool, DateTime, Guid, 16-byte Binary, a 51-character str and Int32."""
     return DynamicEntity(
         PartitionKey=f"p{i % partitions:03d}", RowKey=f"{i:06d}", Name=f"name-{i}", Count=i,
         Big=EntityProperty(2**40 + i, EdmType.INT64), Score=i * 1.5, Active=i % 2 == 0,

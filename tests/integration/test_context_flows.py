@@ -1,4 +1,4 @@
-"""The context's flows from the seeds against a real service."""
+"""The context's flows from the white paper and the Azure Storage team's blog against a real service."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ against its own history.
 ``TABLESDK_DIFF_SEEDS`` ("1-60" or "3,5,8") and ``TABLESDK_DIFF_STEPS`` run other or longer
 scripts, to explore; the default is three fixed seeds of 200 steps (about 1 s each).
 
-Deliberately NOT generated here (Azurite is known to be wrong or lax, see AZURITE.md and
+Deliberately NOT generated here (Azurite is known to be wrong or lax, see docs/devstore.md and
 docs/devstore.md; the devstore's own tests cover the service's behaviour):
 
 * cross-partition and cross-table batches (Azurite accepts them), batches over 100

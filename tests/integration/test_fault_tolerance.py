@@ -13,7 +13,7 @@ simply retried away. Those after which it did (the answer was delayed past the
 client timeout, reset, or cut in half: :data:`faults.AMBIGUOUS_FAULTS`) are
 retried away for reads and idempotent writes; an insert retried that way
 conflicts with itself, and the SDK must say so with ``ambiguous_retry`` (the
-seeds' "Network errors and timeouts on successful server side operations").
+Azure Storage team's "Network errors and timeouts on successful server side operations").
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def faulty(proxy: FaultProxy, azurite_connection_string: str) -> Iterator[CloudT
 
 
 def entity(pk: str, rk: str, n: int = 0) -> DynamicEntity:
-    """An entity with a per-write transaction id, the seeds' way to recognise one's own write."""
+    """An entity with a per-write transaction id, the Azure Storage team's way to recognise one's own write."""
     return DynamicEntity(PartitionKey=pk, RowKey=rk, N=n, Tx=uuid.uuid4().hex)
 
 
@@ -212,7 +212,7 @@ def test_save_changes_with_retries_survives_two_faults(
         error = outcome[0].error
         assert isinstance(error, ConflictError) and error.ambiguous_retry is True
         assert outcome[1].error is None and outcome[1].status_code == 204
-        # What the seeds advise: read the entity back and compare the transaction id.
+        # What the Azure Storage team advises: read the entity back and compare the transaction id.
         assert direct.get_entity(table_name, "p", "a")["Tx"] == first["Tx"]
         assert ctx.get_entity_descriptor(first).state is EntityStates.ADDED  # still pending here
         ctx.detach(first)
@@ -392,7 +392,7 @@ def test_operation_deadline_caps_a_slow_attempt(
 def test_client_timeout_applies_to_each_attempt(
     proxy: FaultProxy, azurite_connection_string: str, table_name: str
 ) -> None:
-    """Without a deadline an operation may take (retries + 1) x the timeout: the seeds' 90 * (N+1)."""
+    """Without a deadline an operation may take (retries + 1) x the timeout: the retry article's 90 * (N+1)."""
     with proxied_client(proxy, azurite_connection_string, LinearRetry(2, 0.01), timeout=(2.0, 0.3)) as client:
         inject(proxy, Fault.DELAY_BEFORE_FORWARD, 3, method="GET")
         started = time.monotonic()

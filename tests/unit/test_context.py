@@ -149,7 +149,7 @@ class TestTracking:
 
 class TestSaveChangesModes:
     def test_none_stops_at_the_first_failure_and_resends_next_time(self, ctx: TableServiceContext, service: FakeTableService) -> None:
-        """The seeds' "Cop Out" example: a failed insert stays tracked and is re-sent."""
+        """The Azure Storage team's "Cop Out" example: a failed insert stays tracked and is re-sent."""
         service.put(T, "Action", "Cop Out")
         cop_out = blog("Cop Out", pk="Action")
         ctx.add_object(T, cop_out)

@@ -33,7 +33,7 @@ CONFLICT = ConflictError("exists", status_code=409, error_code="EntityAlreadyExi
 def expected_exponential(
     seed: int, attempts: int, delta: float, lo: float, hi: float
 ) -> list[float]:
-    """The seeds' formula, computed independently with the same random stream."""
+    """The Storage Client Library's formula, computed independently with the same random stream."""
     rng = random.Random(seed)
     out = []
     for n in range(1, attempts + 1):
@@ -108,7 +108,7 @@ def test_no_retry() -> None:
 # ----------------------------------------------------------------- LinearRetry
 
 
-def test_linear_defaults_match_seeds() -> None:
+def test_linear_defaults_match_the_storage_client_library() -> None:
     policy = LinearRetry()
     assert (policy.count, policy.interval_seconds) == (3, 30.0)
     assert [policy.retry_after(n, BUSY) for n in range(1, 5)] == [30.0, 30.0, 30.0, None]
@@ -141,7 +141,7 @@ def test_linear_is_stateless_and_shareable() -> None:
 # ------------------------------------------------------------ ExponentialRetry
 
 
-def test_exponential_defaults_match_seeds() -> None:
+def test_exponential_defaults_match_the_storage_client_library() -> None:
     policy = ExponentialRetry()
     assert (policy.count, policy.delta_seconds, policy.min_backoff, policy.max_backoff) == (
         3, 30.0, 3.0, 90.0,
@@ -157,7 +157,7 @@ def test_exponential_exact_sequence_defaults(seed: int) -> None:
     got = [policy.retry_after(n, BUSY) for n in (1, 2, 3)]
     assert got == pytest.approx(expected_exponential(seed, 3, 30.0, 3.0, 90.0), abs=1e-12)
     assert policy.retry_after(4, BUSY) is None
-    # The seeds' description: ~3 s, then ~33 s (27..39), then capped at 90.
+    # The retry article's description: ~3 s, then ~33 s (27..39), then capped at 90.
     assert got[0] == 3.0
     assert 3.0 + 24.0 <= got[1] <= 3.0 + 36.0
     assert 75.0 <= got[2] <= 90.0

@@ -1,4 +1,4 @@
-"""Atom golden bodies: the seeds' Movie insert entry, a hand-written query feed, table feeds, XML attacks."""
+"""Atom golden bodies: the Movie insert entry of the Azure Storage team's blog, a hand-written query feed, table feeds, XML attacks."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def shape(element: etree._Element) -> Any:
 # ------------------------------------------------------------------ the seed's Movie insert
 
 
-def test_movie_insert_has_the_seeds_structure() -> None:
+def test_movie_insert_has_the_documented_structure() -> None:
     ours = etree.fromstring(AtomFormat().serialize_entity(MOVIE))
     seed = etree.fromstring(read("seed_movie_insert_entry.xml"))
     seed_props = seed.find(f"{A}content/{M}properties")
