@@ -1,7 +1,7 @@
-"""Service-level features end to end: table ACLs and policy SAS, service properties, account SAS
-and table listing on every target (Azurite, devstore JSON and Atom); stats, secondary reads of the
-emulator's read-only view, CORS preflight and Entra ID tokens on the devstore (Azurite serves no
-stats on its primary and needs its --oauth mode for tokens)."""
+"""Service-level features end to end: table ACLs and policy SAS, service properties, account SAS,
+table listing, stats and secondary reads on every target (Azurite, devstore JSON and Atom); read
+failover to the secondary, CORS preflight and Entra ID tokens on the devstore (Azurite takes tokens
+only in its --oauth mode over HTTPS)."""
 
 from __future__ import annotations
 
@@ -148,14 +148,28 @@ def test_list_tables_filter(client: CloudTableClient, many_tables: list[str], un
     assert raw == [many_tables[1]]
 
 
-# ----------------------------------------------------------------- devstore only
-
-
-def test_service_stats(devstore_account: CloudStorageAccount) -> None:
-    with devstore_account.create_cloud_table_client() as client:
-        stats = client.get_service_stats()
+def test_service_stats(client: CloudTableClient) -> None:
+    stats = client.get_service_stats()  # from <account>-secondary, on both emulators
     assert stats.geo_replication_status == "live"
-    assert stats.last_sync_time is not None and stats.last_sync_time <= datetime.now(timezone.utc)
+    assert stats.last_sync_time is not None
+    assert stats.last_sync_time <= datetime.now(timezone.utc) + timedelta(seconds=5)
+
+
+def test_secondary_only_reads_and_primary_writes(client: CloudTableClient, table: str) -> None:
+    client.insert_entity(table, DynamicEntity(PartitionKey="p", RowKey="r", A=7))
+    reader = client.account.create_cloud_table_client(
+        payload_format=client.payload_format, location_mode="secondary_only"
+    )
+    with reader:
+        context = OperationContext()
+        assert reader.get_entity(table, "p", "r", operation_context=context)["A"] == 7
+        assert "-secondary/" in context.attempts[0].url
+        written = OperationContext()
+        reader.insert_entity(table, DynamicEntity(PartitionKey="p", RowKey="s"), operation_context=written)
+        assert "-secondary" not in written.attempts[0].url
+
+
+# ----------------------------------------------------------------- devstore only
 
 
 def test_cors_preflight_follows_stored_rules(devstore: DevStore, table_client: CloudTableClient) -> None:
