@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from typing import IO
 
@@ -24,7 +25,7 @@ from ..client import CloudTableClient
 from ..edm import EdmType, EntityPayload
 from ..entity import DynamicEntity, entity_to_payload
 from ..query import ContinuationToken, TableQuery, find_partition_boundaries
-from .files import CsvColumns, csv_header, csv_row, payload_json
+from .files import CsvColumns, csv_header, csv_row, json_codec, payload_json
 from .progress import Progress
 from .transfer import build_query, pages
 
@@ -33,6 +34,8 @@ __all__ = ["RESUME_SUFFIX", "ROWS_SUFFIX", "ExportError", "ExportSpec", "ExportO
 RESUME_SUFFIX = ".tablesdk-resume"
 ROWS_SUFFIX = ".tablesdk-rows"
 _STATE_VERSION = 1
+#: Seconds between saves of the resume state.
+CHECKPOINT_SECONDS = 1.0
 #: PartitionKey ranges per reader of ``--parallel``: ranges of unequal size even out.
 RANGES_PER_READER = 4
 
@@ -77,6 +80,10 @@ class ExportOutput:
     columns: CsvColumns = field(default_factory=CsvColumns)
     state_path: str | None = None
     timestamp: bool = False
+    #: Pages written since the state file was last saved, and whether the output and ranges agree now.
+    unsaved: bool = False
+    consistent: bool = True
+    _saved_at: float = 0.0
 
     @classmethod
     def open(cls, spec: ExportSpec, target: str, resume: bool, ranges: list[KeyRange]) -> ExportOutput:
@@ -116,18 +123,30 @@ class ExportOutput:
 
     def write_page(self, payloads: list[EntityPayload]) -> None:
         """Append one page of entities in the file format."""
+        if not payloads:
+            return
         if self.spec.file_format == "jsonl":
-            stamp = self.timestamp
-            self.data.write(b"".join([payload_json(p, timestamp=stamp) + b"\n" for p in payloads]))
+            if self.timestamp:
+                lines = [payload_json(p, timestamp=True) for p in payloads]
+            else:  # the codec's own bytes, the export's hot path
+                serialize = json_codec().serialize_entity
+                lines = [serialize(p) for p in payloads]
+            lines.append(b"")
+            self.data.write(b"\n".join(lines))
         else:
             columns, stamp = self.columns, self.timestamp
             self.data.write("".join([csv_row(p, columns, timestamp=stamp) for p in payloads]).encode("utf-8"))
         self.count += len(payloads)
 
-    def checkpoint(self) -> None:
-        """Flush the output and record how far each range got (atomically replacing the state file)."""
+    def checkpoint(self, *, force: bool = False) -> None:
+        """Flush the output, and save how far each range got (every :data:`CHECKPOINT_SECONDS`, or now).
+
+        The state file is replaced atomically. Saving the state costs a file replace (milliseconds on a busy disk), too much for every page;
+        a resumed export redoes at most the pages read since the last save.
+        """
         self.data.flush()
-        if self.state_path is None:
+        now = time.monotonic()
+        if self.state_path is None or (not force and now - self._saved_at < CHECKPOINT_SECONDS):
             return
         state = {
             "version": _STATE_VERSION,
@@ -141,6 +160,7 @@ class ExportOutput:
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(state, handle)
         os.replace(temporary, self.state_path)
+        self._saved_at, self.unsaved = now, False
 
     def finish(self) -> None:
         """Complete the file (CSV: header, then the rows) and remove the resume state."""
@@ -171,6 +191,8 @@ class ExportOutput:
         """Release the output; an unfinished one stays for ``--resume`` if a page was saved, else goes."""
         if self.data is sys.stdout.buffer or self.data.closed:
             return
+        if self.unsaved and self.consistent:  # stopped between pages: keep everything written so far
+            self.checkpoint(force=True)
         self.data.close()
         if self.state_path is not None and not os.path.exists(self.state_path):
             os.remove(self.data.name)  # failed before its first page: nothing to resume
@@ -228,8 +250,10 @@ def _written(
     token: ContinuationToken | None, progress: Progress,
 ) -> None:
     """Write one page of ``key_range`` and record where the range goes on (or that it is done)."""
+    output.consistent = False
     output.write_page(payloads)
     key_range.token = token.to_string() if token is not None else None
     key_range.done = token is None
+    output.consistent = output.unsaved = True
     output.checkpoint()
     progress.update(output.count)
