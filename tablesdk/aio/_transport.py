@@ -130,6 +130,7 @@ class AsyncTransport:
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
         read_only: bool = False,
+        locations: tuple[str, ...] = (),
     ) -> HttpResponse:
         """Send one logical request, retrying as the policy says, and return the response.
 
@@ -139,13 +140,13 @@ class AsyncTransport:
         loop = self._options.start(
             request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
             server_timeout=server_timeout, operation_context=operation_context, check=check,
-            read_only=read_only,
+            read_only=read_only, locations=locations,
         )
         credential = self._options.credential
         while True:
             attempt_timeout = loop.next_timeout(self._clock())
             start = self._clock()
-            signed = sign_attempt(loop.request, credential)
+            signed = sign_attempt(loop.attempt_request(), credential)
             try:
                 result = loop.answered(signed, await self._sender.send(signed, attempt_timeout))
             except SendError as exc:

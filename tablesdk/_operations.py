@@ -1,0 +1,690 @@
+"""The Table service operations, written once for the thread-blocking and the asyncio client.
+
+Each operation is a generator (a *flow*) that yields the :class:`Call` it needs
+sent and receives the answer (an :class:`~tablesdk.http.HttpResponse`) at the
+``yield``, or the error that sending raised, thrown in there. A flow checks its
+arguments, builds each request, parses each answer and decides what a failure
+means (a point read that falls back to ``$filter``, a write that goes out as a
+one-operation batch, "if not exists" conflicts); it does no I/O and never
+waits. :class:`~tablesdk.client.CloudTableClient` runs flows with
+:func:`run_flow` over its :class:`~tablesdk.transport.Transport`, and
+:class:`~tablesdk.aio.AsyncCloudTableClient` with :func:`arun_flow` over its
+asyncio transport: the same code, only sending and waiting differ.
+
+:class:`ClientCore` holds what both clients share besides: the account, the
+payload format, the API version, the request headers, the location mode and
+the flows themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from .auth import MIN_TOKEN_VERSION, BearerTokenCredential
+from .batch import (
+    BatchAnswer,
+    BatchOperation,
+    BatchOperationKind,
+    BatchOperationResult,
+    build_batch_request,
+    entity_path,
+    supports_prefer,
+)
+from .edm import EntityPayload
+from .entity import (
+    AnyEntity,
+    DynamicEntity,
+    E,
+    TableEntity,
+    entity_from_payload,
+    entity_to_payload,
+    validate_key,
+    validate_table_name,
+)
+from .errors import (
+    BatchError,
+    ConflictError,
+    ContinuationCycleError,
+    ResourceNotFoundError,
+    TableServiceError,
+    error_for_status,
+)
+from .filter import FilterLike, as_filter, prop, render_filter
+from .formats import PayloadFormat, decoded, get_format, parse_error_body, require_keys
+from .http import HttpResponse
+from .query import ContinuationToken, ResultSegment, TableQuery
+from .retry import RetryPolicy
+from .service import (
+    AccessPolicy,
+    ServiceProperties,
+    ServiceStats,
+    parse_acl,
+    parse_service_properties,
+    parse_service_stats,
+    serialize_acl,
+    serialize_service_properties,
+)
+from .transport import OperationContext
+
+if TYPE_CHECKING:
+    from .account import CloudStorageAccount
+    from .client import RequestHook
+
+__all__ = [
+    "Call",
+    "Flow",
+    "ClientCore",
+    "run_flow",
+    "arun_flow",
+    "check_listing_cycle",
+    "LOCATION_MODES",
+    "MAX_URI_SEGMENT_LENGTH",
+]
+
+T = TypeVar("T")
+
+#: Where reads go: the primary only (default), the primary with retries alternating to the
+#: read-only secondary of an RA-GRS account, or the secondary only. Writes always go to the primary.
+LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
+
+#: HTTP.sys refuses URI path segments longer than this (white paper section 2).
+MAX_URI_SEGMENT_LENGTH = 260
+
+_READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass
+class Call:
+    """One request a flow needs sent: what the client's transport gets, before hooks and signing."""
+
+    method: str
+    path: str
+    query: Sequence[tuple[str, str]] = ()
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    retry_policy: RetryPolicy | None = None
+    operation_context: OperationContext | None = None
+    request_hook: RequestHook | None = None
+    endpoint: str | None = None  # another endpoint than the table endpoint (the secondary, for stats)
+    check: Callable[[HttpResponse], None] | None = None  # may refuse a 2xx (a batch's change set)
+    read_only: bool = False  # a POST that changes nothing (a point query in a $batch)
+
+
+#: An operation: yields the calls it needs, receives their answers, returns its result.
+Flow = Generator[Call, HttpResponse, T]
+
+
+def run_flow(flow: Flow[T], send: Callable[[Call], HttpResponse]) -> T:
+    """Run ``flow`` to its result, sending each call with ``send`` (errors are thrown into the flow)."""
+    try:
+        call = next(flow)
+        while True:
+            try:
+                response = send(call)
+            except Exception as exc:  # noqa: BLE001 - the flow decides; it re-raises what it does not handle
+                call = flow.throw(exc)
+            else:
+                call = flow.send(response)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+async def arun_flow(flow: Flow[T], send: Callable[[Call], Awaitable[HttpResponse]]) -> T:
+    """:func:`run_flow` for an awaitable ``send``. Cancellation is not thrown into the flow:
+    it leaves the operation where it was."""
+    try:
+        call = next(flow)
+        while True:
+            try:
+                response = await send(call)
+            except Exception as exc:  # noqa: BLE001 - the flow decides; it re-raises what it does not handle
+                call = flow.throw(exc)
+            else:
+                call = flow.send(response)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    finally:
+        flow.close()
+
+
+def query_string(params: Sequence[tuple[str, str]]) -> str:
+    """``name=value&...`` with every value percent-encoded."""
+    return "&".join(f"{name}={quote(value, safe='')}" for name, value in params)
+
+
+def path_can_carry_keys(table_name: str, partition_key: str, row_key: str) -> bool:
+    """Whether the entity's keys can be addressed in the URL path.
+
+    False for keys containing '%' (the service decodes the path twice) and for
+    paths whose entity segment exceeds :data:`MAX_URI_SEGMENT_LENGTH`.
+    """
+    if "%" in partition_key or "%" in row_key:
+        return False
+    return len(entity_path(table_name, partition_key, row_key)) <= MAX_URI_SEGMENT_LENGTH
+
+
+def check_listing_cycle(token: ContinuationToken, seen: set[str]) -> None:
+    """Raise :class:`ContinuationCycleError` when a table listing is sent a NextTableName it already
+    followed (listing only moves forward: a repeat would list the same tables forever)."""
+    next_name = token.next_table_name or ""
+    if next_name in seen:
+        raise ContinuationCycleError(
+            f"the service sent NextTableName {next_name!r} twice in one listing; "
+            "stopping instead of listing the same tables forever",
+            token=next_name,
+        )
+    seen.add(next_name)
+
+
+def _not_found() -> ResourceNotFoundError:
+    return ResourceNotFoundError("The specified resource does not exist.", status_code=404, error_code="ResourceNotFound")
+
+
+class ClientCore:
+    """What the sync and async clients share: options, request building and the operation flows.
+
+    See :class:`~tablesdk.client.CloudTableClient` for the options.
+    """
+
+    def __init__(
+        self,
+        account: CloudStorageAccount,
+        *,
+        payload_format: str,
+        api_version: str | None,
+        operation_deadline: float | None,
+        json_metadata: str,
+        echo_content: bool,
+        location_mode: str,
+    ) -> None:
+        options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
+        self._format: PayloadFormat = get_format(payload_format, **options)
+        self.account = account
+        self.table_endpoint = account.table_endpoint.rstrip("/")
+        self.api_version = api_version or self._format.default_api_version
+        _check_token_credential(account, self._format.name, self.api_version)
+        self.echo_content = echo_content
+        self.operation_deadline = operation_deadline
+        self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
+        self._prefer_supported = supports_prefer(self.api_version)
+        self._location_mode = "primary_only"
+        self.location_mode = location_mode
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def location_mode(self) -> str:
+        """Where reads go: one of :data:`LOCATION_MODES`."""
+        return self._location_mode
+
+    @location_mode.setter
+    def location_mode(self, mode: str) -> None:
+        if mode not in LOCATION_MODES:
+            raise ValueError(f"location_mode must be one of {', '.join(LOCATION_MODES)}; got {mode!r}")
+        if mode != "primary_only":
+            self.account.secondary_table_endpoint  # noqa: B018 - raises when the endpoint has no secondary
+        self._location_mode = mode
+
+    @property
+    def payload_format(self) -> str:
+        """``"json"`` or ``"atom"``."""
+        return self._format.name
+
+    @property
+    def format(self) -> PayloadFormat:
+        """The codec of :attr:`payload_format`."""
+        return self._format
+
+    # ------------------------------------------------------------ requests
+
+    def _http_parts(self, call: Call) -> tuple[str, dict[str, str], tuple[str, ...]]:
+        """The URL, headers and read locations of ``call``, after the request hook ran."""
+        from .client import SendingRequest
+
+        url = f"{call.endpoint or self.table_endpoint}/{call.path}"
+        if call.query:
+            url += "?" + query_string(call.query)
+        headers = dict(self._base_headers)
+        if call.body is not None:
+            headers["Content-Type"] = self._format.content_type
+        headers.update(call.headers)
+        if call.request_hook is not None:
+            request = SendingRequest(call.method, url, headers)
+            call.request_hook(request)
+            url, headers = request.url, request.headers
+        locations = self._read_locations(call.method, url) if call.endpoint is None else ()
+        return url, headers, locations
+
+    def _read_locations(self, method: str, url: str) -> tuple[str, ...]:
+        """The endpoints a read's attempts cycle through under the location mode (none: primary only)."""
+        if self._location_mode == "primary_only" or method.upper() not in _READ_METHODS:
+            return ()
+        if not url.startswith(self.table_endpoint + "/"):
+            return ()  # a hook sent it elsewhere
+        secondary = self.account.secondary_table_endpoint + url[len(self.table_endpoint):]
+        if self._location_mode == "secondary_only":
+            return (secondary,)
+        return (url, secondary)
+
+    def _prefer_headers(self, echo_content: bool | None) -> dict[str, str]:
+        echo = self.echo_content if echo_content is None else echo_content
+        if not self._prefer_supported:
+            return {}
+        return {"Prefer": "return-content" if echo else "return-no-content"}
+
+    # ------------------------------------------------------------ tables
+
+    def _f_create_table(self, table_name: str, operation_context: OperationContext | None) -> Flow[None]:
+        validate_table_name(table_name)
+        yield Call(
+            "POST", "Tables", body=self._format.serialize_table(table_name),
+            headers=self._prefer_headers(False), operation_context=operation_context,
+        )
+
+    def _f_create_table_if_not_exists(self, table_name: str, operation_context: OperationContext | None) -> Flow[bool]:
+        try:
+            yield from self._f_create_table(table_name, operation_context)
+        except ConflictError as exc:
+            if exc.ambiguous_retry:  # our own lost first attempt may have created it: don't guess
+                raise
+            if exc.error_code == "TableBeingDeleted":
+                exc.message = (
+                    f"table {table_name!r} is being deleted; it cannot be created until the "
+                    f"service finishes (retry after some seconds): {exc.message}"
+                )
+                raise
+            return False
+        return True
+
+    def _f_delete_table(self, table_name: str, operation_context: OperationContext | None) -> Flow[None]:
+        validate_table_name(table_name)
+        yield Call("DELETE", f"Tables('{table_name}')", operation_context=operation_context)
+
+    def _f_delete_table_if_exists(self, table_name: str, operation_context: OperationContext | None) -> Flow[bool]:
+        try:
+            yield from self._f_delete_table(table_name, operation_context)
+        except ResourceNotFoundError as exc:
+            if exc.ambiguous_retry:  # our own lost first attempt may have deleted it: don't guess
+                raise
+            return False
+        return True
+
+    def _f_table_exists(self, table_name: str, operation_context: OperationContext | None) -> Flow[bool]:
+        validate_table_name(table_name)
+        try:
+            yield Call("GET", f"Tables('{table_name}')", operation_context=operation_context)
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def _f_list_tables_segmented(
+        self,
+        token: ContinuationToken | None,
+        prefix: str | None,
+        filter: FilterLike | None,
+        max_results: int | None,
+        operation_context: OperationContext | None,
+    ) -> Flow[ResultSegment[str]]:
+        if max_results is not None and (
+            isinstance(max_results, bool) or not isinstance(max_results, int) or not 1 <= max_results <= 1000
+        ):
+            raise ValueError(f"max_results must be an int from 1 to 1000, got {max_results!r}")
+        if token is not None and token.next_table_name is None:
+            raise ValueError("this continuation token belongs to an entity query, not to table listing")
+        params: list[tuple[str, str]] = []
+        text = _table_filter(prefix, filter)
+        if text:
+            params.append(("$filter", text))
+        if max_results is not None:
+            params.append(("$top", str(max_results)))
+        if token is not None and token.next_table_name:
+            params.append(("NextTableName", token.next_table_name))
+        response = yield Call("GET", "Tables", query=params, operation_context=operation_context)
+        names = decoded(response, self._format.parse_tables)
+        next_name = response.headers.get("x-ms-continuation-NextTableName")
+        return ResultSegment(names, ContinuationToken(next_table_name=next_name) if next_name else None)
+
+    # ------------------------------------------------------------ access policies, service level
+
+    def _f_get_table_acl(
+        self, table_name: str, operation_context: OperationContext | None
+    ) -> Flow[dict[str, AccessPolicy]]:
+        validate_table_name(table_name)
+        response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
+        return parse_acl(response.body)
+
+    def _f_set_table_acl(
+        self, table_name: str, policies: dict[str, AccessPolicy], operation_context: OperationContext | None
+    ) -> Flow[None]:
+        validate_table_name(table_name)
+        body = serialize_acl(policies)
+        yield Call(
+            "PUT", table_name, query=[("comp", "acl")], body=body,
+            headers={"Content-Type": "application/xml"}, operation_context=operation_context,
+        )
+
+    def _f_get_service_properties(self, operation_context: OperationContext | None) -> Flow[ServiceProperties]:
+        response = yield Call(
+            "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
+        )
+        return parse_service_properties(response.body)
+
+    def _f_set_service_properties(
+        self, properties: ServiceProperties, operation_context: OperationContext | None
+    ) -> Flow[None]:
+        body = serialize_service_properties(properties)
+        yield Call(
+            "PUT", "", query=[("restype", "service"), ("comp", "properties")], body=body,
+            headers={"Content-Type": "application/xml"}, operation_context=operation_context,
+        )
+
+    def _f_get_service_stats(self, operation_context: OperationContext | None) -> Flow[ServiceStats]:
+        response = yield Call(
+            "GET", "", query=[("restype", "service"), ("comp", "stats")],
+            operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,
+        )
+        return parse_service_stats(response.body)
+
+    # ------------------------------------------------------------ queries
+
+    def _f_query_entity_payloads(
+        self,
+        table_name: str,
+        filter: str | None,
+        select: Sequence[str] | None,
+        top: int | None,
+        continuation_token: ContinuationToken | None,
+        retry_policy: RetryPolicy | None,
+        operation_context: OperationContext | None,
+        request_hook: RequestHook | None,
+    ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
+        params: list[tuple[str, str]] = []
+        if filter:
+            params.append(("$filter", filter))
+        if top is not None:
+            params.append(("$top", str(top)))
+        if select:
+            params.append(("$select", ",".join(_with_keys(select))))
+        if continuation_token is not None:
+            if continuation_token.next_partition_key is not None:
+                params.append(("NextPartitionKey", continuation_token.next_partition_key))
+            if continuation_token.next_row_key is not None:
+                params.append(("NextRowKey", continuation_token.next_row_key))
+        response = yield Call(
+            "GET", f"{table_name}()", query=params,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+        payloads = decoded(response, lambda body: require_keys(self._format.parse_entities(body), body))
+        npk = response.headers.get("x-ms-continuation-NextPartitionKey")
+        nrk = response.headers.get("x-ms-continuation-NextRowKey")
+        token = ContinuationToken(next_partition_key=npk, next_row_key=nrk) if (npk or nrk) else None
+        return payloads, token
+
+    def _f_get_entity_payload(
+        self,
+        table_name: str,
+        partition_key: str,
+        row_key: str,
+        select: Sequence[str] | None,
+        retry_policy: RetryPolicy | None,
+        operation_context: OperationContext | None,
+        request_hook: RequestHook | None,
+    ) -> Flow[EntityPayload]:
+        validate_key("PartitionKey", partition_key)
+        validate_key("RowKey", row_key)
+        if not path_can_carry_keys(table_name, partition_key, row_key):
+            expr = (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
+            payloads, _ = yield from self._f_query_entity_payloads(
+                table_name, expr.render(), select, None, None, retry_policy, operation_context, request_hook
+            )
+            if not payloads:
+                raise _not_found()
+            return payloads[0]
+        params = [("$select", ",".join(_with_keys(select)))] if select else []
+        response = yield Call(
+            "GET", entity_path(table_name, partition_key, row_key), query=params,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+        return decoded(response, lambda body: _one_entity(self._format, body, response.etag))
+
+    def _f_query_page_payloads(
+        self,
+        query: TableQuery[Any],
+        continuation_token: ContinuationToken | None,
+        top: int | None,
+        ignore_missing_entity: bool,
+        ignore_missing_table: bool,
+        request_hook: RequestHook | None,
+    ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
+        keys = query.point_keys()
+        if keys is not None and continuation_token is None:
+            try:
+                payload = yield from self._f_get_entity_payload(
+                    query.table, keys[0], keys[1], query.select_columns, None, None, request_hook
+                )
+            except ResourceNotFoundError as exc:
+                missing_table = exc.error_code == "TableNotFound"
+                if ignore_missing_table if missing_table else ignore_missing_entity:
+                    return [], None
+                raise
+            return [payload], None
+        return (yield from self._f_query_entity_payloads(
+            query.table, query.filter_string(), query.select_columns, top, continuation_token, None, None,
+            request_hook,
+        ))
+
+    def _f_execute_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> Flow[ResultSegment[E]]:
+        payloads, token = yield from self._f_query_page_payloads(query, continuation_token, top, True, False, None)
+        entity_type = query.entity_type
+        return ResultSegment([entity_from_payload(entity_type, p) for p in payloads], token)
+
+    # ------------------------------------------------------------ entity operations
+
+    def _f_execute_operation(
+        self,
+        operation: BatchOperation,
+        retry_policy: RetryPolicy | None,
+        operation_context: OperationContext | None,
+        request_hook: RequestHook | None,
+    ) -> Flow[BatchOperationResult]:
+        kind = operation.kind
+        if kind is not BatchOperationKind.INSERT and not path_can_carry_keys(
+            operation.table, operation.partition_key, operation.row_key
+        ):
+            return (yield from self._f_by_other_address(operation, retry_policy, operation_context, request_hook))
+        method, path, headers, body = self._operation_request(operation)
+        response = yield Call(
+            method, path, headers=headers, body=body,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+        payload_out: EntityPayload | None = None
+        if response.body and response.status in (200, 201):
+            payload_out = decoded(response, lambda body: _one_entity(self._format, body, response.etag))
+        etag = response.etag or (payload_out.etag if payload_out else None)
+        return BatchOperationResult(0, response.status, etag, payload_out, dict(response.headers))
+
+    def _f_by_other_address(
+        self,
+        operation: BatchOperation,
+        retry_policy: RetryPolicy | None,
+        operation_context: OperationContext | None,
+        request_hook: RequestHook | None,
+    ) -> Flow[BatchOperationResult]:
+        """Operations on keys the URL path cannot carry: a ``$filter`` read, or a one-operation batch."""
+        if operation.kind is BatchOperationKind.RETRIEVE:
+            payload = yield from self._f_get_entity_payload(
+                operation.table, operation.partition_key, operation.row_key, None,
+                retry_policy, operation_context, request_hook,
+            )
+            return BatchOperationResult(0, 200, payload.etag, payload, {})
+        try:
+            results = yield from self._f_execute_batch([operation], retry_policy, operation_context, request_hook)
+        except BatchError as exc:
+            # One operation: fail exactly as the direct request would (404, 409, 412 ...).
+            raise (exc.cause or exc) from exc
+        return results[0]
+
+    def _operation_request(self, operation: BatchOperation) -> tuple[str, str, dict[str, str], bytes | None]:
+        """Method, path, headers and body of one entity operation sent on its own."""
+        kind = operation.kind
+        headers: dict[str, str] = {}
+        body: bytes | None = None
+        if operation.payload is not None and kind is not BatchOperationKind.DELETE:
+            body = self._format.serialize_entity(operation.payload)
+        if kind is BatchOperationKind.INSERT:
+            path = operation.table
+            headers.update(self._prefer_headers(operation.echo_content or None))
+        else:
+            path = entity_path(operation.table, operation.partition_key, operation.row_key)
+        if kind in (BatchOperationKind.UPDATE, BatchOperationKind.MERGE, BatchOperationKind.DELETE):
+            if not operation.etag:
+                raise ValueError(
+                    f"{kind.name} of ({operation.partition_key!r}, {operation.row_key!r}) needs an ETag: "
+                    "read the entity first, or attach it with etag='*' for an unconditional write"
+                )
+            headers["If-Match"] = operation.etag
+        return kind.method, path, headers, body
+
+    def _f_execute_batch(
+        self,
+        operations: Sequence[BatchOperation],
+        retry_policy: RetryPolicy | None,
+        operation_context: OperationContext | None,
+        request_hook: RequestHook | None,
+    ) -> Flow[list[BatchOperationResult]]:
+        body, content_type = build_batch_request(  # validates the batch first
+            self.table_endpoint, operations, self._format, api_version=self.api_version
+        )
+        # The answer is parsed by the transport's check, so that a change set refused inside
+        # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
+        answer = BatchAnswer(operations, self._format)
+        yield Call(
+            "POST", "$batch", headers={"Content-Type": content_type}, body=body,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            check=answer, read_only=answer.read_only,
+        )
+        return answer.results
+
+    # ------------------------------------------------------------ conveniences
+
+    def _f_get_entity(
+        self,
+        table_name: str,
+        partition_key: str,
+        row_key: str,
+        entity_type: type[Any],
+        select: Sequence[str] | None,
+        operation_context: OperationContext | None,
+    ) -> Flow[AnyEntity]:
+        payload = yield from self._f_get_entity_payload(
+            table_name, partition_key, row_key, select, None, operation_context, None
+        )
+        entity: AnyEntity = entity_from_payload(entity_type, payload)
+        return entity
+
+    def _f_write(
+        self,
+        kind: BatchOperationKind,
+        table_name: str,
+        entity: TableEntity | DynamicEntity,
+        etag: str | None,
+        operation_context: OperationContext | None,
+    ) -> Flow[str | None]:
+        validate_table_name(table_name)
+        payload = entity_to_payload(entity)
+        operation = BatchOperation(
+            kind, table_name, payload.values["PartitionKey"], payload.values["RowKey"], payload, etag
+        )
+        result = yield from self._f_execute_operation(operation, None, operation_context, None)
+        if result.etag:
+            entity.etag = result.etag
+        return result.etag
+
+    def _f_update_entity(
+        self,
+        table_name: str,
+        entity: TableEntity | DynamicEntity,
+        mode: str,
+        etag: str | None,
+        operation_context: OperationContext | None,
+    ) -> Flow[str | None]:
+        kind = {"merge": BatchOperationKind.MERGE, "replace": BatchOperationKind.UPDATE}.get(mode)
+        if kind is None:
+            raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
+        return (yield from self._f_write(kind, table_name, entity, etag or entity.etag, operation_context))
+
+    def _f_upsert_entity(
+        self, table_name: str, entity: TableEntity | DynamicEntity, mode: str, operation_context: OperationContext | None
+    ) -> Flow[str | None]:
+        kind = {"merge": BatchOperationKind.INSERT_OR_MERGE, "replace": BatchOperationKind.INSERT_OR_REPLACE}.get(mode)
+        if kind is None:
+            raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
+        return (yield from self._f_write(kind, table_name, entity, None, operation_context))
+
+    def _f_delete_entity(
+        self, table_name: str, partition_key: str, row_key: str, etag: str, operation_context: OperationContext | None
+    ) -> Flow[None]:
+        validate_key("PartitionKey", partition_key)
+        validate_key("RowKey", row_key)
+        operation = BatchOperation(BatchOperationKind.DELETE, table_name, partition_key, row_key, None, etag)
+        yield from self._f_execute_operation(operation, None, operation_context, None)
+
+
+def _one_entity(fmt: PayloadFormat, body: bytes, etag: str | None) -> EntityPayload:
+    return require_keys([fmt.parse_entity(body, etag)], body)[0]
+
+
+def _with_keys(select: Iterable[str]) -> list[str]:
+    """A projection always brings back the keys and Timestamp, so results stay addressable."""
+    names = list(select)
+    for system in ("PartitionKey", "RowKey", "Timestamp"):
+        if system not in names:
+            names.append(system)
+    return names
+
+
+def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:
+    """The Query Tables ``$filter`` for a name prefix and/or a filter on TableName."""
+    parts = []
+    if prefix:
+        parts.append(prop("TableName").startswith(prefix))
+    if filter is not None:
+        parts.append(as_filter(filter))
+    if not parts:
+        return None
+    return render_filter(parts[0] if len(parts) == 1 else parts[0] & parts[1])
+
+
+def _check_token_credential(account: CloudStorageAccount, payload_format: str, api_version: str) -> None:
+    """An Entra ID token is accepted from 2019-02-02 on, which is JSON-only: refuse what cannot work."""
+    if not isinstance(account.credential, BearerTokenCredential):
+        return
+    if payload_format != "json":
+        raise ValueError(
+            "payload_format='atom' cannot be used with a token credential: the service accepts "
+            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on, and those versions speak JSON only"
+        )
+    if api_version < MIN_TOKEN_VERSION:
+        raise ValueError(
+            f"api_version {api_version} cannot be used with a token credential: the service accepts "
+            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on"
+        )
+
+
+def error_from_response(response: HttpResponse) -> TableServiceError:
+    """The per-status error of an answer with status >= 300 (the transport's ``error_parser``)."""
+    code, message = parse_error_body(response.body, response.headers.get("Content-Type"))
+    header_code = response.headers.get("x-ms-error-code")
+    return error_for_status(
+        response.status,
+        header_code or code,
+        message or f"HTTP {response.status} with no error body",
+        request_id=response.request_id,
+    )
