@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from tablesdk import (
+    AccessPolicy,
     BatchError,
     BatchOperation,
     BatchOperationKind,
@@ -30,6 +31,8 @@ from tablesdk import (
     EntityStates,
     Int64,
     MergeOption,
+    Metrics,
+    OperationContext,
     PreconditionFailedError,
     ResourceNotFoundError,
     SaveChangesOptions,
@@ -355,3 +358,49 @@ async def test_many_concurrent_operations_share_one_client(aclient: AsyncCloudTa
     assert all(etags) and len(set(etags)) >= 1
     back = await asyncio.gather(*(aclient.get_entity(atable, row.PartitionKey, row.RowKey) for row in rows))
     assert [b["N"] for b in back] == list(range(150))
+
+
+# ------------------------------------------------------------------ service level
+
+
+async def test_table_acl_and_service_properties(aclient: AsyncCloudTableClient, atable: str) -> None:
+    now = datetime.now(timezone.utc)
+    assert await aclient.get_table_acl(atable) == {}
+    await aclient.set_table_acl(atable, {"readers": AccessPolicy("r", now, now + timedelta(hours=1))})
+    got = await aclient.get_table_acl(atable)
+    assert list(got) == ["readers"] and got["readers"].permission == "r"
+    await aclient.set_table_acl(atable, {})
+    assert await aclient.get_table_acl(atable) == {}
+    before = await aclient.get_service_properties()
+    try:
+        changed = await aclient.get_service_properties()
+        changed.hour_metrics = Metrics(enabled=True, include_apis=True, retention_days=7)
+        await aclient.set_service_properties(changed)
+        assert (await aclient.get_service_properties()).hour_metrics == changed.hour_metrics
+    finally:
+        await aclient.set_service_properties(before)
+
+
+async def test_segmented_table_listing_resumes(aclient: AsyncCloudTableClient, unique_table_name: str) -> None:
+    names = [f"{unique_table_name[:40]}s{i}" for i in range(5)]
+    await asyncio.gather(*(aclient.create_table(name) for name in names))
+    try:
+        first = await aclient.list_tables_segmented(prefix=unique_table_name[:40], max_results=2)
+        assert len(first.results) == 2 and first.continuation_token is not None
+        token = ContinuationToken.from_string(first.continuation_token.to_string())
+        rest = [n async for n in aclient.list_tables(prefix=unique_table_name[:40], filter=prop("TableName") > first.results[-1])]
+        second = await aclient.list_tables_segmented(token, prefix=unique_table_name[:40], max_results=10)
+        assert first.results + second.results == sorted(names) and rest == second.results
+    finally:
+        await asyncio.gather(*(aclient.delete_table_if_exists(name) for name in names))
+
+
+async def test_stats_and_secondary_reads_on_the_emulator(devstore: Any, devstore_account: CloudStorageAccount) -> None:
+    async with devstore_account.create_async_cloud_table_client() as writer:
+        assert (await writer.get_service_stats()).geo_replication_status == "live"
+        await writer.create_table_if_not_exists("asyncgeo")
+        await writer.upsert_entity("asyncgeo", DynamicEntity(PartitionKey="p", RowKey="r", A=7))
+    context = OperationContext()
+    async with devstore_account.create_async_cloud_table_client(location_mode="secondary_only") as reader:
+        assert (await reader.get_entity("asyncgeo", "p", "r", operation_context=context))["A"] == 7
+        assert context.attempts[0].url.startswith(devstore.secondary_url + "/")
