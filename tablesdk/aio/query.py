@@ -17,9 +17,8 @@ from collections.abc import AsyncIterator
 from typing import Any, Generic, Protocol
 
 from ..entity import E
-from ..errors import TableServiceError
 from ..filter import Filter, FilterLike
-from ..query import ContinuationToken, EmptyResultError, ResultSegment, TableQuery
+from ..query import ContinuationToken, EmptyResultError, ResultSegment, TableQuery, _check_cycle
 
 __all__ = ["AsyncTableQuery", "AsyncQuerySource"]
 
@@ -159,17 +158,12 @@ class AsyncTableQuery(Generic[E]):
         query = self._query
         remaining = query.take_count
         token: ContinuationToken | None = None
+        seen: set[ContinuationToken] = set()
         while True:
-            sent = token
-            segment = await self._source.execute_query_segment(query, sent, query.request_top(remaining))
+            segment = await self._source.execute_query_segment(query, token, query.request_top(remaining))
             token = segment.continuation_token
             page = segment.results
             del segment  # keep only the page itself referenced
-            if token is not None and token == sent:
-                raise TableServiceError(
-                    "the service answered with the continuation token it was sent; stopping "
-                    "instead of requesting the same page forever"
-                )
             for entity in page:
                 yield entity
                 if remaining is not None:
@@ -179,6 +173,7 @@ class AsyncTableQuery(Generic[E]):
             del page  # release this page before the next request
             if token is None:
                 return
+            _check_cycle(token, seen)  # the sync query's rule: a token seen before is a cycle
 
     async def to_list(self) -> list[E]:
         """Every matching entity, in a list (all pages)."""
