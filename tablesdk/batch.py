@@ -477,6 +477,22 @@ def _split_multipart(data: bytes, boundary: bytes) -> list[bytes] | None:
 
 def _read_headers(data: bytes, pos: int) -> tuple[list[tuple[str, str]], int]:
     """Header lines from ``pos``: stops after a blank line, or before a line that is no header."""
+    # The service's shape, every time: CRLF lines, each a header, then an empty line. Read it
+    # with one find and one split; anything else (bare LF, folded or odd lines) goes line by line.
+    end = data.find(b"\r\n\r\n", pos)
+    if end > pos:
+        lines = data[pos:end].split(b"\r\n")
+        is_header = _HEADER_LINE.match
+        if all(is_header(line) for line in lines) and b"\n" not in data[pos:end].replace(b"\r\n", b""):
+            fast: list[tuple[str, str]] = []
+            for line in lines:
+                raw_name, _, raw_value = line.partition(b":")
+                fast.append((raw_name.strip().decode("ascii"), raw_value.strip().decode("utf-8", "replace")))
+            return fast, end + 4
+    return _read_headers_by_line(data, pos)
+
+
+def _read_headers_by_line(data: bytes, pos: int) -> tuple[list[tuple[str, str]], int]:
     headers: list[tuple[str, str]] = []
     length = len(data)
     is_header = _HEADER_LINE.match

@@ -84,3 +84,30 @@ def test_edm_datetime_constructor_keeps_its_keyword_and_class_default() -> None:
     assert "ticks_remainder" not in vars(EdmDateTime(2024, 1, 2, tzinfo=UTC))
     seven = EdmDateTime(2024, 1, 2, 3, 4, 5, 123456, UTC, ticks_remainder=7)
     assert seven.ticks_remainder == 7 and (seven + timedelta(0)).ticks_remainder == 0
+
+
+# ------------------------------------------------------------------ batch response headers
+
+from tablesdk.batch import _read_headers, _read_headers_by_line  # noqa: E402
+
+HEADER_BLOCKS = [
+    b"HTTP/1.1 204 No Content\r\nContent-ID: 1\r\nETag: W/\"datetime'2024'\"\r\nX-Content-Type-Options: nosniff\r\n\r\nrest",
+    b"Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n",
+    b"A: 1\r\nB:2\r\n\r\n",
+    b"A: caf\xc3\xa9 \r\nB-b: x:y\r\n\r\nbody\r\n\r\nmore",
+    b"A: 1\nB: 2\n\nbody",  # bare LF
+    b"A: 1\r\n  folded\r\nB: 2\r\n\r\n",  # obsolete line folding
+    b"A: 1\r\nnot a header\r\nB: 2\r\n\r\n",
+    b"A: 1\r\n \r\nB: 2\r\n\r\n",  # a whitespace-only line ends the headers
+    b"\r\n\r\nA: 1\r\n\r\n",
+    b"A: 1\r\nB: 2",  # no blank line
+    b"A: 1\r\nB: x\ny\r\n\r\n",  # a bare LF inside a line
+    b"",
+]
+
+
+@pytest.mark.parametrize("data", HEADER_BLOCKS)
+@pytest.mark.parametrize("start", [0, 3])
+def test_batch_header_fast_path_equals_line_by_line(data: bytes, start: int) -> None:
+    data = b"xx\n"[:start] + data
+    assert _read_headers(data, start) == _read_headers_by_line(data, start)
