@@ -102,8 +102,21 @@ def validate_key(field: str, value: Any) -> None:
         raise TableValidationError(field, "keys are at most 1 KiB (512 UTF-16 characters)", f"got {size} bytes")
 
 
+#: Names that passed :func:`validate_property_name`: entities of one kind repeat theirs.
+_VALID_NAMES: set[str] = set()
+_MAX_VALID_NAMES = 4096
+
+
 def validate_property_name(name: Any) -> None:
     """Check a custom property name against the service's rules."""
+    if type(name) is str and name in _VALID_NAMES:
+        return
+    _check_property_name(name)
+    if len(_VALID_NAMES) < _MAX_VALID_NAMES:
+        _VALID_NAMES.add(name)
+
+
+def _check_property_name(name: Any) -> None:
     if not isinstance(name, str):
         raise TableValidationError(repr(name), "property names must be str")
     if not name.isidentifier():

@@ -111,3 +111,34 @@ HEADER_BLOCKS = [
 def test_batch_header_fast_path_equals_line_by_line(data: bytes, start: int) -> None:
     data = b"xx\n"[:start] + data
     assert _read_headers(data, start) == _read_headers_by_line(data, start)
+
+
+# ------------------------------------------------------------------ property names
+
+from tablesdk.entity import _VALID_NAMES, validate_property_name  # noqa: E402
+from tablesdk.errors import TableValidationError  # noqa: E402
+
+
+class _Name(str):
+    """A str subclass: never taken from the cache of checked names."""
+
+
+@pytest.mark.parametrize("name", ["Rating", "_x", "a" * 255])
+def test_a_valid_name_is_remembered_and_stays_valid(name: str) -> None:
+    validate_property_name(name)
+    assert name in _VALID_NAMES
+    validate_property_name(name)
+
+
+@pytest.mark.parametrize("name", ["", "1a", "a b", "a" * 256, "PartitionKey", "Timestamp", 5, None])
+def test_an_invalid_name_is_refused_every_time(name: object) -> None:
+    for _ in range(2):
+        with pytest.raises(TableValidationError):
+            validate_property_name(name)
+    assert name not in _VALID_NAMES
+
+
+def test_subclasses_are_checked_not_cached() -> None:
+    validate_property_name(_Name("Fine"))
+    with pytest.raises(TableValidationError):
+        validate_property_name(_Name("Row Key"))
