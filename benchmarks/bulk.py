@@ -51,6 +51,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))
+
+from _common import latency_proxy  # noqa: E402
 
 from tablesdk import (  # noqa: E402
     BatchOperation,
@@ -200,6 +203,50 @@ def tablesdk_sequential(client: CloudTableClient, entities: list[DynamicEntity])
     return run
 
 
+def raw_floor_setup(client: CloudTableClient, entities: list[DynamicEntity], rows: int,
+                    create: Callable[[], str]) -> Callable[[], Any]:
+    """A fresh table and its batch bodies, built before timing (the floor sends pre-built bodies)."""
+    from tablesdk.batch import build_batch_request
+
+    def setup() -> tuple[str, list[tuple[bytes, str]]]:
+        table = create()
+        bodies = []
+        for start in range(0, len(entities), rows):
+            ops = [BatchOperation(BatchOperationKind.INSERT, table, e.PartitionKey, e.RowKey, entity_to_payload(e), None)
+                   for e in entities[start:start + rows]]
+            bodies.append(build_batch_request(client.table_endpoint, ops, client.format, api_version=client.api_version))
+        return table, bodies
+    return setup
+
+
+def raw_floor_run(endpoint: str) -> Callable[[Any], int]:
+    """The floor: one requests session, SharedKey signed by hand, pre-built bodies, no response parsing."""
+    import base64
+    import hashlib
+    import hmac
+    from email.utils import formatdate
+
+    import requests
+
+    session = requests.Session()
+    key = base64.b64decode(KEY)
+    path = f"/{endpoint.split('/', 3)[3]}/$batch"
+
+    def run(state: tuple[str, list[tuple[bytes, str]]]) -> int:
+        for body, content_type in state[1]:
+            date = formatdate(usegmt=True)
+            to_sign = f"POST\n\n{content_type}\n{date}\n/{ACCOUNT}{path}"
+            sig = base64.b64encode(hmac.new(key, to_sign.encode(), hashlib.sha256).digest()).decode()
+            response = session.post(f"{endpoint}/$batch", data=body, headers={
+                "x-ms-date": date, "x-ms-version": "2019-02-02", "Content-Type": content_type,
+                "Accept": "application/json;odata=minimalmetadata", "DataServiceVersion": "3.0",
+                "Authorization": f"SharedKey {ACCOUNT}:{sig}"})
+            if response.status_code != 202 or b"HTTP/1.1 201" not in response.content and b"HTTP/1.1 204" not in response.content:
+                raise RuntimeError(f"raw batch failed: {response.status_code} {response.content[:300]!r}")
+        return len(state[1])
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="Azurite table endpoint, e.g. http://127.0.0.1:10102/devstoreaccount1 "
@@ -209,6 +256,9 @@ def main() -> None:
     parser.add_argument("--rows-per-partition", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--latency", type=float, default=0.0,
+                        help="seconds a proxy (own process) adds to every request, like a network round trip")
+    parser.add_argument("--no-sequential", action="store_true", help="leave out the execute_batch loop, floor and azure")
     args = parser.parse_args()
     count, rows = args.entities, args.rows_per_partition
 
@@ -220,7 +270,7 @@ def main() -> None:
     except ImportError:
         have_azure = False
 
-    with azurite(args.url) as (endpoint, started_pid):
+    with azurite(args.url) as (direct, started_pid), latency_proxy(direct, args.latency) as endpoint:
         pid = args.azurite_pid or started_pid
         conn = (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
                 f"TableEndpoint={endpoint};")
@@ -241,10 +291,14 @@ def main() -> None:
         for workers in args.workers:
             configs.append((Series(f"tablesdk bulk_insert, {workers} worker{'s' if workers > 1 else ''}"),
                             create("bulk"), tablesdk_bulk(client, ours, workers), drop))
-        configs.append((Series("tablesdk execute_batch loop (100/tx)"), create("seq"),
-                        tablesdk_sequential(client, ours), drop))
+        if not args.no_sequential:
+            configs.append((Series("tablesdk execute_batch loop (100/tx)"), create("seq"),
+                            tablesdk_sequential(client, ours), drop))
+            configs.insert(0, (Series("raw requests, pre-built bodies (floor)"),
+                               raw_floor_setup(client, ours, rows, create("raw")), raw_floor_run(endpoint),
+                               lambda state: drop(state[0])))
 
-        if have_azure:
+        if have_azure and not args.no_sequential:
             service = TableServiceClient.from_connection_string(conn)
             theirs = azure_entities(count, rows)
             chunks = [[("create", e) for e in theirs[i:i + rows]] for i in range(0, count, rows)]
@@ -269,7 +323,7 @@ def main() -> None:
         warm = Series("warm-up")
         small = ours[: min(200, count)]
         measure(warm, len(small), None, create("warm"), tablesdk_bulk(client, small, 2), drop)
-        if have_azure:
+        if have_azure and not args.no_sequential:
             table_client = az_setup()
             try:
                 table_client.submit_transaction([("create", e) for e in theirs[:rows]])
@@ -291,21 +345,30 @@ def main() -> None:
         print(f"azure-data-tables {azure.data.tables.__version__} (azure-core {azure.core.__version__})")
     else:
         print("azure-data-tables not installed here: its baseline was not measured (see the module docstring)")
-    base = statistics.median(configs[-1][0].rates) if have_azure else None
-    header = f"{'client':54} {'entities/s':>11} {'(min-max)':>17} {'client CPU s':>12} {'server CPU s':>12} {'requests':>8}"
-    if base:
-        header += f" {'x azure':>8}"
-    print(header)
+    labels = {series.label: series for series, *_ in configs}
+    azure_series = labels.get("azure-data-tables submit_transaction loop (100/tx)")
+    floor_series = labels.get("raw requests, pre-built bodies (floor)")
+    base = statistics.median(azure_series.rates) if azure_series else None
+    floor = statistics.median(floor_series.rates) if floor_series else None
+    if args.latency:
+        print(f"every request held {args.latency * 1000:.0f} ms by a proxy in its own process")
+    print()
+    print("| contender | entities/s median (min-max) | client CPU µs/entity | server CPU s | x azure-data-tables | x raw floor |")
+    print("|---|---|---|---|---|---|")
     for series, *_ in configs:
         rate = statistics.median(series.rates)
-        spread = f"({min(series.rates):,.0f}-{max(series.rates):,.0f})"
-        cpu = f"{statistics.median(series.client_cpu):.2f}"
+        spread = f"{rate:,.0f} ({min(series.rates):,.0f}-{max(series.rates):,.0f})"
+        cpu = f"{statistics.median(series.client_cpu) / count * 1e6:.1f}"
         srv = f"{statistics.median(series.server_cpu):.2f}" if series.server_cpu else "-"
-        req = f"{statistics.median(series.requests):.0f}" if series.requests else "-"
-        line = f"{series.label:54} {rate:11,.0f} {spread:>17} {cpu:>12} {srv:>12} {req:>8}"
-        if base:
-            line += f" {rate / base:8.2f}"
-        print(line)
+        x_azure = f"{rate / base:.2f}" if base else "-"
+        x_floor = f"{rate / floor:.2f}" if floor else "-"
+        print(f"| {series.label} | {spread} | {cpu} | {srv} | {x_azure} | {x_floor} |")
+    one = next((s for s in labels.values() if s.label.endswith(", 1 worker")), None)
+    if one:
+        for series in labels.values():
+            if "bulk_insert" in series.label and series is not one:
+                ratio = statistics.median(series.rates) / statistics.median(one.rates)
+                print(f"{series.label} / 1 worker: {ratio:.2f}x")
 
 
 if __name__ == "__main__":
