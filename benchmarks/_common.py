@@ -72,7 +72,7 @@ def latency_proxy(endpoint: str, latency: float) -> Iterator[str]:
         return
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "benchmarks" / "latency_proxy.py"), endpoint, str(latency)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:
         assert proc.stdout is not None
