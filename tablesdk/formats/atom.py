@@ -120,6 +120,11 @@ _BY_NAME.update({
 })
 
 
+#: Property element tag ("{dataservices}Name") -> property name: feeds repeat their names.
+_NAMES: dict[str, str] = {}
+_MAX_NAMES = 4096
+
+
 def parse_xml(body: bytes) -> etree._Element:
     """Parse ``body`` with :data:`SAFE_XML_PARSER`; a DOCTYPE or malformed XML raises ValueError.
 
@@ -251,6 +256,7 @@ class AtomFormat(PayloadFormat):
         string = EdmType.STRING
         prefix, cut = _D_PREFIX, _D_PREFIX_LEN
         by_name = _BY_NAME
+        names = _NAMES
         for container in root.iter(_ENTRY, _PROPERTIES):
             if container.tag == _ENTRY:
                 values, types = {}, {}
@@ -260,9 +266,13 @@ class AtomFormat(PayloadFormat):
                 continue
             for element in container:
                 tag = element.tag
-                if tag[:cut] != prefix:  # a property lives in the d: namespace
-                    continue
-                name = tag[cut:]
+                name = names.get(tag)
+                if name is None:
+                    if tag[:cut] != prefix:  # a property lives in the d: namespace
+                        continue
+                    name = tag[cut:]
+                    if len(names) < _MAX_NAMES:
+                        names[tag] = name
                 attributes = element.items()
                 if not attributes:  # the common string property
                     types[name] = string
@@ -270,11 +280,14 @@ class AtomFormat(PayloadFormat):
                     continue
                 type_name: Any = None  # lxml-stubs say str | bytes; it is str
                 null = False
-                for key, value in attributes:
-                    if key == _M_TYPE:
-                        type_name = value
-                    elif key == _M_NULL:
-                        null = value == "true"
+                if len(attributes) == 1 and attributes[0][0] == _M_TYPE:  # the common typed property
+                    type_name = attributes[0][1]
+                else:
+                    for key, value in attributes:
+                        if key == _M_TYPE:
+                            type_name = value
+                        elif key == _M_NULL:
+                            null = value == "true"
                 if type_name is None:
                     edm_type, convert = string, None
                 else:

@@ -142,3 +142,29 @@ def test_subclasses_are_checked_not_cached() -> None:
     validate_property_name(_Name("Fine"))
     with pytest.raises(TableValidationError):
         validate_property_name(_Name("Row Key"))
+
+
+# ------------------------------------------------------------------ Atom property names
+
+from tablesdk.formats import atom as atom_module  # noqa: E402
+
+_FEED = (
+    '<feed xmlns="http://www.w3.org/2005/Atom" xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices" '
+    'xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata" xmlns:x="urn:other">'
+    '<entry m:etag="W/&quot;1&quot;"><content type="application/xml"><m:properties>'
+    '<d:PartitionKey>p</d:PartitionKey><d:RowKey>r</d:RowKey><x:Rating m:type="Edm.Int32">9</x:Rating>'
+    '<d:Rating m:type="Edm.Int32">3</d:Rating><d:Gone m:type="Edm.Int64" m:null="true" />'
+    '<d:Odd m:null="false" m:type="Edm.Int64">5</d:Odd><d:Text xml:space="preserve"> a </d:Text>'
+    '</m:properties></content></entry></feed>'
+).encode()
+
+
+def test_atom_names_cache_keeps_results_and_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    fmt = atom_module.AtomFormat()
+    monkeypatch.setattr(atom_module, "_NAMES", {})
+    cold = fmt.parse_entities(_FEED)
+    warm = fmt.parse_entities(_FEED)
+    assert [(p.values, p.types, p.etag) for p in cold] == [(p.values, p.types, p.etag) for p in warm]
+    values = warm[0].values
+    assert values == {"PartitionKey": "p", "RowKey": "r", "Rating": 3, "Gone": None, "Odd": 5, "Text": " a "}
+    assert "{urn:other}Rating" not in atom_module._NAMES
