@@ -627,7 +627,7 @@ def fixed_width_key(n: int, width: int = 19) -> str:
 #: surrogates cannot be sent; keys above U+D7FF all fall in the last range.
 _FIRST_CHAR, _LAST_CHAR = 0x20, 0xD7FF
 #: Characters resolved past the common prefix of the smallest and largest keys.
-_RESOLVED_CHARS = 2
+_RESOLVED_CHARS = 1
 
 
 def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: int = 8) -> list[str]:
@@ -636,7 +636,7 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
     The service keeps no statistics of key distribution, so the boundaries are
     found by probing: each probe is a one-entity query (``$top=1``, only the
     keys selected) for the first PartitionKey at or above a string, ``workers``
-    probes at a time. The smallest key and (to two characters past the prefix
+    probes at a time. The smallest key and (to one character past the prefix
     it shares with the smallest) the largest are found that way, and the
     boundaries are spread evenly between them, character by character. The
     ranges are even in key space, not in entity count; use several ranges per
@@ -662,7 +662,7 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
 
 
 def _highest_key_prefix(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> str:
-    """The largest key's first characters: up to two past the prefix it shares with ``lowest``.
+    """The largest key's first characters: up to one past the prefix it shares with ``lowest``.
 
     Character by character: the largest code point ``c`` such that some key
     starts with ``prefix + chr(c)``, found by probing ``width`` points of the
