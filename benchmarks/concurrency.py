@@ -37,7 +37,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from _common import DEVSTORE_KEY, Series, interleave, machine, report  # noqa: E402
 from bulk import tablesdk_entities  # noqa: E402
-from query import PARTITIONS, PER_PARTITION, entity_body  # noqa: E402
+from query import KNOWN_BOUNDARIES, PARTITIONS, PER_PARTITION, entity_body  # noqa: E402
 
 from tablesdk import CloudStorageAccount  # noqa: E402
 from tablesdk.http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
@@ -133,7 +133,9 @@ def main() -> int:
     bulk_runs = [(Series("bulk_insert, 1 worker"), bulk(1)), (Series(f"bulk_insert, {args.workers} workers"), bulk(args.workers))]
     scan_runs = [(Series("one scan"), lambda: sum(1 for _ in query)),
                  (Series(f"iter_parallel({args.workers}), boundaries by probing"),
-                  lambda: sum(1 for _ in query.iter_parallel(args.workers)))]
+                  lambda: sum(1 for _ in query.iter_parallel(args.workers))),
+                 (Series(f"iter_parallel({args.workers}), boundaries given (every 4th partition)"),
+                  lambda: sum(1 for _ in query.iter_parallel(args.workers, boundaries=KNOWN_BOUNDARIES)))]
     for _, run in bulk_runs + scan_runs:
         assert run() == total
     interleave(bulk_runs + scan_runs, args.repeats)
@@ -142,8 +144,10 @@ def main() -> int:
         series = [one for one, _ in runs]
         print(report(f"{title}, synthetic service, {args.latency * 1000:.0f} ms per request; {machine()}; "
                      f"{args.repeats} interleaved repetitions", series, None, None))
-        ratio = statistics.median(series[1].rates) / statistics.median(series[0].rates)
-        print(f"\n{series[1].label} / {series[0].label}: {ratio:.2f}x\n")
+        print()
+        for one in series[1:]:
+            print(f"{one.label} / {series[0].label}: {statistics.median(one.rates) / statistics.median(series[0].rates):.2f}x")
+        print()
     return 0
 
 
