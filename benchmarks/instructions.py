@@ -1,0 +1,131 @@
+"""Client CPU per entity as instruction counts (valgrind callgrind): repeatable on a loaded machine.
+
+    python benchmarks/instructions.py [--entities 2000]
+
+Wall-clock and even CPU-time figures move with the load of a shared machine;
+the number of instructions the client executes does not. Each workload runs in
+a child process under ``valgrind --tool=callgrind`` twice, with 0 and with N
+entities, and the difference divided by N is the client's instructions per
+entity. No server is involved: requests' HTTP adapter is replaced (in the child)
+by one that answers from memory, so everything above it (requests, the
+transport, codecs, entities) runs as against the service.
+
+Workloads: ``scan`` iterates a client query over pages of 1,000 entities (the
+ten-property mix of benchmarks/query.py with DateTimes in 6-digit and trimmed
+forms, Timestamps trimmed); ``insert`` sends 100-entity batches through
+``execute_batch`` (the entities of benchmarks/bulk.py) and parses 204 answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(1, str(ROOT))
+
+
+def install_service(page: bytes, total: int) -> None:
+    """Answer queries with ``page`` (continuation until ``total``) and batches with one 204 per operation."""
+    import urllib3
+    from requests.adapters import HTTPAdapter
+
+    served = [0]
+    per_page = page.count(b'"PartitionKey"')
+
+    def send(self: HTTPAdapter, request: Any, **kwargs: Any) -> Any:
+        if request.method == "POST":
+            count = (request.body or b"").count(b"\r\nContent-ID: ")
+            parts = "".join(
+                "--changesetresponse_c\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+                f"HTTP/1.1 204 No Content\r\nContent-ID: {n}\r\nX-Content-Type-Options: nosniff\r\n"
+                "Cache-Control: no-cache\r\nPreference-Applied: return-no-content\r\nDataServiceVersion: 3.0;\r\n"
+                "ETag: W/\"datetime'2026-11-23T15%3A30%3A00.94687Z'\"\r\n\r\n\r\n"
+                for n in range(1, count + 1)
+            )
+            body = ("--batchresponse_b\r\nContent-Type: multipart/mixed; boundary=changesetresponse_c\r\n\r\n"
+                    + parts + "--changesetresponse_c--\r\n--batchresponse_b--\r\n").encode()
+            headers = {"Content-Type": "multipart/mixed; boundary=batchresponse_b", "Content-Length": str(len(body))}
+            status = 202
+        else:
+            served[0] += 1
+            body = page
+            headers = {"Content-Type": "application/json;odata=minimalmetadata;streaming=true;charset=utf-8",
+                       "Content-Length": str(len(body))}
+            if served[0] * per_page < total:
+                headers["x-ms-continuation-NextPartitionKey"] = f"1!8!{served[0]:06d}"
+                headers["x-ms-continuation-NextRowKey"] = "1!8!MDAwMDAw"
+            status = 200
+        raw = urllib3.HTTPResponse(body=io.BytesIO(body), headers=headers, status=status, preload_content=False,
+                                   decode_content=False)
+        return self.build_response(request, raw)
+
+    HTTPAdapter.send = send  # type: ignore[method-assign]
+
+
+def child(workload: str, count: int) -> None:
+    from query import PARTITIONS, PER_PARTITION, entity_body
+
+    from tablesdk import CloudStorageAccount
+
+    items = []
+    for p in range(10):
+        for r in range(PER_PARTITION):
+            entity = json.loads(entity_body(p, r))
+            stamp = f"2026-11-23T15:30:{r % 60:02d}" + ("Z" if r % 10 == 0 else f".{r * 7919 % 10_000_000:07d}".rstrip("0") + "Z")
+            items.append({"odata.etag": f"W/\"datetime'{stamp.replace(':', '%3A')}'\"", "Timestamp": stamp, **entity})
+    page = json.dumps({"odata.metadata": "http://x/$metadata#t", "value": items}).encode()
+    install_service(page, count)
+    conn = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="
+            "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
+            "TableEndpoint=http://127.0.0.1:9/devstoreaccount1;")
+    client = CloudStorageAccount.parse(conn).create_cloud_table_client()
+    assert PARTITIONS >= 10
+    if workload == "scan":
+        if count:
+            seen = sum(1 for _ in client.create_query("cputable"))
+            assert seen >= count, seen
+    else:
+        from bulk import tablesdk_entities, tablesdk_sequential
+
+        entities = tablesdk_entities(count, 100)
+        if count:
+            tablesdk_sequential(client, entities)("cputable")
+
+
+def instructions(workload: str, count: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
+                        "--child", workload, str(count)], check=True, capture_output=True)
+        match = re.search(r"^summary:\s*(\d+)", out.read_text(), re.M)
+        assert match, "no callgrind summary"
+        return int(match.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entities", type=int, default=2000)
+    parser.add_argument("--child", nargs=2)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    n = args.entities
+    print("| workload | instructions per entity |")
+    print("|---|---|")
+    for workload in ("scan", "insert"):
+        per = (instructions(workload, n) - instructions(workload, 0)) / n
+        print(f"| {workload} ({n:,} entities) | {per:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
