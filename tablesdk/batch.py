@@ -371,6 +371,8 @@ def build_batch_request(
 
 #: A header line: an RFC 7230 token, then a colon.
 _HEADER_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*:")
+#: Header lines as the service writes them, CRLF-terminated, one after another.
+_HEADER_BLOCK = re.compile(rb"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*:[^\r\n]*\r\n)+")
 #: A chunked-transfer size line: hex digits, optional extensions.
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]+)[ \t]*(?:;[^\r\n]*)?\r?\n")
 #: The first delimiter line of a multipart body, for bodies whose header lost the boundary.
@@ -477,18 +479,15 @@ def _split_multipart(data: bytes, boundary: bytes) -> list[bytes] | None:
 
 def _read_headers(data: bytes, pos: int) -> tuple[list[tuple[str, str]], int]:
     """Header lines from ``pos``: stops after a blank line, or before a line that is no header."""
-    # The service's shape, every time: CRLF lines, each a header, then an empty line. Read it
-    # with one find and one split; anything else (bare LF, folded or odd lines) goes line by line.
+    # The service's shape, every time: CRLF lines, each a header, then an empty line. Check the
+    # whole block with one regex match and split it once; anything else (bare LF, folded or
+    # odd lines, a CR inside a value) goes line by line.
     end = data.find(b"\r\n\r\n", pos)
-    if end > pos:
-        lines = data[pos:end].split(b"\r\n")
-        is_header = _HEADER_LINE.match
-        if all(is_header(line) for line in lines) and b"\n" not in data[pos:end].replace(b"\r\n", b""):
-            fast: list[tuple[str, str]] = []
-            for line in lines:
-                raw_name, _, raw_value = line.partition(b":")
-                fast.append((raw_name.strip().decode("ascii"), raw_value.strip().decode("utf-8", "replace")))
-            return fast, end + 4
+    if end > pos and _HEADER_BLOCK.fullmatch(data, pos, end + 2):
+        pairs = [line.partition(b":") for line in data[pos:end].split(b"\r\n")]
+        return [
+            (name.strip().decode("ascii"), value.strip().decode("utf-8", "replace")) for name, _, value in pairs
+        ], end + 4
     return _read_headers_by_line(data, pos)
 
 

@@ -58,7 +58,7 @@ METADATA_LEVELS = ("nometadata", "minimalmetadata", "fullmetadata")
 _ANNOTATION = "@odata.type"
 _ANNOTATION_LEN = len(_ANNOTATION)
 _STRING, _INT32, _INT64 = EdmType.STRING, EdmType.INT32, EdmType.INT64
-_DATETIME = EdmType.DATETIME
+_DATETIME, _BOOLEAN = EdmType.DATETIME, EdmType.BOOLEAN
 #: EDM type of an un-annotated JSON value, by its Python type (int is range-checked).
 _PLAIN_TYPES: dict[type, EdmType] = {
     str: EdmType.STRING, bool: EdmType.BOOLEAN, int: EdmType.INT32, float: EdmType.DOUBLE,
@@ -196,6 +196,9 @@ class JsonFormat(PayloadFormat):
             if edm_type is _STRING:
                 if not isinstance(value, str):
                     raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
+                body[name] = value
+                continue
+            if edm_type is _INT32 or edm_type is _BOOLEAN:  # bare, as to_json_value gives them
                 body[name] = value
                 continue
             wire, annotate = to_json_value(value, edm_type)

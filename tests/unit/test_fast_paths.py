@@ -102,6 +102,8 @@ HEADER_BLOCKS = [
     b"\r\n\r\nA: 1\r\n\r\n",
     b"A: 1\r\nB: 2",  # no blank line
     b"A: 1\r\nB: x\ny\r\n\r\n",  # a bare LF inside a line
+    b"A: x\ry\r\nB:\t2\t\r\n\r\n",  # a CR inside a value, tabs around one
+    b"A :1\r\n\r\n",
     b"",
 ]
 
@@ -168,3 +170,35 @@ def test_atom_names_cache_keeps_results_and_namespaces(monkeypatch: pytest.Monke
     values = warm[0].values
     assert values == {"PartitionKey": "p", "RowKey": "r", "Rating": 3, "Gone": None, "Odd": 5, "Text": " a "}
     assert "{urn:other}Rating" not in atom_module._NAMES
+
+
+# ------------------------------------------------------------------ JSON writing
+
+import json as _json  # noqa: E402
+import uuid as _uuid  # noqa: E402
+
+from tablesdk.edm import EdmType, EntityPayload, to_json_value  # noqa: E402
+from tablesdk.formats.json import JsonFormat  # noqa: E402
+
+
+def test_json_bodies_carry_what_to_json_value_gives_for_every_type() -> None:
+    T = EdmType
+    values = {
+        "PartitionKey": "p", "RowKey": "r", "S": "x", "I": -5, "L": 2**40, "D": 1.0, "B": True, "F": False,
+        "W": EdmDateTime(2024, 1, 2, 3, 4, 5, 6, UTC, ticks_remainder=7), "G": _uuid.UUID(int=5), "Y": b"\x00\x01",
+        "N": None, "Small64": 3,
+    }
+    types = {"PartitionKey": T.STRING, "RowKey": T.STRING, "S": T.STRING, "I": T.INT32, "L": T.INT64,
+             "D": T.DOUBLE, "B": T.BOOLEAN, "F": T.BOOLEAN, "W": T.DATETIME, "G": T.GUID, "Y": T.BINARY,
+             "Small64": T.INT64}
+    body = _json.loads(JsonFormat().serialize_entity(EntityPayload(dict(values), types)))
+    want: dict[str, object] = {}
+    for name, value in values.items():
+        if value is None:
+            want[name] = None
+            continue
+        wire, annotate = to_json_value(value, types[name])
+        want[name] = wire
+        if annotate:
+            want[name + "@odata.type"] = types[name].value
+    assert body == want
