@@ -68,7 +68,7 @@ def install_service(page: bytes, total: int) -> None:
                                    decode_content=False)
         return self.build_response(request, raw)
 
-    HTTPAdapter.send = send  # type: ignore[method-assign]
+    HTTPAdapter.send = send  # type: ignore[method-assign, assignment]
 
 
 def child(workload: str, count: int) -> None:

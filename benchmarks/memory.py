@@ -65,7 +65,7 @@ def install_paged_service(total: int) -> None:
                                    decode_content=False)
         return self.build_response(request, raw)
 
-    HTTPAdapter.send = send  # type: ignore[method-assign]
+    HTTPAdapter.send = send  # type: ignore[method-assign, assignment]
 
 
 def child(total: int, how: str) -> None:
