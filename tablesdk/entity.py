@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from .edm import (
+    EdmDateTime,
     EdmType,
     EntityPayload,
     EntityProperty,
@@ -489,6 +490,13 @@ def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | 
             yield name, value, wire_types.get(name), None
 
 
+#: The EDM type of a value of exactly these classes (what infer_edm_type says; int depends on the value).
+_EXACT_TYPES: dict[type, EdmType] = {
+    str: EdmType.STRING, bool: EdmType.BOOLEAN, float: EdmType.DOUBLE, datetime: EdmType.DATETIME,
+    EdmDateTime: EdmType.DATETIME, uuid.UUID: EdmType.GUID, bytes: EdmType.BINARY,
+}
+
+
 def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayload:
     """Convert an entity into the payload a codec serializes, checking every limit.
 
@@ -518,7 +526,13 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
             edm_type = remembered or declared or EdmType.STRING
         else:
             try:
-                edm_type = _choose_type(name, value, remembered, declared, owner)
+                if remembered is None and declared is None:
+                    # A dynamic property takes its value's type: what _choose_type decides,
+                    # found by the value's exact class first (the common case, once per property).
+                    edm_type = _EXACT_TYPES.get(type(value)) or infer_edm_type(value, name)
+                    check_value(name, value, edm_type)
+                else:
+                    edm_type = _choose_type(name, value, remembered, declared, owner)
             except TableValidationError:
                 if validate:
                     raise

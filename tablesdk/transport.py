@@ -255,7 +255,7 @@ def _get_header(headers: dict[str, str], name: str) -> str | None:
     return None
 
 
-def _secrets(headers: dict[str, str], url: str) -> re.Pattern[str] | None:
+def _secrets(headers: dict[str, str], url: str) -> _SecretPattern | None:
     """One pattern matching every secret of this attempt, however a server re-escapes it.
 
     The secrets are the ``Authorization`` value and its signature and the SAS
@@ -279,7 +279,44 @@ def _secrets(headers: dict[str, str], url: str) -> re.Pattern[str] | None:
     secrets = sorted({s for s in found if len(s) >= 8}, key=len, reverse=True)
     if not secrets:
         return None
-    return re.compile("|".join(_any_escaping(secret) for secret in secrets))
+    return _SecretPattern(secrets)
+
+
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+class _SecretPattern:
+    """The secrets of one attempt as a pattern, compiled only for a text that may hold one.
+
+    Compiling costs about a millisecond and is needed per attempt (signatures
+    differ), while answers almost never echo a secret. ASCII letters and digits
+    match only themselves in every escaping, so a text can hold a secret only if
+    it holds that secret's longest run of them: that substring test comes first.
+    """
+
+    __slots__ = ("_secrets", "_needles", "_pattern")
+
+    def __init__(self, secrets: list[str]) -> None:
+        self._secrets = secrets
+        self._needles = [max(_ALNUM_RUN.findall(secret) or [""], key=len) for secret in secrets]
+        self._pattern: re.Pattern[str] | None = None
+
+    def _compiled(self, text: str) -> re.Pattern[str] | None:
+        if not any(needle in text for needle in self._needles):
+            return None
+        if self._pattern is None:
+            self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets))
+        return self._pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """Where a secret occurs in ``text``, or None."""
+        pattern = self._compiled(text)
+        return None if pattern is None else pattern.search(text)
+
+    def sub(self, replacement: str, text: str) -> str:
+        """``text`` with every secret replaced."""
+        pattern = self._compiled(text)
+        return text if pattern is None else pattern.sub(replacement, text)
 
 
 def _any_escaping(secret: str) -> str:
@@ -294,20 +331,20 @@ def _any_escaping(secret: str) -> str:
     return "".join(parts)
 
 
-def _scrub(text: str, secrets: re.Pattern[str] | None) -> str:
+def _scrub(text: str, secrets: _SecretPattern | None) -> str:
     if secrets is not None:
         text = secrets.sub(_REDACTED, text)
     return _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
 
 
-def _scrub_error(error: TableServiceError, secrets: re.Pattern[str] | None) -> None:
+def _scrub_error(error: TableServiceError, secrets: _SecretPattern | None) -> None:
     message = _scrub(error.message, secrets)
     if message != error.message:
         error.message = message
     error.args = tuple(_scrub(a, secrets) if isinstance(a, str) else a for a in error.args)
 
 
-def _scrub_headers(response: HttpResponse, secrets: re.Pattern[str] | None) -> None:
+def _scrub_headers(response: HttpResponse, secrets: _SecretPattern | None) -> None:
     """Redact secrets a server echoed in any response header (request id, error code, ...).
 
     Everything downstream (request ids in errors, logs, recorded attempts and
@@ -523,7 +560,7 @@ class RetryLoop:
         error.client_request_id = self.client_request_id
         return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
 
-    def _own(self, error: TableServiceError, request_id: str | None, secrets: re.Pattern[str] | None) -> None:
+    def _own(self, error: TableServiceError, request_id: str | None, secrets: _SecretPattern | None) -> None:
         if error.request_id is None:
             error.request_id = request_id
         error.client_request_id = self.client_request_id

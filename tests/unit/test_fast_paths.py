@@ -202,3 +202,48 @@ def test_json_bodies_carry_what_to_json_value_gives_for_every_type() -> None:
         if annotate:
             want[name + "@odata.type"] = types[name].value
     assert body == want
+
+
+# ------------------------------------------------------------------ secrets in answers
+
+from tablesdk.transport import _secrets  # noqa: E402
+
+
+def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> None:
+    secrets = _secrets({"Authorization": "SharedKey acct:abcdEFGH1234+/xyzWXYZ5678=="}, "https://a/t?sig=QWERTYuiop%2B12")
+    assert secrets is not None
+    plain = "HTTP/1.1 204 No Content; request 8d1f0c2e-0000-0000-0000-000000000000"
+    assert secrets.sub("***", plain) == plain and secrets.search(plain) is None
+    assert secrets._pattern is None  # nothing could match: no pattern was compiled
+    for echo in ("x abcdEFGH1234+/xyzWXYZ5678== y", "x abcdEFGH1234%2b%2FxyzWXYZ5678%3D%3d y", "QWERTYuiop+12"):
+        scrubbed = secrets.sub("***", echo)
+        assert "abcdEFGH1234" not in scrubbed and "QWERTYuiop" not in scrubbed and "***" in scrubbed
+        assert secrets.search(echo) is not None
+
+
+# ------------------------------------------------------------------ types of dynamic properties
+
+from datetime import datetime as _datetime  # noqa: E402
+
+from tablesdk.edm import infer_edm_type  # noqa: E402
+from tablesdk.entity import _EXACT_TYPES, DynamicEntity, entity_to_payload  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["s", True, False, 1.5, _datetime(2024, 1, 2), _datetime(2024, 1, 2, tzinfo=UTC),
+     EdmDateTime(2024, 1, 2, tzinfo=UTC, ticks_remainder=3), _uuid.UUID(int=1), b"\x00"],
+)
+def test_exact_class_table_agrees_with_infer_edm_type(value: object) -> None:
+    assert _EXACT_TYPES[type(value)] is infer_edm_type(value)
+
+
+def test_dynamic_properties_are_typed_and_checked_as_before() -> None:
+    entity = DynamicEntity(PartitionKey="p", RowKey="r", S="x", I=5, L=2**40, B=True, D=1.0)
+    assert entity_to_payload(entity).types == {
+        "PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING, "S": EdmType.STRING, "I": EdmType.INT32,
+        "L": EdmType.INT64, "B": EdmType.BOOLEAN, "D": EdmType.DOUBLE,
+    }
+    for bad in ("x" * 40_000, _datetime(1500, 1, 1, tzinfo=UTC), b"\x00" * 70_000, 2**70, object()):
+        with pytest.raises(TableValidationError):
+            entity_to_payload(DynamicEntity(PartitionKey="p", RowKey="r", V=bad))
