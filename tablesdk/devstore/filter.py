@@ -31,6 +31,7 @@ be compared) is a malformed query: :class:`FilterError`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -52,6 +53,15 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 class FilterError(ValueError):
     """The filter text is not a valid query condition."""
+
+
+#: The service's limit of discrete comparisons in one ``$filter``.
+MAX_COMPARISONS = 15
+#: Parentheses and ``not`` nested deeper than this are refused: no 15-comparison filter
+#: needs them, and a recursive parser must not run out of stack on hostile input.
+MAX_NESTING = 64
+#: Longest numeric literal: every double's positional form (1e-300 as 0.000...1) fits.
+MAX_NUMBER_LENGTH = 400
 
 
 # ------------------------------------------------------------------ tokens
@@ -102,7 +112,11 @@ def _typed_literal(prefix: str, content: str, pos: int) -> tuple[str, Any]:
 
 def _number(text: str, suffix: str, pos: int) -> tuple[str, Any]:
     body = text[: len(text) - len(suffix)] if suffix else text
+    if len(body) > MAX_NUMBER_LENGTH:
+        raise FilterError(f"numeric literal of {len(body)} characters at {pos}")
     is_integral = not any(ch in body for ch in ".eE")
+    if is_integral and len(body.lstrip("-")) > 20:  # beyond any Int64; int() of it is slow
+        raise FilterError(f"integer literal out of range at {pos}")
     if suffix in ("L", "l"):
         if not is_integral:
             raise FilterError(f"invalid Int64 literal at {pos}")
@@ -111,7 +125,10 @@ def _number(text: str, suffix: str, pos: int) -> tuple[str, Any]:
             raise FilterError(f"Int64 literal out of range at {pos}")
         return INT64, value
     if suffix in ("D", "d") or (not suffix and not is_integral):
-        return DOUBLE, float(body)
+        number = float(body)
+        if math.isinf(number):
+            raise FilterError(f"Edm.Double literal out of range at {pos}")
+        return DOUBLE, number
     if suffix:  # f/F (single) and m/M (decimal) are not table types
         raise FilterError(f"unsupported numeric literal at {pos}")
     value = int(body)
@@ -206,6 +223,13 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0
+        self.comparisons = 0
+
+    def _enter(self, pos: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise FilterError(f"parentheses and 'not' nested more than {MAX_NESTING} deep at {pos}")
 
     def peek(self) -> Token:
         return self.tokens[self.i]
@@ -251,8 +275,9 @@ class _Parser:
 
     def unary(self) -> Node:
         if self.is_word("not"):
-            self.take()
+            self._enter(self.take().pos)
             operand = self.unary()
+            self.depth -= 1
             if operand.static_type not in (None, BOOLEAN):
                 raise FilterError("operand of 'not' is not a condition")
             return Node("not", left=operand)
@@ -263,6 +288,9 @@ class _Parser:
         tok = self.peek()
         if tok.kind == "ident" and tok.value in _COMPARISONS:
             self.take()
+            self.comparisons += 1
+            if self.comparisons > MAX_COMPARISONS:
+                raise FilterError(f"more than {MAX_COMPARISONS} comparisons (at {tok.pos})")
             right = self.primary()
             lt, rt = left.static_type, right.static_type
             if lt is not None and rt is not None and lt != rt:
@@ -273,7 +301,9 @@ class _Parser:
     def primary(self) -> Node:
         tok = self.take()
         if tok.kind == "(":
+            self._enter(tok.pos)
             node = self.expr()
+            self.depth -= 1
             close = self.take()
             if close.kind != ")":
                 raise FilterError(f"expected ')' at {close.pos}")

@@ -237,7 +237,9 @@ def encode_token(value: str) -> str:
 
 def decode_token(token: str) -> str:
     parts = token.split("!")
-    if len(parts) != 3 or parts[0] != "1" or not parts[1].isdigit() or int(parts[1]) != len(parts[2]):
+    # isdigit() alone takes '²' and '١', which int() then refuses or reads: ASCII digits only.
+    if (len(parts) != 3 or parts[0] != "1" or not (parts[1].isascii() and parts[1].isdigit())
+            or len(parts[1]) > 9 or int(parts[1]) != len(parts[2])):
         raise error("InvalidInput")
     data = parts[2]
     if not _TOKEN_RE.match(data):
@@ -330,7 +332,7 @@ def _top(query: dict[str, str]) -> int | None:
     if text is None:
         return None
     text = text.strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:  # '²'.isdigit() is True
         raise error("InvalidQueryParameterValue")
     return int(text)
 

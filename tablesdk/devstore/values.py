@@ -232,7 +232,7 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
         obj = json.loads(text, object_pairs_hook=_no_duplicates)
     except ServiceError:
         raise
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise error("InvalidInput", message=BAD_BODY) from None
     if not isinstance(obj, dict):
         raise error("InvalidInput", message=BAD_BODY)
