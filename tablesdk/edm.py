@@ -375,7 +375,10 @@ def _parse_datetime_slow(text: str) -> EdmDateTime:
         value = date_parser.isoparse(text)
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"not an Edm.DateTime value: {text!r}") from exc
-    utc = _as_utc(value)
+    try:
+        utc = _as_utc(value)
+    except OverflowError:  # an offset that moves the instant past year 1 or 9999
+        raise ValueError(f"not an Edm.DateTime value: {text!r}") from None
     digits = (frac_digits + "0000000")[:7]
     return EdmDateTime(
         utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, int(digits[:6]),

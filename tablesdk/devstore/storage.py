@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from .values import Props, json_fragment, props_from_storage, props_to_storage, utf16_key
+from .values import Props, json_fragment, props_from_storage, props_to_storage, utf16_key, wire_datetime
 
 __all__ = ["Storage", "EntityRow", "etag_for"]
 
@@ -59,8 +59,8 @@ _UTF16, _PASS = "utf-16-be", "surrogatepass"
 
 
 def etag_for(timestamp: str) -> str:
-    """The ETag of an entity written at ``timestamp`` (canonical Edm.DateTime text)."""
-    return "W/\"datetime'" + timestamp.replace(":", "%3A") + "'\""
+    """The ETag of an entity written at ``timestamp`` (canonical Edm.DateTime text), in wire form."""
+    return "W/\"datetime'" + wire_datetime(timestamp).replace(":", "%3A") + "'\""
 
 
 @dataclass

@@ -43,6 +43,7 @@ __all__ = [
     "STRING", "INT32", "INT64", "DOUBLE", "BOOLEAN", "DATETIME", "GUID", "BINARY",
     "EDM_TYPES",
     "canonical_datetime",
+    "wire_datetime",
     "utf16_key",
     "canonical_guid",
     "parse_json_body",
@@ -112,6 +113,19 @@ def canonical_datetime(text: str) -> str:
     if not _DT_MIN <= canon <= _DT_MAX:
         raise ValueError("datetime out of range")
     return canon
+
+
+def wire_datetime(canon: str) -> str:
+    """Canonical Edm.DateTime text as the service writes it on the wire.
+
+    The service trims trailing zeros of the fraction (``.94687Z``, ``.1Z``) and
+    writes no fraction for whole seconds. Stored and compared text keeps all
+    seven digits, so that text order stays time order.
+    """
+    if not canon.endswith("0Z"):
+        return canon
+    head = canon[:-1].rstrip("0")
+    return (head[:-1] if head.endswith(".") else head) + "Z"
 
 
 def canonical_guid(text: str) -> str:
@@ -526,7 +540,9 @@ def json_property_items(props: Props, annotate: bool, select: Iterable[str] | No
             value, needs = str(value), True
         elif edm == BINARY:
             value, needs = base64.b64encode(value).decode("ascii"), True
-        else:  # DateTime, Guid: canonical strings already
+        elif edm == DATETIME:
+            value, needs = wire_datetime(value), True
+        else:  # Guid: a canonical string already
             needs = True
         if annotate and needs:
             items.append((name + "@odata.type", edm))
@@ -578,6 +594,8 @@ def atom_property_xml(name: str, edm: str, value: Any) -> str:
         text = _atom_double(value)
     elif edm == BINARY:
         text = base64.b64encode(value).decode("ascii")
+    elif edm == DATETIME:
+        text = wire_datetime(value)
     else:
         text = str(value)
     return f'<d:{name} m:type="{edm}">{text}</d:{name}>'

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import quote
 
-from .values import Props, atom_property_xml, json_property_items, xml_attr, xml_text
+from .values import Props, atom_property_xml, json_property_items, wire_datetime, xml_attr, xml_text
 
 __all__ = [
     "Format",
@@ -110,7 +110,7 @@ def _json_entity_dict(
     if select is None or "Timestamp" in select:
         if metadata == "fullmetadata":
             out["Timestamp@odata.type"] = "Edm.DateTime"
-        out["Timestamp"] = timestamp
+        out["Timestamp"] = wire_datetime(timestamp)
     out.update(json_property_items(props, metadata != "nometadata", select))
     return out
 
@@ -164,7 +164,7 @@ def json_entities_minimal(base: str, table: str, rows: Iterable[tuple[str, str, 
         parts.append(',"RowKey":')
         parts.append(_encode_str(rk))
         parts.append(',"Timestamp":"')
-        parts.append(ts)
+        parts.append(wire_datetime(ts))
         parts.append('"')
         if members:
             parts.append(",")
@@ -214,7 +214,7 @@ def _atom_entry_xml(
     if select is None or "RowKey" in select:
         parts.append(f"<d:RowKey>{xml_text(rk)}</d:RowKey>")
     if select is None or "Timestamp" in select:
-        parts.append(f'<d:Timestamp m:type="Edm.DateTime">{timestamp}</d:Timestamp>')
+        parts.append(f'<d:Timestamp m:type="Edm.DateTime">{wire_datetime(timestamp)}</d:Timestamp>')
     names = props.keys() if select is None else [n for n in select if n in props]
     for name in names:
         edm, value = props[name]
@@ -224,7 +224,7 @@ def _atom_entry_xml(
         f'<entry{ns} m:etag="{xml_attr(etag)}">'
         f"<id>{xml_text(base + path)}</id>"
         '<title type="text" />'
-        f"<updated>{timestamp}</updated>"
+        f"<updated>{wire_datetime(timestamp)}</updated>"
         "<author><name /></author>"
         f'<link rel="edit" title="{xml_attr(table)}" href="{xml_attr(path)}" />'
         f'<category term="{xml_attr(account)}.{xml_attr(table)}" scheme="{_SCHEME}" />'

@@ -28,6 +28,8 @@ def deep(depth: int) -> str:
         ({"$filter": "X eq " + "9" * 5000}, "InvalidInput"),
         ({"$filter": "X eq " + "9" * 5000 + "L"}, "InvalidInput"),
         ({"$filter": "X eq " + "9" * 5000 + ".5"}, "InvalidInput"),
+        ({"$filter": "X eq datetime'0001-01-01T00:00:00+05:00'"}, "InvalidInput"),
+        ({"$filter": "X eq datetime'9999-12-31T23:00:00-05:00'"}, "InvalidInput"),
         ({"$top": "\u00b2"}, "InvalidQueryParameterValue"),
         ({"$top": "\u0661"}, "InvalidQueryParameterValue"),
         ({"NextPartitionKey": "1!\u00b2!a"}, "InvalidInput"),
@@ -35,7 +37,7 @@ def deep(depth: int) -> str:
         ({"NextRowKey": "1!\u00b2!a", "NextPartitionKey": "1!4!YQ--"}, "InvalidInput"),
     ],
     ids=["nested-1000", "not-2000", "and-3000", "16-comparisons", "5000-digits", "5000-digits-L",
-         "5000-digit-double", "top-superscript", "top-arabic-digit", "token-superscript", "token-huge-length",
+         "5000-digit-double", "datetime-offset-below-year-1", "datetime-offset-past-9999", "top-superscript", "top-arabic-digit", "token-superscript", "token-huge-length",
          "rowkey-token-superscript"],
 )
 def test_hostile_query_inputs_get_400(client: Client, table: str, params: dict[str, str], code: str) -> None:
