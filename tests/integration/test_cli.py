@@ -443,6 +443,16 @@ def test_progress_goes_to_stderr_only(table_client: CloudTableClient, dev_table:
     assert shown.stdout == quiet.stdout and shown.stdout.count(b"\n") == 10
     assert b"exporting" in shown.stderr and b"exporting" not in quiet.stderr
     assert b"\x1b[" not in quiet.stderr
+    source = b"".join(b'{"PartitionKey":"q","RowKey":"%d"}\n' % i for i in range(7))
+    imported = run_cli("--progress", "import", "-", dev_table, env=dev_env, stdin=source)
+    assert imported.returncode == 0 and b"7" in imported.stderr and imported.stdout == b""
+
+
+def test_import_progress_knows_the_total_of_a_file(dev_table: str, dev_env: dict[str, str], tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(b'{"PartitionKey":"q","RowKey":"%d"}\n' % i for i in range(7)))
+    imported = run_cli("--progress", "import", str(source), dev_table, env=dev_env)
+    assert imported.returncode == 0 and b"7/7" in imported.stderr
 
 
 def test_serve_runs_the_bundled_emulator() -> None:

@@ -49,3 +49,10 @@ def test_error_lines_say_what_to_do() -> None:
     assert "tablesdk serve" in describe_error(ConnectionFailedError("refused"))
     invalid = TableValidationError("RowKey", "keys are at most 1 KiB", "got 2000 bytes")
     assert describe_error(invalid).startswith("invalid input: ") and "fix the value" in describe_error(invalid)
+
+
+def test_console_script_is_declared() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="tablesdk")
+    assert script.value == "tablesdk.cli:main"
