@@ -20,7 +20,8 @@ Windows Azure Storage Client Library"):
   is ``delta_seconds`` randomised by +/-20%. With the defaults (3 retries,
   delta 30 s, bounds 3 s and 90 s) that gives about 3 s, 33 s and 90 s.
   :class:`LinearRetry` waits the same interval every time and
-  :class:`NoRetry` never retries.
+  :class:`NoRetry` never retries. A refused connection (nothing listens) is
+  retried on the short :data:`REFUSED_BACKOFF_SECONDS` schedule by both.
 
 Policies hold no per-operation state: the transport passes the number of
 attempts made so far, so one instance can be shared by every operation and
@@ -50,6 +51,8 @@ __all__ = [
     "DEFAULT_BACKOFF_SECONDS",
     "DEFAULT_MIN_BACKOFF_SECONDS",
     "DEFAULT_MAX_BACKOFF_SECONDS",
+    "REFUSED_BACKOFF_SECONDS",
+    "refused_backoff",
 ]
 
 #: Retries after the first attempt (the Storage Client Library's ``DefaultClientRetryCount``).
@@ -60,6 +63,12 @@ DEFAULT_BACKOFF_SECONDS = 30.0
 DEFAULT_MIN_BACKOFF_SECONDS = 3.0
 #: Largest exponential back-off (the Storage Client Library's ``DefaultMaxBackoff``).
 DEFAULT_MAX_BACKOFF_SECONDS = 90.0
+
+#: Waits before the retries of a refused connection. Nothing listens at the address (an
+#: emulator not started, a wrong port, a server restarting): a back-off of minutes cannot
+#: fix that and only hides it, so the built-in policies retry it on this short schedule
+#: (about 3.5 s in all with the default 3 retries) and then report it.
+REFUSED_BACKOFF_SECONDS: tuple[float, ...] = (0.5, 1.0, 2.0)
 
 _JITTER = 0.2
 _NOT_RETRIED_5XX = frozenset({501, 505})
@@ -98,6 +107,16 @@ def is_retryable(error: BaseException) -> bool:
     if status in _NOT_RETRIED_5XX:
         return False
     return 500 <= status < 600
+
+
+def refused_backoff(attempt: int, error: BaseException) -> float | None:
+    """The short wait before retrying a refused connection, or None when ``error`` is no refusal.
+
+    Retry ``n`` waits ``REFUSED_BACKOFF_SECONDS[n - 1]`` (the last value beyond the table).
+    """
+    if not isinstance(error, ConnectionFailedError) or not error.refused:
+        return None
+    return REFUSED_BACKOFF_SECONDS[min(attempt, len(REFUSED_BACKOFF_SECONDS)) - 1]
 
 
 def _check_count(value: int, name: str) -> int:
@@ -171,7 +190,8 @@ class LinearRetry:
         _check_attempt(attempt)
         if attempt > self._count or not is_retryable(error):
             return None
-        return self._interval
+        refused = refused_backoff(attempt, error)
+        return self._interval if refused is None else min(refused, self._interval)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LinearRetry):
@@ -248,6 +268,9 @@ class ExponentialRetry:
         _check_attempt(attempt)
         if attempt > self._count or not is_retryable(error):
             return None
+        refused = refused_backoff(attempt, error)
+        if refused is not None:
+            return min(refused, self._max)
         jittered = self._random.uniform(self._delta * (1 - _JITTER), self._delta * (1 + _JITTER))
         # 2.0 ** 1023 is the largest finite power; beyond it the cap applies anyway.
         factor = 2.0 ** min(attempt - 1, 1023) - 1

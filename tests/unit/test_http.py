@@ -211,3 +211,62 @@ def test_a_body_over_the_cap_is_a_final_error_from_the_client(mock: responses.Re
     assert info.value.status_code == 200 and len(mock.calls) == 1
     with pytest.raises(ValueError, match="max_response_bytes"):
         ACCOUNT.create_cloud_table_client(max_response_bytes=0)
+
+
+# ---------------------------------------------------------------- refused connections fail fast and say why
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_refused_loopback_connection_fails_fast_with_the_default_policy(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import time
+
+    port = _closed_port()
+    account = CloudStorageAccount.parse(
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={ACCOUNT.credential.account_key};"  # type: ignore[union-attr]
+        f"TableEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+    )
+    client = account.create_cloud_table_client()  # ExponentialRetry(): 3 retries, 3 s to 90 s otherwise
+    slept: list[float] = []
+    client.transport._sleep = slept.append  # type: ignore[attr-defined]
+    op = OperationContext()
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="tablesdk.transport"):
+        with pytest.raises(ConnectionFailedError) as info:
+            client.table_exists("Blogs", operation_context=op)
+    assert time.monotonic() - started < 5.0
+    assert slept == [0.5, 1.0, 2.0] and sum(slept) < 20.0
+    assert [a.state for a in op.attempts] == [AttemptState.NOT_SENT] * 4
+    text = str(info.value)
+    assert "after 4 attempts over" in text and "python -m tablesdk.devstore" in text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 3
+    assert all("refused" in w.lower() and "retrying in" in w for w in warnings)
+
+
+def test_a_refused_remote_connection_gets_no_emulator_hint() -> None:
+    def refuse(request: HttpRequest) -> HttpResponse:
+        raise SendError("Connection refused", state=AttemptState.NOT_SENT, refused=True)
+
+    account = CloudStorageAccount.parse(
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net"
+    )
+    client = account.create_cloud_table_client(sender=MockSender(refuse), retry_policy=LinearRetry(1, 0.0))
+    with pytest.raises(ConnectionFailedError, match="after 2 attempts over") as info:
+        client.table_exists("Blogs")
+    assert "devstore" not in str(info.value)
+
+
+def test_connect_timeout_is_separate_and_shorter_than_the_read_timeout() -> None:
+    from tablesdk.transport import DEFAULT_TIMEOUT
+
+    connect, read = DEFAULT_TIMEOUT
+    assert connect < read
