@@ -85,8 +85,6 @@ class EdmType(str, Enum):
         return self.value
 
 
-_EDM_BY_NAME = {t.value: t for t in EdmType}
-
 #: Annotation for a declared Int64 property: ``Views: Int64`` (values are ints).
 Int64 = Annotated[int, EdmType.INT64]
 
@@ -478,14 +476,6 @@ def _b64decode(text: str) -> bytes:
         raise ValueError("not an Edm.Binary (base64) value") from exc
 
 
-def edm_type_from_name(name: str) -> EdmType:
-    """The :class:`EdmType` for a wire type name such as ``"Edm.Int64"``."""
-    try:
-        return _EDM_BY_NAME[name]
-    except KeyError:
-        raise ValueError(f"unknown EDM type name {name!r}") from None
-
-
 # ---------------------------------------------------------------- JSON
 
 #: Types whose JSON value needs an ``@odata.type`` annotation to be read back as sent.
@@ -549,19 +539,6 @@ def from_json_value(value: Any, edm_type: EdmType) -> Any:
     if edm_type is EdmType.BINARY:
         return _b64decode(value)
     raise TypeError(f"unknown EDM type {edm_type!r}")
-
-
-def json_value_type(value: Any) -> EdmType:
-    """The EDM type of an un-annotated JSON value (strings stay strings)."""
-    if isinstance(value, str):
-        return EdmType.STRING
-    if isinstance(value, bool):
-        return EdmType.BOOLEAN
-    if isinstance(value, int):
-        return EdmType.INT32 if INT32_MIN <= value <= INT32_MAX else EdmType.INT64
-    if isinstance(value, float):
-        return EdmType.DOUBLE
-    raise ValueError(f"unsupported JSON property value of type {type(value).__name__}")
 
 
 # ---------------------------------------------------------------- $filter
