@@ -45,6 +45,7 @@ from .errors import (
     ResourceNotFoundError,
     ResponseDecodeError,
     ServerBusyError,
+    TableErrorCode,
     TableServiceError,
     TableValidationError,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "CorsRule",
     "ServiceStats",
     "TableServiceError",
+    "TableErrorCode",
     "ResourceNotFoundError",
     "ConflictError",
     "PreconditionFailedError",

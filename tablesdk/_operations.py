@@ -49,6 +49,7 @@ from .errors import (
     ConflictError,
     ContinuationCycleError,
     ResourceNotFoundError,
+    TableErrorCode,
     TableServiceError,
     error_for_status,
 )
@@ -182,7 +183,7 @@ def check_listing_cycle(token: ContinuationToken, seen: set[str]) -> None:
 
 
 def _not_found() -> ResourceNotFoundError:
-    return ResourceNotFoundError("The specified resource does not exist.", status_code=404, error_code="ResourceNotFound")
+    return ResourceNotFoundError("The specified resource does not exist.", status_code=404, error_code=TableErrorCode.RESOURCE_NOT_FOUND.value)
 
 
 class ClientCore:
@@ -292,7 +293,7 @@ class ClientCore:
         except ConflictError as exc:
             if exc.ambiguous_retry:  # our own lost first attempt may have created it: don't guess
                 raise
-            if exc.error_code == "TableBeingDeleted":
+            if exc.error_code == TableErrorCode.TABLE_BEING_DELETED:
                 exc.message = (
                     f"table {table_name!r} is being deleted; it cannot be created until the "
                     f"service finishes (retry after some seconds): {exc.message}"
@@ -468,7 +469,7 @@ class ClientCore:
                     query.table, keys[0], keys[1], query.select_columns, None, None, request_hook
                 )
             except ResourceNotFoundError as exc:
-                missing_table = exc.error_code == "TableNotFound"
+                missing_table = exc.error_code == TableErrorCode.TABLE_NOT_FOUND
                 if ignore_missing_table if missing_table else ignore_missing_entity:
                     return [], None
                 raise

@@ -78,7 +78,7 @@ from .batch import (
 )
 from .edm import EdmType, EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
-from .errors import BatchError, TableServiceError, TableValidationError
+from .errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
 from .formats import PayloadFormat
 from .retry import RetryPolicy
 from .transport import OperationContext
@@ -120,15 +120,15 @@ MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 #: Errors about the request as a whole: no entity is to blame, so none is singled out.
 _REQUEST_WIDE_STATUSES = frozenset({401, 403, 405, 411, 413, 415})
 _REQUEST_WIDE_CODES = frozenset({
-    "TableNotFound",
-    "TableBeingDeleted",
-    "AuthenticationFailed",
-    "AuthorizationFailure",
-    "AuthorizationPermissionMismatch",
-    "AuthorizationResourceTypeMismatch",
-    "RequestBodyTooLarge",
-    "InvalidHeaderValue",
-    "UnsupportedHeader",
+    TableErrorCode.TABLE_NOT_FOUND,
+    TableErrorCode.TABLE_BEING_DELETED,
+    TableErrorCode.AUTHENTICATION_FAILED,
+    TableErrorCode.AUTHORIZATION_FAILURE,
+    TableErrorCode.AUTHORIZATION_PERMISSION_MISMATCH,
+    TableErrorCode.AUTHORIZATION_RESOURCE_TYPE_MISMATCH,
+    TableErrorCode.REQUEST_BODY_TOO_LARGE,
+    TableErrorCode.INVALID_HEADER_VALUE,
+    TableErrorCode.UNSUPPORTED_HEADER,
     "InvalidAPIVersion",
 })
 

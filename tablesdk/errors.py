@@ -9,12 +9,14 @@ message and the request id are kept.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .context import DataServiceResponse
 
 __all__ = [
+    "TableErrorCode",
     "TableServiceError",
     "ResourceNotFoundError",
     "ConflictError",
@@ -30,6 +32,69 @@ __all__ = [
     "ContinuationCycleError",
     "error_for_status",
 ]
+
+
+class TableErrorCode(str, Enum):
+    """The error codes the Table service documents, as a string enum.
+
+    A member equals its plain string (``TableErrorCode.ENTITY_ALREADY_EXISTS ==
+    "EntityAlreadyExists"``), so ``error.error_code`` (the string the service sent)
+    can be compared with either. The first group are the Table service's own codes
+    (REST reference, "Table service error codes"); the second the common storage
+    codes a table operation can get (authentication, throttling, limits).
+    """
+
+    DUPLICATE_PROPERTIES_SPECIFIED = "DuplicatePropertiesSpecified"
+    ENTITY_NOT_FOUND = "EntityNotFound"
+    ENTITY_ALREADY_EXISTS = "EntityAlreadyExists"
+    ENTITY_TOO_LARGE = "EntityTooLarge"
+    HOST_INFORMATION_NOT_PRESENT = "HostInformationNotPresent"
+    INVALID_DUPLICATE_ROW = "InvalidDuplicateRow"
+    INVALID_INPUT = "InvalidInput"
+    INVALID_VALUE_TYPE = "InvalidValueType"
+    JSON_FORMAT_NOT_SUPPORTED = "JsonFormatNotSupported"
+    METHOD_NOT_ALLOWED = "MethodNotAllowed"
+    NOT_IMPLEMENTED = "NotImplemented"
+    OUT_OF_RANGE_INPUT = "OutOfRangeInput"
+    PROPERTIES_NEED_VALUE = "PropertiesNeedValue"
+    PROPERTY_NAME_INVALID = "PropertyNameInvalid"
+    PROPERTY_NAME_TOO_LONG = "PropertyNameTooLong"
+    PROPERTY_VALUE_TOO_LARGE = "PropertyValueTooLarge"
+    TABLE_ALREADY_EXISTS = "TableAlreadyExists"
+    TABLE_BEING_DELETED = "TableBeingDeleted"
+    TABLE_NOT_FOUND = "TableNotFound"
+    TOO_MANY_PROPERTIES = "TooManyProperties"
+    UPDATE_CONDITION_NOT_SATISFIED = "UpdateConditionNotSatisfied"
+    X_METHOD_INCORRECT_COUNT = "XMethodIncorrectCount"
+    X_METHOD_INCORRECT_VALUE = "XMethodIncorrectValue"
+    X_METHOD_NOT_USING_POST = "XMethodNotUsingPost"
+
+    AUTHENTICATION_FAILED = "AuthenticationFailed"
+    AUTHORIZATION_FAILURE = "AuthorizationFailure"
+    AUTHORIZATION_PERMISSION_MISMATCH = "AuthorizationPermissionMismatch"
+    AUTHORIZATION_PROTOCOL_MISMATCH = "AuthorizationProtocolMismatch"
+    AUTHORIZATION_RESOURCE_TYPE_MISMATCH = "AuthorizationResourceTypeMismatch"
+    AUTHORIZATION_SERVICE_MISMATCH = "AuthorizationServiceMismatch"
+    AUTHORIZATION_SOURCE_IP_MISMATCH = "AuthorizationSourceIPMismatch"
+    INSUFFICIENT_ACCOUNT_PERMISSIONS = "InsufficientAccountPermissions"
+    INTERNAL_ERROR = "InternalError"
+    INVALID_HEADER_VALUE = "InvalidHeaderValue"
+    INVALID_QUERY_PARAMETER_VALUE = "InvalidQueryParameterValue"
+    INVALID_RESOURCE_NAME = "InvalidResourceName"
+    INVALID_URI = "InvalidUri"
+    MISSING_REQUIRED_HEADER = "MissingRequiredHeader"
+    OPERATION_TIMED_OUT = "OperationTimedOut"
+    REQUEST_BODY_TOO_LARGE = "RequestBodyTooLarge"
+    RESOURCE_NOT_FOUND = "ResourceNotFound"
+    SERVER_BUSY = "ServerBusy"
+    UNSUPPORTED_HEADER = "UnsupportedHeader"
+    UNSUPPORTED_MEDIA_TYPE = "UnsupportedMediaType"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 class TableServiceError(Exception):

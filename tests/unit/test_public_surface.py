@@ -1,0 +1,70 @@
+"""The public surface: tablesdk.__all__ is exactly what docs/architecture.md lists, and documented; TableErrorCode."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import tablesdk
+from tablesdk import TableErrorCode
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Exported values that are data, not classes or functions (documented in their module by comments).
+DATA_NAMES = {"__version__", "Int64"}
+
+
+def documented_surface() -> set[str]:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Public surface", 1)[1].split("\n## ", 1)[0]
+    listed = "\n".join(line for line in section.splitlines() if line.startswith("- "))
+    return set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", listed))
+
+
+def test_all_is_exactly_the_documented_surface() -> None:
+    exported = set(tablesdk.__all__)
+    documented = documented_surface()
+    assert len(tablesdk.__all__) == len(exported), "a name is exported twice"
+    assert exported - documented == set(), "exported but not listed in docs/architecture.md"
+    assert documented - exported == set(), "listed in docs/architecture.md but not exported"
+
+
+def test_every_exported_name_exists_and_has_a_docstring() -> None:
+    for name in tablesdk.__all__:
+        value = getattr(tablesdk, name)
+        if name in DATA_NAMES:
+            continue
+        assert inspect.isclass(value) or inspect.isfunction(value), name
+        assert value.__doc__ and value.__doc__.strip(), f"{name} has no docstring"
+
+
+def test_table_error_codes_compare_with_plain_strings() -> None:
+    code = TableErrorCode.ENTITY_ALREADY_EXISTS
+    assert code == "EntityAlreadyExists" and "EntityAlreadyExists" == code
+    assert str(code) == f"{code}" == "EntityAlreadyExists"
+    assert "TableNotFound" in {TableErrorCode.TABLE_NOT_FOUND}
+    assert TableErrorCode("ServerBusy") is TableErrorCode.SERVER_BUSY
+
+
+@pytest.mark.parametrize(
+    "code",
+    [  # the Table service's documented codes (REST reference, "Table service error codes")
+        "DuplicatePropertiesSpecified", "EntityNotFound", "EntityAlreadyExists", "EntityTooLarge",
+        "HostInformationNotPresent", "InvalidDuplicateRow", "InvalidInput", "InvalidValueType",
+        "JsonFormatNotSupported", "MethodNotAllowed", "NotImplemented", "OutOfRangeInput", "PropertiesNeedValue",
+        "PropertyNameInvalid", "PropertyNameTooLong", "PropertyValueTooLarge", "TableAlreadyExists",
+        "TableBeingDeleted", "TableNotFound", "TooManyProperties", "UpdateConditionNotSatisfied",
+        "XMethodIncorrectCount", "XMethodIncorrectValue", "XMethodNotUsingPost",
+    ],
+)
+def test_every_documented_table_code_is_a_member(code: str) -> None:
+    assert TableErrorCode(code) == code
+
+
+def test_an_error_from_the_service_compares_with_the_enum() -> None:
+    from tablesdk.errors import error_for_status
+
+    error = error_for_status(409, "EntityAlreadyExists", "The specified entity already exists.")
+    assert error.error_code == TableErrorCode.ENTITY_ALREADY_EXISTS
