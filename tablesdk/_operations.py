@@ -112,6 +112,7 @@ class Call:
     endpoint: str | None = None  # another endpoint than the table endpoint (the secondary, for stats)
     check: Callable[[HttpResponse], None] | None = None  # may refuse a 2xx (a batch's change set)
     read_only: bool = False  # a POST that changes nothing (a point query in a $batch)
+    pinned: str | None = None  # "primary"/"secondary": where the continuation token being followed came from
 
 
 #: An operation: yields the calls it needs, receives their answers, returns its result.
@@ -258,19 +259,29 @@ class ClientCore:
             request = SendingRequest(call.method, url, headers)
             call.request_hook(request)
             url, headers = request.url, request.headers
-        locations = self._read_locations(call.method, url) if call.endpoint is None else ()
+        locations = self._read_locations(call.method, url, call.pinned) if call.endpoint is None else ()
         return url, headers, locations
 
-    def _read_locations(self, method: str, url: str) -> tuple[str, ...]:
-        """The endpoints a read's attempts cycle through under the location mode (none: primary only)."""
-        if self._location_mode == "primary_only" or method.upper() not in _READ_METHODS:
+    def _read_locations(self, method: str, url: str, pinned: str | None = None) -> tuple[str, ...]:
+        """The endpoints a read's attempts cycle through under the location mode (none: primary only).
+
+        ``pinned`` is the location a continuation token came from: the next page is read there.
+        """
+        mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", self._location_mode)
+        if mode == "primary_only" or method.upper() not in _READ_METHODS:
             return ()
         if not url.startswith(self.table_endpoint + "/"):
             return ()  # a hook sent it elsewhere
         secondary = self.account.secondary_table_endpoint + url[len(self.table_endpoint):]
-        if self._location_mode == "secondary_only":
+        if mode == "secondary_only":
             return (secondary,)
         return (url, secondary)
+
+    def _answered_from(self, response: HttpResponse) -> str | None:
+        """Which endpoint answered a read, for its continuation token (None: no location mode in use)."""
+        if self._location_mode == "primary_only":
+            return None
+        return "secondary" if response.url.startswith(self.account.secondary_table_endpoint + "/") else "primary"
 
     def _prefer_headers(self, echo_content: bool | None) -> dict[str, str]:
         echo = self.echo_content if echo_content is None else echo_content
@@ -345,10 +356,14 @@ class ClientCore:
             params.append(("$top", str(max_results)))
         if token is not None and token.next_table_name:
             params.append(("NextTableName", token.next_table_name))
-        response = yield Call("GET", "Tables", query=params, operation_context=operation_context)
+        response = yield Call("GET", "Tables", query=params, operation_context=operation_context,
+                              pinned=token.target_location if token is not None else None)
         names = decoded(response, self._format.parse_tables)
         next_name = response.headers.get("x-ms-continuation-NextTableName")
-        return ResultSegment(names, ContinuationToken(next_table_name=next_name) if next_name else None)
+        if not next_name:
+            return ResultSegment(names, None)
+        return ResultSegment(names, ContinuationToken(next_table_name=next_name,
+                                                      target_location=self._answered_from(response)))
 
     # ------------------------------------------------------------ access policies, service level
 
@@ -419,11 +434,15 @@ class ClientCore:
         response = yield Call(
             "GET", f"{table_name}()", query=params,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            pinned=continuation_token.target_location if continuation_token is not None else None,
         )
         payloads = decoded(response, lambda body: require_keys(self._format.parse_entities(body), body))
         npk = response.headers.get("x-ms-continuation-NextPartitionKey")
         nrk = response.headers.get("x-ms-continuation-NextRowKey")
-        token = ContinuationToken(next_partition_key=npk, next_row_key=nrk) if (npk or nrk) else None
+        token = None
+        if npk or nrk:
+            token = ContinuationToken(next_partition_key=npk, next_row_key=nrk,
+                                      target_location=self._answered_from(response))
         return payloads, token
 
     def _f_get_entity_payload(

@@ -115,13 +115,16 @@ class HttpResponse:
 
     ``after_unknown_attempt`` is True when the transport returned this response for a
     write after an earlier attempt whose outcome was unknown (see
-    :func:`tablesdk.transport.is_ambiguous`).
+    :func:`tablesdk.transport.is_ambiguous`). ``url`` is the URL of the attempt that
+    got this answer, with any SAS signature redacted (set by the transport; reads
+    under a location mode use it to tell which endpoint answered).
     """
 
     status: int
     headers: CaseInsensitiveDict[str]
     body: bytes
     after_unknown_attempt: bool = False
+    url: str = ""
 
     @property
     def request_id(self) -> str | None:

@@ -99,11 +99,17 @@ class ContinuationToken:
     :meth:`to_string` gives a URL-safe text that a web application can put in
     a link or a form and :meth:`from_string` reads it back; any key (empty,
     unicode, containing ``%`` or quotes) survives the round trip.
+
+    ``target_location`` (``"primary"`` or ``"secondary"``) is set on tokens
+    from a client with a ``location_mode``: the endpoint that produced the page,
+    where the next page is then read too, so one query's pages come from one
+    copy of the data. None (any other client) means the primary.
     """
 
     next_partition_key: str | None = None
     next_row_key: str | None = None
     next_table_name: str | None = None
+    target_location: str | None = None
 
     def __post_init__(self) -> None:
         parts = (self.next_partition_key, self.next_row_key, self.next_table_name)
@@ -112,13 +118,15 @@ class ContinuationToken:
                 raise TypeError(f"continuation token parts are str or None, not {type(part).__name__}")
         if all(part is None for part in parts):
             raise ValueError("a continuation token needs at least one of its parts")
+        if self.target_location not in (None, "primary", "secondary"):
+            raise ValueError(f"target_location is 'primary', 'secondary' or None, not {self.target_location!r}")
 
     def to_string(self) -> str:
         """A URL-safe, versioned text form: ``"1." + base64url(JSON)`` (no padding)."""
-        payload = json.dumps(
-            [self.next_partition_key, self.next_row_key, self.next_table_name],
-            ensure_ascii=True, separators=(",", ":"),
-        )
+        fields: list[str | None] = [self.next_partition_key, self.next_row_key, self.next_table_name]
+        if self.target_location is not None:  # only pinned tokens carry the fourth field
+            fields.append(self.target_location)
+        payload = json.dumps(fields, ensure_ascii=True, separators=(",", ":"))
         encoded = base64.urlsafe_b64encode(payload.encode("ascii")).decode("ascii").rstrip("=")
         return f"{_TOKEN_VERSION}.{encoded}"
 
@@ -140,12 +148,13 @@ class ContinuationToken:
             raise ValueError("not a tablesdk continuation token (bad encoding)") from exc
         if (
             not isinstance(parts, list)
-            or len(parts) != 3
+            or len(parts) not in (3, 4)
             or not all(part is None or isinstance(part, str) for part in parts)
-            or all(part is None for part in parts)
+            or all(part is None for part in parts[:3])
+            or (len(parts) == 4 and parts[3] not in ("primary", "secondary"))
         ):
             raise ValueError("not a tablesdk continuation token (bad contents)")
-        return cls(parts[0], parts[1], parts[2])
+        return cls(parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else None)
 
     def __str__(self) -> str:
         return self.to_string()

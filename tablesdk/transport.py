@@ -537,6 +537,7 @@ class RetryLoop:
                     refused.status_code or response.status
                 )
                 return AttemptResult(None, refused, state, url, request_id, response.status)
+            response.url = url
             return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
         error = self.error_parser(response)
         self._own(error, request_id, secrets)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tablesdk import CloudStorageAccount, DynamicEntity, LinearRetry, ResourceNotFoundError, ServerBusyError, SharedKeyCredential
+from tablesdk import (
+    CloudStorageAccount,
+    ContinuationToken,
+    DynamicEntity,
+    LinearRetry,
+    ResourceNotFoundError,
+    ServerBusyError,
+    SharedKeyCredential,
+)
 from tablesdk.http import HttpRequest, HttpResponse, MockSender
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -111,3 +119,35 @@ def test_secondary_only_not_found_is_final() -> None:
     with pytest.raises(ResourceNotFoundError):
         client.get_entity("tbl1", "p", "r")  # type: ignore[attr-defined]
     assert len(sender.requests) == 1
+
+
+def test_tokens_are_pinned_to_the_endpoint_that_answered() -> None:
+    page = b'{"value":[{"PartitionKey":"p","RowKey":"r1"}]}'
+    more = {"Content-Type": "application/json", "x-ms-continuation-NextPartitionKey": "1!4!cA",
+            "x-ms-continuation-NextRowKey": "1!4!cjI"}
+
+    def primary_down(request: HttpRequest) -> HttpResponse:
+        if "-secondary" not in request.url:
+            return MockSender.response(503)
+        return MockSender.response(200, page, more)
+
+    client, sender = client_with(primary_down, "primary_then_secondary")
+    payloads, token = client.query_entity_payloads("tbl1")  # type: ignore[attr-defined]
+    assert token is not None and token.target_location == "secondary"
+    restored = ContinuationToken.from_string(token.to_string())
+    assert restored == token
+    sender.requests.clear()
+    client.query_entity_payloads("tbl1", continuation_token=restored)  # type: ignore[attr-defined]
+    assert hosts(sender) == ["acct-secondary.table.core.windows.net"]  # the next page: same copy, first try
+
+
+def test_tokens_without_location_mode_are_unchanged() -> None:
+    more = {"Content-Type": "application/json", "x-ms-continuation-NextTableName": "1!4!dDI"}
+    client, _ = client_with(lambda request: MockSender.response(200, TABLES, more), "primary_only")
+    segment = client.list_tables_segmented()  # type: ignore[attr-defined]
+    assert segment.continuation_token == ContinuationToken(next_table_name="1!4!dDI")
+    assert segment.continuation_token.target_location is None
+    # a three-field token (written before locations existed) still reads back
+    assert ContinuationToken.from_string(ContinuationToken("a", "b").to_string()).target_location is None
+    with pytest.raises(ValueError):
+        ContinuationToken("a", target_location="tertiary")
