@@ -158,3 +158,13 @@ def test_json_bodies_escape_line_and_paragraph_separators() -> None:
     assert "\u00e9".encode() in body  # other non-ASCII characters travel as themselves
     assert codec.parse_entity(body).values["T"] == "a\u2028b\u2029c\u00e9"
     assert b"\\u2028" in codec.serialize_table("x\u2028")
+
+
+def test_large_json_bodies_are_sent_ascii_only() -> None:
+    # A JavaScript service decoding 64 KiB chunks would split a multi-byte character.
+    codec = get_format("json")
+    big = codec.serialize_entity(entity_to_payload(DynamicEntity("p", "r", S="\U0001f600" * 16383)))
+    assert big.isascii() and b"\\ud83d\\ude00" in big
+    assert codec.parse_entity(big).values["S"] == "\U0001f600" * 16383
+    small = codec.serialize_entity(entity_to_payload(DynamicEntity("p", "r", S="\U0001f600" * 100)))
+    assert not small.isascii()  # small bodies keep characters as themselves
