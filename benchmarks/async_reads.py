@@ -11,8 +11,8 @@ Without --url it starts its own Azurite. Measured, each the median of ``--repeat
 2. Through a proxy that holds every request 20 ms (the Table service is a
    network round trip away; Azurite on loopback is not): 100 reads one after
    the other against 100 reads with ``asyncio.gather``. The proxy runs in its
-   own process (tests/faults.py's FaultProxy, a DELAY_BEFORE_FORWARD rule on
-   every request), so its CPU never counts as the client's.
+   own process (``_common.latency_proxy``: tests/faults.py's FaultProxy with a
+   fixed latency), so its CPU never counts as the client's.
 3. ``--libraries``: the same 200 signed reads sent with bare httpx and bare
    aiohttp sessions (how the HTTP library of ``tablesdk.aio`` was chosen).
 
@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import statistics
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 from pathlib import Path
@@ -37,41 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import azurite, connection_string, machine  # noqa: E402
+from _common import azurite, connection_string, latency_proxy, machine  # noqa: E402
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity  # noqa: E402
 from tablesdk.aio import AsyncCloudTableClient  # noqa: E402
 from tablesdk.batch import entity_path  # noqa: E402
-
-PROXY_SCRIPT = """
-import sys
-sys.path.insert(0, sys.argv[3])
-from faults import Fault, FaultProxy
-with FaultProxy(sys.argv[1], lifetime=3600, idle_timeout=600) as proxy:
-    proxy.inject(Fault.DELAY_BEFORE_FORWARD, times=10**9, delay=float(sys.argv[2]))
-    print(proxy.endpoint, flush=True)
-    sys.stdin.read()
-"""
-
-
-@contextlib.contextmanager
-def latency_proxy(endpoint: str, latency: float) -> Iterator[str]:
-    """``endpoint`` seen through a proxy, in its own process, that holds each request ``latency`` s."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", PROXY_SCRIPT, endpoint, str(latency), str(ROOT / "tests")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
 
 def median_seconds(run: Callable[[], object], repeats: int) -> float:
     times = []

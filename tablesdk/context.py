@@ -41,6 +41,7 @@ from .retry import NoRetry, RetryPolicy
 from .transport import OperationContext
 
 if TYPE_CHECKING:
+    from ._operations import ClientCore, Flow
     from .client import CloudTableClient, RequestHook, SendingRequest
 
 __all__ = [
@@ -478,16 +479,62 @@ class _TrackingContext:
         operations = [self._operation_for(d, replace) for d in pending]
         return _SaveRun(self, pending, operations, options)
 
-    def _point_batch_refused(self, exc: BatchError) -> list[Any]:
-        """A refused point-query batch: nothing when it is a 404 the context ignores, else the error."""
-        if exc.status_code == 404:
-            if self.ignore_resource_not_found:
-                return []
-            raise (exc.cause or exc) from exc  # the same ResourceNotFoundError as get()
-        raise exc
+    # ------------------------------------------------------------ what saves and queries do (no I/O)
+    # Flows (see tablesdk._operations): they yield the requests the client's flows need and
+    # get the answers back; the sync and async contexts run them with their client.
 
-    def _point_batch_results(self, query: TableQuery[E], results: Sequence[BatchOperationResult]) -> list[E]:
-        """The entity a point-query batch returned, materialised (or the not-found rules)."""
+    def _f_save(
+        self,
+        client: ClientCore,
+        options: SaveChangesOptions,
+        retry_policy: RetryPolicy,
+        operation_context: OperationContext | None,
+    ) -> Flow[DataServiceResponse]:
+        """Send every pending change (one batch, or one request each) and apply the outcomes."""
+        run = self._start_save(options)
+        hook = self._request_hook()
+        if run.is_batch:
+            if run.operations:
+                try:
+                    results = yield from client._f_execute_batch(run.operations, retry_policy, operation_context, hook)
+                except TableServiceError as exc:
+                    run.batch_failed(exc)
+                else:
+                    run.batch_succeeded(results)
+            return run.finish()
+        for index, operation in run.to_send():
+            try:
+                result = yield from client._f_execute_operation(operation, retry_policy, operation_context, hook)
+            except TableServiceError as exc:
+                run.failed(index, exc)
+            else:
+                run.succeeded(index, result)
+        return run.finish()
+
+    def _f_query_segment(
+        self, client: ClientCore, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> Flow[ResultSegment[E]]:
+        """One page of ``query``, materialised and tracked per the merge option."""
+        ignore = self.ignore_resource_not_found
+        payloads, token = yield from client._f_query_page_payloads(
+            query, continuation_token, top, ignore, ignore, self._request_hook()
+        )
+        return ResultSegment([self._materialize(query, p) for p in payloads], token)
+
+    def _f_point_batch(self, client: ClientCore, query: TableQuery[E]) -> Flow[list[E]]:
+        """A point query sent inside an entity group transaction."""
+        keys = query.point_keys()
+        if keys is None:
+            raise ValueError("execute_batch takes a point query: PartitionKey eq X and RowKey eq Y")
+        operation = BatchOperation(BatchOperationKind.RETRIEVE, query.table, keys[0], keys[1], None, None)
+        try:
+            results = yield from client._f_execute_batch([operation], None, None, self._request_hook())
+        except BatchError as exc:
+            if exc.status_code == 404:
+                if self.ignore_resource_not_found:
+                    return []
+                raise (exc.cause or exc) from exc  # the same ResourceNotFoundError as get()
+            raise
         payload = results[0].payload
         if results[0].status == 404 or payload is None:
             if self.ignore_resource_not_found:
@@ -642,30 +689,7 @@ class TableServiceContext(_TrackingContext):
         self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
     ) -> DataServiceResponse:
         with self._exclusive("save_changes"):
-            run = self._start_save(options)
-            hook = self._request_hook()
-            if run.is_batch:
-                if run.operations:
-                    try:
-                        results = self.client.execute_batch(
-                            run.operations, retry_policy=retry_policy, request_hook=hook,
-                            operation_context=operation_context,
-                        )
-                    except TableServiceError as exc:
-                        run.batch_failed(exc)
-                    else:
-                        run.batch_succeeded(results)
-                return run.finish()
-            for index, operation in run.to_send():
-                try:
-                    result = self.client.execute_operation(
-                        operation, retry_policy=retry_policy, request_hook=hook, operation_context=operation_context
-                    )
-                except TableServiceError as exc:
-                    run.failed(index, exc)
-                else:
-                    run.succeeded(index, result)
-            return run.finish()
+            return self.client._run(self._f_save(self.client, options, retry_policy, operation_context))
 
     # ------------------------------------------------------------ queries
 
@@ -712,27 +736,14 @@ class TableServiceContext(_TrackingContext):
     ) -> ResultSegment[E]:
         """One page of ``query`` with tracking applied (the QuerySource protocol)."""
         with self._exclusive("a query"):
-            ignore = self.ignore_resource_not_found
-            payloads, token = self.client.query_page_payloads(
-                query, continuation_token, top,
-                ignore_missing_entity=ignore, ignore_missing_table=ignore, request_hook=self._request_hook(),
-            )
-            return ResultSegment([self._materialize(query, p) for p in payloads], token)
+            return self.client._run(self._f_query_segment(self.client, query, continuation_token, top))
 
     def execute_batch(self, query: TableQuery[E]) -> list[E]:
         """Run a point query inside an entity group transaction (the Azure Storage team's workaround
         for keys the URL path cannot carry). The query's filter must be exactly
         ``PartitionKey eq X and RowKey eq Y``."""
-        keys = query.point_keys()
-        if keys is None:
-            raise ValueError("execute_batch takes a point query: PartitionKey eq X and RowKey eq Y")
         with self._exclusive("execute_batch"):
-            operation = BatchOperation(BatchOperationKind.RETRIEVE, query.table, keys[0], keys[1], None, None)
-            try:
-                results = self.client.execute_batch([operation], request_hook=self._request_hook())
-            except BatchError as exc:
-                return self._point_batch_refused(exc)
-            return self._point_batch_results(query, results)
+            return self.client._run(self._f_point_batch(self.client, query))
 
 
 class _SaveRun:

@@ -185,6 +185,9 @@ def replace_table_endpoint(connection_string: str, endpoint: str) -> str:
 
 class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
     daemon_threads = True
+    # socketserver's default backlog of 5 drops the SYNs of a client opening many connections at
+    # once (the concurrency benchmarks open 100), which then wait a whole TCP retransmit (1 s).
+    request_queue_size = 128
     allow_reuse_address = True
     block_on_close = False
     proxy: FaultProxy

@@ -28,7 +28,6 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Any, overload
 
-from ..batch import BatchOperation, BatchOperationKind
 from ..context import (
     DataServiceResponse,
     MergeOption,
@@ -37,7 +36,6 @@ from ..context import (
     _TrackingContext,
 )
 from ..entity import AnyEntity, DynamicEntity, E, validate_table_name
-from ..errors import BatchError, TableServiceError
 from ..filter import prop
 from ..query import ContinuationToken, ResultSegment, TableQuery
 from ..retry import NoRetry, RetryPolicy
@@ -117,30 +115,7 @@ class AsyncTableServiceContext(_TrackingContext):
         self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
     ) -> DataServiceResponse:
         with self._exclusive("save_changes"):
-            run = self._start_save(options)
-            hook = self._request_hook()
-            if run.is_batch:
-                if run.operations:
-                    try:
-                        results = await self.client.execute_batch(
-                            run.operations, retry_policy=retry_policy, request_hook=hook,
-                            operation_context=operation_context,
-                        )
-                    except TableServiceError as exc:
-                        run.batch_failed(exc)
-                    else:
-                        run.batch_succeeded(results)
-                return run.finish()
-            for index, operation in run.to_send():
-                try:
-                    result = await self.client.execute_operation(
-                        operation, retry_policy=retry_policy, request_hook=hook, operation_context=operation_context
-                    )
-                except TableServiceError as exc:
-                    run.failed(index, exc)
-                else:
-                    run.succeeded(index, result)
-            return run.finish()
+            return await self.client._run(self._f_save(self.client, options, retry_policy, operation_context))
 
     # ------------------------------------------------------------ queries
 
@@ -180,27 +155,13 @@ class AsyncTableServiceContext(_TrackingContext):
     ) -> ResultSegment[E]:
         """One page of ``query`` with tracking applied (the async query source protocol)."""
         with self._exclusive("a query"):
-            ignore = self.ignore_resource_not_found
-            payloads, token = await self.client.query_page_payloads(
-                query, continuation_token, top,
-                ignore_missing_entity=ignore, ignore_missing_table=ignore, request_hook=self._request_hook(),
-            )
-            return ResultSegment([self._materialize(query, p) for p in payloads], token)
+            return await self.client._run(self._f_query_segment(self.client, query, continuation_token, top))
 
     async def execute_batch(self, query: AsyncTableQuery[E]) -> list[E]:
         """Run a point query inside an entity group transaction (the workaround for keys the
         URL path cannot carry); the filter must be exactly ``PartitionKey eq X and RowKey eq Y``."""
-        description = query.description
-        keys = description.point_keys()
-        if keys is None:
-            raise ValueError("execute_batch takes a point query: PartitionKey eq X and RowKey eq Y")
         with self._exclusive("execute_batch"):
-            operation = BatchOperation(BatchOperationKind.RETRIEVE, description.table, keys[0], keys[1], None, None)
-            try:
-                results = await self.client.execute_batch([operation], request_hook=self._request_hook())
-            except BatchError as exc:
-                return self._point_batch_refused(exc)
-            return self._point_batch_results(description, results)
+            return await self.client._run(self._f_point_batch(self.client, query.description))
 
     def __repr__(self) -> str:
         return f"AsyncTableServiceContext(tracked={len(self._by_object)}, merge_option={self.merge_option.name})"
