@@ -135,6 +135,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--latency", type=float, default=0.02, help="seconds the proxy holds each request")
     parser.add_argument("--libraries", action="store_true", help="also compare bare httpx and aiohttp")
+    parser.add_argument("--rounds", type=int, default=3, help="sync/async measurements, interleaved")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     with azurite(args.url) as endpoint:
@@ -145,11 +146,7 @@ def main() -> int:
             client.bulk_insert(table, [DynamicEntity(PartitionKey="p", RowKey=rk, Name="x" * 50, N=i)
                                        for i, rk in enumerate(keys(200))]).raise_on_error()
             try:
-                threaded = sync_pool(client, table, 200, args.repeats)
-                asynchronous = asyncio.run(_gather_200(account, table, args.repeats))
-                print(f"200 concurrent point reads, Azurite on loopback (median of {args.repeats}):")
-                print(f"  sync client, 16 threads : {threaded:7.0f} reads/s")
-                print(f"  async client, gather    : {asynchronous:7.0f} reads/s  ({asynchronous / threaded:.2f}x, 1 thread)")
+                compare_200(client, account, table, args.repeats, args.rounds)
                 with latency_proxy(endpoint, args.latency) as slow:
                     sequential, concurrent = asyncio.run(_through_proxy(slow, table, args.repeats))
                 print(f"100 point reads through a {args.latency * 1000:.0f} ms latency proxy:")
@@ -161,6 +158,28 @@ def main() -> int:
             finally:
                 client.delete_table_if_exists(table)
     return 0
+
+
+def compare_200(
+    client: CloudTableClient, account: CloudStorageAccount, table: str, repeats: int, rounds: int
+) -> None:
+    """Interleaved rounds of both contenders, so a busy neighbour slows both alike."""
+    rates: dict[str, list[float]] = {"sync": [], "async": []}
+    cpu: dict[str, list[float]] = {"sync": [], "async": []}
+    ratios = []
+    for _ in range(rounds):
+        start = time.process_time()
+        rates["sync"].append(sync_pool(client, table, 200, repeats))
+        cpu["sync"].append((time.process_time() - start) / (200 * (repeats + 1)))
+        start = time.process_time()
+        rates["async"].append(asyncio.run(_gather_200(account, table, repeats)))
+        cpu["async"].append((time.process_time() - start) / (200 * (repeats + 1)))
+        ratios.append(rates["async"][-1] / rates["sync"][-1])
+    print(f"200 concurrent point reads, Azurite on loopback ({rounds} interleaved rounds, each a median of {repeats}):")
+    for name, label in (("sync", "sync client, 16 threads"), ("async", "async client, gather  ")):
+        print(f"  {label}: {statistics.median(rates[name]):7.0f} reads/s, "
+              f"client CPU {statistics.median(cpu[name]) * 1e6:4.0f} us/read")
+    print(f"  async / sync: median {statistics.median(ratios):.2f}x, rounds {[round(r, 2) for r in ratios]}")
 
 
 async def _gather_200(account: CloudStorageAccount, table: str, repeats: int) -> float:
