@@ -26,8 +26,9 @@ from __future__ import annotations
 import sys
 import typing
 import uuid
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from datetime import datetime
+from itertools import repeat
 from typing import Any, ClassVar, TypeVar
 
 from .edm import (
@@ -103,8 +104,9 @@ def validate_key(field: str, value: Any) -> None:
         raise TableValidationError(field, "keys are at most 1 KiB (512 UTF-16 characters)", f"got {size} bytes")
 
 
-#: Names that passed :func:`validate_property_name`: entities of one kind repeat theirs.
-_VALID_NAMES: set[str] = set()
+#: Names that passed :func:`validate_property_name` (entities of one kind repeat theirs),
+#: with their size in UTF-16 bytes for the entity-size formula.
+_VALID_NAMES: dict[str, int] = {}
 _MAX_VALID_NAMES = 4096
 
 
@@ -114,7 +116,7 @@ def validate_property_name(name: Any) -> None:
         return
     _check_property_name(name)
     if len(_VALID_NAMES) < _MAX_VALID_NAMES:
-        _VALID_NAMES.add(name)
+        _VALID_NAMES[name] = _utf16_len(name)
 
 
 def _check_property_name(name: Any) -> None:
@@ -517,7 +519,13 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
         size = 4 + _utf16_len(pk) + _utf16_len(rk)
     count = 0
     owner = type(entity).__name__
-    for name, value, remembered, declared in _custom_properties(entity):
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
+    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
+        bag, bag_types = entity._values, entity._types
+        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
+    else:
+        properties = _custom_properties(entity)
+    for name, value, remembered, declared in properties:
         if validate:
             validate_property_name(name)
         if isinstance(value, EntityProperty):
@@ -542,7 +550,7 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
         types[name] = edm_type
         count += 1
         if validate:
-            size += 8 + _utf16_len(name) + _value_size(value, edm_type)
+            size += 8 + (_VALID_NAMES.get(name) or _utf16_len(name)) + _value_size(value, edm_type)
     if validate:
         if count > MAX_CUSTOM_PROPERTIES:
             raise TableValidationError(
