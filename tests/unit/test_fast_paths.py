@@ -247,3 +247,34 @@ def test_dynamic_properties_are_typed_and_checked_as_before() -> None:
     for bad in ("x" * 40_000, _datetime(1500, 1, 1, tzinfo=UTC), b"\x00" * 70_000, 2**70, object()):
         with pytest.raises(TableValidationError):
             entity_to_payload(DynamicEntity(PartitionKey="p", RowKey="r", V=bad))
+
+
+# ------------------------------------------------------------------ JSON shapes
+
+from tablesdk.formats import json as json_module  # noqa: E402
+
+_SHAPED_FEED = _json.dumps({"odata.metadata": "m", "value": [
+    {"odata.etag": "W/\"1\"", "PartitionKey": "p", "RowKey": "1", "V": "5", "V@odata.type": "Edm.Int64",
+     "Timestamp": "2024-01-02T03:04:05.1Z"},
+    {"odata.etag": "W/\"2\"", "PartitionKey": "p", "RowKey": "2", "V": "NaN", "V@odata.type": "Edm.Double",
+     "Timestamp": "2024-01-02T03:04:05Z"},  # the same keys, another annotation
+    {"PartitionKey": "p", "RowKey": "3", "V": 7, "odata.type": "a.b", "odata.id": "x", "W@odata.type": "Edm.Guid"},
+    {"odata.etag": "W/\"4\"", "PartitionKey": "p", "RowKey": "4", "V": None, "V@odata.type": "Edm.Int64"},
+    {"odata.etag": "W/\"1\"", "PartitionKey": "p", "RowKey": "5", "V": "6", "V@odata.type": "Edm.Int64",
+     "Timestamp": "2024-01-02T03:04:05.1Z"},
+]}).encode()
+
+
+def _as_tuples(payloads: list[EntityPayload]) -> list[tuple[object, ...]]:
+    return [(repr(p.values), p.types, p.etag) for p in payloads]
+
+
+@pytest.mark.parametrize("metadata", ["minimalmetadata", "nometadata", "fullmetadata"])
+def test_json_shape_plans_give_what_planning_every_entity_gives(metadata: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    planned = JsonFormat(metadata)
+    first, again = planned.parse_entities(_SHAPED_FEED), planned.parse_entities(_SHAPED_FEED)  # cold, then warm
+    monkeypatch.setattr(json_module, "_MAX_PLANS", 0)  # nothing remembered: every entity planned afresh
+    unplanned = JsonFormat(metadata).parse_entities(_SHAPED_FEED)
+    assert _as_tuples(first) == _as_tuples(again) == _as_tuples(unplanned)
+    assert [p.etag for p in first] == ['W/"1"', 'W/"2"', None, 'W/"4"', 'W/"1"']
+    assert first[0].values["V"] == 5 and first[4].values["V"] == 6
