@@ -16,7 +16,9 @@ own CPU per request is small and counts as the client's.
 
 Contenders, interleaved: ``bulk_insert`` of 10,000 entities with 1 and
 ``--workers`` workers; one scan of the 10,000 entities and ``iter_parallel``
-with ``--workers`` workers (boundaries found by probing, as by default).
+with ``--workers`` workers (boundaries found by probing, as by default, and
+given); 100 contexts of 100 updates each saved as batches one after another
+and begun all at once (``begin_save_changes``, on the client's executor).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from _common import DEVSTORE_KEY, Series, interleave, machine, report  # noqa: E
 from bulk import tablesdk_entities  # noqa: E402
 from query import KNOWN_BOUNDARIES, PARTITIONS, PER_PARTITION, entity_body  # noqa: E402
 
-from tablesdk import CloudStorageAccount  # noqa: E402
+from tablesdk import CloudStorageAccount, SaveChangesOptions  # noqa: E402
 from tablesdk.http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
 
 _COMPARISON = re.compile(r"PartitionKey (ge|lt|eq|gt|le) '((?:[^']|'')*)'")
@@ -136,10 +138,32 @@ def main() -> int:
                   lambda: sum(1 for _ in query.iter_parallel(args.workers))),
                  (Series(f"iter_parallel({args.workers}), boundaries given (every 4th partition)"),
                   lambda: sum(1 for _ in query.iter_parallel(args.workers, boundaries=KNOWN_BOUNDARIES)))]
-    for _, run in bulk_runs + scan_runs:
+    def saves(begun: bool) -> Any:
+        def run() -> int:
+            contexts = []
+            for start in range(0, total, PER_PARTITION):
+                ctx = client.get_table_service_context()
+                for entity in entities[start:start + PER_PARTITION]:
+                    ctx.attach_to("synthetic", entity, etag="*")
+                    ctx.update_object(entity)
+                contexts.append(ctx)
+            if begun:
+                futures = [ctx.begin_save_changes(SaveChangesOptions.BATCH) for ctx in contexts]
+                for future in futures:
+                    future.result()
+            else:
+                for ctx in contexts:
+                    ctx.save_changes(SaveChangesOptions.BATCH)
+            return total
+        return run
+
+    save_runs = [(Series("100 contexts, save_changes(BATCH) one after another"), saves(False)),
+                 (Series("100 contexts, begin_save_changes(BATCH) all at once"), saves(True))]
+    for _, run in bulk_runs + scan_runs + save_runs:
         assert run() == total
-    interleave(bulk_runs + scan_runs, args.repeats)
+    interleave(bulk_runs + scan_runs + save_runs, args.repeats)
     for title, runs in (("bulk_insert of 10,000 entities (100 partitions x 100)", bulk_runs),
+                        ("save_changes of 100 contexts x 100 updates", save_runs),
                         ("scan of 10,000 entities (100 partitions x 100, 1,000 per page)", scan_runs)):
         series = [one for one, _ in runs]
         print(report(f"{title}, synthetic service, {args.latency * 1000:.0f} ms per request; {machine()}; "

@@ -209,10 +209,17 @@ class CloudTableClient(ClientCore):
         ))
 
     def executor(self) -> Executor:
-        """A small thread pool owned by this client (for ``begin_*`` operations)."""
+        """The thread pool owned by this client, for ``begin_*`` operations.
+
+        It has as many threads as the client has pooled connections
+        (``pool_size``): operations begun on several contexts run side by side,
+        each a network round trip away, up to what the connections carry.
+        """
         with self._executor_lock:
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tablesdk")
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self._transport.pool_size, thread_name_prefix="tablesdk"
+                )
             return self._executor
 
     def close(self) -> None:

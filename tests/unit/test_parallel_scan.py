@@ -154,3 +154,10 @@ def test_segments_report_their_range_and_resume_where_they_stopped(client: Cloud
     with pytest.raises(ValueError):
         query.iter_parallel_segments(2, boundaries=points, resume={4: None})
     assert list(query.iter_parallel_segments(2, boundaries=points, resume={})) == []
+
+
+def test_begun_operations_run_as_wide_as_the_connection_pool(client: CloudTableClient) -> None:
+    width = client.transport.pool_size
+    barrier = threading.Barrier(width, timeout=10)
+    futures = [client.executor().submit(barrier.wait) for _ in range(width)]
+    assert sorted(future.result(timeout=15) for future in futures) == list(range(width))
