@@ -1,9 +1,10 @@
 """tablesdk.devstore: the bundled local emulator of the Azure Table service.
 
 Serves the Table REST API (JSON and AtomPub payloads, Shared Key, Shared Key
-Lite and SAS authentication, queries with continuation, entity group
-transactions) for the development account ``devstoreaccount1`` from sqlite,
-on loopback, for tests and local development::
+Lite, SAS and Bearer-token authentication, queries with continuation, entity
+group transactions, table ACLs, service properties with CORS, a read-only
+secondary with stats) for the development account ``devstoreaccount1`` from
+sqlite, on loopback, for tests and local development::
 
     from tablesdk.devstore import DevStore
 
@@ -13,7 +14,7 @@ on loopback, for tests and local development::
         store.reset()            # drop every table between tests
 
 Command line: ``python -m tablesdk.devstore [--host 127.0.0.1] [--port 10002]
-[--db PATH|:memory:] [--page-size N]``. See docs/devstore.md.
+[--db PATH|:memory:] [--page-size N] [--bearer-token TOKEN]``. See docs/devstore.md.
 
 This package never imports the SDK client; it shares only the EDM helpers.
 """
