@@ -99,7 +99,7 @@ def _same(sent: Any, got: Any, edm_type: EdmType) -> bool:
         if math.isnan(float(sent)):
             return isinstance(got, float) and math.isnan(got)
         # -0.0 may come back as 0.0 (Azurite, being JavaScript, writes -0 as 0): equal values,
-        # documented in docs/values.md; every other double must come back bit for bit.
+        # documented in docs/errors.md; every other double must come back bit for bit.
         return isinstance(got, float) and got == sent and (got == 0 or got.hex() == float(sent).hex())
     if edm_type is EdmType.DATETIME:
         expected = sent if sent.tzinfo is not None else sent.replace(tzinfo=timezone.utc)
