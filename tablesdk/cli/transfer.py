@@ -43,6 +43,13 @@ IMPORT_CHUNK = 20_000
 #: ``--mode`` of import and copy -> ``bulk_insert`` mode. Imports never need the
 #: entity to exist: ``upsert`` and ``merge`` are Insert Or Merge (the library's
 #: ``upsert_entity`` default), ``replace`` is Insert Or Replace.
+#: Error codes that, when every entity of the first chunk fails with them, stop an import: they
+#: concern the table or the credential, not the entities.
+_WHOLE_IMPORT_ERRORS = frozenset({
+    "TableNotFound", "TableBeingDeleted", "AuthenticationFailed", "AuthorizationFailure",
+    "AuthorizationPermissionMismatch", "AuthorizationResourceTypeMismatch",
+})
+
 IMPORT_MODES = {"insert": "insert", "upsert": "merge", "merge": "merge", "replace": "replace"}
 
 
@@ -202,6 +209,12 @@ def import_entities(
             table, entities(), IMPORT_MODES[mode], workers,  # type: ignore[arg-type]
             progress=lambda done, _total: progress.update(base + done),
         )
+        if result.failed and not result.succeeded and not summary.written:
+            first = result.failed[0].error
+            if isinstance(first, TableServiceError) and first.error_code in _WHOLE_IMPORT_ERRORS and all(
+                getattr(outcome.error, "error_code", None) == first.error_code for outcome in result.failed
+            ):
+                raise first  # nothing can be written: one error line, not a rejects file of every entity
         summary.written += len(result.succeeded)
         for outcome in result.failed:
             assert outcome.error is not None

@@ -203,8 +203,13 @@ def test_import_from_stdin_and_missing_table(dev_table: str, dev_env: dict[str, 
     result = run_cli("import", "-", dev_table, stdin=b'{"PartitionKey":"a","RowKey":"b"}\n', env=dev_env)
     assert result.returncode == 0 and b"imported 1 entities, 0 failed" in result.stderr
     missing = run_cli("import", "-", "nosuchtable1", stdin=b'{"PartitionKey":"a","RowKey":"b"}\n', env=dev_env)
-    assert missing.returncode == 3
-    assert b"TableNotFound" in missing.stderr
+    assert missing.returncode == 1 and len(missing.stderr.splitlines()) == 1
+    assert b"404 TableNotFound" in missing.stderr and b"--create-table" in missing.stderr
+    wrong_key = dev_env["AZURE_STORAGE_CONNECTION_STRING"].replace("AccountKey=Eby8", "AccountKey=Xby8")
+    refused = run_cli("import", "-", dev_table, stdin=b'{"PartitionKey":"a","RowKey":"c"}\n',
+                      env={"AZURE_STORAGE_CONNECTION_STRING": wrong_key})
+    assert refused.returncode == 1 and b"403 AuthenticationFailed" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
 
 
 # ---------------------------------------------------------------- errors, exit statuses, secrets
