@@ -9,7 +9,7 @@ entity classes, errors, retry policies, filters and continuation tokens are
 the ones of :mod:`tablesdk`. See docs/async.md.
 """
 
-from ._sender import AiohttpSender
+from ._sender import AiohttpSender, AsyncSender
 from .bulk import bulk_insert
 from .client import AsyncCloudTableClient
 from .context import AsyncTableServiceContext
@@ -21,5 +21,6 @@ __all__ = [
     "AsyncTableQuery",
     "AsyncQuerySource",
     "AiohttpSender",
+    "AsyncSender",
     "bulk_insert",
 ]

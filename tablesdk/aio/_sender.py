@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from requests.structures import CaseInsensitiveDict
 
@@ -44,11 +44,29 @@ from ..http import (
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["AiohttpSender", "import_aiohttp"]
+__all__ = ["AsyncSender", "AiohttpSender", "import_aiohttp"]
 
 # aiohttp adds these unless told not to; none of them is part of a Table service request.
 _SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 _CHUNK = 256 * 1024
+
+
+@runtime_checkable
+class AsyncSender(Protocol):
+    """The async form of :class:`tablesdk.http.Sender`: puts one request on the wire and returns
+    the complete response (any status), or raises :class:`~tablesdk.http.SendError`.
+
+    :class:`AiohttpSender` is the default; a test can pass any object with these two
+    coroutine methods as ``sender=`` to :class:`~tablesdk.aio.AsyncCloudTableClient`.
+    """
+
+    async def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
+        """Send ``request`` with the client ``timeout`` and return the whole response."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connections."""
+        ...
 
 
 def import_aiohttp() -> Any:

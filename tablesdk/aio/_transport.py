@@ -34,7 +34,7 @@ from ..transport import (
     Transport,
     sign_attempt,
 )
-from ._sender import AiohttpSender
+from ._sender import AiohttpSender, AsyncSender
 
 if TYPE_CHECKING:
     from ..auth import TableCredential
@@ -72,7 +72,7 @@ class AsyncTransport:
         server_timeout: int | None = None,
         user_agent: str = DEFAULT_USER_AGENT,
         trust_env: bool = False,
-        sender: AiohttpSender | None = None,
+        sender: AsyncSender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -81,9 +81,10 @@ class AsyncTransport:
             credential, retry_policy=retry_policy, error_parser=error_parser, pool_size=pool_size,
             timeout=timeout, server_timeout=server_timeout, user_agent=user_agent, sender=_Unused(), clock=clock,
         )
-        self._sender = sender if sender is not None else AiohttpSender(
+        self._sender: AsyncSender = sender if sender is not None else AiohttpSender(
             pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes
         )
+        self._pool_size = pool_size
         self._sleep = sleep
         self._clock = clock
 
@@ -97,7 +98,7 @@ class AsyncTransport:
         self._options.retry_policy = policy
 
     @property
-    def sender(self) -> AiohttpSender:
+    def sender(self) -> AsyncSender:
         """The sender that puts each attempt on the wire."""
         return self._sender
 
@@ -108,8 +109,8 @@ class AsyncTransport:
 
     @property
     def pool_size(self) -> int:
-        """Connections kept open at most."""
-        return self._sender.pool_size
+        """Connections kept open at most (by the default sender)."""
+        return self._pool_size
 
     @property
     def timeout(self) -> Timeout:

@@ -27,7 +27,7 @@ from ..query import ContinuationToken, ResultSegment, TableQuery
 from ..retry import ExponentialRetry, RetryPolicy
 from ..service import AccessPolicy, ServiceProperties, ServiceStats
 from ..transport import DEFAULT_TIMEOUT, OperationContext, Timeout
-from ._sender import AiohttpSender
+from ._sender import AsyncSender
 from ._transport import AsyncTransport
 from .query import AsyncTableQuery
 
@@ -68,7 +68,7 @@ class AsyncCloudTableClient(ClientCore):
         json_metadata: str = "minimalmetadata",
         echo_content: bool = False,
         trust_env: bool = False,
-        sender: AiohttpSender | None = None,
+        sender: AsyncSender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         location_mode: str = "primary_only",
     ) -> None:
