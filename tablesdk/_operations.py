@@ -31,6 +31,8 @@ from .batch import (
     BatchOperationResult,
     build_batch_request,
     entity_path,
+    operation_request,
+    prefer_value,
     supports_prefer,
 )
 from .edm import EntityPayload
@@ -552,25 +554,11 @@ class ClientCore:
         return results[0]
 
     def _operation_request(self, operation: BatchOperation) -> tuple[str, str, dict[str, str], bytes | None]:
-        """Method, path, headers and body of one entity operation sent on its own."""
-        kind = operation.kind
-        headers: dict[str, str] = {}
-        body: bytes | None = None
-        if operation.payload is not None and kind is not BatchOperationKind.DELETE:
-            body = self._format.serialize_entity(operation.payload)
-        if kind is BatchOperationKind.INSERT:
-            path = operation.table
-            headers.update(self._prefer_headers(operation.echo_content or None))
-        else:
-            path = entity_path(operation.table, operation.partition_key, operation.row_key)
-        if kind in (BatchOperationKind.UPDATE, BatchOperationKind.MERGE, BatchOperationKind.DELETE):
-            if not operation.etag:
-                raise ValueError(
-                    f"{kind.name} of ({operation.partition_key!r}, {operation.row_key!r}) needs an ETag: "
-                    "read the entity first, or attach it with etag='*' for an unconditional write"
-                )
-            headers["If-Match"] = operation.etag
-        return kind.method, path, headers, body
+        """Method, path, headers and body of one entity operation sent on its own (the same
+        request :func:`~tablesdk.batch.build_batch_request` writes as a batch part)."""
+        echo = operation.echo_content or self.echo_content
+        request = operation_request(operation, self._format, prefer=prefer_value(self.api_version, echo))
+        return request.method, request.path, request.headers, request.body
 
     def _f_execute_batch(
         self,

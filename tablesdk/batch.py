@@ -44,6 +44,9 @@ __all__ = [
     "entity_path",
     "supports_prefer",
     "validate_batch",
+    "OperationRequest",
+    "operation_request",
+    "prefer_value",
     "build_batch_request",
     "parse_batch_response",
     "BatchAnswer",
@@ -270,6 +273,69 @@ def _new_boundary_id() -> str:
     return str(uuid.uuid4())
 
 
+@dataclass(frozen=True)
+class OperationRequest:
+    """The request of one entity operation: method, path below the table endpoint, its own
+    headers (``Prefer``, ``If-Match``; the client adds the format's and ``Content-Type``) and body.
+
+    Built once by :func:`operation_request`, sent on its own by the client or written as a
+    part of a ``$batch`` by :func:`build_batch_request`.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes | None
+
+
+def prefer_value(api_version: str, echo_content: bool) -> str | None:
+    """The ``Prefer`` header of an insert under ``api_version``, or None where it is not understood."""
+    if not supports_prefer(api_version):
+        return None
+    return "return-content" if echo_content else "return-no-content"
+
+
+def operation_request(operation: BatchOperation, fmt: PayloadFormat, *, prefer: str | None) -> OperationRequest:
+    """The request of ``operation``, the same whether it is sent alone or inside a batch.
+
+    ``prefer`` is the ``Prefer`` value an insert carries (see :func:`prefer_value`). The
+    body is ``operation.body`` when it was encoded already, else the payload serialized
+    with ``fmt``. Raises ``ValueError`` for an UPDATE, MERGE or DELETE without an ETag.
+    """
+    kind = operation.kind
+    headers: dict[str, str] = {}
+    body: bytes | None = None
+    if kind in _WITH_BODY and operation.payload is not None:
+        body = operation.body if operation.body is not None else fmt.serialize_entity(operation.payload)
+    if kind is BatchOperationKind.INSERT:
+        path = quote(operation.table, safe="")
+        if prefer is not None:
+            headers["Prefer"] = prefer
+    else:
+        path = entity_path(operation.table, operation.partition_key, operation.row_key)
+    if kind in _CONDITIONAL:
+        if not operation.etag:
+            raise ValueError(
+                f"{kind.name} of ({operation.partition_key!r}, {operation.row_key!r}) needs an ETag: "
+                "read the entity first, or attach it with etag='*' for an unconditional write"
+            )
+        headers["If-Match"] = operation.etag
+    return OperationRequest(kind.method, path, headers, body)
+
+
+def _part(request: OperationRequest, base: str, shared: str, content_type: str, number: int | None) -> bytes:
+    """One ``application/http`` part: the request line, Content-ID in a change set, headers, body."""
+    lines = [f"{request.method} {base}/{request.path} HTTP/1.1\r\n"]
+    if number is not None:
+        lines.append(f"Content-ID: {number}\r\n")
+    if request.body is not None:
+        lines.append(content_type)
+    lines.append(shared)
+    lines.extend(f"{name}: {value}\r\n" for name, value in request.headers.items())
+    lines.append("\r\n")
+    return _PART_PREAMBLE + "".join(lines).encode("utf-8") + (request.body or b"")
+
+
 def build_batch_request(
     base_url: str,
     operations: Sequence[BatchOperation],
@@ -294,47 +360,29 @@ def build_batch_request(
     base = base_url.rstrip("/")
     shared = "".join(f"{name}: {value}\r\n" for name, value in fmt.request_headers().items())
     content_type = f"Content-Type: {fmt.content_type}\r\n"
-    prefer = supports_prefer(api_version)
-
     if operations[0].kind is BatchOperationKind.RETRIEVE:
-        op = operations[0]
-        head = f"GET {base}/{entity_path(op.table, op.partition_key, op.row_key)} HTTP/1.1\r\n{shared}\r\n"
-        parts = [_PART_PREAMBLE + head.encode("utf-8")]
-        changeset = False
-    else:
-        parts = []
-        # Each part costs at least its own bytes plus a delimiter line; stop as
-        # soon as the running total is over the limit.
-        running = 0
-        for number, op in enumerate(operations, 1):
-            kind = op.kind
-            if kind is BatchOperationKind.INSERT:
-                url = f"{base}/{quote(op.table, safe='')}"
-            else:
-                url = f"{base}/{entity_path(op.table, op.partition_key, op.row_key)}"
-            lines = [f"{kind.method} {url} HTTP/1.1\r\nContent-ID: {number}\r\n"]
-            body = b""
-            if kind in _WITH_BODY:
-                assert op.payload is not None  # validate_batch checked it
-                body = op.body if op.body is not None else fmt.serialize_entity(op.payload)
-                lines.append(content_type)
-            lines.append(shared)
-            if kind is BatchOperationKind.INSERT and prefer:
-                lines.append("Prefer: return-content\r\n" if op.echo_content else "Prefer: return-no-content\r\n")
-            if kind in _CONDITIONAL:
-                lines.append(f"If-Match: {op.etag}\r\n")
-            lines.append("\r\n")
-            part = _PART_PREAMBLE + "".join(lines).encode("utf-8") + body
-            running += len(part) + _DELIMITER_BYTES
-            if running > MAX_BATCH_BYTES:
-                raise TableValidationError(
-                    "batch",
-                    f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)",
-                    f"the first {number} of {len(operations)} operations already take over {running} bytes",
-                )
-            parts.append(part)
-        changeset = True
+        request = operation_request(operations[0], fmt, prefer=None)
+        return _assemble([_part(request, base, shared, content_type, None)], changeset=False)
+    parts = []
+    # Each part costs at least its own bytes plus a delimiter line; stop as
+    # soon as the running total is over the limit.
+    running = 0
+    for number, op in enumerate(operations, 1):
+        request = operation_request(op, fmt, prefer=prefer_value(api_version, op.echo_content))
+        part = _part(request, base, shared, content_type, number)
+        running += len(part) + _DELIMITER_BYTES
+        if running > MAX_BATCH_BYTES:
+            raise TableValidationError(
+                "batch",
+                f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)",
+                f"the first {number} of {len(operations)} operations already take over {running} bytes",
+            )
+        parts.append(part)
+    return _assemble(parts, changeset=True)
 
+
+def _assemble(parts: list[bytes], *, changeset: bool) -> tuple[bytes, str]:
+    """The multipart body around ``parts`` (in one change set, or a lone query) and its Content-Type."""
     for _attempt in range(8):
         batch_id = "batch_" + _new_boundary_id()
         changeset_id = "changeset_" + _new_boundary_id()

@@ -601,3 +601,16 @@ def test_a_pre_encoded_body_is_sent_verbatim_instead_of_reserializing() -> None:
     parts, _ = split_request(body, content_type)
     assert parts[0][2] == encoded.body
     assert parts[1][2] == FMT.serialize_entity(plain.payload)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", [K.INSERT, K.UPDATE, K.MERGE, K.DELETE, K.INSERT_OR_MERGE, K.INSERT_OR_REPLACE])
+def test_a_batch_part_is_the_operation_request_written_out(kind: BatchOperationKind) -> None:
+    from tablesdk.batch import operation_request, prefer_value
+
+    operation = op(kind, "r1")
+    request = operation_request(operation, FMT, prefer=prefer_value("2019-02-02", operation.echo_content))
+    body, content_type = build_batch_request(BASE, [operation], FMT, api_version="2019-02-02")
+    ((line, headers, part_body),), _ = split_request(body, content_type)
+    assert line == f"{request.method} {BASE}/{request.path} HTTP/1.1"
+    assert all(headers[name] == value for name, value in request.headers.items())
+    assert part_body == (request.body or b"")
