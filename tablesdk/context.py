@@ -29,8 +29,12 @@ from .entity import (
     DynamicEntity,
     E,
     TableEntity,
+    drop_property,
     entity_from_payload,
     entity_to_payload,
+    loose_properties,
+    overwrite_entity,
+    take_property,
     validate_key,
     validate_table_name,
 )
@@ -545,61 +549,83 @@ class _TrackingContext:
         return [self._materialize(query, payload)]
 
     def _materialize(self, query: TableQuery[E], payload: EntityPayload) -> E:
+        """The entity a query returns for ``payload``: a dispatch on :attr:`merge_option`."""
         entity_type: type[Any] = query.entity_type
         if self.resolve_type is not None:
             values = payload.values
             entity_type = self.resolve_type(
                 query.table, values.get("PartitionKey", ""), values.get("RowKey", ""), values
             )
-        merge = self.merge_option
-        if merge is MergeOption.NO_TRACKING:
-            entity = entity_from_payload(
-                entity_type, payload, ignore_missing_properties=self.ignore_missing_properties
-            )
-            for hook in self.reading_entity:
-                hook(entity, payload)
-            return entity  # type: ignore[no-any-return]
+        if self.merge_option is MergeOption.NO_TRACKING:
+            return self._read(entity_type, payload)  # type: ignore[no-any-return]
         identity = (query.table, payload.values.get("PartitionKey"), payload.values.get("RowKey"))
         descriptor = self._by_identity.get(identity)  # type: ignore[arg-type]
         projected = bool(query.select_columns)
         if descriptor is None:
-            entity = entity_from_payload(
-                entity_type, payload, ignore_missing_properties=self.ignore_missing_properties
-            )
-            for hook in self.reading_entity:
-                hook(entity, payload)
+            entity = self._read(entity_type, payload)
             descriptor = self._track(query.table, entity, payload.etag, EntityStates.UNCHANGED, from_service=True)
             descriptor.snapshot = payload.values
             descriptor.partial = projected
             descriptor.untyped = _untyped_names(entity, payload)
             return entity  # type: ignore[no-any-return]
-        tracked = descriptor.entity
-        if merge is MergeOption.APPEND_ONLY or descriptor.state is EntityStates.ADDED:
-            return tracked  # type: ignore[return-value]
-        overwrite = merge is MergeOption.OVERWRITE_CHANGES
+        if descriptor.state is not EntityStates.ADDED:  # an entity not yet inserted has nothing to refresh
+            refresh = _REFRESH[self.merge_option]
+            if refresh is not None:
+                refresh(self, descriptor, payload, projected)
+                self._refreshed(descriptor, payload, projected)
+        return descriptor.entity  # type: ignore[return-value]
+
+    def _read(self, entity_type: type[Any], payload: EntityPayload) -> Any:
+        """A new entity of ``entity_type`` from ``payload``, after the reading_entity hooks."""
+        entity = entity_from_payload(entity_type, payload, ignore_missing_properties=self.ignore_missing_properties)
+        for hook in self.reading_entity:
+            hook(entity, payload)
+        return entity
+
+    def _overwrite_changes(self, descriptor: EntityDescriptor, payload: EntityPayload, projected: bool) -> None:
+        """OVERWRITE_CHANGES: the service's values win; local changes are dropped."""
         if projected:
-            # A projection says nothing of the other properties: refresh the selected ones only
-            # and keep the ETag (see below).
-            keep_local = not overwrite and descriptor.state is not EntityStates.UNCHANGED
+            # A projection says nothing of the other properties: refresh the selected ones only.
             _merge_preserving(
-                tracked, payload, descriptor.snapshot if keep_local else None, self.ignore_missing_properties,
-                keep_local_changes=keep_local, remove_missing=False,
+                descriptor.entity, payload, None, self.ignore_missing_properties,
+                keep_local_changes=False, remove_missing=False,
             )
             descriptor.snapshot = {**(descriptor.snapshot or {}), **payload.values}
         else:
-            if overwrite or descriptor.state is EntityStates.UNCHANGED:
-                _overwrite(tracked, payload, self.ignore_missing_properties)
-            elif descriptor.state is EntityStates.MODIFIED:
-                _merge_preserving(
-                    tracked, payload, descriptor.snapshot, self.ignore_missing_properties,
-                    keep_local_changes=True, remove_missing=True,
-                )
-            if descriptor.state is not EntityStates.DELETED:
-                descriptor.partial = False
-            descriptor.snapshot = payload.values
-        if overwrite:
-            descriptor.state = EntityStates.UNCHANGED
-            descriptor.upsert = None
+            _overwrite(descriptor.entity, payload, self.ignore_missing_properties)
+            self._in_full(descriptor, payload)
+        descriptor.state = EntityStates.UNCHANGED
+        descriptor.upsert = None
+
+    def _preserve_changes(self, descriptor: EntityDescriptor, payload: EntityPayload, projected: bool) -> None:
+        """PRESERVE_CHANGES: unchanged values are refreshed, values changed locally kept."""
+        state = descriptor.state
+        if projected:
+            keep_local = state is not EntityStates.UNCHANGED
+            _merge_preserving(
+                descriptor.entity, payload, descriptor.snapshot if keep_local else None,
+                self.ignore_missing_properties, keep_local_changes=keep_local, remove_missing=False,
+            )
+            descriptor.snapshot = {**(descriptor.snapshot or {}), **payload.values}
+            return
+        if state is EntityStates.UNCHANGED:
+            _overwrite(descriptor.entity, payload, self.ignore_missing_properties)
+        elif state is EntityStates.MODIFIED:
+            _merge_preserving(
+                descriptor.entity, payload, descriptor.snapshot, self.ignore_missing_properties,
+                keep_local_changes=True, remove_missing=True,
+            )
+        self._in_full(descriptor, payload)
+
+    @staticmethod
+    def _in_full(descriptor: EntityDescriptor, payload: EntityPayload) -> None:
+        """The entity was read whole: it is no longer known only through a projection."""
+        if descriptor.state is not EntityStates.DELETED:
+            descriptor.partial = False
+        descriptor.snapshot = payload.values
+
+    def _refreshed(self, descriptor: EntityDescriptor, payload: EntityPayload, projected: bool) -> None:
+        tracked = descriptor.entity
         descriptor.untyped = descriptor.untyped | _untyped_names(tracked, payload)
         for hook in self.reading_entity:
             hook(tracked, payload)
@@ -608,7 +634,16 @@ class _TrackingContext:
             # stale as they may be, and a later save would overwrite another writer's change.
             descriptor.etag = payload.etag
             tracked.etag = payload.etag
-        return tracked  # type: ignore[return-value]
+
+
+_Refresh = Callable[[_TrackingContext, EntityDescriptor, EntityPayload, bool], None]
+
+#: What a query does to an entity the context already tracks, by merge option (None: nothing).
+_REFRESH: dict[MergeOption, _Refresh | None] = {
+    MergeOption.APPEND_ONLY: None,
+    MergeOption.OVERWRITE_CHANGES: _TrackingContext._overwrite_changes,
+    MergeOption.PRESERVE_CHANGES: _TrackingContext._preserve_changes,
+}
 
 
 class TableServiceContext(_TrackingContext):
@@ -866,10 +901,7 @@ def _still_untyped(descriptor: EntityDescriptor, entity: Entity) -> set[str]:
     if not descriptor.untyped:
         return set()
     read = descriptor.snapshot or {}
-    if isinstance(entity, DynamicEntity):
-        current, typed = entity._values, entity._types
-    else:
-        current, typed = entity.extra_properties, entity._wire_types
+    current, typed = loose_properties(entity)
     return {
         name for name in descriptor.untyped
         if name in current and name not in typed and not isinstance(current[name], EntityProperty)
@@ -880,15 +912,7 @@ def _still_untyped(descriptor: EntityDescriptor, entity: Entity) -> set[str]:
 def _overwrite(target: Entity, payload: EntityPayload, ignore_missing_properties: bool) -> None:
     entity_type: Any = type(target)
     fresh: Any = entity_from_payload(entity_type, payload, ignore_missing_properties=ignore_missing_properties)
-    if isinstance(target, DynamicEntity):
-        assert isinstance(fresh, DynamicEntity)
-        target._values = fresh._values
-        target._types = fresh._types
-        target.Timestamp = fresh.Timestamp
-    else:
-        for name in target.__declared__:
-            target.__dict__.pop(name, None)
-        target.__dict__.update(fresh.__dict__)
+    overwrite_entity(target, fresh)
 
 
 _MISSING = object()
@@ -924,30 +948,17 @@ def _merge_preserving(
             return name in local
         return bool(local.get(name, _MISSING) != snapshot.get(name, _MISSING))
 
-    for name, value in server.values.items():
+    for name in server.values:
         if name in ("PartitionKey", "RowKey") or changed(name):
             continue
         if not remove_missing and name not in payload.values:  # not selected: says nothing of it
             continue
-        if isinstance(target, DynamicEntity):
-            target[name] = EntityProperty(value, server.types[name]) if value is not None else None
-        elif name in target.__declared__:
-            target.__dict__[name] = getattr(fresh, name)
-            target._wire_types.pop(name, None)
-            if name in fresh._wire_types:
-                target._wire_types[name] = fresh._wire_types[name]
-        else:
-            target.extra_properties[name] = fresh.extra_properties[name]
+        take_property(target, fresh, name, server)
     for name in list(local) if remove_missing else ():
         if name in server.values or name in ("PartitionKey", "RowKey") or changed(name):
             continue
         if snapshot is not None and name in snapshot:  # deleted on the service, untouched here
-            if isinstance(target, DynamicEntity):
-                del target[name]
-            elif name in target.__declared__:
-                target.__dict__[name] = None
-            else:
-                target.extra_properties.pop(name, None)
+            drop_property(target, name)
     target.Timestamp = fresh.Timestamp
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 import typing
 import uuid
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from datetime import datetime
 from itertools import repeat
 from typing import Any, ClassVar, TypeVar
@@ -56,6 +56,10 @@ __all__ = [
     "MAX_KEY_BYTES",
     "entity_to_payload",
     "entity_from_payload",
+    "loose_properties",
+    "overwrite_entity",
+    "take_property",
+    "drop_property",
     "validate_key",
     "validate_property_name",
     "validate_table_name",
@@ -629,3 +633,61 @@ def entity_from_payload(
             obj._wire_types[name] = wire_type
         obj.__dict__[name] = value
     return typing.cast(E, obj)
+
+
+# ---------------------------------------------------------------- refreshing a tracked entity
+# A context refreshes the entities it tracks from what the service returns; these functions are
+# the only code outside the entity classes that changes their state.
+
+
+def loose_properties(entity: AnyEntity) -> tuple[Mapping[str, Any], Mapping[str, EdmType]]:
+    """The properties of ``entity`` that no declaration types, and the EDM types recorded for them."""
+    if isinstance(entity, DynamicEntity):
+        return entity._values, entity._types
+    return entity.extra_properties, entity._wire_types
+
+
+def overwrite_entity(target: AnyEntity, fresh: AnyEntity) -> None:
+    """Give ``target`` every property, type and the Timestamp of ``fresh`` (same class, read from the service).
+
+    The keys and the ETag of ``target`` are left to the caller.
+    """
+    if isinstance(target, DynamicEntity):
+        assert isinstance(fresh, DynamicEntity)
+        target._values = fresh._values
+        target._types = fresh._types
+        target.Timestamp = fresh.Timestamp
+        return
+    for name in target.__declared__:
+        target.__dict__.pop(name, None)
+    target.__dict__.update(fresh.__dict__)
+
+
+def take_property(target: AnyEntity, fresh: AnyEntity, name: str, server: EntityPayload) -> None:
+    """Give ``target`` the value and wire type of property ``name`` from ``fresh``.
+
+    ``fresh`` is an entity of the same class read from the service and ``server`` the
+    payload it converts to (``entity_to_payload(fresh)``).
+    """
+    if isinstance(target, DynamicEntity):
+        value = server.values[name]
+        target[name] = EntityProperty(value, server.types[name]) if value is not None else None
+    elif name in target.__declared__:
+        assert isinstance(fresh, TableEntity)
+        target.__dict__[name] = getattr(fresh, name)
+        target._wire_types.pop(name, None)
+        if name in fresh._wire_types:
+            target._wire_types[name] = fresh._wire_types[name]
+    else:
+        assert isinstance(fresh, TableEntity)
+        target.extra_properties[name] = fresh.extra_properties[name]
+
+
+def drop_property(target: AnyEntity, name: str) -> None:
+    """Remove property ``name`` from ``target`` (a declared one is set to None)."""
+    if isinstance(target, DynamicEntity):
+        del target[name]
+    elif name in target.__declared__:
+        target.__dict__[name] = None
+    else:
+        target.extra_properties.pop(name, None)

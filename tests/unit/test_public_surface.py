@@ -68,3 +68,19 @@ def test_an_error_from_the_service_compares_with_the_enum() -> None:
 
     error = error_for_status(409, "EntityAlreadyExists", "The specified entity already exists.")
     assert error.error_code == TableErrorCode.ENTITY_ALREADY_EXISTS
+
+
+#: Private state of the entity classes, owned by tablesdk/entity.py.
+ENTITY_STATE = {"_values", "_types", "_wire_types", "__dict__"}
+
+
+@pytest.mark.parametrize("module", ["context.py", "aio/context.py", "client.py", "_operations.py", "bulk.py"])
+def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
+    import ast
+
+    tree = ast.parse((ROOT / "tablesdk" / module).read_text(encoding="utf-8"))
+    touched = sorted({
+        f"line {node.lineno}: .{node.attr}" for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in ENTITY_STATE
+    })
+    assert touched == [], f"tablesdk/{module} reaches into entity state; add a function to entity.py instead"
