@@ -666,7 +666,7 @@ def serve_command(devstore_args: tuple[str, ...]) -> int:
     """Run the bundled emulator (options as `python -m tablesdk.devstore`; --help lists them)."""
     from ..devstore.__main__ import main as devstore_main
 
-    return devstore_main(list(devstore_args))
+    return devstore_main(list(devstore_args), prog="tablesdk serve")
 
 
 def run(argv: list[str] | None = None) -> int:

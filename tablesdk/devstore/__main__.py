@@ -11,10 +11,10 @@ from types import FrameType
 from .server import DevStore
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line's options."""
+def build_parser(prog: str = "python -m tablesdk.devstore") -> argparse.ArgumentParser:
+    """The command line's options (``prog`` names the command in usage and error lines)."""
     parser = argparse.ArgumentParser(
-        prog="python -m tablesdk.devstore",
+        prog=prog,
         description="Local emulator of the Azure Table service (account devstoreaccount1).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -34,8 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "python -m tablesdk.devstore") -> int:
+    """Run the emulator in the foreground until SIGINT/SIGTERM; returns the exit status."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -12,15 +12,25 @@ import math
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tablesdk import CloudTableClient, DynamicEntity, EdmDateTime, EdmType, EntityProperty
+from tablesdk import (
+    CloudStorageAccount,
+    CloudTableClient,
+    DynamicEntity,
+    EdmDateTime,
+    EdmType,
+    EntityProperty,
+    TableServiceError,
+)
 from tablesdk.entity import entity_to_payload
 
 pytestmark = pytest.mark.integration
@@ -463,18 +473,55 @@ def test_import_progress_knows_the_total_of_a_file(dev_table: str, dev_env: dict
 def test_serve_runs_the_bundled_emulator() -> None:
     env = {k: v for k, v in os.environ.items() if k != "AZURE_STORAGE_CONNECTION_STRING"}
     env["PYTHONPATH"] = str(REPO)
-    server = subprocess.Popen([sys.executable, "-m", "tablesdk", "serve", "--port", "0"],
+    server = subprocess.Popen([sys.executable, "-m", "tablesdk", "serve", "--port", "0",
+                               "--bearer-token", "served-token", "--page-size", "2"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         assert server.stdout is not None
-        server.stdout.readline()
+        url = server.stdout.readline().decode().split("serving ", 1)[1].strip()
         connection = server.stdout.readline().decode().split("connection string ", 1)[1].strip()
         ok(run_cli("tables", "create", "servedtable", connection_string=connection))
         assert ok(run_cli("tables", "list", connection_string=connection)) == "servedtable\n"
+        # the emulator's own options reach it: tokens it accepts, the page size it answers with
+        token_client = CloudStorageAccount("devstoreaccount1", url, _Token("served-token")).create_cloud_table_client()
+        with token_client:
+            assert list(token_client.list_tables()) == ["servedtable"]
+            for row in ("1", "2", "3"):
+                token_client.insert_entity("servedtable", DynamicEntity(PartitionKey="p", RowKey=row))
+            first = token_client.create_query("servedtable").execute_segmented()
+            assert len(first.results) == 2 and first.continuation_token is not None
+        other = CloudStorageAccount("devstoreaccount1", url, _Token("other-token")).create_cloud_table_client()
+        with other, pytest.raises(TableServiceError) as refused:
+            list(other.list_tables())
+        assert refused.value.status_code == 403
     finally:
         server.terminate()
         server.wait(timeout=30)
     assert server.returncode == 0
+
+
+def test_serve_errors_name_the_command() -> None:
+    refused = run_cli("serve", "--port", "not-a-port")
+    assert refused.returncode == 2
+    assert b"usage: tablesdk serve" in refused.stderr and b"tablesdk serve: error: argument --port" in refused.stderr
+    shown = run_cli("serve", "--help")
+    assert shown.returncode == 0 and b"usage: tablesdk serve" in shown.stdout and b"--bearer-token" in shown.stdout
+
+
+@dataclass
+class _AccessToken:
+    token: str
+    expires_on: int
+
+
+class _Token:
+    """A credential with azure-identity's get_token shape, handing out one fixed token."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def get_token(self, *scopes: str, **kwargs: object) -> _AccessToken:
+        return _AccessToken(self.token, int(time.time()) + 3600)
 
 
 def test_parallel_export_reads_ranges_and_resumes(
