@@ -28,7 +28,7 @@ from ..errors import ConnectionFailedError, TableServiceError, TableValidationEr
 from ..retry import ExponentialRetry, NoRetry
 from ..transport import redact_text
 from .export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
-from .files import FILE_FORMATS, json_codec, payload_json, read_csv, read_jsonl
+from .files import FILE_FORMATS, parse_entity_text, payload_json, read_csv, read_jsonl
 from .progress import Progress, progress_wanted
 from .transfer import (
     IMPORT_MODES,
@@ -343,7 +343,7 @@ def _entity_argument(text: str) -> DynamicEntity:
     else:
         raw = text.encode("utf-8")
     try:
-        payload = json_codec().parse_entity(raw)
+        payload = parse_entity_text(raw)
     except ValueError as exc:
         raise click.BadParameter(f"not an entity in JSON form: {exc}", param_hint="--entity") from None
     return entity_from_payload(DynamicEntity, payload)

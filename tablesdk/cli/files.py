@@ -23,6 +23,7 @@ from typing import Any
 
 from ..edm import EdmType, EntityPayload, format_datetime, from_atom_text, to_atom_text
 from ..entity import DynamicEntity, entity_from_payload
+from ..errors import ResponseDecodeError
 from ..formats import PayloadFormat, get_format
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "csv_row",
     "csv_header",
     "json_codec",
+    "parse_entity_text",
     "payload_json",
     "read_csv",
     "read_jsonl",
@@ -76,6 +78,19 @@ def _entity(payload: EntityPayload) -> DynamicEntity:
     return entity_from_payload(DynamicEntity, payload)
 
 
+def parse_entity_text(raw: bytes) -> EntityPayload:
+    """One entity in the service's JSON form, from text a user gave (a file's line, --entity).
+
+    The JSON codec reads response bodies, so its errors speak of "the response
+    body"; here the user's text is at fault, and the ``ValueError`` says only
+    what is wrong with it.
+    """
+    try:
+        return json_codec().parse_entity(raw)
+    except ResponseDecodeError as exc:
+        raise ValueError(exc.reason) from None
+
+
 def read_jsonl(lines: Iterable[bytes]) -> Iterator[EntityLine]:
     """Entities of a JSON-lines input, one per non-blank line, each with its line number.
 
@@ -83,12 +98,11 @@ def read_jsonl(lines: Iterable[bytes]) -> Iterator[EntityLine]:
     entity; reading goes on. Keys holding a '.' (``odata.*``, and the
     ``tablesdk.error`` of a rejects file) are control information, not properties.
     """
-    parse = json_codec().parse_entity
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            entity = _entity(parse(line))
+            entity = _entity(parse_entity_text(line))
         except ValueError as exc:
             yield number, exc, line.decode("utf-8", "replace").rstrip("\r\n")
             continue

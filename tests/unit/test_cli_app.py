@@ -56,3 +56,11 @@ def test_console_script_is_declared() -> None:
 
     (script,) = entry_points(group="console_scripts", name="tablesdk")
     assert script.value == "tablesdk.cli:main"
+
+
+def test_bad_entity_json_is_a_usage_error_about_the_option() -> None:
+    result = CliRunner().invoke(cli, ["--account-name", "a", "--account-key", KEY, "insert", "t",
+                                      "--entity", '{"PartitionKey":"a",'])
+    assert result.exit_code == 2
+    assert "--entity: not an entity in JSON form: Expecting property name" in result.output
+    assert "response" not in result.output

@@ -75,3 +75,10 @@ def test_jsonl_round_trip_and_control_keys() -> None:
     assert [number for number, _, _ in read] == [1, 3, 4, 5]
     assert comparable(read[0][1]) == comparable(entity()) == comparable(read[3][1])  # type: ignore[arg-type]
     assert isinstance(read[1][1], ValueError) and isinstance(read[2][1], ValueError) and read[2][2] == "{bad"
+
+
+def test_unreadable_input_is_described_as_input_not_as_a_response() -> None:
+    read = list(read_jsonl([b'{"PartitionKey":"a",\n', b"[1]\n"]))
+    for _, error, _ in read:
+        assert isinstance(error, ValueError) and "response" not in str(error)
+    assert "Expecting property name" in str(read[0][1]) and "list" in str(read[1][1])
