@@ -168,6 +168,12 @@ cmd_start() {
     pid=$!
     echo "$pid" >"$PID_FILE"
     say "started azurite table service pid $pid on $HOST:$PORT (log: $LOG_FILE)"
+    # $! is the background subshell: until it has exec'd node (slow on a loaded machine) its
+    # command line is this script's, and cmd_wait would not recognise it as azurite.
+    local deadline=$((SECONDS + AZURITE_START_TIMEOUT))
+    while kill -0 "$pid" 2>/dev/null && ! is_our_azurite "$pid" && (( SECONDS < deadline )); do
+        sleep 0.05
+    done
     local rc=0
     cmd_wait || rc=$?
     if (( rc != 0 )); then
