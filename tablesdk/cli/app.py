@@ -521,6 +521,8 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     try:
         with settings.progress_for(f"exporting {table}") as progress:
             count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
+    except ExportError:  # refused before it started (its message says what to do)
+        raise
     except BaseException:
         if file != "-" and os.path.exists(file + RESUME_SUFFIX):
             click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)

@@ -418,6 +418,7 @@ def test_export_resume_continues_where_it_stopped(
         handle.write(b'{"PartitionKey":"half-written')  # a page cut short after the last checkpoint
     again = run_cli("export", dev_table, str(partial), env=dev_env)
     assert again.returncode == 1 and b"--resume" in again.stderr
+    assert again.stderr.count(b"\n") == 1 and b"export stopped" not in again.stderr  # refused: nothing stopped
     ok(run_cli("export", dev_table, str(partial), "--resume", env=dev_env))
     assert partial.read_bytes() == full.read_bytes() and not state.exists()
     other = run_cli("export", dev_table, str(tmp_path / "x.jsonl"), "--resume", "--filter", "N gt 1", env=dev_env)
