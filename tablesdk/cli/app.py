@@ -220,6 +220,14 @@ class TablesdkGroup(click.Group):
             sys.exit(code)
         return code
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a reader of stdout that went away (`| head`) ends it quietly with status 0."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # not an error of ours; click itself would turn it into a bare exit 1
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 0
+
     def _run(self, args: Any, prog_name: str, complete_var: str | None, **extra: Any) -> int:
         global _active
         _active = Settings()
@@ -233,9 +241,6 @@ class TablesdkGroup(click.Group):
         except (click.Abort, KeyboardInterrupt):
             sys.stderr.write("tablesdk: interrupted\n")
             return 130
-        except BrokenPipeError:  # the reader of stdout went away (`| head`): not an error of ours
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            return 0
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a status
             return report_error(exc, _active)
         finally:

@@ -584,3 +584,21 @@ def test_export_killed_mid_way_resumes_exactly(tmp_path: Path) -> None:
         assert len(lines) == 4000 and len(set(lines)) == 4000
         assert {json.loads(line)["N"] for line in lines} == set(range(4000))
         client.close()
+
+
+@pytest.mark.parametrize("command", [["query", "{table}"], ["export", "{table}", "-"]])
+def test_a_reader_that_stops_early_is_not_an_error(
+    command: list[str], table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str]
+) -> None:
+    """`tablesdk query T | head -1`: the command stops quietly, status 0 (a pipeline with pipefail passes)."""
+    fill(table_client, dev_table, [DynamicEntity(PartitionKey="p", RowKey=f"{i:05d}", Pad="x" * 200)
+                                   for i in range(1500)])  # far more than a pipe buffer holds
+    child_env = {**os.environ, "PYTHONPATH": str(REPO), **dev_env}
+    child = subprocess.Popen([sys.executable, "-m", "tablesdk", *(arg.format(table=dev_table) for arg in command)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.readline().startswith(b'{"PartitionKey":"p"')
+    child.stdout.close()
+    errors = child.stderr.read()
+    assert child.wait(timeout=60) == 0, errors
+    assert b"Error" not in errors and b"Traceback" not in errors and b"error:" not in errors
