@@ -39,6 +39,7 @@ from ..edm import (
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    JSON_ANNOTATED_WRITERS,
     EdmType,
     EntityPayload,
     from_json_value,
@@ -133,8 +134,26 @@ def _plan(keys: tuple[str, ...]) -> _Plan:
     return has_etag, tuple(drop), tuple(annotated)
 
 
+_WRITERS = JSON_ANNOTATED_WRITERS
+
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+if _C_MAKE_ENCODER is not None:
+    # One C encoder for every body, configured as _ENCODER (JSONEncoder.encode builds a new
+    # one per call): no circular-reference markers, since a body is a flat object of scalars.
+    _C_ENCODE = _C_MAKE_ENCODER(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+
+    def _encode_text(body: dict[str, Any]) -> str:
+        return "".join(_C_ENCODE(body, 0))
+
+else:  # pragma: no cover - CPython always has the C encoder
+
+    def _encode_text(body: dict[str, Any]) -> str:
+        return _ENCODER.encode(body)
 #: Bodies larger than this are sent ASCII-only (``\\uXXXX`` escapes): Azurite decodes a
 #: request body in 64 KiB chunks, and a multi-byte character split between two chunks
 #: is stored as replacement characters (observed with 16,383 emoji: 65,532 bytes).
@@ -206,7 +225,11 @@ class JsonFormat(PayloadFormat):
             if edm_type is _INT32 or edm_type is _BOOLEAN:  # bare, as to_json_value gives them
                 body[name] = value
                 continue
-            wire, annotate = to_json_value(value, edm_type)
+            writer = _WRITERS.get(edm_type)
+            if writer is None:
+                wire, annotate = to_json_value(value, edm_type)  # raises for an unknown type
+            else:
+                wire, annotate = writer(value), True
             body[name] = wire
             if annotate:
                 body[name + _ANNOTATION] = edm_type  # a str: the encoder writes its text
@@ -327,7 +350,7 @@ class JsonFormat(PayloadFormat):
 
 
 def _encode(body: dict[str, Any]) -> bytes:
-    text = _ENCODER.encode(body)
+    text = _encode_text(body)
     # U+2028/U+2029 are valid raw in JSON but are line terminators to JavaScript, and a
     # JavaScript-based service (Azurite) splits batch bodies on them: always escape them,
     # as Microsoft's own clients do. isascii() answers in constant time for most bodies.

@@ -278,3 +278,24 @@ def test_json_shape_plans_give_what_planning_every_entity_gives(metadata: str, m
     assert _as_tuples(first) == _as_tuples(again) == _as_tuples(unplanned)
     assert [p.etag for p in first] == ['W/"1"', 'W/"2"', None, 'W/"4"', 'W/"1"']
     assert first[0].values["V"] == 5 and first[4].values["V"] == 6
+
+
+from tablesdk.formats.json import _ENCODER, _encode_text  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"PartitionKey": "p", "A": "é\u2028\U0001f600\"\\\n", "B": 1.5, "C": -0.0, "D": 10**30, "E": True, "F": None,
+      "G@odata.type": EdmType.INT64, "H": 1e300, "I": ""}, {}],
+)
+def test_the_reused_c_encoder_writes_what_json_encoder_writes(body: dict[str, object]) -> None:
+    assert _encode_text(body) == _ENCODER.encode(body)
+
+
+def test_the_reused_c_encoder_refuses_what_json_encoder_refuses() -> None:
+    for bad in ({"X": float("nan")}, {"X": object()}):
+        with pytest.raises((ValueError, TypeError)) as ours:
+            _encode_text(bad)
+        with pytest.raises((ValueError, TypeError)) as theirs:
+            _ENCODER.encode(bad)
+        assert type(ours.value) is type(theirs.value)
