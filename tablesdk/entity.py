@@ -170,6 +170,7 @@ def _fits(value: Any, edm_type: EdmType) -> bool:
     return True
 
 
+_INTEGERS = (EdmType.INT32, EdmType.INT64)
 _PYTHON_NAMES = {
     EdmType.STRING: "str", EdmType.INT32: "int", EdmType.INT64: "int", EdmType.DOUBLE: "float",
     EdmType.BOOLEAN: "bool", EdmType.DATETIME: "datetime", EdmType.GUID: "uuid.UUID", EdmType.BINARY: "bytes",
@@ -186,6 +187,13 @@ def _choose_type(
     property never silently changes type. A dynamic property takes the type of
     its value.
     """
+    if remembered is None and declared is not None:
+        # The common case of a declared property: one check against the declared type.
+        try:
+            check_value(name, value, declared)
+        except TableValidationError as exc:
+            raise _declared_mismatch(name, value, declared, owner, exc) from None
+        return declared
     inferred = infer_edm_type(value, name)
     if remembered is not None:
         if remembered is inferred:
@@ -196,18 +204,30 @@ def _choose_type(
     if declared is None:
         check_value(name, value, inferred)
         return inferred
-    if declared is inferred:
-        check_value(name, value, declared)  # the right kind: report its own limit
-        return declared
     try:
         check_value(name, value, declared)
     except TableValidationError as exc:
-        raise TableValidationError(
-            name,
-            f"{owner}.{name} is declared as {_PYTHON_NAMES[declared]} ({declared.value})",
-            f"got {type(value).__name__} ({inferred.value}): {exc.limit}",
-        ) from None
+        raise _declared_mismatch(name, value, declared, owner, exc) from None
     return declared
+
+
+def _declared_mismatch(
+    name: str, value: Any, declared: EdmType, owner: str, exc: TableValidationError
+) -> TableValidationError:
+    """The error for a declared property's value: its own limit when it has the right kind,
+    else the class, property, declared and given types."""
+    try:
+        inferred: EdmType | None = infer_edm_type(value, name)
+    except TableValidationError:
+        inferred = None
+    if inferred is declared or (inferred in _INTEGERS and (declared is EdmType.DOUBLE or declared in _INTEGERS)):
+        return exc  # the right kind of value, out of range or too large: report that limit
+    given = f"{type(value).__name__} ({inferred.value})" if inferred else type(value).__name__
+    return TableValidationError(
+        name,
+        f"{owner}.{name} is declared as {_PYTHON_NAMES[declared]} ({declared.value})",
+        f"got {given}: {exc.limit}",
+    )
 
 
 class DeclaredProperty(PropertyRef):
