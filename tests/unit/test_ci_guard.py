@@ -86,7 +86,8 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     # The outer run may have been started with TABLESDK_AZURITE_URL; the inner suite never uses it.
     monkeypatch.delenv("TABLESDK_AZURITE_URL", raising=False)
     pytester.makeconftest(CONFTEST_SOURCE)
-    pytester.makeini("[pytest]\naddopts = --strict-markers -p no:cacheprovider\n")
+    # The inner sessions need no asyncio support (pytest-asyncio would warn about its unset loop scope).
+    pytester.makeini("[pytest]\naddopts = --strict-markers -p no:cacheprovider -p no:asyncio\n")
     return pytester
 
 
