@@ -38,7 +38,7 @@ from .entity import (
     validate_key,
     validate_table_name,
 )
-from .errors import BatchError, DataServiceRequestError, ResourceNotFoundError, TableServiceError
+from .errors import BatchError, DataServiceRequestError, ResourceNotFoundError, ResponseDecodeError, TableServiceError
 from .filter import prop
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import NoRetry, RetryPolicy
@@ -826,11 +826,22 @@ class _SaveRun:
         self.context._apply_success(self.pending[index], self.operations[index], result)
 
     def failed(self, index: int, error: TableServiceError) -> None:
-        """Change ``index`` was refused (it stays pending)."""
+        """Change ``index`` was refused (it stays pending), or applied with an unreadable answer.
+
+        A 2xx answer whose body cannot be decoded still means the service applied the
+        change: it is not left pending (sending it again would meet its own result, a
+        409 or 412), its response carries the decode error, and the save goes on.
+        """
         response = self.responses[index]
         response.sent = True
         response.error = error
         response.status_code = error.status_code
+        if isinstance(error, ResponseDecodeError) and _applied_unreadable(error):
+            etag = error.etag
+            result = BatchOperationResult(index, error.status_code or 200, etag, None)
+            response.etag = etag
+            self.context._apply_success(self.pending[index], self.operations[index], result)
+            return
         if not self.continue_on_error:
             self._stopped = True
 
@@ -849,11 +860,15 @@ class _SaveRun:
         blamed = error.failed_index if isinstance(error, BatchError) else None
         cause = (error.cause or error) if isinstance(error, BatchError) else error
         everyone = blamed is None or error.ambiguous_retry
+        applied = _applied_unreadable(error)  # a 202 that committed but could not be read
         for index, response in enumerate(self.responses):
             response.sent = True
             if everyone or index == blamed:
                 response.error = cause
                 response.status_code = error.status_code
+            if applied:
+                result = BatchOperationResult(index, error.status_code or 202, None, None)
+                self.context._apply_success(self.pending[index], self.operations[index], result)
         self._outcome = DataServiceResponse(
             self.responses, is_batch=True, batch_status_code=error.status_code, failed_index=blamed
         )
@@ -866,6 +881,12 @@ class _SaveRun:
         outcome = DataServiceResponse(self.responses)
         _raise_if_failed(outcome)
         return outcome
+
+
+def _applied_unreadable(error: TableServiceError) -> bool:
+    """Whether ``error`` is a success answer whose body could not be read: the change was applied."""
+    status = error.status_code
+    return isinstance(error, ResponseDecodeError) and status is not None and 200 <= status < 300
 
 
 def _untyped_names(entity: Entity, payload: EntityPayload) -> frozenset[str]:

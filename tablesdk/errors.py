@@ -239,8 +239,10 @@ class ResponseDecodeError(TableServiceError, ValueError):
     those of the response; ``excerpt`` is a short, markup-free excerpt of the
     body (at most 120 characters) and ``reason`` says what failed to decode.
     A write answered this way was applied by the server: only its answer is
-    unreadable.
+    unreadable. ``etag`` is the response's ``ETag`` header, if it had one.
     """
+
+    etag: str | None = None
 
     def __init__(
         self,

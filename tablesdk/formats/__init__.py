@@ -68,6 +68,7 @@ def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
     except ResponseDecodeError as exc:
         exc.status_code = response.status
         exc.request_id = response.request_id
+        exc.etag = getattr(response, "etag", None)  # a write applied despite the unreadable body keeps its new ETag
         raise
 
 

@@ -270,3 +270,55 @@ def test_connect_timeout_is_separate_and_shorter_than_the_read_timeout() -> None
 
     connect, read = DEFAULT_TIMEOUT
     assert connect < read
+
+
+# ---------------------------------------------------------------- a write whose answer cannot be read was still applied
+
+
+def test_an_applied_write_with_an_undecodable_answer_is_not_left_pending() -> None:
+    from tablesdk import DataServiceRequestError, ResponseDecodeError, SaveChangesOptions
+
+    def answer(request: HttpRequest) -> HttpResponse:
+        if request.url.endswith("/Blogs") and b'"RowKey": "bad"' in (request.body or b"").replace(b'":"', b'": "'):
+            return MockSender.response(201, "<html>proxy page</html>", {"ETag": 'W/"new"', "Content-Type": "text/html"})
+        return MockSender.response(204, headers={"ETag": 'W/"ok"'})
+
+    sender = MockSender(answer)
+    client = ACCOUNT.create_cloud_table_client(sender=sender, retry_policy=NoRetry(), echo_content=True)
+    ctx = client.get_table_service_context()
+    bad, good = DynamicEntity(PartitionKey="p", RowKey="bad"), DynamicEntity(PartitionKey="p", RowKey="good")
+    ctx.add_object("Blogs", bad)
+    ctx.add_object("Blogs", good)
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes(SaveChangesOptions.CONTINUE_ON_ERROR)
+    first, second = info.value.response
+    assert isinstance(first.error, ResponseDecodeError) and first.status_code == 201
+    assert second.error is None and len(sender.requests) == 2
+    from tablesdk import EntityStates
+
+    assert ctx.get_entity_descriptor(bad).state is EntityStates.UNCHANGED  # type: ignore[union-attr]
+    assert bad.etag == 'W/"new"'
+    ctx.save_changes()  # nothing pending: the insert is not sent again
+    assert len(sender.requests) == 2
+
+
+def test_a_committed_batch_with_an_unreadable_part_is_not_left_pending() -> None:
+    from tablesdk import DataServiceRequestError, EntityStates, ResponseDecodeError, SaveChangesOptions
+
+    body = (
+        "--batchresponse_1\r\nContent-Type: multipart/mixed; boundary=changesetresponse_1\r\n\r\n"
+        "--changesetresponse_1\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+        "HTTP/1.1 201 Created\r\nContent-ID: 1\r\nContent-Type: application/json\r\n\r\n<html>proxy</html>\r\n"
+        "--changesetresponse_1--\r\n--batchresponse_1--\r\n"
+    )
+    sender = MockSender(lambda request: MockSender.response(
+        202, body, {"Content-Type": "multipart/mixed; boundary=batchresponse_1"}
+    ))
+    client = ACCOUNT.create_cloud_table_client(sender=sender, retry_policy=NoRetry(), echo_content=True)
+    ctx = client.get_table_service_context()
+    entity = DynamicEntity(PartitionKey="p", RowKey="r")
+    ctx.add_object("Blogs", entity)
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes(SaveChangesOptions.BATCH)
+    assert isinstance(info.value.response[0].error, ResponseDecodeError)
+    assert ctx.get_entity_descriptor(entity).state is EntityStates.UNCHANGED  # type: ignore[union-attr]
