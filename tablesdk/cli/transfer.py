@@ -20,7 +20,7 @@ from ..client import CloudTableClient
 from ..edm import EntityPayload
 from ..entity import DynamicEntity, entity_from_payload, entity_to_payload
 from ..errors import BatchError, TableServiceError
-from ..query import ContinuationToken, TableQuery
+from ..query import ContinuationToken, TableQuery, _check_cycle
 from .files import EntityLine, payload_json
 from .progress import Progress
 
@@ -78,7 +78,8 @@ def pages(
     """Every page of ``query`` from ``token`` on, as payloads with the token of the next page.
 
     Follows continuation (also of empty pages); stops after the query's
-    ``take`` cap; refuses a service that answers with the token it was sent.
+    ``take`` cap; raises ContinuationCycleError when the service sends a token
+already seen in this run (A, B, A would read the same pages forever).
     The next page is requested as soon as a page arrives, on a helper thread,
     so the service prepares it while the caller handles this one: at most two
     pages are held at a time.
@@ -88,15 +89,13 @@ def pages(
     def fetch(start: ContinuationToken | None, wanted: int | None) -> Page:
         return client.query_page_payloads(query, start, query.request_top(wanted), ignore_missing_entity=True)
 
+    seen: set[ContinuationToken] = {token} if token is not None else set()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tablesdk-page") as pool:
         future = pool.submit(fetch, token, remaining)
         while True:
             payloads, next_token = future.result()
-            if next_token is not None and next_token == token:
-                raise TableServiceError(
-                    "the service answered with the continuation token it was sent; stopping instead of "
-                    "reading the same page forever"
-                )
+            if next_token is not None:
+                _check_cycle(next_token, seen)  # a token seen before in this export: a cycle
             if remaining is not None:
                 payloads = payloads[:remaining]
                 remaining -= len(payloads)

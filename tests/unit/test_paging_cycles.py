@@ -91,3 +91,20 @@ def test_parallel_scan_stops_on_a_continuation_cycle(mock: responses.RequestsMoc
     mock.add_callback("GET", re.compile(re.escape(ENDPOINT) + r"/Blogs\(\).*"), callback=reply)
     with pytest.raises(ContinuationCycleError):
         list(client().create_query("Blogs").iter_parallel(2, boundaries=["m"]))
+
+
+def test_cli_export_pages_stop_on_a_continuation_cycle(mock: responses.RequestsMock) -> None:
+    from tablesdk.cli.transfer import pages
+
+    def reply(request: object) -> tuple[int, dict[str, str], str]:
+        token = sent(request, "NextPartitionKey")
+        body = json.dumps({"value": [{"PartitionKey": "p", "RowKey": token or "0"}]})
+        if len(mock.calls) >= GIVE_UP:
+            return 200, {}, body
+        return 200, {"x-ms-continuation-NextPartitionKey": CYCLE[token]}, body
+
+    mock.add_callback("GET", re.compile(re.escape(ENDPOINT) + r"/Blogs\(\).*"), callback=reply)
+    c = client()
+    with pytest.raises(ContinuationCycleError):
+        for _ in pages(c, c.create_query("Blogs")):
+            pass
