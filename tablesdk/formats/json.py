@@ -77,6 +77,33 @@ def _double(value: Any, _convert: Callable[[Any], Any] = _edm_converter(EdmType.
     return value if type(value) is float else _convert(value)
 
 
+_NEW_OBJECT = object.__new__
+_SET_SLOT = object.__setattr__
+_UUID, _UUID_UNKNOWN = uuid.UUID, uuid.SafeUUID.unknown
+
+
+def _guid(value: Any) -> uuid.UUID:
+    """``uuid.UUID(value)``, for the service's 36-character form without the Python ``__init__``.
+
+    ``UUID.__init__`` drops ``urn:``, ``uuid:``, braces and hyphens, needs 32 characters
+    left and reads them with ``int(_, 16)``: for a text with none of the first three
+    (any of them makes that ``int`` fail) this is the same reading, and the same object.
+    """
+    if type(value) is str and len(value) == 36:
+        digits = value.replace("-", "")
+        if len(digits) == 32:
+            try:
+                number = int(digits, 16)
+            except ValueError:
+                pass
+            else:
+                guid = _NEW_OBJECT(_UUID)
+                _SET_SLOT(guid, "int", number)
+                _SET_SLOT(guid, "is_safe", _UUID_UNKNOWN)
+                return guid
+    return _UUID(value)
+
+
 #: JSON value -> Python value for an annotated property, by wire type name:
 #: ``from_json_value`` with the type dispatch done once, and the common cases
 #: called directly (each does exactly what ``from_json_value`` does for it).
@@ -87,7 +114,7 @@ _CONVERTERS: dict[EdmType, Callable[[Any], Any] | None] = {
     EdmType.INT64: int64_from_wire,
     EdmType.DOUBLE: _double,
     EdmType.DATETIME: parse_datetime,
-    EdmType.GUID: uuid.UUID,
+    EdmType.GUID: _guid,
     EdmType.BINARY: _edm_converter(EdmType.BINARY),
 }
 if sys.version_info >= (3, 11):  # base64.b64decode(validate=True) is exactly this call
@@ -111,27 +138,89 @@ def _unsupported(values: dict[str, Any]) -> ValueError:
     return ValueError("unsupported JSON property value")  # pragma: no cover
 
 
-#: How one shape of entity object (its keys, in order) splits into the ETag, other
-#: control information to drop, and ``(property, annotation key)`` pairs.
-_Plan = tuple[bool, tuple[str, ...], tuple[tuple[str, str], ...]]
-#: Shapes remembered per codec: a feed's entities usually share theirs.
+#: What one set of annotation values means for a shape: the EDM types to record and the
+#: ``(property, type name, converter)`` of each present property whose value needs converting.
+_Annotations = tuple[dict[str, EdmType], tuple[tuple[str, str, Callable[[Any], Any]], ...]]
+
+
+class _Plan:
+    """How one shape of entity object (its keys, in order) splits into the ETag, other
+    control information to drop and ``Name@odata.type`` annotations; and, per tuple of
+    annotation values seen with that shape (a feed's entities usually share both), what
+    those annotations do (:data:`_Annotations`)."""
+
+    __slots__ = ("has_etag", "drop", "annotated", "annotation_keys", "present", "meanings")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.has_etag = False
+        drop: list[str] = []
+        annotated: list[tuple[str, str]] = []
+        for key in keys:
+            if "." not in key:  # odata.* and Name@odata.type hold a dot; property names cannot
+                continue
+            if key == "odata.etag":
+                self.has_etag = True
+            elif key.endswith(_ANNOTATION):
+                annotated.append((key[:-_ANNOTATION_LEN], key))
+            else:
+                drop.append(key)
+        self.drop = tuple(drop)
+        self.annotated = tuple(annotated)
+        self.annotation_keys = tuple(key for _, key in annotated)
+        # Properties left once control information is removed (those without a dot).
+        self.present = frozenset(key for key in keys if "." not in key)
+        self.meanings: dict[tuple[Any, ...], _Annotations] = {}
+
+    def meaning(self, type_names: tuple[Any, ...]) -> _Annotations | None:
+        """What these annotation values do, remembered; None when one of them is not a
+        known type name (the general loop then reports it, in order)."""
+        try:
+            known = self.meanings.get(type_names)
+        except TypeError:  # an unhashable annotation value: not a type name
+            return None
+        if known is not None:
+            return known
+        types: dict[str, EdmType] = {}
+        converts: list[tuple[str, str, Callable[[Any], Any]]] = []
+        for (name, _), type_name in zip(self.annotated, type_names):
+            if name not in self.present:
+                continue  # an annotation without its property carries nothing
+            if type(type_name) is not str or type_name not in _BY_NAME:
+                return None
+            edm_type, convert = _BY_NAME[type_name]
+            types[name] = edm_type
+            if convert is not None:
+                converts.append((name, type_name, convert))
+        meaning = (types, tuple(converts))
+        if len(self.meanings) < _MAX_PLANS:
+            self.meanings[type_names] = meaning
+        return meaning
+
+
+#: Shapes (and annotation tuples per shape) remembered per codec.
 _MAX_PLANS = 256
 
 
-def _plan(keys: tuple[str, ...]) -> _Plan:
-    has_etag = False
-    drop: list[str] = []
-    annotated: list[tuple[str, str]] = []
-    for key in keys:
-        if "." not in key:  # odata.* and Name@odata.type hold a dot; property names cannot
-            continue
-        if key == "odata.etag":
-            has_etag = True
-        elif key.endswith(_ANNOTATION):
-            annotated.append((key[:-_ANNOTATION_LEN], key))
-        else:
-            drop.append(key)
-    return has_etag, tuple(drop), tuple(annotated)
+def _annotate(
+    values: dict[str, Any], types: dict[str, EdmType], annotated: tuple[tuple[str, str], ...],
+    type_names: tuple[Any, ...],
+) -> None:
+    """Apply annotations one by one: the general path (:meth:`_Plan.meaning` is its
+    remembered form), taken when an annotation value is not a known type name."""
+    for (name, _), type_name in zip(annotated, type_names):
+        if name not in values:
+            continue  # an annotation without its property carries nothing
+        try:
+            edm_type, convert = _BY_NAME[type_name]
+        except (KeyError, TypeError):
+            raise ValueError(f"property {name!r}: unknown EDM type {type_name!r}") from None
+        types[name] = edm_type
+        value = values[name]
+        if value is not None and convert is not None:
+            try:
+                values[name] = convert(value)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"property {name!r}: not a valid {type_name} value: {value!r}") from exc
 
 
 _WRITERS = JSON_ANNOTATED_WRITERS
@@ -242,24 +331,23 @@ class JsonFormat(PayloadFormat):
     # ------------------------------------------------------------ reading
 
     def _payload(self, obj: Any, etag: str | None) -> EntityPayload:
-        # The hot path of every query: one pass to split control information
-        # from properties, one comprehension to type the plain values, then
-        # conversions for the (few) annotated ones.
+        # The hot path of every query: the shape's plan splits control information
+        # from properties, one comprehension types the plain values, then the
+        # annotated ones are converted as the shape's annotation tuple says.
         if type(obj) is not dict:
             raise ValueError(f"expected a JSON object for an entity, got {type(obj).__name__}")
         values: dict[str, Any] = obj  # json.loads made it; we own it
         keys = tuple(values)
         plan = self._plans.get(keys)
         if plan is None:
-            plan = _plan(keys)
+            plan = _Plan(keys)
             if len(self._plans) < _MAX_PLANS:
                 self._plans[keys] = plan
-        has_etag, drop, annotated = plan
-        if has_etag:
+        if plan.has_etag:
             etag = values.pop("odata.etag")
-        for key in drop:
+        for key in plan.drop:
             del values[key]
-        annotations = [(name, values.pop(key)) for name, key in annotated] if annotated else None
+        type_names = tuple(map(values.pop, plan.annotation_keys))  # C calls only
         if self._typed:
             try:
                 # An int beyond Int64 looks up _PLAIN_TYPES[None]: the KeyError path reports it.
@@ -280,21 +368,21 @@ class JsonFormat(PayloadFormat):
                 ):
                     raise _unsupported(values)
             types = {key: _STRING for key in ("PartitionKey", "RowKey") if key in values}
-        if annotations is not None:
-            for name, type_name in annotations:
-                if name not in values:
-                    continue  # an annotation without its property carries nothing
-                try:
-                    edm_type, convert = _BY_NAME[type_name]
-                except (KeyError, TypeError):
-                    raise ValueError(f"property {name!r}: unknown EDM type {type_name!r}") from None
-                types[name] = edm_type
-                value = values[name]
-                if value is not None and convert is not None:
-                    try:
-                        values[name] = convert(value)
-                    except (ValueError, TypeError) as exc:
-                        raise ValueError(f"property {name!r}: not a valid {type_name} value: {value!r}") from exc
+        if type_names:
+            meaning = plan.meaning(type_names)
+            if meaning is None:
+                _annotate(values, types, plan.annotated, type_names)  # raises, in order
+            else:
+                types.update(meaning[0])
+                for name, type_name, convert in meaning[1]:
+                    value = values[name]
+                    if value is not None:
+                        try:
+                            values[name] = convert(value)
+                        except (ValueError, TypeError) as exc:
+                            raise ValueError(
+                                f"property {name!r}: not a valid {type_name} value: {value!r}"
+                            ) from exc
         if "Timestamp" in values and types.get("Timestamp") is not _DATETIME:
             timestamp = values["Timestamp"]
             if type(timestamp) is str:

@@ -7,6 +7,7 @@ result: same value, same type, same seventh digit, same errors.
 from __future__ import annotations
 
 import pickle
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -299,3 +300,118 @@ def test_the_reused_c_encoder_refuses_what_json_encoder_refuses() -> None:
         with pytest.raises((ValueError, TypeError)) as theirs:
             _ENCODER.encode(bad)
         assert type(ours.value) is type(theirs.value)
+
+
+# ---------------------------------------------------------------- JSON annotations remembered per shape
+
+from tablesdk.errors import ResponseDecodeError  # noqa: E402
+from tablesdk.formats.json import _annotate, _guid  # noqa: E402
+
+_ANNOTATED_ENTITIES = [
+    {"PartitionKey": "p", "RowKey": "1", "A": "5", "A@odata.type": "Edm.Int64", "B": 3, "B@odata.type": "Edm.Int32",
+     "C": "2024-01-02T03:04:05.94687Z", "C@odata.type": "Edm.DateTime", "D": "AAE=", "D@odata.type": "Edm.Binary",
+     "E": "00000000-0000-0000-0000-00000000000a", "E@odata.type": "Edm.Guid", "F": "Infinity",
+     "F@odata.type": "Edm.Double", "G": None, "G@odata.type": "Edm.Int64", "H@odata.type": "Edm.Guid",
+     "I": "s", "I@odata.type": "Edm.String", "J": True, "J@odata.type": "Edm.Boolean", "K": 2.5},
+    {"PartitionKey": "p", "RowKey": "2", "A": "9223372036854775807", "A@odata.type": "Edm.Int64", "B": -2147483648,
+     "B@odata.type": "Edm.Int32", "X@odata.type": "Edm.Nope"},  # an unknown type without its property
+]
+
+
+def _general(entity: dict[str, object], metadata: str) -> tuple[object, ...]:
+    """What the codec gives through the general annotation loop (nothing remembered)."""
+    values = {k: v for k, v in entity.items() if "." not in k}
+    annotated = tuple((k[: -len("@odata.type")], k) for k in entity if k.endswith("@odata.type"))
+    type_names = tuple(entity[k] for _, k in annotated)
+    plain = JsonFormat(metadata).parse_entity(_json.dumps(values).encode())
+    types = dict(plain.types)
+    values = dict(plain.values)
+    _annotate(values, types, annotated, type_names)
+    return repr(values), types
+
+
+@pytest.mark.parametrize("metadata", ["minimalmetadata", "nometadata"])
+@pytest.mark.parametrize("entity", _ANNOTATED_ENTITIES)
+def test_remembered_annotations_give_what_the_general_loop_gives(entity: dict[str, object], metadata: str) -> None:
+    codec = JsonFormat(metadata)
+    body = _json.dumps(entity).encode()
+    for _ in range(3):  # cold, then remembered
+        payload = codec.parse_entity(body)
+        assert (repr(payload.values), payload.types) == _general(entity, metadata)
+
+
+@pytest.mark.parametrize(
+    ("name", "type_name", "value", "message"),
+    [
+        ("A", "Edm.Int64", "9223372036854775808", "not a valid Edm.Int64 value"),
+        ("A", "Edm.Int64", "-9223372036854775809", "not a valid Edm.Int64 value"),
+        ("A", "Edm.Int32", 2147483648, "not a valid Edm.Int32 value"),
+        ("A", "Edm.Int32", "-2147483649", "not a valid Edm.Int32 value"),
+        ("A", "Edm.Int64", "1" * 25, "not a valid Edm.Int64 value"),
+        ("A", "Edm.Int64", 1.5, "not a valid Edm.Int64 value"),
+        ("A", "Edm.Guid", "00000000-0000-0000-0000-00000000000g", "not a valid Edm.Guid value"),
+        ("A", "Edm.Nope", "1", "unknown EDM type 'Edm.Nope'"),
+        ("A", ["Edm.Int64"], "1", "unknown EDM type"),
+    ],
+)
+def test_remembered_annotations_refuse_what_the_general_loop_refuses(
+    name: str, type_name: object, value: object, message: str
+) -> None:
+    codec = JsonFormat()
+    good = _json.dumps({"PartitionKey": "p", "RowKey": "r", name: "1", f"{name}@odata.type": "Edm.Int64"})
+    codec.parse_entity(good.encode())  # the shape is known before the bad value comes
+    bad = _json.dumps({"PartitionKey": "p", "RowKey": "r", name: value, f"{name}@odata.type": type_name}).encode()
+    for _ in range(2):
+        with pytest.raises(ResponseDecodeError, match=message.replace("[", r"\[")):
+            codec.parse_entity(bad)
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        _annotate({name: value}, {}, ((name, f"{name}@odata.type"),), (type_name,))
+
+
+def test_errors_come_in_annotation_order_whatever_is_remembered() -> None:
+    codec = JsonFormat()
+    entity = {"PartitionKey": "p", "RowKey": "r", "A": "x", "A@odata.type": "Edm.Int64", "B": "1",
+              "B@odata.type": "Edm.Nope"}  # A's value fails before B's type is looked at
+    for _ in range(2):
+        with pytest.raises(ResponseDecodeError, match="property 'A': not a valid Edm.Int64"):
+            codec.parse_entity(_json.dumps(entity).encode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["00000000-0000-0000-0000-00000000000a", "ABCDEF01-2345-6789-abcd-ef0123456789", "{00000000-0000-0000-0000-0000000}",
+     "urn:uuid:00000000-0000-0000-0000-0", "0000000000000000000000000000000a", "+0000000-0000-0000-0000-00000000000a",
+     " 0000000-0000-0000-0000-00000000000a", "0_000000-0000-0000-0000-00000000000a", "0x000000-0000-0000-0000-00000000000a",
+     "00000000-0000-0000-0000-00000000000g", "0000000--0000-0000-0000-00000000000a", "", "urn:uuid:" + "0" * 27],
+)
+def test_guid_fast_path_equals_uuid(text: str) -> None:
+    try:
+        want: object = _uuid.UUID(text)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            _guid(text)
+        return
+    got = _guid(text)
+    assert type(got) is _uuid.UUID and got == want and got.is_safe == want.is_safe  # type: ignore[attr-defined]
+    assert repr(got) == repr(want) and hash(got) == hash(want) and pickle.loads(pickle.dumps(got)) == want
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high"), [(0, True, True), (2**31 - 1, True, True), (2**31, False, True), (-(2**31) - 1, False, True),
+                               (2**63 - 1, False, True), (2**63, False, False), (-(2**63), False, True),
+                               (-(2**63) - 1, False, False)],
+)
+def test_folded_integer_readers_check_ranges(value: int, low: bool, high: bool) -> None:
+    from tablesdk.edm import int32_from_wire, int64_from_wire
+
+    for reader, ok in ((int32_from_wire, low), (int64_from_wire, high)):
+        for wire in (value, str(value)):
+            if ok:
+                assert reader(wire) == value
+            else:
+                with pytest.raises(ValueError, match="outside the Edm.Int"):
+                    reader(wire)
+    for reader in (int32_from_wire, int64_from_wire):
+        for bad in (1.0, True, None, "1" * 25, "x"):
+            with pytest.raises(ValueError):
+                reader(bad)
