@@ -42,6 +42,7 @@ from .entity import (
     E,
     TableEntity,
     entity_from_payload,
+    entity_reader,
     entity_to_payload,
     validate_key,
     validate_table_name,
@@ -504,8 +505,8 @@ class ClientCore:
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> Flow[ResultSegment[E]]:
         payloads, token = yield from self._f_query_page_payloads(query, continuation_token, top, True, False, None)
-        entity_type = query.entity_type
-        return ResultSegment([entity_from_payload(entity_type, p) for p in payloads], token)
+        read = entity_reader(query.entity_type)
+        return ResultSegment([read(p) for p in payloads], token)
 
     # ------------------------------------------------------------ entity operations
 
