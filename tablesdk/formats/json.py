@@ -143,13 +143,21 @@ def _unsupported(values: dict[str, Any]) -> ValueError:
 _Annotations = tuple[dict[str, EdmType], tuple[tuple[str, str, Callable[[Any], Any]], ...]]
 
 
+#: The typing of one shape with values of given kinds and annotations: the types of its
+#: non-null values (integers as Int32), the integers to range-check (and whether an
+#: annotation types them), and the conversions of :data:`_Annotations`.
+_Typing = tuple[dict[str, EdmType], tuple[tuple[str, bool], ...], tuple[tuple[str, str, Callable[[Any], Any]], ...]]
+_NONE_TYPE = type(None)
+_NO_ANNOTATIONS: _Annotations = ({}, ())
+
+
 class _Plan:
     """How one shape of entity object (its keys, in order) splits into the ETag, other
     control information to drop and ``Name@odata.type`` annotations; and, per tuple of
     annotation values seen with that shape (a feed's entities usually share both), what
     those annotations do (:data:`_Annotations`)."""
 
-    __slots__ = ("has_etag", "drop", "annotated", "annotation_keys", "present", "meanings")
+    __slots__ = ("has_etag", "drop", "annotated", "annotation_keys", "properties", "present", "meanings", "typings")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         self.has_etag = False
@@ -168,8 +176,42 @@ class _Plan:
         self.annotated = tuple(annotated)
         self.annotation_keys = tuple(key for _, key in annotated)
         # Properties left once control information is removed (those without a dot).
-        self.present = frozenset(key for key in keys if "." not in key)
+        self.properties = tuple(key for key in keys if "." not in key)
+        self.present = frozenset(self.properties)
         self.meanings: dict[tuple[Any, ...], _Annotations] = {}
+        self.typings: dict[tuple[tuple[type, ...], tuple[Any, ...]], _Typing] = {}
+
+    def typing(self, kinds: tuple[type, ...], type_names: tuple[Any, ...]) -> _Typing | None:
+        """The typing of entities of this shape whose values have these Python types (in
+        order) and whose annotations these values, remembered; None for anything the
+        general path must report (a value no JSON number/string/bool/null, an unknown type)."""
+        try:
+            known = self.typings.get((kinds, type_names))
+        except TypeError:  # an unhashable annotation value
+            return None
+        if known is not None:
+            return known
+        meaning = self.meaning(type_names) if type_names else _NO_ANNOTATIONS
+        if meaning is None:
+            return None
+        annotated_types, converts = meaning
+        base: dict[str, EdmType] = {}
+        integers: list[tuple[str, bool]] = []
+        for name, kind in zip(self.properties, kinds):
+            if kind is _NONE_TYPE:
+                continue
+            if kind is int:  # Int32 or Int64 by its range: checked for each entity
+                base[name] = _INT32
+                integers.append((name, name in annotated_types))
+            elif kind in _PLAIN_TYPES:
+                base[name] = _PLAIN_TYPES[kind]
+            else:
+                return None
+        base.update(annotated_types)
+        typing = (base, tuple(integers), converts)
+        if len(self.typings) < _MAX_PLANS:
+            self.typings[(kinds, type_names)] = typing
+        return typing
 
     def meaning(self, type_names: tuple[Any, ...]) -> _Annotations | None:
         """What these annotation values do, remembered; None when one of them is not a
@@ -199,6 +241,16 @@ class _Plan:
 
 #: Shapes (and annotation tuples per shape) remembered per codec.
 _MAX_PLANS = 256
+
+
+def _convert(values: dict[str, Any], converts: tuple[tuple[str, str, Callable[[Any], Any]], ...]) -> None:
+    for name, type_name, convert in converts:
+        value = values[name]
+        if value is not None:
+            try:
+                values[name] = convert(value)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"property {name!r}: not a valid {type_name} value: {value!r}") from exc
 
 
 def _annotate(
@@ -332,8 +384,9 @@ class JsonFormat(PayloadFormat):
 
     def _payload(self, obj: Any, etag: str | None) -> EntityPayload:
         # The hot path of every query: the shape's plan splits control information
-        # from properties, one comprehension types the plain values, then the
-        # annotated ones are converted as the shape's annotation tuple says.
+        # from properties; the kinds of the values (one C pass) and the annotation
+        # tuple then name a remembered typing, so that only integers (whose type
+        # depends on their range) and annotated values are looked at one by one.
         if type(obj) is not dict:
             raise ValueError(f"expected a JSON object for an entity, got {type(obj).__name__}")
         values: dict[str, Any] = obj  # json.loads made it; we own it
@@ -348,6 +401,39 @@ class JsonFormat(PayloadFormat):
         for key in plan.drop:
             del values[key]
         type_names = tuple(map(values.pop, plan.annotation_keys))  # C calls only
+        typing = plan.typing(tuple(map(type, values.values())), type_names) if self._typed else None
+        if typing is None:
+            types = self._types(values, plan, type_names)
+        else:
+            base, integers, converts = typing
+            types = base.copy()
+            for name, annotated in integers:
+                value = values[name]
+                if not INT32_MIN <= value <= INT32_MAX:
+                    if not INT64_MIN <= value <= INT64_MAX:
+                        raise _unsupported(values)
+                    if not annotated:  # an annotation's type wins over the number's
+                        types[name] = _INT64
+            for name, type_name, convert in converts:
+                value = values[name]
+                if value is not None:
+                    try:
+                        values[name] = convert(value)
+                    except (ValueError, TypeError) as exc:
+                        raise ValueError(f"property {name!r}: not a valid {type_name} value: {value!r}") from exc
+        if "Timestamp" in values and types.get("Timestamp") is not _DATETIME:
+            timestamp = values["Timestamp"]
+            if type(timestamp) is str:
+                try:
+                    values["Timestamp"] = parse_datetime(timestamp)
+                except ValueError as exc:
+                    raise ValueError(f"property 'Timestamp': not a valid Edm.DateTime value: {timestamp!r}") from exc
+                types["Timestamp"] = _DATETIME
+        return EntityPayload(values, types, etag)
+
+    def _types(self, values: dict[str, Any], plan: _Plan, type_names: tuple[Any, ...]) -> dict[str, EdmType]:
+        """The general typing of an entity's values (every level of metadata, any values):
+        what :meth:`_Plan.typing` remembers for the common case."""
         if self._typed:
             try:
                 # An int beyond Int64 looks up _PLAIN_TYPES[None]: the KeyError path reports it.
@@ -374,24 +460,8 @@ class JsonFormat(PayloadFormat):
                 _annotate(values, types, plan.annotated, type_names)  # raises, in order
             else:
                 types.update(meaning[0])
-                for name, type_name, convert in meaning[1]:
-                    value = values[name]
-                    if value is not None:
-                        try:
-                            values[name] = convert(value)
-                        except (ValueError, TypeError) as exc:
-                            raise ValueError(
-                                f"property {name!r}: not a valid {type_name} value: {value!r}"
-                            ) from exc
-        if "Timestamp" in values and types.get("Timestamp") is not _DATETIME:
-            timestamp = values["Timestamp"]
-            if type(timestamp) is str:
-                try:
-                    values["Timestamp"] = parse_datetime(timestamp)
-                except ValueError as exc:
-                    raise ValueError(f"property 'Timestamp': not a valid Edm.DateTime value: {timestamp!r}") from exc
-                types["Timestamp"] = _DATETIME
-        return EntityPayload(values, types, etag)
+                _convert(values, meaning[1])
+        return types
 
     @decodes
     def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:

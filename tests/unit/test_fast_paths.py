@@ -473,3 +473,38 @@ def test_a_class_that_watches_its_attributes_is_read_through_them() -> None:
     assert entity._seen[:6] == ["PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties", "_wire_types"]  # type: ignore[attr-defined]
     # the plain way (straight into __dict__) only for a class that does not watch them
     assert entity_reader(_Blog).args[2] is True and entity_reader(_Audited).args[2] is False  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- JSON typings remembered per shape and kinds
+
+_KINDS_ENTITIES: list[dict[str, Any]] = [
+    {"PartitionKey": "p", "RowKey": "1", "I": 1, "J": 2**31, "K": -(2**31) - 1, "L": 2**63 - 1, "B": True, "F": 1.5,
+     "N": None, "S": "s", "A": 7, "A@odata.type": "Edm.Int64", "M": 2**40, "M@odata.type": "Edm.Double"},
+    {"PartitionKey": "p", "RowKey": "2", "I": 2**31, "J": 1, "K": 0, "L": -(2**63), "B": False, "F": 2.0,
+     "N": None, "S": "t", "A": 2**35, "A@odata.type": "Edm.Int64", "M": 3, "M@odata.type": "Edm.Double"},
+    {"PartitionKey": "p", "RowKey": "3", "I": 2**63, "J": 1},  # beyond Int64
+    {"PartitionKey": "p", "RowKey": "4", "I": [1], "J": 1},  # not a property value
+    {"PartitionKey": "p", "RowKey": "5", "I": None, "I@odata.type": "Edm.Int32", "J": 1, "J@odata.type": "Edm.Int32"},
+    {"PartitionKey": "p", "RowKey": "6", "I": 2**33, "I@odata.type": "Edm.Int32", "J": 1},  # Int32 out of range
+]
+
+
+@pytest.mark.parametrize("metadata", ["minimalmetadata", "nometadata", "fullmetadata"])
+def test_remembered_typings_give_what_the_general_typing_gives(metadata: str) -> None:
+    codec = JsonFormat(metadata)
+    for entity in _KINDS_ENTITIES:
+        body = _json.dumps(entity).encode()
+        values = {k: v for k, v in entity.items() if "." not in k}
+        plan = json_module._Plan(tuple(entity))
+        type_names = tuple(entity[k] for k in plan.annotation_keys)
+        try:
+            want: Any = (json_module.JsonFormat(metadata)._types(values, plan, type_names), repr(values))
+        except ValueError as exc:
+            for _ in range(3):
+                with pytest.raises(ResponseDecodeError, match=re.escape(str(exc))):
+                    codec.parse_entity(body)
+            continue
+        for _ in range(3):  # cold, then remembered
+            payload = codec.parse_entity(body)
+            assert (payload.types, repr(payload.values)) == want
+            assert list(payload.types) == list(want[0])  # the same order too
