@@ -406,9 +406,11 @@ class TableQuery(Generic[E]):
             page: list[E] | None = segment.results
             segment = None  # keep only the page itself referenced
             assert page is not None
-            for entity in page:
-                yield entity
-                if remaining is not None:
+            if remaining is None:
+                yield from page  # the list's own iterator hands out the entities, not this frame
+            else:
+                for entity in page:
+                    yield entity
                     remaining -= 1
                     if remaining == 0:
                         return
