@@ -30,6 +30,7 @@ from .context import (
     OperationResponse,
     SaveChangesOptions,
     TableServiceContext,
+    UnsavedChangesWarning,
 )
 from .edm import EdmDateTime, EdmType, EntityProperty, Int64
 from .entity import DynamicEntity, TableEntity
@@ -70,6 +71,7 @@ __all__ = [
     "CloudStorageAccount",
     "CloudTableClient",
     "TableServiceContext",
+    "UnsavedChangesWarning",
     "TableEntity",
     "DynamicEntity",
     "EntityProperty",

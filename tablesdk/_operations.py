@@ -209,6 +209,7 @@ class ClientCore:
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
+        _check_has_credential(account)
         self.account = account
         self.table_endpoint = account.table_endpoint.rstrip("/")
         self.api_version = api_version or self._format.default_api_version
@@ -638,12 +639,58 @@ class ClientCore:
         return (yield from self._f_write(kind, table_name, entity, None, operation_context))
 
     def _f_delete_entity(
-        self, table_name: str, partition_key: str, row_key: str, etag: str, operation_context: OperationContext | None
+        self,
+        table_name: str,
+        entity: TableEntity | DynamicEntity | None,
+        partition_key: str | None,
+        row_key: str | None,
+        etag: str | None,
+        operation_context: OperationContext | None,
     ) -> Flow[None]:
-        validate_key("PartitionKey", partition_key)
-        validate_key("RowKey", row_key)
-        operation = BatchOperation(BatchOperationKind.DELETE, table_name, partition_key, row_key, None, etag)
+        pk, rk, condition = _delete_target(entity, partition_key, row_key, etag)
+        operation = BatchOperation(BatchOperationKind.DELETE, table_name, pk, rk, None, condition)
         yield from self._f_execute_operation(operation, None, operation_context, None)
+
+
+def _delete_target(
+    entity: TableEntity | DynamicEntity | None, partition_key: str | None, row_key: str | None, etag: str | None
+) -> tuple[str, str, str]:
+    """(PartitionKey, RowKey, If-Match) of a delete_entity call, or why the call is wrong."""
+    if entity is not None:
+        if not isinstance(entity, (TableEntity, DynamicEntity)):
+            raise TypeError(
+                f"delete_entity(table, entity) takes an entity, not {type(entity).__name__}; to delete by "
+                "keys write delete_entity(table, partition_key=..., row_key=..., etag='*')"
+            )
+        if partition_key is not None or row_key is not None:
+            raise TypeError("delete_entity takes an entity or partition_key=/row_key=, not both")
+        pk, rk, condition = entity.PartitionKey, entity.RowKey, etag or entity.etag
+        if not condition:
+            raise ValueError(
+                f"the entity (PartitionKey={pk!r}, RowKey={rk!r}) has no ETag, so the delete cannot be "
+                "conditional on its version: read it first, or pass etag='*' to delete it whatever its version"
+            )
+    else:
+        if partition_key is None or row_key is None:
+            raise TypeError("delete_entity needs an entity, or both partition_key= and row_key=")
+        if not etag:
+            raise ValueError("deleting by keys needs etag=: the entity's ETag, or '*' to delete it whatever its version")
+        pk, rk, condition = partition_key, row_key, etag
+    validate_key("PartitionKey", pk)
+    validate_key("RowKey", rk)
+    return pk, rk, condition
+
+
+def _check_has_credential(account: CloudStorageAccount) -> None:
+    """Refuse an account without a credential: the Table service has no anonymous access,
+    so every request would be answered 403."""
+    if account.credential is not None:
+        return
+    raise ValueError(
+        f"account {account.account_name!r} has no credential, and the Table service has no anonymous "
+        "access: add AccountKey=<base64 key> or SharedAccessSignature=<SAS token> to the connection "
+        "string (or give CloudStorageAccount a credential)"
+    )
 
 
 def _one_entity(fmt: PayloadFormat, body: bytes, etag: str | None) -> EntityPayload:

@@ -212,7 +212,8 @@ class BulkInsertError(TableServiceError):
             f"entity {first.index} (PartitionKey={getattr(first.entity, 'PartitionKey', None)!r}, "
             f"RowKey={getattr(first.entity, 'RowKey', None)!r})"
         )
-        message = f"{len(result.failed)} of {result.total} entities failed; first: {where}: {error}"
+        why = error.describe(request_id=False) if isinstance(error, TableServiceError) else str(error)
+        message = f"{len(result.failed)} of {result.total} entities failed; first: {where}: {why}"
         if isinstance(error, TableServiceError):
             super().__init__(
                 message, status_code=error.status_code, error_code=error.error_code, request_id=error.request_id
@@ -398,6 +399,12 @@ class _Job(_JobRules):
         return report
 
 
+def _ends_the_call(error: TableServiceError) -> bool:
+    """An answer every batch of the call would get: the table is missing or being deleted,
+    or the credential is refused."""
+    return error.error_code in ("TableNotFound", "TableBeingDeleted") or error.status_code in (401, 403)
+
+
 def _request_wide(error: TableServiceError) -> bool:
     return error.status_code in _REQUEST_WIDE_STATUSES or error.error_code in _REQUEST_WIDE_CODES
 
@@ -514,6 +521,9 @@ class _Tally:
         self.reported = -1
         self.transactions = 0
         self.requests = 0
+        #: An answer that every later batch would get too (the table is missing, the
+        #: credential is refused): the call stops sending once it has one.
+        self.fatal: TableServiceError | None = None
 
     def failed_before_sending(self, outcome: EntityOutcome) -> None:
         """An entity that failed validation (no progress call: none is made per entity)."""
@@ -527,6 +537,8 @@ class _Tally:
         for index, entity, etag, error in report.outcomes:
             if etag is not None:
                 entity.etag = etag
+            if self.fatal is None and isinstance(error, TableServiceError) and _ends_the_call(error):
+                self.fatal = error
             self.outcomes.append(EntityOutcome(index, entity, etag, error))
         self.done += len(report.outcomes)
         if self.progress is not None:
@@ -605,8 +617,15 @@ def bulk_insert(
             if isinstance(step, EntityOutcome):
                 tally.failed_before_sending(step)
                 continue
+            if tally.fatal is not None:  # every batch would get the same answer: fail the rest unsent
+                unsent = _Report([])
+                unsent.fail(step, tally.fatal)
+                tally.add(unsent)
+                continue
             in_flight.add(pool.submit(job.run, step))
-            if len(in_flight) >= 2 * workers:
+            if tally.transactions == 0:  # the first answer (a missing table?) before going concurrent
+                harvest(wait(in_flight)[0])
+            elif len(in_flight) >= 2 * workers:
                 finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 harvest(finished)
         while in_flight:

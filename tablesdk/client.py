@@ -555,11 +555,18 @@ class CloudTableClient(ClientCore):
     def delete_entity(
         self,
         table_name: str,
-        partition_key: str,
-        row_key: str,
+        entity: TableEntity | DynamicEntity | None = None,
         *,
-        etag: str = "*",
+        partition_key: str | None = None,
+        row_key: str | None = None,
+        etag: str | None = None,
         operation_context: OperationContext | None = None,
     ) -> None:
-        """Delete an entity, conditional on ``etag`` (unconditional by default)."""
-        self._run(self._f_delete_entity(table_name, partition_key, row_key, etag, operation_context))
+        """Delete an entity, conditional on its ETag, like :meth:`update_entity`.
+
+        ``delete_entity(table, entity)`` takes the keys from ``entity`` and sends
+        ``If-Match: entity.etag`` (or ``etag``); ``etag="*"`` deletes whatever the
+        stored version. By keys: ``delete_entity(table, partition_key=..., row_key=...,
+        etag=...)``, where ``etag`` is required (``"*"`` for an unconditional delete).
+        """
+        self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context))

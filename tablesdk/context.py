@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum, Flag
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Union, overload
 
 from .batch import BatchOperation, BatchOperationKind, BatchOperationResult
@@ -56,10 +58,15 @@ __all__ = [
     "SaveChangesOptions",
     "OperationResponse",
     "DataServiceResponse",
+    "UnsavedChangesWarning",
 ]
 
 Entity = Union[TableEntity, DynamicEntity]
 Identity = tuple[str, str, str]
+
+
+class UnsavedChangesWarning(UserWarning):
+    """A context used as a ``with`` block was left, without an exception, with changes not saved."""
 
 
 class MergeOption(Enum):
@@ -256,6 +263,7 @@ class _TrackingContext:
         self._order = itertools.count(1)
         self._busy = threading.Lock()
         self._busy_owner: object = None
+        self._busy_what: str | None = None
 
     # ------------------------------------------------------------ guard
 
@@ -272,16 +280,27 @@ class _TrackingContext:
             yield
             return
         if not self._busy.acquire(blocking=False):
-            raise RuntimeError(
-                f"{type(self).__name__} is not {self._RUNNER}-safe: another {self._RUNNER} is running "
-                f"{what} on it; use one context per {self._RUNNER} (or per logical operation)"
-            )
-        self._busy_owner = me
+            raise RuntimeError(self._busy_message(what))
+        self._busy_owner, self._busy_what = me, what
         try:
             yield
         finally:
-            self._busy_owner = None
+            self._busy_owner = self._busy_what = None
             self._busy.release()
+
+    def _refuse_if_busy(self, what: str) -> None:
+        """Refuse a change to the tracked set while another thread (task) saves or queries."""
+        owner = self._busy_owner
+        if owner is not None and owner != self._runner():
+            raise RuntimeError(self._busy_message(what))
+
+    def _busy_message(self, what: str) -> str:
+        running = self._busy_what or "an operation"
+        return (
+            f"{type(self).__name__} is not {self._RUNNER}-safe: another {self._RUNNER} is running "
+            f"{running} on it, so {what} was refused; use one context per {self._RUNNER} "
+            "(or per logical operation)"
+        )
 
     def _request_hook(self) -> RequestHook | None:
         hooks = self.sending_request
@@ -350,6 +369,7 @@ class _TrackingContext:
 
     def add_object(self, table: str, entity: Entity) -> None:
         """Track ``entity`` as a new entity of ``table`` (inserted by the next save)."""
+        self._refuse_if_busy("add_object")
         self._track(table, entity, None, EntityStates.ADDED)
 
     def attach_to(self, table: str, entity: Entity, etag: str | None = None) -> None:
@@ -359,6 +379,7 @@ class _TrackingContext:
         ``etag``, ``entity.etag`` is used. Raises ValueError when this object or
         another object with the same identity is already tracked.
         """
+        self._refuse_if_busy("attach_to")
         self._track(table, entity, etag if etag is not None else entity.etag, EntityStates.UNCHANGED)
 
     def upsert_object(self, table: str, entity: Entity, replace: bool = False) -> None:
@@ -366,6 +387,7 @@ class _TrackingContext:
 
         Upserts carry no condition. A tracked entity is switched to an upsert.
         """
+        self._refuse_if_busy("upsert_object")
         descriptor = self._by_object.get(id(entity))
         if descriptor is None:
             descriptor = self._track(table, entity, None, EntityStates.MODIFIED)
@@ -378,6 +400,7 @@ class _TrackingContext:
 
     def update_object(self, entity: Entity) -> None:
         """Mark a tracked entity as changed (merged, or replaced with REPLACE_ON_UPDATE)."""
+        self._refuse_if_busy("update_object")
         descriptor = self._descriptor_or_raise(entity, "update_object")
         if descriptor.state is EntityStates.DELETED:
             raise ValueError("cannot update an entity marked for deletion")
@@ -387,6 +410,7 @@ class _TrackingContext:
 
     def delete_object(self, entity: Entity) -> None:
         """Mark a tracked entity for deletion; a not-yet-inserted one is simply forgotten."""
+        self._refuse_if_busy("delete_object")
         descriptor = self._descriptor_or_raise(entity, "delete_object")
         if descriptor.state is EntityStates.ADDED:
             self._forget(descriptor)
@@ -397,6 +421,7 @@ class _TrackingContext:
 
     def detach(self, entity: Entity) -> bool:
         """Stop tracking ``entity``; False if it was not tracked."""
+        self._refuse_if_busy("detach")
         descriptor = self._by_object.get(id(entity))
         if descriptor is None:
             return False
@@ -404,6 +429,17 @@ class _TrackingContext:
         return True
 
     # ------------------------------------------------------------ saving
+
+    def _warn_if_pending(self) -> None:
+        pending = len(self._pending())
+        if pending:
+            noun = "change" if pending == 1 else "changes"
+            warnings.warn(
+                f"{type(self).__name__} left with {pending} pending {noun} that were never saved; "
+                "call save_changes() before the end of the block (or detach() what you meant to drop)",
+                UnsavedChangesWarning,
+                stacklevel=3,
+            )
 
     def _pending(self) -> list[EntityDescriptor]:
         pending = [d for d in self._by_object.values() if d.state in _PENDING_STATES]
@@ -681,6 +717,15 @@ class TableServiceContext(_TrackingContext):
             echo_content=echo_content,
         )
         self.client = client
+
+    def __enter__(self) -> TableServiceContext:
+        """``with client.get_table_service_context() as ctx:`` scopes one logical operation."""
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        """Leaving the block normally with changes not saved warns (:class:`UnsavedChangesWarning`)."""
+        if exc_type is None:
+            self._warn_if_pending()
 
     def save_changes(
         self,
@@ -1009,4 +1054,6 @@ def _raise_if_failed(outcome: DataServiceResponse) -> None:
     summary = f"{len(errors)} of {len(outcome)} changes failed"
     if not_sent:
         summary += f", {not_sent} not sent"
-    raise _save_error(outcome, f"{summary}; first: {errors[0].error}")
+    first = errors[0].error
+    assert first is not None
+    raise _save_error(outcome, f"{summary}; first: {first.describe(request_id=False)}")

@@ -97,6 +97,14 @@ class TableErrorCode(str, Enum):
         return format(self.value, spec)
 
 
+# The two usual causes of a refused signature: a wrong key (or SAS) and a skewed clock, since the
+# service refuses a request whose x-ms-date is more than 15 minutes off its own time.
+_AUTH_HINT = (
+    " [check the account key or SAS token, and the machine's clock: requests more than"
+    " 15 minutes off the service's time are refused]"
+)
+
+
 class TableServiceError(Exception):
     """An error answered by the Table service (or a transport failure).
 
@@ -127,6 +135,11 @@ class TableServiceError(Exception):
         self.ambiguous_retry = ambiguous_retry
 
     def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, *, request_id: bool = True) -> str:
+        """``str(error)``; ``request_id=False`` leaves the request id out, for a message that
+        quotes this error inside another error that shows the id itself."""
         parts = []
         if self.status_code is not None:
             parts.append(str(self.status_code))
@@ -134,7 +147,9 @@ class TableServiceError(Exception):
             parts.append(self.error_code)
         head = " ".join(parts)
         text = f"{head}: {self.message}" if head else self.message
-        if self.request_id:
+        if self.status_code == 403 and self.error_code == "AuthenticationFailed" and _AUTH_HINT not in text:
+            text += _AUTH_HINT
+        if request_id and self.request_id:
             text += f" (request id {self.request_id})"
         if self.ambiguous_retry:
             text += " [answered a retry of a write whose first attempt may have succeeded]"

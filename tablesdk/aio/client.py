@@ -391,11 +391,12 @@ class AsyncCloudTableClient(ClientCore):
     async def delete_entity(
         self,
         table_name: str,
-        partition_key: str,
-        row_key: str,
+        entity: TableEntity | DynamicEntity | None = None,
         *,
-        etag: str = "*",
+        partition_key: str | None = None,
+        row_key: str | None = None,
+        etag: str | None = None,
         operation_context: OperationContext | None = None,
     ) -> None:
-        """Delete an entity, conditional on ``etag`` (unconditional by default)."""
-        await self._run(self._f_delete_entity(table_name, partition_key, row_key, etag, operation_context))
+        """Delete an entity, conditional on its ETag (see :meth:`tablesdk.CloudTableClient.delete_entity`)."""
+        await self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context))

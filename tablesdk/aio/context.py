@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
 from ..context import (
@@ -76,6 +77,17 @@ class AsyncTableServiceContext(_TrackingContext):
             echo_content=echo_content,
         )
         self.client = client
+
+    async def __aenter__(self) -> AsyncTableServiceContext:
+        """``async with client.get_table_service_context() as ctx:`` scopes one logical operation."""
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Leaving the block normally with changes not saved warns (``UnsavedChangesWarning``)."""
+        if exc_type is None:
+            self._warn_if_pending()
 
     def _runner(self) -> object:
         try:

@@ -416,7 +416,7 @@ def replace_command(table: str, entity_text: str, etag: str) -> None:
 @_ETAG_OPTION
 def delete_command(table: str, partition_key: str, row_key: str, etag: str) -> None:
     """Delete one entity."""
-    _settings().client().delete_entity(table, partition_key, row_key, etag=etag)
+    _settings().client().delete_entity(table, partition_key=partition_key, row_key=row_key, etag=etag)
 
 
 # ---------------------------------------------------------------- queries

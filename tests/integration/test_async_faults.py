@@ -242,7 +242,7 @@ async def test_retried_delete_whose_answer_was_lost_is_ambiguous(
     direct.insert_entity(table_name, entity("p", "gone"))
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="DELETE")
     with pytest.raises(ResourceNotFoundError) as info:
-        await faulty.delete_entity(table_name, "p", "gone")
+        await faulty.delete_entity(table_name, partition_key="p", row_key="gone", etag="*")
     assert info.value.ambiguous_retry is True
     assert [(e.action, e.upstream_status) for e in proxy.events] == [("forward_then_reset", 204), ("forward", 404)]
 

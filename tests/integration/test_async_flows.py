@@ -167,7 +167,7 @@ async def test_conditional_writes(aclient: AsyncCloudTableClient, atable: str) -
     await aclient.update_entity(atable, entity, etag="*", mode="replace")
     await aclient.upsert_entity(atable, DynamicEntity(PartitionKey="p", RowKey="r", M=3))
     assert dict(await aclient.get_entity(atable, "p", "r")) == {"N": 2, "M": 3}
-    await aclient.delete_entity(atable, "p", "r")
+    await aclient.delete_entity(atable, partition_key="p", row_key="r", etag="*")
     with pytest.raises(ResourceNotFoundError):
         await aclient.get_entity(atable, "p", "r")
 
@@ -181,7 +181,7 @@ async def test_special_keys_work_for_every_operation(aclient: AsyncCloudTableCli
     await aclient.update_entity(atable, entity)
     await aclient.upsert_entity(atable, DynamicEntity(PartitionKey=key, RowKey=key, W=3), mode="replace")
     assert dict(await aclient.get_entity(atable, key, key)) == {"W": 3}
-    await aclient.delete_entity(atable, key, key)
+    await aclient.delete_entity(atable, partition_key=key, row_key=key, etag="*")
     with pytest.raises(ResourceNotFoundError):
         await aclient.get_entity(atable, key, key)
 

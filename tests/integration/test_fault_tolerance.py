@@ -311,7 +311,7 @@ def test_delete_whose_response_was_lost_reports_ambiguous_not_found(
     direct.insert_entity(table_name, entity("p", "gone"))
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="DELETE")
     with pytest.raises(ResourceNotFoundError) as info:
-        faulty.delete_entity(table_name, "p", "gone")
+        faulty.delete_entity(table_name, partition_key="p", row_key="gone", etag="*")
     assert info.value.ambiguous_retry is True and info.value.status_code == 404
     assert [(e.action, e.upstream_status) for e in proxy.events] == [("forward_then_reset", 204), ("forward", 404)]
     assert stored(direct, table_name) == {}

@@ -96,7 +96,7 @@ def test_conditional_writes(client: CloudTableClient, table: str) -> None:
     client.update_entity(table, entity, etag="*", mode="replace")
     client.upsert_entity(table, DynamicEntity(PartitionKey="p", RowKey="r", M=3))
     assert dict(client.get_entity(table, "p", "r")) == {"N": 2, "M": 3}
-    client.delete_entity(table, "p", "r")
+    client.delete_entity(table, partition_key="p", row_key="r", etag="*")
     with pytest.raises(ResourceNotFoundError):
         client.get_entity(table, "p", "r")
 
@@ -110,7 +110,7 @@ def test_special_keys_work_for_every_operation(client: CloudTableClient, table: 
     client.update_entity(table, entity)
     client.upsert_entity(table, DynamicEntity(PartitionKey=key, RowKey=key, W=3), mode="replace")
     assert dict(client.get_entity(table, key, key)) == {"W": 3}
-    client.delete_entity(table, key, key)
+    client.delete_entity(table, partition_key=key, row_key=key, etag="*")
     with pytest.raises(ResourceNotFoundError):
         client.get_entity(table, key, key)
 
@@ -118,7 +118,7 @@ def test_special_keys_work_for_every_operation(client: CloudTableClient, table: 
 @pytest.mark.parametrize("key", ["plain", "100%", "k" * 300])
 def test_missing_entity_errors_do_not_depend_on_how_keys_are_addressed(client: CloudTableClient, table: str, key: str) -> None:
     with pytest.raises(ResourceNotFoundError):
-        client.delete_entity(table, "p", key)
+        client.delete_entity(table, partition_key="p", row_key=key, etag="*")
     with pytest.raises(ResourceNotFoundError):
         client.update_entity(table, DynamicEntity(PartitionKey="p", RowKey=key, A=1), etag="*")
     client.insert_entity(table, DynamicEntity(PartitionKey="p", RowKey=key, A=1))

@@ -439,7 +439,18 @@ def test_request_wide_error_fails_the_batch_without_isolating(service: FakeBatch
     check_bookkeeping(result, 250)
     assert not result.succeeded
     assert all(isinstance(o.error, ResourceNotFoundError) and o.error.error_code == "TableNotFound" for o in result.failed)
-    assert len(service.sent) == 3  # one per batch, not one per entity
+    assert len(service.sent) == 1  # the first answer ends the call: every batch would get it
+
+
+def test_a_missing_table_stops_the_call_after_the_first_answer(service: FakeBatchService, client: CloudTableClient) -> None:
+    service.missing_tables = {T}
+    result = client.bulk_insert(T, entities(5000, partitions=50), max_workers=8)
+    check_bookkeeping(result, 5000)
+    assert len(result.failed) == 5000 and len(service.sent) == 1 and result.batches == 1
+    assert {o.error.error_code for o in result.failed if isinstance(o.error, TableServiceError)} == {"TableNotFound"}
+    with pytest.raises(BulkInsertError) as info:
+        result.raise_on_error()
+    assert info.value.error_code == "TableNotFound"
 
 
 def test_outer_error_after_retries_fails_only_that_batch(service: FakeBatchService, client: CloudTableClient) -> None:
@@ -705,3 +716,10 @@ def test_a_lost_batch_answer_makes_every_operation_of_the_save_ambiguous(
     responses_ = list(info.value.response)
     assert len(responses_) == 3
     assert all(r.error is not None and r.error.ambiguous_retry for r in responses_)
+
+
+def test_bulk_error_names_the_request_id_once() -> None:
+    error = ConflictError("The specified entity already exists.", status_code=409,
+                          error_code="EntityAlreadyExists", request_id="req-9")
+    result = BulkResult([], [EntityOutcome(0, DynamicEntity(PartitionKey="p", RowKey="r"), None, error)], 1, 1, 0.1)
+    assert str(BulkInsertError(result)).count("req-9") == 1

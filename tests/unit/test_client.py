@@ -244,3 +244,54 @@ def test_point_query_not_found_rules(mock: responses.RequestsMock, code: str, cl
         ctx.get("Blogs", "p", "r")
     ctx.ignore_resource_not_found = True  # the context's option covers both, like IgnoreResourceNotFoundException
     assert ctx.get("Blogs", "p", "r") is None
+
+
+class TestDeleteEntity:
+    """delete_entity(table, entity) is conditional on the entity's ETag, like update_entity."""
+
+    URL = f"{ENDPOINT}/Blogs(PartitionKey='p',RowKey='r')"
+
+    def _deleted(self, mock: responses.RequestsMock) -> None:
+        mock.add("DELETE", self.URL, status=204)
+
+    def test_an_entity_is_deleted_if_it_still_has_its_etag(self, mock: responses.RequestsMock) -> None:
+        self._deleted(mock)
+        entity = DynamicEntity(PartitionKey="p", RowKey="r")
+        entity.etag = 'W/"datetime\'2026-01-01T00%3A00%3A00Z\'"'
+        json_client().delete_entity("Blogs", entity)
+        assert mock.calls[0].request.headers["If-Match"] == entity.etag
+
+    def test_etag_star_deletes_whatever_the_version(self, mock: responses.RequestsMock) -> None:
+        self._deleted(mock)
+        json_client().delete_entity("Blogs", DynamicEntity(PartitionKey="p", RowKey="r"), etag="*")
+        assert mock.calls[0].request.headers["If-Match"] == "*"
+
+    def test_keys_form_through_keywords(self, mock: responses.RequestsMock) -> None:
+        self._deleted(mock)
+        json_client().delete_entity("Blogs", partition_key="p", row_key="r", etag="*")
+        assert mock.calls[0].request.headers["If-Match"] == "*"
+
+    def test_an_entity_without_etag_is_refused_before_sending(self, mock: responses.RequestsMock) -> None:
+        with pytest.raises(ValueError, match="no ETag.*etag='\\*'"):
+            json_client().delete_entity("Blogs", DynamicEntity(PartitionKey="p", RowKey="r"))
+        assert not mock.calls
+
+    def test_keys_without_etag_are_refused(self, mock: responses.RequestsMock) -> None:
+        with pytest.raises(ValueError, match="needs etag="):
+            json_client().delete_entity("Blogs", partition_key="p", row_key="r")
+        assert not mock.calls
+
+    def test_positional_keys_get_a_message_naming_the_keyword_form(self, mock: responses.RequestsMock) -> None:
+        with pytest.raises(TypeError, match="partition_key=..., row_key=..."):
+            json_client().delete_entity("Blogs", "p")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="not both"):
+            json_client().delete_entity("Blogs", DynamicEntity(PartitionKey="p", RowKey="r"), row_key="r", etag="*")
+        assert not mock.calls
+
+
+def test_a_connection_string_without_credential_is_refused_when_the_client_is_created() -> None:
+    account = CloudStorageAccount.parse(
+        "DefaultEndpointsProtocol=https;AccountName=myaccount;EndpointSuffix=core.windows.net"
+    )
+    with pytest.raises(ValueError, match="no credential.*no anonymous access.*AccountKey=.*SharedAccessSignature="):
+        account.create_cloud_table_client()

@@ -10,6 +10,7 @@ import pytest
 import responses
 
 from tablesdk import (
+    UnsavedChangesWarning,
     CloudStorageAccount,
     CloudTableClient,
     ConflictError,
@@ -446,6 +447,34 @@ class TestQueriesAndHooks:
             release.set()
             worker.join(5)
         assert errors and "not thread-safe" in str(errors[0])
+        assert "running save_changes" in str(errors[0])
+
+    def test_second_thread_cannot_change_the_tracked_set_during_a_save(
+        self, ctx: TableServiceContext, service: FakeTableService
+    ) -> None:
+        entered, release = threading.Event(), threading.Event()
+        ctx.sending_request.append(lambda request: (entered.set(), release.wait(5)))
+        tracked = blog()
+        ctx.add_object(T, tracked)
+        worker = threading.Thread(target=ctx.save_changes)
+        worker.start()
+        assert entered.wait(5)
+        refused: list[str] = []
+        try:
+            for attempt in (lambda: ctx.add_object(T, blog("Nov-01")), lambda: ctx.update_object(tracked),
+                            lambda: ctx.delete_object(tracked), lambda: ctx.detach(tracked)):
+                try:
+                    attempt()
+                except RuntimeError as exc:
+                    refused.append(str(exc))
+        finally:
+            release.set()
+            worker.join(5)
+        assert len(refused) == 4
+        assert all("another thread is running save_changes" in text for text in refused)
+        assert [text.split("so ")[1].split(" was")[0] for text in refused] == [
+            "add_object", "update_object", "delete_object", "detach"]
+        ctx.add_object(T, blog("Nov-02"))          # once the save is over, the same thread may go on
 
     def test_begin_save_changes_returns_a_future(self, ctx: TableServiceContext, service: FakeTableService) -> None:
         ctx.add_object(T, blog())
@@ -577,3 +606,52 @@ def test_a_single_untyped_property_is_still_caught(service: FakeTableService) ->
     ctx.update_object(entity)
     with pytest.raises(ValueError, match=r"\['Big'\]"):
         ctx.save_changes()
+
+
+class TestContextManager:
+    def test_with_block_returns_the_context_and_is_quiet_when_everything_was_saved(
+        self, client: CloudTableClient, service: FakeTableService, recwarn: pytest.WarningsRecorder
+    ) -> None:
+        with client.get_table_service_context() as ctx:
+            assert isinstance(ctx, TableServiceContext)
+            ctx.add_object(T, blog())
+            ctx.save_changes()
+        assert not [w for w in recwarn if issubclass(w.category, UnsavedChangesWarning)]
+
+    def test_leaving_with_pending_changes_warns_with_their_count(self, client: CloudTableClient) -> None:
+        with pytest.warns(UnsavedChangesWarning, match="2 pending changes") as caught:
+            with client.get_table_service_context() as ctx:
+                ctx.add_object(T, blog("a"))
+                ctx.add_object(T, blog("b"))
+        assert caught[0].filename == __file__      # points at the user's with block
+
+    def test_an_exception_leaving_the_block_is_not_hidden_by_a_warning(
+        self, client: CloudTableClient, recwarn: pytest.WarningsRecorder
+    ) -> None:
+        with pytest.raises(KeyError):
+            with client.get_table_service_context() as ctx:
+                ctx.add_object(T, blog())
+                raise KeyError("boom")
+        assert not [w for w in recwarn if issubclass(w.category, UnsavedChangesWarning)]
+
+
+class TestErrorText:
+    def test_a_failed_save_names_the_request_id_once(self, ctx: TableServiceContext, service: FakeTableService) -> None:
+        status, headers, body = error_reply(409, "EntityAlreadyExists", "The specified entity already exists.")
+        service.fail_next = [(status, {**headers, "x-ms-request-id": "req-123"}, body)]
+        ctx.add_object(T, blog())
+        with pytest.raises(DataServiceRequestError) as info:
+            ctx.save_changes()
+        assert info.value.request_id == "req-123"
+        assert str(info.value).count("req-123") == 1
+
+    def test_authentication_failed_suggests_the_key_and_the_clock(
+        self, ctx: TableServiceContext, service: FakeTableService
+    ) -> None:
+        service.fail_next = [error_reply(403, "AuthenticationFailed", "Server failed to authenticate the request.")]
+        ctx.add_object(T, blog())
+        with pytest.raises(DataServiceRequestError) as info:
+            ctx.save_changes()
+        text = str(info.value)
+        assert "account key" in text and "clock" in text
+        assert text.count("clock") == 1

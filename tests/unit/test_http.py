@@ -73,7 +73,7 @@ def test_each_attempt_is_signed_anew_and_errors_come_from_the_loop() -> None:
     answers = iter([MockSender.response(503, b"", {"x-ms-error-code": "ServerBusy"}), MockSender.response(204)])
     sender = MockSender(lambda request: next(answers))
     client = ACCOUNT.create_cloud_table_client(sender=sender, retry_policy=LinearRetry(2, 0.0))
-    client.delete_entity("Blogs", "p", "r")
+    client.delete_entity("Blogs", partition_key="p", row_key="r", etag="*")
     first, second = sender.requests
     assert first is not second and first.header("x-ms-client-request-id") == second.header("x-ms-client-request-id")
 
