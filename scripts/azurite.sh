@@ -112,8 +112,9 @@ cmd_install() {
     say "installing azurite@$AZURITE_VERSION into $AZURITE_DIR (about 20 s, 365 MB) ..."
     local t0
     t0="$(now)"
-    if ! (cd "$AZURITE_DIR" && npm install --no-audit --no-fund --save-exact --loglevel=error \
-            "azurite@$AZURITE_VERSION" </dev/null); then
+    # No progress spinner and no "new npm version" notice: they would land in the test output.
+    if ! (cd "$AZURITE_DIR" && NO_UPDATE_NOTIFIER=1 npm install --no-audit --no-fund --no-progress \
+            --no-update-notifier --save-exact --loglevel=error "azurite@$AZURITE_VERSION" </dev/null); then
         die "npm install azurite@$AZURITE_VERSION failed"
     fi
     have="$(installed_version || true)"

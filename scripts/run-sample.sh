@@ -6,9 +6,11 @@
 # it on 127.0.0.1:$AZURITE_TABLE_PORT (default 10102), runs the sample with
 # AZURE_STORAGE_CONNECTION_STRING pointing at it, then stops Azurite (only if this script started
 # it: an Azurite already started by scripts/azurite.sh on that port is reused and left running).
-# Sample arguments: --format json|atom (Atom works against the bundled emulator only).
+# Sample arguments: --format json|atom (Atom works against the bundled emulator only: with --azurite
+# it is refused with a one-line explanation).
 #
-# Python: the venv scripts/venv.sh prepares (<repo>/.venv, created and installed on first use). Set TABLESDK_SAMPLE=path/to/other_sample.py to run another one.
+# Python: the venv scripts/venv.sh prepares (<repo>/.venv, created on first use; only the package and its
+# runtime dependencies are installed for a sample). Set TABLESDK_SAMPLE=path/to/other_sample.py to run another one.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +24,8 @@ die() { echo "run-sample.sh: ERROR: $*" >&2; exit 1; }
 
 [[ -f "$SAMPLE" ]] || die "$SAMPLE does not exist (yet)"
 
-source "$ROOT/scripts/venv.sh" >&2
+# A sample needs the package and its runtime dependencies only, not the test tools.
+TABLESDK_VENV_EXTRAS="" source "$ROOT/scripts/venv.sh" >&2
 
 if [[ "${1:-}" != "--azurite" ]]; then
     unset AZURE_STORAGE_CONNECTION_STRING
@@ -30,6 +33,15 @@ if [[ "${1:-}" != "--azurite" ]]; then
     exec "$PY" "$SAMPLE" "$@"
 fi
 shift
+
+# Azurite answers every AtomPub request with 415: say so instead of letting the sample fail.
+prev=""
+for arg in "$@"; do
+    if [[ "$arg" == "--format=atom" || ( "$prev" == "--format" && "$arg" == "atom" ) ]]; then
+        die "Azurite does not support AtomPub (it answers 415 to Atom requests): run --format atom without --azurite (the bundled emulator speaks both formats), or use JSON with Azurite"
+    fi
+    prev="$arg"
+done
 
 STARTED=0
 cleanup() {

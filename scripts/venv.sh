@@ -13,11 +13,16 @@ if [[ ! -x "$VENV/bin/python" ]]; then
     "$BASE_PYTHON" -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
+# TABLESDK_VENV_EXTRAS picks the extras to install: "dev" (the default: tests, mypy, ruff) or ""
+# (the package and its runtime dependencies only, what running a sample needs). A venv set up
+# with the dev extras also serves a run that asks for none.
+_extras="${TABLESDK_VENV_EXTRAS-dev}"
 _stamp_file="$VENV/.tablesdk-dev-install"
-_stamp="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null | "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())') $ROOT"
-if [[ "$(cat "$_stamp_file" 2>/dev/null)" != "$_stamp" ]] \
+_hash="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null | "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())') $ROOT"
+_have="$(cat "$_stamp_file" 2>/dev/null)"
+if [[ "$_have" != "$_hash [$_extras]" && ( -n "$_extras" || "$_have" != "$_hash ["*"]" ) ]] \
         || ! "$PY" -I -c 'import sys, importlib.metadata as m; sys.exit(m.version("tablesdk") is None)' 2>/dev/null; then
-    echo "venv.sh: installing tablesdk with dev extras into $VENV" >&2
-    (cd "$ROOT" && "$PY" -m pip install --disable-pip-version-check -q -e '.[dev]')
-    echo "$_stamp" >"$_stamp_file"
+    echo "venv.sh: installing tablesdk${_extras:+ with $_extras extras} into $VENV" >&2
+    (cd "$ROOT" && "$PY" -m pip install --disable-pip-version-check -q -e ".${_extras:+[$_extras]}")
+    echo "$_hash [$_extras]" >"$_stamp_file"
 fi
