@@ -19,7 +19,7 @@ PY="$VENV/bin/python"
 _extras="${TABLESDK_VENV_EXTRAS-dev}"
 _stamp_file="$VENV/.tablesdk-dev-install"
 _hash="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null | "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())') $ROOT"
-_have="$(cat "$_stamp_file" 2>/dev/null)"
+_have="$(cat "$_stamp_file" 2>/dev/null || true)"
 if [[ "$_have" != "$_hash [$_extras]" && ( -n "$_extras" || "$_have" != "$_hash ["*"]" ) ]] \
         || ! "$PY" -I -c 'import sys, importlib.metadata as m; sys.exit(m.version("tablesdk") is None)' 2>/dev/null; then
     echo "venv.sh: installing tablesdk${_extras:+ with $_extras extras} into $VENV" >&2
