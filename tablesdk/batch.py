@@ -210,55 +210,60 @@ def validate_batch(operations: Sequence[BatchOperation]) -> None:
     first = operations[0]
     seen: dict[str, int] = {}
     for index, op in enumerate(operations):
-        kind = op.kind
-        if kind is BatchOperationKind.RETRIEVE and count > 1:
+        _check_operation(index, op, first, count, seen)
+
+
+def _check_operation(index: int, op: BatchOperation, first: BatchOperation, count: int, seen: dict[str, int]) -> None:
+    """The batch rules for operation ``index`` (``seen``: RowKeys met so far, with their index)."""
+    kind = op.kind
+    if kind is BatchOperationKind.RETRIEVE and count > 1:
+        raise TableValidationError(
+            "batch",
+            "a query batch holds exactly one RETRIEVE operation and nothing else",
+            f"{_describe(index, op)} is one of {count} operations",
+        )
+    if op.table != first.table:
+        raise TableValidationError(
+            "batch",
+            "all operations in a batch must target one table",
+            f"operation 0 targets {first.table!r}, operation {index} targets {op.table!r}",
+        )
+    if op.partition_key != first.partition_key:
+        raise TableValidationError(
+            "batch",
+            "all operations in a batch must share one PartitionKey",
+            f"operation 0 has {first.partition_key!r}, operation {index} has {op.partition_key!r}",
+        )
+    previous = seen.setdefault(op.row_key, index)
+    if previous != index:
+        raise TableValidationError(
+            "batch",
+            "each entity may appear only once in a batch",
+            f"operations {previous} and {index} both address RowKey={op.row_key!r}",
+        )
+    if kind in _CONDITIONAL:
+        if not op.etag:
             raise TableValidationError(
-                "batch",
-                "a query batch holds exactly one RETRIEVE operation and nothing else",
-                f"{_describe(index, op)} is one of {count} operations",
+                "If-Match",
+                "UPDATE, MERGE and DELETE need an ETag (the tracked one, or '*' for an unconditional write)",
+                _describe(index, op),
             )
-        if op.table != first.table:
+        if "\r" in op.etag or "\n" in op.etag:
+            raise TableValidationError("If-Match", "an ETag cannot contain line breaks", _describe(index, op))
+    if kind in _WITH_BODY:
+        payload = op.payload
+        if payload is None:
+            raise TableValidationError("payload", f"{kind.name} needs an entity payload", _describe(index, op))
+        values = payload.values
+        if values.get("PartitionKey", op.partition_key) != op.partition_key or values.get(
+            "RowKey", op.row_key
+        ) != op.row_key:
             raise TableValidationError(
-                "batch",
-                "all operations in a batch must target one table",
-                f"operation 0 targets {first.table!r}, operation {index} targets {op.table!r}",
+                "payload",
+                "the payload's PartitionKey and RowKey must be the operation's",
+                f"{_describe(index, op)} carries PartitionKey={values.get('PartitionKey')!r}, "
+                f"RowKey={values.get('RowKey')!r}",
             )
-        if op.partition_key != first.partition_key:
-            raise TableValidationError(
-                "batch",
-                "all operations in a batch must share one PartitionKey",
-                f"operation 0 has {first.partition_key!r}, operation {index} has {op.partition_key!r}",
-            )
-        previous = seen.setdefault(op.row_key, index)
-        if previous != index:
-            raise TableValidationError(
-                "batch",
-                "each entity may appear only once in a batch",
-                f"operations {previous} and {index} both address RowKey={op.row_key!r}",
-            )
-        if kind in _CONDITIONAL:
-            if not op.etag:
-                raise TableValidationError(
-                    "If-Match",
-                    "UPDATE, MERGE and DELETE need an ETag (the tracked one, or '*' for an unconditional write)",
-                    _describe(index, op),
-                )
-            if "\r" in op.etag or "\n" in op.etag:
-                raise TableValidationError("If-Match", "an ETag cannot contain line breaks", _describe(index, op))
-        if kind in _WITH_BODY:
-            payload = op.payload
-            if payload is None:
-                raise TableValidationError("payload", f"{kind.name} needs an entity payload", _describe(index, op))
-            values = payload.values
-            if values.get("PartitionKey", op.partition_key) != op.partition_key or values.get(
-                "RowKey", op.row_key
-            ) != op.row_key:
-                raise TableValidationError(
-                    "payload",
-                    "the payload's PartitionKey and RowKey must be the operation's",
-                    f"{_describe(index, op)} carries PartitionKey={values.get('PartitionKey')!r}, "
-                    f"RowKey={values.get('RowKey')!r}",
-                )
 
 
 # ---------------------------------------------------------------- writing
@@ -664,11 +669,22 @@ def parse_batch_response(
     :class:`~tablesdk.errors.BatchError` with ``failed_index`` None and
     ``ambiguous_retry`` True: every operation's outcome is unknown.
     """
+    count = len(operations)
+    slots = _placed(_inner_responses(body, content_type, count), count)
+    return [_result(index, slot, fmt) for index, slot in enumerate(slots)]
+
+
+def _inner_responses(body: bytes, content_type: str, count: int) -> list[_InnerResponse]:
+    """The inner responses of a batch answer for ``count`` operations, all successes.
+
+    Raises the :class:`~tablesdk.errors.BatchError` of a refused change set, or an
+    ambiguous one for an answer that does not say what was applied.
+    """
     data = _dechunk(bytes(body))
     responses: list[_InnerResponse] = []
     if not _collect(data, _boundary_param(content_type), responses, 0):
         code, message, index, request_id = _error_text(data, content_type)
-        if index is not None and index >= len(operations):
+        if index is not None and index >= count:
             index = None
         error = BatchError(
             message or "the batch response is not a multipart body",
@@ -681,8 +697,7 @@ def parse_batch_response(
     for response in responses:
         # 1xx and 3xx are no outcome of an operation: the service answers each with 2xx or an error.
         if not 200 <= response.status < 300:
-            raise _failure(response, len(operations))
-    count = len(operations)
+            raise _failure(response, count)
     if len(responses) != count:
         error = BatchError(
             f"the batch response holds {len(responses)} operation responses for {count} operations",
@@ -690,7 +705,11 @@ def parse_batch_response(
         )
         error.ambiguous_retry = True  # which operations were applied cannot be told
         raise error
+    return responses
 
+
+def _placed(responses: list[_InnerResponse], count: int) -> list[_InnerResponse]:
+    """``responses`` in operation order: by ``Content-ID`` where present and valid, else by order."""
     slots: list[_InnerResponse | None] = [None] * count
     unplaced: list[_InnerResponse] = []
     for response in responses:
@@ -699,23 +718,19 @@ def parse_batch_response(
             slots[int(content_id) - 1] = response
         else:
             unplaced.append(response)
-    if unplaced:
-        remaining = iter(unplaced)
-        for index, slot in enumerate(slots):
-            if slot is None:
-                slots[index] = next(remaining)
+    remaining = iter(unplaced)
+    # Every slot gets one: there are as many responses as slots.
+    return [slot if slot is not None else next(remaining) for slot in slots]
 
-    results: list[BatchOperationResult] = []
-    for index, slot in enumerate(slots):
-        assert slot is not None  # every slot was filled: as many responses as slots
-        etag = slot.lower.get("etag")
-        payload: EntityPayload | None = None
-        if slot.body and slot.status in (200, 201):
-            payload = fmt.parse_entity(slot.body, etag)
-            if etag is None:
-                etag = payload.etag
-        results.append(BatchOperationResult(index, slot.status, etag, payload, slot.headers))
-    return results
+
+def _result(index: int, slot: _InnerResponse, fmt: PayloadFormat) -> BatchOperationResult:
+    etag = slot.lower.get("etag")
+    payload: EntityPayload | None = None
+    if slot.body and slot.status in (200, 201):
+        payload = fmt.parse_entity(slot.body, etag)
+        if etag is None:
+            etag = payload.etag
+    return BatchOperationResult(index, slot.status, etag, payload, slot.headers)
 
 
 class BatchAnswer:
