@@ -57,7 +57,7 @@ from .errors import (
     error_for_status,
 )
 from .filter import FilterLike, as_filter, prop, render_filter
-from .formats import PayloadFormat, decoded, get_format, parse_error_body, require_keys
+from .formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys
 from .http import HttpResponse
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import RetryPolicy
@@ -376,7 +376,7 @@ class ClientCore:
     ) -> Flow[dict[str, AccessPolicy]]:
         validate_table_name(table_name)
         response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
-        return parse_acl(response.body)
+        return decoded(response, decoding(parse_acl))
 
     def _f_set_table_acl(
         self, table_name: str, policies: dict[str, AccessPolicy], operation_context: OperationContext | None
@@ -392,7 +392,7 @@ class ClientCore:
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
         )
-        return parse_service_properties(response.body)
+        return decoded(response, decoding(parse_service_properties))
 
     def _f_set_service_properties(
         self, properties: ServiceProperties, operation_context: OperationContext | None
@@ -408,7 +408,7 @@ class ClientCore:
             "GET", "", query=[("restype", "service"), ("comp", "stats")],
             operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,
         )
-        return parse_service_stats(response.body)
+        return decoded(response, decoding(parse_service_stats))
 
     # ------------------------------------------------------------ queries
 

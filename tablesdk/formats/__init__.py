@@ -15,11 +15,12 @@ from typing import Any, Protocol, TypeVar, cast
 from ..edm import EntityPayload
 from ..errors import ResponseDecodeError
 
-__all__ = ["PayloadFormat", "get_format", "parse_error_body", "decodes", "decoded", "require_keys", "FORMAT_NAMES"]
+__all__ = ["PayloadFormat", "get_format", "parse_error_body", "decodes", "decoding", "decoded", "require_keys", "FORMAT_NAMES"]
 
 FORMAT_NAMES = ("json", "atom")
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 #: What a decoder may raise on a body it cannot read (RecursionError: JSON nested
 #: deeper than the interpreter's stack; OverflowError: numbers too large to hold).
@@ -40,12 +41,31 @@ def decodes(method: F) -> F:
         except ResponseDecodeError:
             raise
         except _DECODE_FAILURES as exc:
-            from .errors import body_excerpt
-
-            reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-            raise ResponseDecodeError(reason[:200], excerpt=body_excerpt(body)) from None
+            raise _decode_error(exc, body) from None
 
     return cast(F, wrapper)
+
+
+def decoding(parse: Callable[[bytes], R]) -> Callable[[bytes], R]:
+    """``parse`` (a body parser outside the codecs, e.g. of service-level XML) raising
+    only :class:`~tablesdk.errors.ResponseDecodeError`."""
+
+    def wrapper(body: bytes) -> R:
+        try:
+            return parse(body)
+        except ResponseDecodeError:
+            raise
+        except _DECODE_FAILURES as exc:
+            raise _decode_error(exc, body) from None
+
+    return wrapper
+
+
+def _decode_error(exc: BaseException, body: bytes) -> ResponseDecodeError:
+    from .errors import body_excerpt
+
+    reason = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+    return ResponseDecodeError(reason[:200], excerpt=body_excerpt(body))
 
 
 class _Answer(Protocol):

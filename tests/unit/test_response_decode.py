@@ -189,3 +189,14 @@ def test_excerpt_is_short_single_line_and_without_credentials() -> None:
     excerpt = info.value.excerpt
     assert "\n" not in excerpt and len(excerpt) <= 120 and excerpt.endswith("...")
     assert "c2VjcmV0c2lnbmF0dXJl" not in excerpt and "SharedKey REDACTED" in excerpt
+
+
+@pytest.mark.parametrize("operation", ["get_table_acl", "get_service_properties", "get_service_stats"])
+def test_service_level_xml_that_cannot_be_decoded(mock: responses.RequestsMock, operation: str) -> None:
+    mock.add("GET", re.compile(r"http://127\.0\.0\.1:10002/devstoreaccount1.*"), body=HTML, status=200,
+             headers={"x-ms-request-id": "rid-7"})
+    c = client("json")
+    call: Callable[..., Any] = getattr(c, operation)
+    with pytest.raises(ResponseDecodeError) as info:
+        call("Blogs") if operation == "get_table_acl" else call()
+    check(info.value, 200)
