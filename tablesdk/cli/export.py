@@ -128,11 +128,10 @@ class ExportOutput:
         if self.spec.file_format == "jsonl":
             if self.timestamp:
                 lines = [payload_json(p, timestamp=True) for p in payloads]
+                lines.append(b"")
+                self.data.write(b"\n".join(lines))
             else:  # the codec's own bytes, the export's hot path
-                serialize = json_codec().serialize_entity
-                lines = [serialize(p) for p in payloads]
-            lines.append(b"")
-            self.data.write(b"\n".join(lines))
+                self.data.write(json_codec().serialize_entity_lines(payloads))
         else:
             columns, stamp = self.columns, self.timestamp
             self.data.write("".join([csv_row(p, columns, timestamp=stamp) for p in payloads]).encode("utf-8"))

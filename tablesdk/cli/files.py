@@ -24,7 +24,8 @@ from typing import Any
 from ..edm import EdmType, EntityPayload, format_datetime, from_atom_text, to_atom_text
 from ..entity import DynamicEntity, entity_from_payload
 from ..errors import ResponseDecodeError
-from ..formats import PayloadFormat, get_format
+from ..formats import get_format
+from ..formats.json import JsonFormat
 
 __all__ = [
     "FILE_FORMATS",
@@ -45,15 +46,17 @@ FILE_FORMATS = ("jsonl", "csv")
 #: (line number where the record starts, the entity or the reason it could not be read, raw text).
 EntityLine = tuple[int, "DynamicEntity | ValueError", str]
 
-_JSON: PayloadFormat | None = None
+_JSON: JsonFormat | None = None
 _TIMESTAMP_ANNOTATION = b'"Timestamp@odata.type":"Edm.DateTime"'
 
 
-def json_codec() -> PayloadFormat:
+def json_codec() -> JsonFormat:
     """The JSON codec (minimal metadata: annotated values, typed un-annotated ones)."""
     global _JSON
     if _JSON is None:
-        _JSON = get_format("json")
+        codec = get_format("json")
+        assert isinstance(codec, JsonFormat)
+        _JSON = codec
     return _JSON
 
 
