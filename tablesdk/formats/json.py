@@ -560,47 +560,36 @@ def _line_text(payload: EntityPayload) -> str | None:
 def _body(payload: EntityPayload) -> dict[str, Any]:
     """The JSON object of an entity (every property but Timestamp), before encoding.
 
-    The common properties (strings, Int32, booleans) take one type test each;
-    everything else, Timestamp included, goes through :func:`_annotated`.
+    Nulls are ``null`` without an annotation (the service drops them).
     """
     types = payload.types
     body: dict[str, Any] = {}
     for name, value in payload.values.items():
+        if name == "Timestamp":
+            continue
+        if value is None:
+            body[name] = None
+            continue
         edm_type = types.get(name)
-        if (edm_type is _STRING and type(value) is str) or edm_type is _INT32 or edm_type is _BOOLEAN:
-            body[name] = value  # bare, as to_json_value gives them (a null stays null)
+        if edm_type is None:
+            edm_type = infer_edm_type(value, name)
+        if edm_type is _STRING:
+            if not isinstance(value, str):
+                raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
+            body[name] = value
+            continue
+        if edm_type is _INT32 or edm_type is _BOOLEAN:  # bare, as to_json_value gives them
+            body[name] = value
+            continue
+        writer = _WRITERS.get(edm_type)
+        if writer is None:
+            wire, annotate = to_json_value(value, edm_type)  # raises for an unknown type
         else:
-            _annotated(body, name, value, edm_type)
-    if "Timestamp" in body:  # the service sets it on every write
-        del body["Timestamp"]
+            wire, annotate = writer(value), True
+        body[name] = wire
+        if annotate:
+            body[name + _ANNOTATION] = edm_type  # a str: the encoder writes its text
     return body
-
-
-def _annotated(body: dict[str, Any], name: str, value: Any, edm_type: EdmType | None) -> None:
-    """Add one property that is not a plain string, Int32 or boolean (with its annotation if it needs one)."""
-    if name == "Timestamp":
-        return
-    if value is None:
-        body[name] = None
-        return
-    if edm_type is None:
-        edm_type = infer_edm_type(value, name)
-    if edm_type is _STRING:
-        if not isinstance(value, str):
-            raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
-        body[name] = value
-        return
-    if edm_type is _INT32 or edm_type is _BOOLEAN:
-        body[name] = value
-        return
-    writer = _WRITERS.get(edm_type)
-    if writer is None:
-        wire, annotate = to_json_value(value, edm_type)  # raises for an unknown type
-    else:
-        wire, annotate = writer(value), True
-    body[name] = wire
-    if annotate:
-        body[name + _ANNOTATION] = edm_type  # a str: the encoder writes its text
 
 
 def _encode(body: dict[str, Any]) -> bytes:
