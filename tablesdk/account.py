@@ -147,6 +147,74 @@ def _split(connection_string: str) -> dict[str, str]:
     return settings
 
 
+def _wants_development_storage(settings: dict[str, str]) -> bool:
+    """Whether the settings ask for the emulator; its keys admit no others."""
+    if "UseDevelopmentStorage" in settings:
+        if settings["UseDevelopmentStorage"].lower() != "true":
+            raise ValueError("connection string: UseDevelopmentStorage must be 'true'")
+        others = sorted(set(settings) - _DEVSTORE_KEYS)
+        if others:
+            raise ValueError(
+                "connection string: UseDevelopmentStorage cannot be combined with "
+                + ", ".join(others)
+            )
+        return True
+    if "DevelopmentStorageProxyUri" in settings:
+        raise ValueError(
+            "connection string: DevelopmentStorageProxyUri requires UseDevelopmentStorage=true"
+        )
+    return False
+
+
+def _protocol_and_suffix(settings: dict[str, str]) -> tuple[str | None, str | None]:
+    """``DefaultEndpointsProtocol`` (lower-cased) and ``EndpointSuffix``, checked."""
+    protocol = settings.get("DefaultEndpointsProtocol")
+    if protocol is not None:
+        protocol = protocol.lower()
+        if protocol not in ("http", "https"):
+            raise ValueError("connection string: DefaultEndpointsProtocol must be 'http' or 'https'")
+    suffix = settings.get("EndpointSuffix")
+    # The suffix is joined to "<account>.table." to form a host, so it cannot carry a scheme or path.
+    if suffix is not None and ("/" in suffix or ":" in suffix or suffix.startswith(".")):
+        raise ValueError("connection string: EndpointSuffix must be a host suffix such as core.windows.net")
+    return protocol, suffix
+
+
+def _account_name(name: str | None, endpoint: str | None, key: str | None) -> str:
+    """The account name given, else the one the table endpoint implies.
+
+    Shared Key signs with the account name, so with an ``AccountKey`` the name
+    must be given rather than guessed from the endpoint.
+    """
+    if name is None and endpoint is not None and key is None:
+        name = _name_from_endpoint(endpoint)
+    if name is None:
+        raise ValueError(
+            "connection string: AccountName is required"
+            + (" with AccountKey" if key is not None else "")
+        )
+    return name
+
+
+def _credential(name: str, key: str | None, sas: str | None) -> TableCredential | None:
+    """The Shared Key or SAS credential the settings carry, or None for anonymous access."""
+    if key is not None:
+        try:
+            if not base64.b64decode(key, validate=True):
+                raise ValueError
+        except (binascii.Error, ValueError):
+            raise ValueError("connection string: AccountKey is not valid base64") from None
+        return SharedKeyCredential(name, key)
+    if sas is not None:
+        try:
+            return SasCredential(sas)
+        except ValueError:
+            raise ValueError(
+                "connection string: SharedAccessSignature is not a SAS token (no 'sig' field)"
+            ) from None
+    return None
+
+
 class CloudStorageAccount:
     """A storage account's table endpoint and credential.
 
@@ -290,75 +358,26 @@ class CloudStorageAccount:
         settings = _split(connection_string)
         for ignored in _IGNORED_KEYS:
             settings.pop(ignored, None)
-
-        if "UseDevelopmentStorage" in settings:
-            if settings["UseDevelopmentStorage"].lower() != "true":
-                raise ValueError("connection string: UseDevelopmentStorage must be 'true'")
-            others = sorted(set(settings) - _DEVSTORE_KEYS)
-            if others:
-                raise ValueError(
-                    "connection string: UseDevelopmentStorage cannot be combined with "
-                    + ", ".join(others)
-                )
+        if _wants_development_storage(settings):
             return cls.development_storage_account(settings.get("DevelopmentStorageProxyUri"))
-        if "DevelopmentStorageProxyUri" in settings:
-            raise ValueError(
-                "connection string: DevelopmentStorageProxyUri requires UseDevelopmentStorage=true"
-            )
 
-        protocol = settings.get("DefaultEndpointsProtocol")
-        if protocol is not None:
-            protocol = protocol.lower()
-            if protocol not in ("http", "https"):
-                raise ValueError("connection string: DefaultEndpointsProtocol must be 'http' or 'https'")
-
-        suffix = settings.get("EndpointSuffix")
-        if suffix is not None and ("/" in suffix or ":" in suffix or suffix.startswith(".")):
-            raise ValueError("connection string: EndpointSuffix must be a host suffix such as core.windows.net")
-
+        protocol, suffix = _protocol_and_suffix(settings)
         key = settings.get("AccountKey")
         sas = settings.get("SharedAccessSignature")
         if key is not None and sas is not None:
             raise ValueError(
                 "connection string: AccountKey and SharedAccessSignature cannot both be given"
             )
-
         endpoint = settings.get("TableEndpoint")
         if endpoint is not None:
             endpoint = _endpoint_url(endpoint, "connection string: TableEndpoint")
-
-        name = settings.get("AccountName")
-        if name is None and endpoint is not None and key is None:
-            name = _name_from_endpoint(endpoint)
-        if name is None:
-            raise ValueError(
-                "connection string: AccountName is required"
-                + (" with AccountKey" if key is not None else "")
-            )
-
+        name = _account_name(settings.get("AccountName"), endpoint, key)
         if endpoint is None:
             endpoint = f"{protocol or 'https'}://{name}.table.{suffix or DEFAULT_ENDPOINT_SUFFIX}"
-
-        credential: TableCredential | None = None
-        if key is not None:
-            try:
-                if not base64.b64decode(key, validate=True):
-                    raise ValueError
-            except (binascii.Error, ValueError):
-                raise ValueError("connection string: AccountKey is not valid base64") from None
-            credential = SharedKeyCredential(name, key)
-        elif sas is not None:
-            try:
-                credential = SasCredential(sas)
-            except ValueError:
-                raise ValueError(
-                    "connection string: SharedAccessSignature is not a SAS token (no 'sig' field)"
-                ) from None
-
         return cls(
             name,
             endpoint,
-            credential,
+            _credential(name, key, sas),
             default_endpoints_protocol=protocol,
             endpoint_suffix=suffix,
         )
