@@ -78,7 +78,7 @@ from .batch import (
 )
 from .edm import EdmType, EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
-from .errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
+from .errors import BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int
 from .formats import PayloadFormat
 from .retry import RetryPolicy
 from .transport import OperationContext
@@ -418,8 +418,7 @@ def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValid
 
 
 def _check_workers(max_workers: int, client: CloudTableClient) -> int:
-    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-        raise ValueError(f"max_workers must be an int >= 1, got {max_workers!r}")
+    require_positive_int("max_workers", max_workers)
     pool_size = client.transport.pool_size
     if max_workers > pool_size:
         warnings.warn(

@@ -326,3 +326,11 @@ def error_for_status(
     """Build the :class:`TableServiceError` subclass that matches ``status_code``."""
     cls = _BY_STATUS.get(status_code, TableServiceError)
     return cls(message, status_code=status_code, error_code=error_code or None, **kwargs)
+
+
+def require_positive_int(name: str, value: Any, unit: str = "") -> int:
+    """``value`` when it is an int >= 1 (a bool is not an int here); otherwise a
+    ValueError naming ``name`` (``unit``, e.g. ``" (seconds)"``, follows the bound)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1{unit}, got {value!r}")
+    return value

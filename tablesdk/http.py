@@ -33,6 +33,8 @@ from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
 from requests.structures import CaseInsensitiveDict
 
+from .errors import require_positive_int
+
 __all__ = [
     "AttemptState",
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -194,9 +196,7 @@ def _strip_query(url: str) -> str:
 
 def check_max_response_bytes(value: int) -> int:
     """Validate a response size cap (an int >= 1)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"max_response_bytes must be an int >= 1, got {value!r}")
-    return value
+    return require_positive_int("max_response_bytes", value)
 
 
 # ---------------------------------------------------------------- requests
@@ -289,8 +289,7 @@ class RequestsSender:
         trust_env: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        require_positive_int("pool_size", pool_size)
         self.pool_size = pool_size
         self.max_response_bytes = check_max_response_bytes(max_response_bytes)
         session = requests.Session()

@@ -40,7 +40,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .edm import EdmDateTime
 from .entity import DynamicEntity, E, validate_table_name
-from .errors import ContinuationCycleError, TableValidationError
+from .errors import ContinuationCycleError, TableValidationError, require_positive_int
 from .filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 
 __all__ = [
@@ -365,8 +365,7 @@ class TableQuery(Generic[E]):
         """
         if remaining is None:
             return self._page_size
-        if isinstance(remaining, bool) or not isinstance(remaining, int) or remaining < 1:
-            raise ValueError(f"remaining must be an int >= 1, got {remaining!r}")
+        require_positive_int("remaining", remaining)
         return min(remaining, self._page_size or MAX_PAGE_SIZE)
 
     # -- execution
@@ -509,8 +508,7 @@ class TableQuery(Generic[E]):
         return _ParallelScan(jobs, workers).segments()
 
     def _check_parallel(self, workers: int) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+        require_positive_int("workers", workers)
         if not getattr(self._source, "supports_parallel_queries", False):
             raise TypeError(
                 "parallel scans need a query from CloudTableClient.create_query: "
@@ -655,8 +653,7 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
     ``[]`` when the table has at most one partition key. The query's filter is
     not applied to probes (it could make each one scan far).
     """
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be an int >= 1, got {count!r}")
+    require_positive_int("count", count)
     probe_query = TableQuery(query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1)
 
     def first_key_at(start: str) -> str | None:

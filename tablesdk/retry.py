@@ -39,7 +39,7 @@ import math
 import random as _random
 from typing import Protocol, runtime_checkable
 
-from .errors import ConnectionFailedError, RequestTimeoutError, TableServiceError
+from .errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
 
 __all__ = [
     "RetryPolicy",
@@ -137,8 +137,7 @@ def _check_seconds(value: float, name: str) -> float:
 
 
 def _check_attempt(attempt: int) -> None:
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-        raise ValueError(f"attempt must be an int >= 1, got {attempt!r}")
+    require_positive_int("attempt", attempt)
 
 
 class NoRetry:

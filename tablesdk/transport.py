@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ._version import __version__
-from .errors import BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError
+from .errors import BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
 from .http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -704,8 +704,7 @@ class Transport:
             _check_server_timeout(server_timeout)
         if retry_policy is None:
             raise ValueError("retry_policy is required (use NoRetry() to disable retries)")
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        require_positive_int("pool_size", pool_size)
         check_max_response_bytes(max_response_bytes)
         self._credential = credential
         self._retry_policy = retry_policy
@@ -897,5 +896,4 @@ class Transport:
 
 
 def _check_server_timeout(value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"server_timeout must be an int >= 1 (seconds), got {value!r}")
+    require_positive_int("server_timeout", value, " (seconds)")

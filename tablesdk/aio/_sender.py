@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from requests.structures import CaseInsensitiveDict
 
+from ..errors import require_positive_int
 from ..http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -122,8 +123,7 @@ class AiohttpSender:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         keepalive: float = 4.0,
     ) -> None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        require_positive_int("pool_size", pool_size)
         self._aiohttp = import_aiohttp()
         import yarl  # aiohttp's URL type
 

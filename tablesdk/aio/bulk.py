@@ -37,6 +37,7 @@ from ..bulk import (
     _Tally,
 )
 from ..entity import DynamicEntity, TableEntity, validate_table_name
+from ..errors import require_positive_int
 from ..retry import RetryPolicy
 from ..transport import OperationContext
 
@@ -73,9 +74,7 @@ class _AsyncJob(_JobRules):
 
 
 def _check_concurrency(max_concurrency: int) -> int:
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
-    return max_concurrency
+    return require_positive_int("max_concurrency", max_concurrency)
 
 
 async def bulk_insert(
