@@ -116,7 +116,10 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--only", choices=("bulk", "save", "scan"), action="append",
+                        help="run only these workloads (repeatable; default: all three)")
     args = parser.parse_args()
+    only = set(args.only or ("bulk", "save", "scan"))
     service = SyntheticService(args.latency)
     conn = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
             f"AccountKey={DEVSTORE_KEY};TableEndpoint=http://127.0.0.1:9/devstoreaccount1;")
@@ -159,12 +162,16 @@ def main() -> int:
 
     save_runs = [(Series("100 contexts, save_changes(BATCH) one after another"), saves(False)),
                  (Series("100 contexts, begin_save_changes(BATCH) all at once"), saves(True))]
-    for _, run in bulk_runs + scan_runs + save_runs:
+    workloads = [(name, title, runs) for name, title, runs in (
+        ("bulk", "bulk_insert of 10,000 entities (100 partitions x 100)", bulk_runs),
+        ("save", "save_changes of 100 contexts x 100 updates", save_runs),
+        ("scan", "scan of 10,000 entities (100 partitions x 100, 1,000 per page)", scan_runs),
+    ) if name in only]
+    chosen = [one for _, _, runs in workloads for one in runs]
+    for _, run in chosen:
         assert run() == total
-    interleave(bulk_runs + scan_runs + save_runs, args.repeats)
-    for title, runs in (("bulk_insert of 10,000 entities (100 partitions x 100)", bulk_runs),
-                        ("save_changes of 100 contexts x 100 updates", save_runs),
-                        ("scan of 10,000 entities (100 partitions x 100, 1,000 per page)", scan_runs)):
+    interleave(chosen, args.repeats)
+    for _, title, runs in workloads:
         series = [one for one, _ in runs]
         print(report(f"{title}, synthetic service, {args.latency * 1000:.0f} ms per request; {machine()}; "
                      f"{args.repeats} interleaved repetitions", series, None, None))

@@ -610,26 +610,68 @@ def bulk_insert(
             in_flight.discard(future)
             tally.add(future.result())  # _Job.run never raises
 
+    def send(batch: list[_Item]) -> None:
+        if tally.fatal is not None:  # every batch would get the same answer: fail the rest unsent
+            unsent = _Report([])
+            unsent.fail(batch, tally.fatal)
+            tally.add(unsent)
+            return
+        in_flight.add(pool.submit(job.run, batch))
+        if len(in_flight) >= 2 * workers:
+            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            harvest(finished)
+
+    gate = _FirstAnswerGate(2 * workers)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tablesdk-bulk")
     try:
         for step in _plan(entities, client.format, sizer, pause=lambda: _yield_to_workers(in_flight)):
             if isinstance(step, EntityOutcome):
                 tally.failed_before_sending(step)
-                continue
-            if tally.fatal is not None:  # every batch would get the same answer: fail the rest unsent
-                unsent = _Report([])
-                unsent.fail(step, tally.fatal)
-                tally.add(unsent)
-                continue
-            in_flight.add(pool.submit(job.run, step))
-            if tally.transactions == 0:  # the first answer (a missing table?) before going concurrent
-                harvest(wait(in_flight)[0])
-            elif len(in_flight) >= 2 * workers:
-                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-                harvest(finished)
+            elif gate.first is None:
+                gate.first = pool.submit(job.run, step)
+                in_flight.add(gate.first)
+            else:
+                for batch in gate.admit(step, harvest):
+                    send(batch)
+        for batch in gate.release(harvest):
+            send(batch)
         while in_flight:
             finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             harvest(finished)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return tally.result(time.perf_counter() - started)
+
+
+class _FirstAnswerGate:
+    """Holds the batches planned after the first one until the first answer is in.
+
+    The first answer may be one that every batch would get (a missing table, a
+    refused credential), so nothing else is sent before it. The calling thread
+    keeps planning (validating and encoding entities) meanwhile instead of
+    idling for a round trip; up to ``limit`` planned batches wait here.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.first: Future[_Report] | None = None
+        self.waiting: list[list[_Item]] | None = []  # None once the first answer is in
+
+    def admit(self, batch: list[_Item], harvest: Callable[[Iterable[Future[_Report]]], None]) -> list[list[_Item]]:
+        """The batches that may be sent now: ``batch`` and those held, once the first answer is in."""
+        if self.waiting is None:
+            return [batch]
+        self.waiting.append(batch)
+        assert self.first is not None
+        if self.first.done() or len(self.waiting) >= self.limit:
+            return self.release(harvest)
+        return []
+
+    def release(self, harvest: Callable[[Iterable[Future[_Report]]], None]) -> list[list[_Item]]:
+        """Wait for the first answer, take it in, and hand over every held batch."""
+        held, self.waiting = self.waiting, None
+        if held is None:  # released before
+            return []
+        if self.first is not None:
+            harvest(wait([self.first])[0])
+        return held

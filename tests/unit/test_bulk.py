@@ -10,6 +10,7 @@ it answer ServerBusy, refuse particular RowKeys, or fail a whole table.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -58,6 +59,7 @@ from tablesdk.bulk import (
     _BatchSizer,
 )
 from tablesdk.edm import EntityPayload
+from tablesdk.http import HttpRequest, HttpResponse, MockSender
 
 T = "Bulk"
 FAST = LinearRetry(3, 0)  # retries without sleeping
@@ -723,3 +725,85 @@ def test_bulk_error_names_the_request_id_once() -> None:
                           error_code="EntityAlreadyExists", request_id="req-9")
     result = BulkResult([], [EntityOutcome(0, DynamicEntity(PartitionKey="p", RowKey="r"), None, error)], 1, 1, 0.1)
     assert str(BulkInsertError(result)).count("req-9") == 1
+
+
+# --------------------------------------------------------------------------- scheduling: what runs at once
+
+
+class ConcurrencyProbe:
+    """A MockSender handler answering every ``$batch`` with one 204 per operation; it counts
+    the requests in flight at once, and :meth:`hold` lets a test keep a request waiting."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.started = 0
+        self.answered = 0
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        with self.lock:
+            self.in_flight += 1
+            self.started += 1
+            number, alone_now = self.started, self.in_flight == 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self.hold(number, alone_now)
+            count = (request.body or b"").count(b"\r\nContent-ID: ")
+            status, headers, body = _batch_reply(
+                [_inner("204 No Content", {"Content-ID": str(n), "ETag": 'W/"1"'}) for n in range(1, count + 1)]
+            )
+            return MockSender.response(status, body, headers)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.answered += 1
+
+    def hold(self, number: int, alone: bool) -> None:
+        """Called inside the ``number``-th request (1-based); ``alone``: no other was in flight."""
+
+
+def _mock_client(handler: ConcurrencyProbe) -> CloudTableClient:
+    account = CloudStorageAccount.parse(CONNECTION_STRING)
+    return account.create_cloud_table_client(sender=MockSender(handler), retry_policy=NoRetry())
+
+
+def test_planning_goes_on_while_the_first_answer_is_awaited() -> None:
+    planned = threading.Event()
+    pulled = [0]
+    first_was_alone: list[bool] = []
+    read_meanwhile: list[bool] = []
+
+    class HoldFirst(ConcurrencyProbe):
+        def hold(self, number: int, alone: bool) -> None:
+            if number == 1:  # the first request waits until later batches were planned
+                read_meanwhile.append(planned.wait(timeout=10))
+                first_was_alone.append(alone and self.started == 1)
+
+    def source() -> Iterator[DynamicEntity]:
+        for i in range(1000):  # ten partitions one after another: a batch is planned every 100 entities
+            entity = DynamicEntity(PartitionKey=f"p{i // 100}", RowKey=f"r{i:05d}", N=i)
+            pulled[0] += 1
+            if pulled[0] == 500:  # read while the first batch is out
+                planned.set()
+            yield entity
+
+    result = _mock_client(HoldFirst()).bulk_insert(T, source(), max_workers=8)
+    assert read_meanwhile == first_was_alone == [True]  # entities were read meanwhile, nothing else sent
+    assert not result.failed and result.batches == 10
+
+
+def test_as_many_batches_are_in_flight_as_workers() -> None:
+    workers = 8
+    together = threading.Barrier(workers, timeout=10)
+
+    class Gather(ConcurrencyProbe):
+        def hold(self, number: int, alone: bool) -> None:
+            if 2 <= number <= workers + 1:  # after the first answer: passes only with `workers` waiting at once
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    together.wait()
+
+    probe = Gather()
+    result = _mock_client(probe).bulk_insert(T, entities(5000, partitions=50), max_workers=workers)
+    assert not result.failed and result.batches == 50
+    assert probe.most_in_flight == workers and not together.broken
