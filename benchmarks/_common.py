@@ -60,14 +60,29 @@ def sample_properties(n: int) -> dict[str, Any]:
     }
 
 
+def process_cpu(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``), or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def latency_proxy(endpoint: str, latency: float) -> Iterator[str]:
+def latency_proxy(endpoint: str, latency: float, cpu: list[float] | None = None) -> Iterator[str]:
     """``endpoint`` seen through a proxy (own process) that holds each request ``latency`` seconds.
 
     The Table service is a network round trip away (tens of ms); Azurite on
     loopback is not. The concurrency figures are measured through this proxy.
+    ``cpu``, when given, receives the relay process's CPU seconds at the end
+    (it shares the machine's cores with the client and Azurite).
     """
     if latency <= 0:
+        if cpu is not None:
+            cpu.append(0.0)
         yield endpoint
         return
     proc = subprocess.Popen(
@@ -78,6 +93,9 @@ def latency_proxy(endpoint: str, latency: float) -> Iterator[str]:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()
     finally:
+        used = process_cpu(proc.pid)
+        if cpu is not None and used is not None:
+            cpu.append(used)
         assert proc.stdin is not None
         proc.stdin.close()
         try:

@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
-from _common import latency_proxy  # noqa: E402
+from _common import latency_proxy, process_cpu  # noqa: E402
 
 from tablesdk import (  # noqa: E402
     BatchOperation,
@@ -133,17 +133,6 @@ def azurite(url: str | None) -> Iterator[tuple[str, int | None]]:
         subprocess.run(["bash", str(script), "stop"], env=env, check=False)
 
 
-def server_cpu(pid: int | None) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (Linux), or None."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 # --------------------------------------------------------------------------- measurements
 
 
@@ -165,10 +154,10 @@ def measure(series: Series, count: int, pid: int | None, setup: Callable[[], Any
     """Time ``run(setup())`` (setup and teardown untimed) and record entities/s and CPU."""
     state = setup()
     try:
-        cpu0, srv0, wall0 = time.process_time(), server_cpu(pid), time.perf_counter()
+        cpu0, srv0, wall0 = time.process_time(), process_cpu(pid), time.perf_counter()
         requests = run(state)
         wall = time.perf_counter() - wall0
-        cpu, srv1 = time.process_time() - cpu0, server_cpu(pid)
+        cpu, srv1 = time.process_time() - cpu0, process_cpu(pid)
     finally:
         teardown(state)
     series.rates.append(count / wall)
@@ -270,7 +259,8 @@ def main() -> None:
     except ImportError:
         have_azure = False
 
-    with azurite(args.url) as (direct, started_pid), latency_proxy(direct, args.latency) as endpoint:
+    relay_cpu: list[float] = []
+    with azurite(args.url) as (direct, started_pid), latency_proxy(direct, args.latency, relay_cpu) as endpoint:
         pid = args.azurite_pid or started_pid
         conn = (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
                 f"TableEndpoint={endpoint};")
@@ -351,7 +341,8 @@ def main() -> None:
     base = statistics.median(azure_series.rates) if azure_series else None
     floor = statistics.median(floor_series.rates) if floor_series else None
     if args.latency:
-        print(f"every request held {args.latency * 1000:.0f} ms by a proxy in its own process")
+        print(f"every request held {args.latency * 1000:.0f} ms by a proxy in its own process "
+              f"({relay_cpu[0] if relay_cpu else float('nan'):.2f} s of its CPU over the whole run)")
     print()
     print("| contender | entities/s median (min-max) | client CPU µs/entity | server CPU s | x azure-data-tables | x raw floor |")
     print("|---|---|---|---|---|---|")

@@ -61,7 +61,6 @@ So ``max_workers`` is capped at the client's ``pool_size`` (with a
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -78,8 +77,9 @@ from .batch import (
 )
 from .edm import EdmType, EntityPayload
 from .entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
-from .errors import BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int
+from .errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
 from .formats import PayloadFormat
+from .http import workers_within_pool
 from .retry import RetryPolicy
 from .transport import OperationContext
 
@@ -417,20 +417,6 @@ def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValid
     )
 
 
-def _check_workers(max_workers: int, client: CloudTableClient) -> int:
-    require_positive_int("max_workers", max_workers)
-    pool_size = client.transport.pool_size
-    if max_workers > pool_size:
-        warnings.warn(
-            f"bulk_insert: max_workers={max_workers} exceeds the client's pool_size={pool_size}; "
-            f"using {pool_size} workers (create the client with a larger pool_size to run more)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return pool_size
-    return max_workers
-
-
 # ---------------------------------------------------------------- planning (no I/O)
 
 
@@ -596,7 +582,7 @@ def bulk_insert(
     validate_table_name(table)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, not {type(progress).__name__}")
-    workers = _check_workers(max_workers, client)
+    workers = workers_within_pool("bulk_insert", "max_workers", max_workers, client.transport.pool_size, stacklevel=2)
 
     started = time.perf_counter()
     total = len(entities) if isinstance(entities, Sized) else None

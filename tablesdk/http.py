@@ -21,6 +21,7 @@ for).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -192,6 +193,27 @@ class Sender(Protocol):
 def _strip_query(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def workers_within_pool(caller: str, name: str, workers: int, pool_size: int, *, stacklevel: int) -> int:
+    """``workers`` (argument ``name`` of ``caller``, an int >= 1), or ``pool_size`` with a
+    :class:`RuntimeWarning` when it is larger.
+
+    urllib3 does not make a request wait for a pooled connection: one beyond
+    ``pool_size`` in flight gets a new connection that is closed afterwards
+    (TCP connection churn), so threads sharing one sender run at most
+    ``pool_size`` at once. ``stacklevel`` points the warning at the caller's caller.
+    """
+    require_positive_int(name, workers)
+    if workers <= pool_size:
+        return workers
+    warnings.warn(
+        f"{caller}: {name}={workers} exceeds the client's pool_size={pool_size}; "
+        f"using {pool_size} workers (create the client with a larger pool_size to run more)",
+        RuntimeWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return pool_size
 
 
 def check_max_response_bytes(value: int) -> int:

@@ -42,6 +42,7 @@ from .edm import EdmDateTime
 from .entity import DynamicEntity, E, validate_table_name
 from .errors import ContinuationCycleError, TableValidationError, require_positive_int
 from .filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
+from .http import workers_within_pool
 
 __all__ = [
     "ContinuationToken",
@@ -464,10 +465,12 @@ class TableQuery(Generic[E]):
         consumed, so memory stays bounded whatever the table's size.
         ``take(n)`` caps the total. The query must come from a client
         (``client.create_query``): a ``TableServiceContext`` is single-threaded.
+        ``workers`` above the client's ``pool_size`` is reduced to it (with a
+        ``RuntimeWarning``): the workers share its pooled connections.
         Closing the iterator early (``break``) stops the workers; an error in
         any range is raised here after the others stop.
         """
-        self._check_parallel(workers)
+        workers = self._check_parallel("iter_parallel", workers)
         if boundaries is None:
             boundaries = find_partition_boundaries(self, workers * max(1, ranges_per_worker), workers=workers)
         ranges = self._replace(take=None).partition_ranges(boundaries)
@@ -491,7 +494,7 @@ class TableQuery(Generic[E]):
         the ranges it names are read. ``take()`` is not applied here.
         Memory, threads, errors and early exit work as in :meth:`iter_parallel`.
         """
-        self._check_parallel(workers)
+        workers = self._check_parallel("iter_parallel_segments", workers)
         if boundaries is None:
             raise TypeError("iter_parallel_segments needs boundaries (see find_partition_boundaries)")
         ranges = self._replace(take=None).partition_ranges(boundaries)
@@ -507,13 +510,18 @@ class TableQuery(Generic[E]):
             return iter(())
         return _ParallelScan(jobs, workers).segments()
 
-    def _check_parallel(self, workers: int) -> None:
+    def _check_parallel(self, caller: str, workers: int) -> int:
+        """The number of workers to run: ``workers``, capped at the source's connection pool."""
         require_positive_int("workers", workers)
         if not getattr(self._source, "supports_parallel_queries", False):
             raise TypeError(
                 "parallel scans need a query from CloudTableClient.create_query: "
                 f"{type(self._source).__name__} cannot run queries on several threads"
             )
+        pool_size = getattr(getattr(self._source, "transport", None), "pool_size", None)
+        if not isinstance(pool_size, int):
+            return workers
+        return workers_within_pool(caller, "workers", workers, pool_size, stacklevel=3)
 
     def first(self) -> E:
         """The first matching entity; raises :class:`EmptyResultError` (a ``LookupError``) if none.
@@ -645,9 +653,13 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
     The service keeps no statistics of key distribution, so the boundaries are
     found by probing: each probe is a one-entity query (``$top=1``, only the
     keys selected) for the first PartitionKey at or above a string, ``workers``
-    probes at a time. The smallest key and (to one character past the prefix
-    it shares with the smallest) the largest are found that way, and the
-    boundaries are spread evenly between them, character by character. The
+    probes at a time. Three rounds of probes usually do: the smallest key; the
+    first character position at which any key is larger than it (one probe
+    per position, all at once); and the largest character at that position
+    (probes at the likely ends of character runs: ``9``, ``f``, ``z``, ``F``,
+    ``Z``, ``~``, each with the character after it, narrowed further only when
+    that does not settle it). The boundaries are spread evenly between the
+    smallest key and that prefix of the largest, character by character. The
     ranges are even in key space, not in entity count; use several ranges per
     worker (:meth:`TableQuery.iter_parallel` does) when keys cluster. Returns
     ``[]`` when the table has at most one partition key. The query's filter is
@@ -661,65 +673,101 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
         entity = found.first_or_default()
         return None if entity is None else str(entity.PartitionKey)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tablesdk-probe") as pool:
+    width = max(1, workers)
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="tablesdk-probe") as pool:
         lowest = first_key_at("")
         if lowest is None or count == 1:
             return []
-        highest = _highest_key_prefix(lowest, lambda starts: list(pool.map(first_key_at, starts)), workers)
+        highest = _highest_key_prefix(lowest, lambda starts: list(pool.map(first_key_at, starts)), max(2, width))
+    if highest is None:
+        return []
     return _spread(lowest, highest, count)
 
 
-def _highest_key_prefix(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> str:
-    """The largest key's first characters: up to one past the prefix it shares with ``lowest``.
+def _highest_key_prefix(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> str | None:
+    """The largest key's first characters: one past the prefix it shares with ``lowest``
+    (None when no key is larger than ``lowest``)."""
+    found = _divergence(lowest, probe, width)
+    if found is None:
+        return None
+    position, char = found
+    prefix = lowest[:position]
+    return prefix + chr(_largest_next_char(prefix, char, probe, width))
 
-    Character by character: the largest code point ``c`` such that some key
-    starts with ``prefix + chr(c)``, found by probing ``width`` points of the
-    remaining interval at once; each probe answers with an actual key, which
-    narrows the interval further than the point itself.
+
+def _divergence(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> tuple[int, int] | None:
+    """The first position at which some key is larger than ``lowest``, and a character found there.
+
+    Every key lies between ``lowest`` and the largest, so all share the prefix
+    those two share. The probe just above ``lowest`` at position ``i``
+    (``lowest[:i]`` and the next character) finds a key exactly from the
+    position where the largest key leaves ``lowest`` on (the probes fall as
+    ``i`` grows), so that position is searched ``width`` positions per round:
+    one round for keys of up to ``width`` characters, two for keys of up to
+    about ``width * width``. None when no key is larger than ``lowest``.
     """
-    prefix = ""
-    while True:
-        position = len(prefix)
-        known = ord(lowest[position]) if lowest.startswith(prefix) and len(lowest) > position else None
-        found = _largest_next_char(prefix, known, probe, width)
-        if found is None:  # no key continues prefix: prefix itself is the largest key
-            return prefix
-        prefix += chr(found)
-        shared = len(_common_prefix(lowest, prefix))
-        if len(prefix) - shared >= _RESOLVED_CHARS or found >= _LAST_CHAR:
-            return prefix
+    positions = [i for i in range(len(lowest)) if ord(lowest[i]) < _LAST_CHAR] + [len(lowest)]
+    low, high = 0, len(positions)  # the first answering position is in positions[low:high], or none answers
+    answer: str | None = None
+    while low < high:
+        chosen = sorted({low + (high - low) * k // width for k in range(width)})
+        starts = [lowest[:i] + (chr(ord(lowest[i]) + 1) if i < len(lowest) else chr(_FIRST_CHAR))
+                  for i in (positions[j] for j in chosen)]
+        answers = probe(starts)
+        hit = next((n for n, key in enumerate(answers) if key is not None), None)
+        if hit is None:
+            low = chosen[-1] + 1
+        else:
+            answer, high = answers[hit], chosen[hit]
+            low = chosen[hit - 1] + 1 if hit else low
+    if answer is None:
+        return None
+    position = len(_common_prefix(lowest, answer))
+    return position, min(ord(answer[position]), _LAST_CHAR)
+
+
+#: Where runs of key characters usually end, the most common first (digits, lower-case hex
+#: as in GUIDs, lower-case letters, upper-case hex, upper-case letters, printable ASCII):
+#: each is probed with the character after it.
+_RUN_ENDS = tuple(ord(char) for char in "9fzFZ~")
 
 
 def _probe_points(low: int, high: int, width: int) -> list[int]:
-    """Up to ``width`` ascending points in (low, high]: ``low + 1`` first (a character the
-    largest key shares with the smallest is settled in one round), the rest spread over
-    ASCII, plus U+007F while the interval goes beyond ASCII (keys rarely do)."""
+    """Up to ``width`` ascending points in (low, high]: ``low + 1`` first (a run of one
+    character settles in one round), then the ends of character runs and the characters
+    after them (keys of digits, hex or letters settle in one round), then points spread
+    over ASCII, plus U+007F while the interval goes beyond ASCII (keys rarely do)."""
     top = min(high, 0x7E) if low < 0x7E else high
-    points = {low + 1, top}
+    wanted = [low + 1]
+    for end in _RUN_ENDS:
+        wanted += [end, end + 1]
     slots = max(1, width - 3)
     step = max(1, (top - low) // (slots + 1))
-    points.update(range(low + step, top, step)[:slots])
+    wanted += list(range(low + step, top, step)[:slots]) + [top]
     if top < high:
-        points.add(0x7F)
-    return sorted(point for point in points if low < point <= high)[: max(2, width)]
+        wanted.append(0x7F)
+    points: list[int] = []
+    for point in wanted:
+        if low < point <= high and point not in points and len(points) < width:
+            points.append(point)
+    return sorted(points)
 
 
-def _largest_next_char(
-    prefix: str, known: int | None, probe: Callable[[list[str]], list[str | None]], width: int
-) -> int | None:
-    """The largest ``c`` such that some key starts with ``prefix + chr(c)`` (None if no key continues
-    ``prefix``); ``known`` is such a ``c`` when one is known."""
+def _largest_next_char(prefix: str, known: int, probe: Callable[[list[str]], list[str | None]], width: int) -> int:
+    """The largest ``c`` such that some key starts with ``prefix + chr(c)``; ``known`` is such a ``c``.
+
+    Each probe answers with an actual key, which narrows the interval further
+    than the point itself.
+    """
     position = len(prefix)
-    found = known
-    low, high = (known if known is not None else _FIRST_CHAR - 1), _LAST_CHAR
+    found = low = known
+    high = _LAST_CHAR
     while high > low:
         points = _probe_points(low, high, width)
         answers = probe([prefix + chr(point) for point in points])
         for point, key in zip(points, answers):
             if key is not None and key.startswith(prefix) and len(key) > position:
-                char = min(ord(key[position]), _LAST_CHAR)
-                found = char if found is None else max(found, char)
-                low = max(low, char)
+                found = low = max(low, min(ord(key[position]), _LAST_CHAR))
             else:  # no key continues prefix at or above point
                 high = min(high, point - 1)
                 break
@@ -860,12 +908,14 @@ def _entities(segments: Iterator[tuple[int, ResultSegment[T]]], take: int | None
     remaining = take
     try:
         for _, segment in segments:
+            if remaining is None:
+                yield from segment.results  # the list's own iterator hands out the entities
+                continue
             for entity in segment.results:
                 yield entity
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        return
+                remaining -= 1
+                if remaining == 0:
+                    return
     finally:
         close = getattr(segments, "close", None)
         if close is not None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import random
+import string
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -18,6 +22,8 @@ from tablesdk import (
     prop,
 )
 from tablesdk.devstore import DevStore
+from tablesdk.http import HttpRequest, HttpResponse, MockSender
+from tablesdk.query import _highest_key_prefix
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +167,125 @@ def test_begun_operations_run_as_wide_as_the_connection_pool(client: CloudTableC
     barrier = threading.Barrier(width, timeout=10)
     futures = [client.executor().submit(barrier.wait) for _ in range(width)]
     assert sorted(future.result(timeout=15) for future in futures) == list(range(width))
+
+
+# ---------------------------------------------------------------- probing: rounds and results, in memory
+
+
+def _probe_over(keys: list[str], rounds: list[int]) -> Callable[[list[str]], list[str | None]]:
+    """What one round of probes answers for a table of ``keys``: the first key at or above each start."""
+    ordered = sorted(set(keys))
+
+    def probe(starts: list[str]) -> list[str | None]:
+        rounds.append(len(starts))
+        answers: list[str | None] = []
+        for start in starts:
+            index = bisect.bisect_left(ordered, start)
+            answers.append(ordered[index] if index < len(ordered) else None)
+        return answers
+
+    return probe
+
+
+def _expected_prefix(keys: list[str]) -> str | None:
+    lowest, highest = min(keys), max(keys)
+    if lowest == highest:
+        return None
+    shared = 0
+    while shared < len(lowest) and lowest[shared] == highest[shared]:
+        shared += 1
+    return highest[:shared] + chr(min(ord(highest[shared]), 0xD7FF))
+
+
+ROUND_CASES = {
+    "digits": [f"p{n:03d}" for n in range(100)],
+    "long shared prefix": [f"customer-{n:06d}" for n in range(0, 5000, 7)],
+    "longer shared prefix": [uuid.UUID(int=n * 7919).hex for n in range(200)],  # 32 characters, 27 shared
+    "hex": [uuid.UUID(int=random.Random(n).getrandbits(128)).hex for n in range(200)],
+    "upper hex": [uuid.UUID(int=n * 7919).hex.upper()[-6:] for n in range(200)],
+    "letters": ["".join(random.Random(n).choices(string.ascii_letters, k=6)) for n in range(200)],
+}
+
+
+#: Rounds of 8 probes after the smallest key: one for the position keys part at, one for the
+#: character there when it ends a usual run (9, f, z); more for longer keys and other ends.
+MOST_ROUNDS = {"digits": 2, "hex": 2, "letters": 2, "upper hex": 3, "long shared prefix": 4, "longer shared prefix": 4}
+
+
+@pytest.mark.parametrize("kind", sorted(ROUND_CASES))
+def test_usual_keys_settle_in_few_rounds_after_the_smallest(kind: str) -> None:
+    keys = ROUND_CASES[kind]
+    rounds: list[int] = []
+    found = _highest_key_prefix(min(keys), _probe_over(keys, rounds), 8)
+    assert found == _expected_prefix(keys)
+    assert len(rounds) <= MOST_ROUNDS[kind] and max(rounds) <= 8
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_largest_key_prefix_is_exact_for_any_keys(seed: int) -> None:
+    chance = random.Random(seed)
+    alphabet = chance.choice([string.digits, string.ascii_lowercase, string.printable[:94] + " ", "aé中\ue000~ "])
+    keys = ["".join(chance.choices(alphabet, k=chance.randint(1, 6))) for _ in range(chance.randint(1, 30))]
+    for width in (1, 2, 3, 8):
+        rounds: list[int] = []
+        assert _highest_key_prefix(min(keys), _probe_over(keys, rounds), max(2, width)) == _expected_prefix(keys)
+        assert all(size <= max(2, width) for size in rounds)
+
+
+# ---------------------------------------------------------------- scheduling: requests in flight, in memory
+
+
+class EmptyPages:
+    """A MockSender handler answering every query with an empty last page; it counts the
+    requests in flight at once, and the first ``together`` of them wait until that many are."""
+
+    def __init__(self, together: int) -> None:
+        self.lock = threading.Lock()
+        self.in_flight = self.most_in_flight = self.started = 0
+        self.barrier = threading.Barrier(together, timeout=10)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        with self.lock:
+            self.in_flight += 1
+            self.started += 1
+            number = self.started
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if number <= self.barrier.parties:  # passes only with `together` requests here at once
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    self.barrier.wait()
+            body = '{"odata.metadata":"http://x/$metadata#t","value":[]}'
+            return MockSender.response(200, body, {"Content-Type": "application/json;odata=minimalmetadata"})
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+def _mock_client(handler: EmptyPages, pool_size: int = 16) -> CloudTableClient:
+    account = CloudStorageAccount.parse(MOCK_CONNECTION)
+    return account.create_cloud_table_client(sender=MockSender(handler), pool_size=pool_size)
+
+
+MOCK_CONNECTION = (
+    "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+    "AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
+    "TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
+)
+SIXTEEN_RANGES = [f"p{n:02d}" for n in range(5, 80, 5)]
+
+
+def test_a_parallel_scan_has_as_many_requests_in_flight_as_workers() -> None:
+    pages = EmptyPages(together=8)
+    scan = _mock_client(pages).create_query("Scanned").iter_parallel(8, boundaries=SIXTEEN_RANGES)
+    assert list(scan) == []
+    assert pages.started == 16 and pages.most_in_flight == 8 and not pages.barrier.broken
+
+
+def test_workers_beyond_the_connection_pool_are_capped_with_a_warning() -> None:
+    pages = EmptyPages(together=4)
+    query = _mock_client(pages, pool_size=4).create_query("Scanned")
+    with pytest.warns(RuntimeWarning, match="iter_parallel: workers=8 exceeds the client's pool_size=4"):
+        assert list(query.iter_parallel(8, boundaries=SIXTEEN_RANGES)) == []
+    assert pages.started == 16 and pages.most_in_flight == 4 and not pages.barrier.broken
+    with pytest.warns(RuntimeWarning, match="iter_parallel_segments: workers=6"):
+        assert len(list(query.iter_parallel_segments(6, boundaries=SIXTEEN_RANGES))) == 16
