@@ -10,9 +10,10 @@ also measures the client alone: a synthetic service inside the client process
 (a ``sender=`` for ``CloudTableClient``) that sleeps ``--latency`` seconds per
 request (the GIL is released, as on a real socket) and answers from
 pre-rendered bytes: Query Entities over 100 partitions x 100 entities (the
-``$filter`` PartitionKey ranges, ``$top`` and continuation tokens that the SDK
-sends are honoured) and ``$batch`` inserts (one ``204`` per operation). Its
-own CPU per request is small and counts as the client's.
+``$filter`` PartitionKey ranges, a ``RowKey gt`` within one partition, ``$top``
+and continuation tokens that the SDK sends are honoured) and ``$batch``
+inserts (one ``204`` per operation). Its own CPU per request is small and
+counts as the client's.
 
 Contenders, interleaved: ``bulk_insert`` of 10,000 entities with 1 and
 ``--workers`` workers; one scan of the table (10,000 entities, or
@@ -48,6 +49,7 @@ from tablesdk import CloudStorageAccount, SaveChangesOptions  # noqa: E402
 from tablesdk.http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
 
 _COMPARISON = re.compile(r"PartitionKey (ge|lt|eq|gt|le) '((?:[^']|'')*)'")
+_ROW_AFTER = re.compile(r"RowKey gt '((?:[^']|'')*)'")
 _ETAG = "W/\"datetime'2026-11-23T15%3A30%3A00.94687Z'\""
 
 
@@ -84,6 +86,9 @@ class SyntheticService:
             if op in ("lt", "eq", "le"):
                 bound = key if op == "lt" else key + "\0"
                 high = bound if high is None else min(high, bound)
+        after = _ROW_AFTER.search(params.get("$filter", ""))
+        if after is not None:  # the rest of one partition (PartitionKey eq): rows after this one
+            low = (low[0], after.group(1).replace("''", "'") + "\0")
         if "NextPartitionKey" in params:
             low = max(low, (unquote(params["NextPartitionKey"]), unquote(params.get("NextRowKey", ""))))
         start = bisect.bisect_left(self.keys, low)

@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import json
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -458,7 +460,9 @@ class TableQuery(Generic[E]):
         :meth:`partition_ranges`) or, when None, at the boundaries
         :func:`find_partition_boundaries` finds for ``workers *
         ranges_per_worker`` ranges (several ranges per worker even out ranges
-        of unequal size: a worker that finishes one takes the next).
+        of unequal size: a worker that finishes one takes the next); while
+        they are probed, one worker already reads the table from its start,
+        and the ranges begin past the point it reached.
 
         Entities of one range come in key order; ranges are interleaved page
         by page as they arrive. At most ``2 * workers`` pages wait to be
@@ -471,9 +475,13 @@ class TableQuery(Generic[E]):
         any range is raised here after the others stop.
         """
         workers = self._check_parallel("iter_parallel", workers)
+        whole = self._replace(take=None)
         if boundaries is None:
-            boundaries = find_partition_boundaries(self, workers * max(1, ranges_per_worker), workers=workers)
-        ranges = self._replace(take=None).partition_ranges(boundaries)
+            count = workers * max(1, ranges_per_worker)
+            # The leader holds one connection while probes run: the rest probe.
+            lead = _Lead(whole, lambda: find_partition_boundaries(whole, count, workers=max(1, workers - 1)))
+            return _entities(_ParallelScan([], workers, lead).segments(), self._take)
+        ranges = whole.partition_ranges(boundaries)
         return _entities(_ParallelScan([(i, q, None) for i, q in enumerate(ranges)], workers).segments(), self._take)
 
     def iter_parallel_segments(
@@ -833,19 +841,39 @@ def _spread(lowest: str, highest: str, count: int) -> list[str]:
 
 _DONE = object()
 
+#: A range to read: (range index, query, continuation token to start at).
+_Job = tuple[int, TableQuery[Any], ContinuationToken | None]
+
 
 class _ParallelScan(Generic[T]):
     """Runs range queries on threads and hands their pages to one consumer, in bounded memory.
 
-    ``ranges`` are ``(range index, query, continuation token to start at)``.
+    ``jobs`` are the ranges to read, all known up front; or, with ``lead``, the
+    first worker reads the query from its start while the boundaries are found
+    on a thread of their own, and the ranges arrive when they are (see :class:`_Lead`).
     """
 
-    def __init__(self, ranges: Sequence[tuple[int, TableQuery[Any], ContinuationToken | None]], workers: int) -> None:
-        self.workers = max(1, min(workers, len(ranges)))
+    def __init__(self, jobs: Sequence[_Job], workers: int, lead: _Lead | None = None) -> None:
+        self.workers = max(1, workers if lead is not None else min(workers, len(jobs)))
         self.pages: queue.Queue[Any] = queue.Queue(maxsize=2 * workers)
         self.stop = threading.Event()
-        self.next_range = iter(ranges)
-        self.lock = threading.Lock()
+        self.jobs: deque[_Job] = deque(jobs)
+        self.more = threading.Condition()
+        self.closed = lead is None  # True once no job will be added
+        self.lead = lead
+
+    def add_jobs(self, jobs: Sequence[_Job]) -> None:
+        """Queue the last ``jobs`` (none may follow) and wake the workers waiting for them."""
+        with self.more:
+            self.jobs.extend(jobs)
+            self.closed = True
+            self.more.notify_all()
+
+    def _next_job(self) -> _Job | None:
+        with self.more:
+            while not self.jobs and not self.closed and not self.stop.is_set():
+                self.more.wait(0.05)
+            return self.jobs.popleft() if self.jobs and not self.stop.is_set() else None
 
     def _put(self, item: Any) -> bool:
         while not self.stop.is_set():
@@ -856,35 +884,55 @@ class _ParallelScan(Generic[T]):
                 continue
         return False
 
-    def _work(self) -> None:
+    def read(self, index: int, query: TableQuery[Any], token: ContinuationToken | None) -> bool:
+        """Hand out the pages of ``query`` from ``token`` on; False when the scan stopped first."""
+        seen: set[ContinuationToken] = {token} if token is not None else set()
+        while not self.stop.is_set():
+            segment = query.execute_segmented(token)
+            if segment.continuation_token is not None:
+                _check_cycle(segment.continuation_token, seen)
+            if not self._put((index, segment)):
+                return False
+            token = segment.continuation_token
+            if token is None:
+                return True
+        return False
+
+    def hand_out(self, index: int, segment: ResultSegment[Any]) -> bool:
+        """Hand one page to the consumer; False when the scan stopped first."""
+        return self._put((index, segment))
+
+    def _work(self, leading: bool) -> None:
         try:
+            if leading and self.lead is not None and not self.lead.run(self):
+                return
             while not self.stop.is_set():
-                with self.lock:
-                    job = next(self.next_range, None)
-                if job is None:
+                job = self._next_job()
+                if job is None or not self.read(*job):
                     break
-                index, query, token = job
-                seen: set[ContinuationToken] = {token} if token is not None else set()
-                while not self.stop.is_set():
-                    segment = query.execute_segmented(token)
-                    if segment.continuation_token is not None:
-                        _check_cycle(segment.continuation_token, seen)
-                    if not self._put((index, segment)):
-                        return
-                    token = segment.continuation_token
-                    if token is None:
-                        break
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
             self._put(exc)
+        finally:
+            self._put(_DONE)
+
+    def _plan(self) -> None:
+        assert self.lead is not None
+        try:
+            self.lead.plan(self)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            self._put(exc)
+            self.add_jobs([])
         finally:
             self._put(_DONE)
 
     def segments(self) -> Iterator[tuple[int, ResultSegment[T]]]:
         """``(range index, page)`` as pages arrive; each range's last page has no continuation token."""
         threads = [
-            threading.Thread(target=self._work, name=f"tablesdk-scan-{index}", daemon=True)
+            threading.Thread(target=self._work, args=(index == 0,), name=f"tablesdk-scan-{index}", daemon=True)
             for index in range(self.workers)
         ]
+        if self.lead is not None:
+            threads.append(threading.Thread(target=self._plan, name="tablesdk-scan-plan", daemon=True))
         for thread in threads:
             thread.start()
         running = len(threads)
@@ -902,6 +950,96 @@ class _ParallelScan(Generic[T]):
             self.stop.set()
             for thread in threads:
                 thread.join()
+
+
+def _partition_key(entity: Any) -> str:
+    return str(entity.PartitionKey)
+
+
+class _Lead:
+    """Reading a table from its start while its PartitionKey boundaries are found.
+
+    Probing takes a few round trips in which the workers would idle, so the
+    first worker reads the whole ``query`` page by page meanwhile. When
+    ``find()`` returns the boundaries, the ranges from a cut on go to the
+    workers: the cut is the first boundary past the key the leader last handed
+    out, moved past as many boundaries as its last page spanned (the page in
+    flight likely covers as many). The leader stops at the cut: a page that
+    crosses it is handed out without the entities at or past it (a range
+    reads them), and a page that stops short of it is followed by two fresh
+    queries, the rest of the partition it ended in and the partitions up to
+    the cut (a continuation token is only valid with its own query, so the
+    leader's query cannot be narrowed). A table read to its end before the
+    boundaries arrive needs no ranges.
+    """
+
+    def __init__(self, query: TableQuery[Any], find: Callable[[], list[str]]) -> None:
+        self.query = query
+        self.find = find
+        self.lock = threading.Lock()
+        self.decided = False
+        self.finished = False
+        self.cut: str | None = None
+        self.page_keys: tuple[str, str] | None = None  # PartitionKeys of the last page's first and last entities
+        self.last: tuple[str, str] | None = None  # keys of the last entity handed out
+
+    def plan(self, scan: _ParallelScan[Any]) -> None:
+        """Find the boundaries, choose the cut and queue the ranges past it (on the planning thread)."""
+        boundaries = self.find()
+        ranges = self.query.partition_ranges(boundaries)
+        with self.lock:
+            if self.finished:
+                scan.add_jobs([])
+                return
+            start = 0
+            if self.page_keys is not None:
+                first, last = self.page_keys
+                start = bisect.bisect_right(boundaries, last)
+                start += start - bisect.bisect_right(boundaries, first)
+            self.cut = boundaries[start] if start < len(boundaries) else None
+            self.decided = True
+            # boundaries[start] begins range start + 1
+            scan.add_jobs([(index, ranges[index], None) for index in range(start + 1, len(ranges))] if self.cut else [])
+
+    def run(self, scan: _ParallelScan[Any]) -> bool:
+        """Read from the start up to the cut (the leader's job); False when the scan stopped first."""
+        token: ContinuationToken | None = None
+        seen: set[ContinuationToken] = set()
+        while not scan.stop.is_set():
+            segment = self.query.execute_segmented(token)
+            token = segment.continuation_token
+            if token is not None:
+                _check_cycle(token, seen)
+            with self.lock:
+                cut, results = self.cut, segment.results
+                crossed = cut is not None and bool(results) and _partition_key(results[-1]) >= cut
+                if crossed:
+                    results = [entity for entity in results if _partition_key(entity) < str(cut)]
+                if results:
+                    self.page_keys = (_partition_key(results[0]), _partition_key(results[-1]))
+                    self.last = (self.page_keys[1], str(results[-1].RowKey))
+                done = token is None or crossed
+                if done and not self.decided:
+                    self.finished = True
+                decided, last = self.decided, self.last
+            if not scan.hand_out(0, ResultSegment(results, None if done else token)):
+                return False
+            if done:
+                return True
+            if decided and cut is not None:
+                return self._up_to(cut, last, scan)
+        return False
+
+    def _up_to(self, cut: str, last: tuple[str, str] | None, scan: _ParallelScan[Any]) -> bool:
+        """Read what lies between the last entity handed out and the cut, as fresh queries."""
+        key, row = prop("PartitionKey"), prop("RowKey")
+        if last is None:
+            return scan.read(0, self.query.where(key < cut), None)
+        partition, row_key = last
+        rest_of_partition = self.query.where(key == partition).where(row > row_key)
+        return scan.read(0, rest_of_partition, None) and scan.read(
+            0, self.query.where(key > partition).where(key < cut), None
+        )
 
 
 def _entities(segments: Iterator[tuple[int, ResultSegment[T]]], take: int | None) -> Iterator[T]:

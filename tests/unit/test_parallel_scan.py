@@ -7,8 +7,10 @@ import contextlib
 import random
 import string
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,7 @@ from tablesdk import (
 )
 from tablesdk.devstore import DevStore
 from tablesdk.http import HttpRequest, HttpResponse, MockSender
-from tablesdk.query import _highest_key_prefix
+from tablesdk.query import _highest_key_prefix, _Lead, _ParallelScan
 
 
 @pytest.fixture(scope="module")
@@ -289,3 +291,42 @@ def test_workers_beyond_the_connection_pool_are_capped_with_a_warning() -> None:
     assert pages.started == 16 and pages.most_in_flight == 4 and not pages.barrier.broken
     with pytest.warns(RuntimeWarning, match="iter_parallel_segments: workers=6"):
         assert len(list(query.iter_parallel_segments(6, boundaries=SIXTEEN_RANGES))) == 16
+
+
+# ---------------------------------------------------------------- reading from the start while probing
+
+
+def _scan_with_lead(query: Any, workers: int, ready: Callable[[_Lead], bool]) -> list[tuple[str, str]]:
+    """A parallel scan whose leader reads from the start; the boundaries are handed over once
+    ``ready(lead)`` holds (the leader's progress decides where the ranges begin)."""
+    points = find_partition_boundaries(query, 4 * workers)
+    whole = query._replace(take=None)
+
+    def find() -> list[str]:
+        for _ in range(1000):
+            if ready(lead):
+                break
+            time.sleep(0.01)  # polling the leader's progress; no assertion on time
+        return points
+
+    lead = _Lead(whole, find)
+    return _keys(entity for _, page in _ParallelScan([], workers, lead).segments() for entity in page.results)
+
+
+@pytest.mark.parametrize("when", ["at once", "after two pages", "after the table"])
+def test_the_leader_and_the_ranges_read_every_entity_once(client: CloudTableClient, when: str) -> None:
+    table = _table(client, KEY_SETS["digits"])
+    query = client.create_query(table)
+    ready: dict[str, Callable[[_Lead], bool]] = {
+        "at once": lambda lead: True,  # the first page is in flight: the cut is a guess, pages past it are trimmed
+        "after two pages": lambda lead: lead.page_keys is not None and lead.page_keys[1] >= "p004",
+        "after the table": lambda lead: lead.finished,  # no range is needed any more
+    }
+    for workers in (1, 4):
+        assert _scan_with_lead(query, workers, ready[when]) == _keys(query)
+
+
+def test_the_leader_reads_while_the_boundaries_are_probed() -> None:
+    pages = EmptyPages(together=2)  # the leader's first page and the first probe, at once
+    assert list(_mock_client(pages).create_query("Scanned").iter_parallel(8)) == []
+    assert pages.most_in_flight == 2 and not pages.barrier.broken
