@@ -1,6 +1,6 @@
 """Client CPU per entity as instruction counts (valgrind callgrind): repeatable on a loaded machine.
 
-    python benchmarks/instructions.py [--entities 2000]
+    python benchmarks/instructions.py [--entities 2000] [--workloads scan insert bulk]
 
 Wall-clock and even CPU-time figures move with the load of a shared machine;
 the number of instructions the client executes does not. Each workload runs in
@@ -14,7 +14,9 @@ Workloads: ``scan`` iterates a client query over pages of 1,000 entities (the
 ten-property mix of benchmarks/query.py with DateTimes in 6-digit and trimmed
 forms, Timestamps trimmed); ``insert`` sends 100-entity batches through
 ``execute_batch`` (the entities of benchmarks/bulk.py, built in both runs so
-that making them does not count) and parses 204 answers.
+that making them does not count) and parses 204 answers; ``bulk`` writes the
+same entities with ``bulk_insert`` and one worker (grouping, sizing and the
+worker thread included).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(1, str(ROOT))
+
+
+WORKLOADS = ("scan", "insert", "bulk")
 
 
 def install_service(page: bytes, total: int) -> None:
@@ -95,11 +100,13 @@ def child(workload: str, count: int, built: int) -> None:
             seen = sum(1 for _ in client.create_query("cputable"))
             assert seen >= count, seen
     else:
-        from bulk import tablesdk_entities, tablesdk_sequential
+        from bulk import tablesdk_bulk, tablesdk_entities, tablesdk_sequential
 
         entities = tablesdk_entities(built, 100)  # built in both runs: their making is not the client's cost
-        if count:
+        if count and workload == "insert":
             tablesdk_sequential(client, entities[:count])("cputable")
+        elif count:
+            tablesdk_bulk(client, entities[:count], 1)("cputable")
 
 
 def instructions(workload: str, count: int, built: int) -> int:
@@ -115,6 +122,7 @@ def instructions(workload: str, count: int, built: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entities", type=int, default=2000)
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--child", nargs=3)
     args = parser.parse_args()
     if args.child:
@@ -123,7 +131,7 @@ def main() -> None:
     n = args.entities
     print("| workload | instructions per entity |")
     print("|---|---|")
-    for workload in ("scan", "insert"):
+    for workload in args.workloads:
         per = (instructions(workload, n, n) - instructions(workload, 0, n)) / n
         print(f"| {workload} ({n:,} entities) | {per:,.0f} |")
 
