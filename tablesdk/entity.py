@@ -30,10 +30,16 @@ import typing
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from datetime import datetime
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, ClassVar, TypeVar
 
 from .edm import (
+    DATETIME_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_PROPERTY_BYTES,
     EdmDateTime,
     EdmType,
     EntityPayload,
@@ -525,6 +531,149 @@ _EXACT_TYPES: dict[type, EdmType] = {
 }
 
 
+# ---------------------------------------------------------------- writing entities of a known shape
+# Entities written together (a bulk load, a batch) mostly share a shape: the same property
+# names, value classes and remembered types. For such a shape everything the rules decide
+# per property is decided once; per entity only the limits that depend on values are checked,
+# each kind of value at once (C passes over the values). A value those checks cannot clear
+# (non-ASCII text, a long string, an int outside Int32, a naive or non-UTC datetime, ...)
+# sends the entity through the general rules, which decide and report it as always.
+
+_DATETIME_UTC = DATETIME_MIN.tzinfo
+#: Size in the entity-size formula of a value of each plannable type (strings and binary add their length).
+_PLANNED_SIZES = {**_FIXED_VALUE_SIZES, EdmType.STRING: 4, EdmType.BINARY: 4}
+_INT32_TYPES = (None, EdmType.INT32)
+
+
+class _WritePlan:
+    """What the rules decide for every entity of one shape, and which values still need a look.
+
+    ``types`` is the payload's type map (PartitionKey and RowKey included), ``size`` the
+    entity size without the keys' and the strings' and binaries' lengths; each mask marks
+    the values of one kind, in property order.
+    """
+
+    __slots__ = ("binaries", "datetimes", "int32s", "int64s", "size", "strings", "types")
+
+    def __init__(self, types: dict[str, EdmType], size: int, masks: dict[EdmType | str, list[bool]]) -> None:
+        self.types = types
+        self.size = size
+        self.strings = masks[EdmType.STRING] if any(masks[EdmType.STRING]) else None
+        self.binaries = masks[EdmType.BINARY] if any(masks[EdmType.BINARY]) else None
+        self.int32s = masks[EdmType.INT32] if any(masks[EdmType.INT32]) else None
+        self.int64s = masks[EdmType.INT64] if any(masks[EdmType.INT64]) else None
+        self.datetimes = masks[EdmType.DATETIME] if any(masks[EdmType.DATETIME]) else None
+
+
+_Shape = tuple[tuple[str, ...], tuple[type, ...], tuple["EdmType | None", ...]]
+_PLANS: dict[_Shape, _WritePlan | None] = {}
+_MAX_PLANS = 1024
+_NOT_PLANNED = object()
+
+
+def _planned_type(kind: type, remembered: EdmType | None) -> EdmType | None:
+    """The type the rules give every value of class ``kind`` remembered as ``remembered``
+    (once the value passes its plan's checks), or None when that depends on more."""
+    if kind is type(None):
+        return remembered or EdmType.STRING
+    if kind is int:
+        if remembered in _INT32_TYPES:
+            return EdmType.INT32  # while the value fits Int32: checked per entity
+        return EdmType.INT64 if remembered is EdmType.INT64 else None
+    edm_type = _EXACT_TYPES.get(kind)
+    if edm_type is None or remembered not in (None, edm_type):
+        return None
+    return edm_type
+
+
+def _make_plan(shape: _Shape) -> _WritePlan | None:
+    names, kinds, remembered_types = shape
+    if len(names) > MAX_CUSTOM_PROPERTIES:
+        return None
+    types = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    size = 4
+    masks: dict[EdmType | str, list[bool]] = {
+        kind: [] for kind in (EdmType.STRING, EdmType.BINARY, EdmType.INT32, EdmType.INT64, EdmType.DATETIME)
+    }
+    for name, kind, remembered in zip(names, kinds, remembered_types):
+        edm_type = _planned_type(kind, remembered)
+        if edm_type is None:
+            return None
+        try:
+            validate_property_name(name)
+        except TableValidationError:
+            return None
+        types[name] = edm_type
+        size += 8 + _utf16_len(name) + (0 if kind is type(None) else _PLANNED_SIZES[edm_type])
+        for checked, mask in masks.items():
+            mask.append(checked is edm_type and kind is not type(None))
+    return _WritePlan(types, size, masks)
+
+
+def _plain_keys(pk: Any, rk: Any) -> bool:
+    """Whether both keys are ASCII str that :func:`validate_key` accepts."""
+    if type(pk) is not str or type(rk) is not str:
+        return False
+    both = pk + rk
+    return both.isascii() and len(pk) <= MAX_KEY_BYTES // 2 and len(rk) <= MAX_KEY_BYTES // 2 and (
+        _FORBIDDEN_KEY_CHARS.isdisjoint(both)
+    )
+
+
+def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
+    """The validated payload of ``entity`` through its shape's plan, or None to apply the general rules."""
+    pk, rk = entity.PartitionKey, entity.RowKey
+    if not _plain_keys(pk, rk):
+        return None
+    bag, bag_types = entity._values, entity._types
+    shape = (tuple(bag), tuple(map(type, bag.values())), tuple(map(bag_types.get, bag)))
+    plan = _PLANS.get(shape, _NOT_PLANNED)
+    if plan is _NOT_PLANNED:
+        plan = _make_plan(shape)
+        if len(_PLANS) < _MAX_PLANS:
+            _PLANS[shape] = plan
+    if plan is None:
+        return None
+    assert isinstance(plan, _WritePlan)
+    size = _planned_size(plan, bag.values())
+    if size is None or size + 2 * len(pk) + 2 * len(rk) > MAX_ENTITY_BYTES:
+        return None
+    values = {"PartitionKey": pk, "RowKey": rk}
+    values.update(bag)
+    return EntityPayload(values, plan.types.copy(), entity.etag)
+
+
+def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
+    """The entity size without its keys, once the values pass the checks of their kinds; None if one does not."""
+    size = plan.size
+    if plan.strings is not None:
+        texts = [*compress(values, plan.strings)]
+        joined = "".join(texts)
+        # ASCII text has no lone surrogate and takes 2 UTF-16 bytes a character.
+        if not joined.isascii() or 2 * max(map(len, texts)) > MAX_PROPERTY_BYTES:
+            return None
+        size += 2 * len(joined)
+    if plan.binaries is not None:
+        lengths = [*map(len, compress(values, plan.binaries))]
+        if max(lengths) > MAX_PROPERTY_BYTES:
+            return None
+        size += sum(lengths)
+    if plan.int32s is not None:
+        numbers = [*compress(values, plan.int32s)]
+        if min(numbers) < INT32_MIN or max(numbers) > INT32_MAX:
+            return None
+    if plan.int64s is not None:
+        numbers = [*compress(values, plan.int64s)]
+        if min(numbers) < INT64_MIN or max(numbers) > INT64_MAX:
+            return None
+    if plan.datetimes is not None:
+        for moment in compress(values, plan.datetimes):
+            # A UTC value is at most 9999-12-31T23:59:59.999999Z, the end of the range.
+            if moment.tzinfo is not _DATETIME_UTC or moment < DATETIME_MIN:
+                return None
+    return size
+
+
 def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayload:
     """Convert an entity into the payload a codec serializes, checking every limit.
 
@@ -534,6 +683,15 @@ def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayl
     """
     if not isinstance(entity, (TableEntity, DynamicEntity)):
         raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
+    if validate and isinstance(entity, DynamicEntity):
+        payload = _planned_payload(entity)
+        if payload is not None:
+            return payload
+    return _payload_by_property(entity, validate)
+
+
+def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
+    """:func:`entity_to_payload` property by property: the general rules, and every error they raise."""
     pk, rk = entity.PartitionKey, entity.RowKey
     values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
     types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}

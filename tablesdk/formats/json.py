@@ -29,9 +29,13 @@ from __future__ import annotations
 
 import binascii
 import json
+import operator
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
+from itertools import compress
+from math import isfinite as _isfinite
 from typing import Any
 
 from ..edm import (
@@ -349,6 +353,9 @@ class JsonFormat(PayloadFormat):
 
         Nulls are JSON ``null`` without an annotation (the service drops them).
         """
+        text = _template_text(payload)
+        if text is not None and text.isascii():
+            return text.encode("ascii")
         return _encode(_body(payload))
 
     def serialize_entity_lines(self, payloads: Sequence[EntityPayload]) -> bytes:
@@ -361,7 +368,7 @@ class JsonFormat(PayloadFormat):
         """
         if not payloads:
             return b""
-        text = "\n".join([_line_text(payload) or _encode_text(_body(payload)) for payload in payloads])
+        text = "\n".join([_template_text(payload) or _encode_text(_body(payload)) for payload in payloads])
         if text.isascii():
             return text.encode("ascii") + b"\n"
         return b"".join([_encode(_body(payload)) + b"\n" for payload in payloads])
@@ -503,6 +510,7 @@ _MAX_KEY_TEXTS = 4096
 _QUOTE = json.encoder.encode_basestring  # the C encoder's own string writer (ensure_ascii=False)
 _UUID = uuid.UUID
 _BINARY_TEXT = JSON_ANNOTATED_WRITERS[EdmType.BINARY]
+_CALL: Callable[[Callable[[Any], str], Any], str] = getattr(operator, "call", lambda write, value: write(value))
 
 
 def _key_texts(name: str) -> tuple[str, str] | None:
@@ -515,46 +523,108 @@ def _key_texts(name: str) -> tuple[str, str] | None:
     return texts
 
 
-def _line_text(payload: EntityPayload) -> str | None:
-    """:func:`_encode_text` of :func:`_body` written directly, for the types a query gives; None otherwise.
+class _Template:
+    """How the body of every payload of one shape is written: ``text % (one text per value)``.
 
-    Each value of the exact Python type its EDM type reads as is written as the
-    C encoder writes it (``encode_basestring``, ``int``/``float`` repr); writers
-    of annotated types give ASCII text that needs no escaping. Anything else (a
-    value of another type, a name holding '@', NaN or infinite doubles) returns
-    None and the caller takes the general path, so the bytes are the same.
+    ``writers`` turn each value into what the C encoder writes for it in :func:`_body`;
+    ``doubles`` marks the Double values, which must be finite (``NaN`` and the infinities
+    are written as strings: the general path does that).
     """
-    types = payload.types
+
+    __slots__ = ("doubles", "text", "writers")
+
+    def __init__(self, text: str, writers: tuple[Callable[[Any], str], ...], doubles: list[bool] | None) -> None:
+        self.text = text
+        self.writers = writers
+        self.doubles = doubles
+
+
+#: Values written as they are by the C encoder, by (EDM type, exact class): text of the JSON value.
+_BARE_WRITERS: dict[tuple[EdmType, type], Callable[[Any], str]] = {
+    (_STRING, str): _QUOTE,
+    (_INT32, int): int.__repr__,
+    (_BOOLEAN, bool): {True: "true", False: "false"}.__getitem__,
+}
+#: Annotated values, by (EDM type, exact class): text inside the JSON string, or the double's number.
+_ANNOTATED_WRITERS: dict[tuple[EdmType, type], Callable[[Any], str]] = {
+    (_INT64, int): int.__repr__,
+    (_DOUBLE, float): float.__repr__,
+    (_GUID, _UUID): _UUID.__str__,
+    (_BINARY, bytes): _BINARY_TEXT,
+    (_BINARY, bytearray): _BINARY_TEXT,
+}
+_NULL_TEXT: Callable[[Any], str] = {None: "null"}.__getitem__
+_NO_TEXT: Callable[[Any], str] = "".format  # str.format ignores the arguments its text has no field for
+
+
+_Shape = tuple[tuple[str, ...], tuple[type, ...], tuple["EdmType | None", ...]]
+_TEMPLATES: dict[_Shape, _Template | None] = {}
+_MAX_TEMPLATES = 1024
+_NO_TEMPLATE = object()
+
+
+def _writer(name: str, kind: type, edm_type: EdmType | None) -> tuple[str, Callable[[Any], str]] | None:
+    """The template text and writer of one property (the text has one ``%s`` for the value), or
+    None when its value is not written by a template."""
+    texts = _KEY_TEXTS.get(name) or _key_texts(name) if type(name) is str else None
+    if texts is None:
+        return None
+    key = texts[0].replace("%", "%%")
+    if kind is type(None):
+        return key + "%s", _NULL_TEXT
+    if type(edm_type) is not EdmType:  # None (inferred by the general path) or a foreign text
+        return None
+    assert isinstance(edm_type, EdmType)
+    bare = _BARE_WRITERS.get((edm_type, kind))
+    if bare is not None:
+        return key + "%s", bare
+    annotation = texts[1].replace("%", "%%") + _QUOTE(edm_type.value)
+    if edm_type is _DATETIME and issubclass(kind, datetime):
+        return f'{key}"%s",{annotation}', format_datetime
+    written = _ANNOTATED_WRITERS.get((edm_type, kind))
+    if written is None:
+        return None
+    value_text = "%s" if edm_type is _DOUBLE else '"%s"'
+    return f"{key}{value_text},{annotation}", written
+
+
+def _make_template(shape: _Shape) -> _Template | None:
     parts: list[str] = []
-    for name, value in payload.values.items():
-        texts = _KEY_TEXTS.get(name) or _key_texts(name)
-        if texts is None:
-            if name == "Timestamp":
-                continue
+    writers: list[Callable[[Any], str]] = []
+    skipped = ""  # a "%s" for each Timestamp (never written) met since the last part: no text, no comma
+    for name, kind, edm_type in zip(*shape):
+        if name == "Timestamp":
+            skipped += "%s"
+            writers.append(_NO_TEXT)
+            continue
+        written = _writer(name, kind, edm_type)
+        if written is None:
             return None
-        key, kind = texts[0], type(value)
-        edm_type = types.get(name)
-        if value is None:
-            parts.append(key + "null")
-        elif edm_type is _STRING and kind is str:
-            parts.append(key + _QUOTE(value))
-        elif edm_type is _INT32 and kind is int:
-            parts.append(key + int.__repr__(value))
-        elif edm_type is _BOOLEAN and kind is bool:
-            parts.append(key + ("true" if value else "false"))
-        elif edm_type is _DATETIME:
-            parts.append(f'{key}"{format_datetime(value)}",{texts[1]}"Edm.DateTime"')
-        elif edm_type is _INT64 and kind is int:
-            parts.append(f'{key}"{int.__repr__(value)}",{texts[1]}"Edm.Int64"')
-        elif edm_type is _DOUBLE and kind is float and value - value == 0.0:  # finite
-            parts.append(f'{key}{float.__repr__(value)},{texts[1]}"Edm.Double"')
-        elif edm_type is _GUID and kind is _UUID:
-            parts.append(f'{key}"{value}",{texts[1]}"Edm.Guid"')
-        elif edm_type is _BINARY and (kind is bytes or kind is bytearray):
-            parts.append(f'{key}"{_BINARY_TEXT(value)}",{texts[1]}"Edm.Binary"')
-        else:
-            return None
-    return "{" + ",".join(parts) + "}"
+        parts.append(skipped + written[0])
+        skipped = ""
+        writers.append(written[1])
+    if skipped:
+        parts.append(parts.pop() + skipped if parts else skipped)
+    doubles = [edm_type is _DOUBLE and kind is float for kind, edm_type in zip(shape[1], shape[2])]
+    return _Template("{" + ",".join(parts) + "}", tuple(writers), doubles if any(doubles) else None)
+
+
+def _template_text(payload: EntityPayload) -> str | None:
+    """:func:`_encode_text` of :func:`_body`, written through the template of the payload's shape;
+    None when there is none or a value needs the general path (a NaN or infinite double)."""
+    values = payload.values
+    shape = (tuple(values), tuple(map(type, values.values())), tuple(map(payload.types.get, values)))
+    template = _TEMPLATES.get(shape, _NO_TEMPLATE)
+    if template is _NO_TEMPLATE:
+        template = _make_template(shape)
+        if len(_TEMPLATES) < _MAX_TEMPLATES:
+            _TEMPLATES[shape] = template
+    if template is None:
+        return None
+    assert isinstance(template, _Template)
+    if template.doubles is not None and not all(map(_isfinite, compress(values.values(), template.doubles))):
+        return None
+    return template.text % tuple(map(_CALL, template.writers, values.values()))
 
 
 def _body(payload: EntityPayload) -> dict[str, Any]:

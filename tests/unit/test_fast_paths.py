@@ -508,3 +508,135 @@ def test_remembered_typings_give_what_the_general_typing_gives(metadata: str) ->
             payload = codec.parse_entity(body)
             assert (payload.types, repr(payload.values)) == want
             assert list(payload.types) == list(want[0])  # the same order too
+
+
+# ------------------------------------------------------------------ writing entities of a known shape
+
+from tablesdk.edm import EntityProperty  # noqa: E402
+from tablesdk.entity import _payload_by_property  # noqa: E402
+
+from support import EDM_LIMITS  # noqa: E402
+
+
+def _outcome(write: object) -> tuple[object, ...]:
+    try:
+        payload = write()  # type: ignore[operator]
+    except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+        return (type(exc), str(exc))
+    return (repr(payload.values), list(payload.types.items()), payload.etag)
+
+
+_ODD_VALUES: list[object] = [
+    None, "", "x" * 32_768, "x" * 32_769, "é", "\U0001f600" * 16_384, "\U0001f600" * 16_385, "\ud800",
+    0, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, 2**63, -(2**63) - 1, True, 1.5,
+    float("nan"), _datetime(1601, 1, 1, tzinfo=UTC), _datetime(1600, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    _datetime(1601, 1, 1, 1, tzinfo=timezone(timedelta(hours=2))), _datetime(2024, 1, 2), _datetime(1500, 1, 1),
+    _datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))), EdmDateTime(2024, 1, 2, tzinfo=UTC, ticks_remainder=3),
+    _uuid.UUID(int=7), b"", b"\x00" * 65_536, b"\x00" * 65_537, bytearray(b"\x01"), EntityProperty(5, EdmType.INT64),
+    object(), type("Sub", (str,), {})("sub"),
+]
+_REMEMBERED: list[EdmType | None] = [None, EdmType.INT32, EdmType.INT64, EdmType.DOUBLE, EdmType.STRING, EdmType.DATETIME]
+_KEYS: list[object] = ["p", "", "é", "a/b", "a\x7fb", "x" * 512, "x" * 513, "\u00e9" * 512, None, 5]
+
+
+def _dynamic(pk: object, rk: object, value: object, remembered: EdmType | None) -> DynamicEntity:
+    entity = DynamicEntity(PartitionKey=pk, RowKey=rk, Name="n", V=1)  # type: ignore[arg-type]
+    entity._values["V"] = value  # as set, even an EntityProperty left in the bag
+    if remembered is not None:
+        entity._types["V"] = remembered
+    entity.etag = 'W/"1"'
+    return entity
+
+
+@pytest.mark.parametrize("remembered", _REMEMBERED)
+@pytest.mark.parametrize("value", _ODD_VALUES, ids=lambda v: f"{type(v).__name__}:{str(v)[:20]}")
+def test_planned_payloads_are_the_general_rules_payloads(value: object, remembered: EdmType | None) -> None:
+    entity = _dynamic("p", "r", value, remembered)
+    for _ in range(2):  # planned cold, then from the remembered plan
+        assert _outcome(lambda: entity_to_payload(entity)) == _outcome(lambda: _payload_by_property(entity, True))
+
+
+@pytest.mark.parametrize("pk", _KEYS, ids=repr)
+@pytest.mark.parametrize("rk", _KEYS, ids=repr)
+def test_planned_payloads_check_keys_as_the_general_rules_do(pk: object, rk: object) -> None:
+    entity = _dynamic(pk, rk, "v", None)
+    assert _outcome(lambda: entity_to_payload(entity)) == _outcome(lambda: _payload_by_property(entity, True))
+
+
+def test_planned_payloads_check_names_counts_and_the_entity_size() -> None:
+    cases = [
+        DynamicEntity(PartitionKey="p", RowKey="r", **{f"P{i}": i for i in range(252)}),
+        DynamicEntity(PartitionKey="p", RowKey="r", **{f"P{i}": i for i in range(253)}),
+        DynamicEntity(PartitionKey="p", RowKey="r", **{"1bad": 1}),
+        DynamicEntity(PartitionKey="p", RowKey="r", **{"x" * 256: 1}),
+        DynamicEntity(PartitionKey="p", RowKey="r", **{f"S{i}": "x" * 32_000 for i in range(17)}),  # over 1 MiB
+        DynamicEntity(PartitionKey="p", RowKey="r", **{f"S{i}": "x" * 32_000 for i in range(16)}),
+        DynamicEntity(PartitionKey="p", RowKey="r", **{f"B{i}": b"x" * 65_000 for i in range(17)}),
+        DynamicEntity(PartitionKey="p", RowKey="r"),
+    ]
+    cases[2]._values[5] = 1  # type: ignore[index]  # a name that is no str
+    for entity in cases * 2:
+        assert _outcome(lambda: entity_to_payload(entity)) == _outcome(lambda: _payload_by_property(entity, True))
+
+
+def test_the_benchmark_entities_take_the_planned_path() -> None:
+    from tablesdk.entity import _planned_payload
+
+    entity = DynamicEntity(PartitionKey="p", RowKey="r", S="s", I=1, L=EntityProperty(5, EdmType.INT64), D=1.5,
+                           B=True, W=_datetime(2024, 1, 2, tzinfo=UTC), G=_uuid.UUID(int=1), Y=b"\x00", N=None)
+    assert _planned_payload(entity) is not None
+    assert _outcome(lambda: _planned_payload(entity)) == _outcome(lambda: _payload_by_property(entity, True))
+
+
+# ------------------------------------------------------------------ JSON bodies of a known shape
+
+from tablesdk.formats.json import _body, _encode, _template_text  # noqa: E402
+
+
+def _general_body(payload: EntityPayload) -> object:
+    try:
+        return _encode(_body(payload))
+    except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+        return (type(exc), str(exc))
+
+
+def _serialized(payload: EntityPayload) -> object:
+    try:
+        return JsonFormat().serialize_entity(payload)
+    except Exception as exc:  # noqa: BLE001
+        return (type(exc), str(exc))
+
+
+_TYPED = [(name, value, edm_type) for name, (value, edm_type) in sorted(EDM_LIMITS.items())]
+_ODD_TYPED: list[tuple[str, object, object]] = [
+    ("S", "é\u2028\"\\\n\x01", EdmType.STRING), ("S", "\ud800", EdmType.STRING), ("S", 5, EdmType.STRING),
+    ("S", type("Sub", (str,), {})("sub"), EdmType.STRING), ("I", True, EdmType.INT32), ("I", 2.5, EdmType.INT32),
+    ("B", 1, EdmType.BOOLEAN), ("L", True, EdmType.INT64), ("D", 3, EdmType.DOUBLE), ("G", "x", EdmType.GUID),
+    ("Y", bytearray(b"\x00\xff"), EdmType.BINARY), ("Y", memoryview(b"\x00"), EdmType.BINARY),
+    ("W", "2024", EdmType.DATETIME), ("N", None, EdmType.INT64), ("N", None, None), ("U", 5, None),
+    ("U", 5, "Edm.Int32"), ("U", 5, "Edm.Unknown"), ("P%s", 1, EdmType.INT32), ("P%d", 2**40, EdmType.INT64),
+    ("x@odata.type", "Edm.Int64", EdmType.STRING), ("Big", "é" * 40_000, EdmType.STRING),
+]
+
+
+@pytest.mark.parametrize("name, value, edm_type", _TYPED + _ODD_TYPED, ids=lambda v: str(v)[:20])
+def test_template_bodies_are_the_general_bodies(name: str, value: object, edm_type: EdmType | None) -> None:
+    values = {"PartitionKey": "p", "RowKey": "r", name: value, "After": 1}
+    types = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING, "After": EdmType.INT32}
+    if edm_type is not None:
+        types[name] = edm_type
+    payload = EntityPayload(values, types)  # type: ignore[arg-type]
+    for _ in range(2):  # the template made, then remembered
+        assert _serialized(payload) == _general_body(payload)
+
+
+@pytest.mark.parametrize("where", [0, 1, 3, 4])
+def test_template_bodies_leave_out_timestamp_wherever_it_is(where: int) -> None:
+    items = [("PartitionKey", "p", EdmType.STRING), ("RowKey", "r", EdmType.STRING), ("A", 1, EdmType.INT32),
+             ("B", 2**40, EdmType.INT64)]
+    items.insert(where, ("Timestamp", EdmDateTime(2024, 1, 2, tzinfo=UTC), EdmType.DATETIME))
+    payload = EntityPayload({n: v for n, v, _ in items}, {n: t for n, _, t in items})
+    assert _template_text(payload) is not None
+    assert _serialized(payload) == _general_body(payload)
+    alone = EntityPayload({"Timestamp": EdmDateTime(2024, 1, 2, tzinfo=UTC)}, {"Timestamp": EdmType.DATETIME})
+    assert _serialized(alone) == _general_body(alone) == b"{}"

@@ -79,7 +79,7 @@ def test_a_parsed_query_page_takes_the_direct_path_with_the_same_bytes() -> None
     )
     # Finite values of the query's own types are written directly, not through the general encoder.
     finite = CODEC.parse_entities(body.replace(b'"NaN"', b"2.5").replace(b'"-Infinity"', b"3.5"))
-    assert json_module._line_text(finite[0]) is not None
+    assert json_module._template_text(finite[0]) is not None
     assert_same(finite)
 
 
