@@ -670,8 +670,17 @@ def parse_batch_response(
     ``ambiguous_retry`` True: every operation's outcome is unknown.
     """
     count = len(operations)
+    results = _standard_results(bytes(body), content_type, count, fmt)
+    return results if results is not None else _general_results(body, content_type, count, fmt)
+
+
+def _general_results(body: bytes, content_type: str, count: int, fmt: PayloadFormat) -> list[BatchOperationResult]:
+    """:func:`parse_batch_response` for any answer the reader accepts, and every error it raises."""
     slots = _placed(_inner_responses(body, content_type, count), count)
-    return [_result(index, slot, fmt) for index, slot in enumerate(slots)]
+    return [
+        _result(index, slot.status, slot.headers, slot.lower.get("etag"), slot.body, fmt)
+        for index, slot in enumerate(slots)
+    ]
 
 
 def _inner_responses(body: bytes, content_type: str, count: int) -> list[_InnerResponse]:
@@ -723,14 +732,97 @@ def _placed(responses: list[_InnerResponse], count: int) -> list[_InnerResponse]
     return [slot if slot is not None else next(remaining) for slot in slots]
 
 
-def _result(index: int, slot: _InnerResponse, fmt: PayloadFormat) -> BatchOperationResult:
-    etag = slot.lower.get("etag")
+def _result(
+    index: int, status: int, headers: dict[str, str], etag: str | None, body: bytes, fmt: PayloadFormat
+) -> BatchOperationResult:
+    """The result of one successful operation: its status, headers, ETag and any entity in ``body``."""
     payload: EntityPayload | None = None
-    if slot.body and slot.status in (200, 201):
-        payload = fmt.parse_entity(slot.body, etag)
+    if body and status in (200, 201):
+        payload = fmt.parse_entity(body, etag)
         if etag is None:
             etag = payload.etag
-    return BatchOperationResult(index, slot.status, etag, payload, slot.headers)
+    return BatchOperationResult(index, status, etag, payload, headers)
+
+
+# ---------------------------------------------------------------- reading the service's own shape
+# Every answer the service (and Azurite) gives to a change set has one shape: CRLF lines, one
+# change set in the batch, each part "Content-Type: application/http" and
+# "Content-Transfer-Encoding: binary", an HTTP/1.1 status line, header lines of printable
+# ASCII, a blank line and the body. For that shape, when every operation succeeded, the
+# results are read in one pass over the text; anything else (another shape, a refusal, a
+# count that does not match) goes to the general reader above, which decides and reports it.
+
+_STANDARD_PART = "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\nHTTP/1.1 "
+#: A boundary as the service writes one (batchresponse_<uuid>, changesetresponse_<uuid>).
+_PLAIN_BOUNDARY = re.compile(r"[0-9A-Za-z_.-]+")
+#: Header lines of printable ASCII (and tabs), where str.strip and bytes.strip agree.
+_PLAIN_HEADER_BLOCK = re.compile(r"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*:[\t\x20-\x7e]*\r\n)+")
+#: One such line: its name and its value without the spaces and tabs around it.
+_PLAIN_HEADER = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:[ \t]*((?:[\t\x20-\x7e]*[\x21-\x7e])?)[ \t]*\r\n")
+
+
+def _standard_parts(data: bytes, content_type: str) -> list[str] | None:
+    """The parts of the one change set of a batch answer in the service's shape, or None."""
+    boundary = _boundary_param(content_type)
+    if boundary is None or not data.isascii():
+        return None
+    text = data.decode("ascii")
+    outer = boundary.decode("utf-8")
+    head = f"--{outer}\r\nContent-Type: multipart/mixed; boundary="
+    if not text.startswith(head):
+        return None
+    start = len(head)
+    blank = text.find("\r\n\r\n", start)
+    changeset = text[start:blank]
+    if blank < 0 or not _PLAIN_BOUNDARY.fullmatch(changeset) or not text.startswith(f"--{changeset}\r\n", blank + 4):
+        return None
+    closing = f"\r\n--{changeset}--\r\n--{outer}--"
+    end = text.find(closing)
+    if end < 0 or text[end + len(closing):] not in ("", "\r\n"):
+        return None
+    inside = text[blank + 4 + len(changeset) + 4:end]
+    parts = inside.split(f"\r\n--{changeset}\r\n")
+    # Either boundary anywhere else could be a delimiter line the general reader treats otherwise.
+    if inside.count(f"--{changeset}") != len(parts) - 1 or f"--{outer}" in inside:
+        return None
+    return parts
+
+
+def _standard_results(
+    data: bytes, content_type: str, count: int, fmt: PayloadFormat
+) -> list[BatchOperationResult] | None:
+    """The results of ``count`` successful operations from an answer in the service's shape, or None."""
+    parts = _standard_parts(data, content_type)
+    if parts is None or len(parts) != count:
+        return None
+    results: list[BatchOperationResult] = []
+    content_ids: list[str | None] = []
+    status_at = len(_STANDARD_PART)
+    for index, part in enumerate(parts):
+        line_end = part.find("\n", status_at)
+        if not part.startswith(_STANDARD_PART) or part[status_at + 3:status_at + 4] != " " or line_end < 0:
+            return None
+        code = part[status_at:status_at + 3]
+        if not (code.isdigit() and "200" <= code <= "299") or part[line_end - 1] != "\r":
+            return None
+        header_end = part.find("\r\n\r\n", line_end - 1)
+        if header_end < 0:
+            return None
+        block = part[line_end + 1:header_end + 2]
+        if block and not _PLAIN_HEADER_BLOCK.fullmatch(block):
+            return None
+        pairs = _PLAIN_HEADER.findall(block)
+        headers = dict(pairs)
+        lower = dict(zip(map(str.lower, headers), headers.values()))
+        if len(lower) != len(pairs):
+            return None  # a repeated name: the general reader decides which value counts
+        content_ids.append(lower.get("content-id"))
+        body = part[header_end + 4:].strip(" \t\r\n").encode("ascii")
+        results.append(_result(index, int(code), headers, lower.get("etag"), body, fmt))
+    # Answers carry no Content-ID (Azurite) or 1..count in order: either way in operation order.
+    if any(content_ids) and content_ids != [str(number) for number in range(1, count + 1)]:
+        return None
+    return results
 
 
 class BatchAnswer:

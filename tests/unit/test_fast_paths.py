@@ -640,3 +640,86 @@ def test_template_bodies_leave_out_timestamp_wherever_it_is(where: int) -> None:
     assert _serialized(payload) == _general_body(payload)
     alone = EntityPayload({"Timestamp": EdmDateTime(2024, 1, 2, tzinfo=UTC)}, {"Timestamp": EdmType.DATETIME})
     assert _serialized(alone) == _general_body(alone) == b"{}"
+
+
+# ------------------------------------------------------------------ batch answers in the service's shape
+
+from pathlib import Path  # noqa: E402
+
+from tablesdk.batch import (  # noqa: E402
+    BatchOperation,
+    BatchOperationKind,
+    _general_results,
+    _standard_results,
+    parse_batch_response,
+)
+
+_WIRE = Path(__file__).parent.parent / "wire" / "data"
+
+
+def _answer(parts: list[str], outer: str = "batchresponse_b", inner: str = "changesetresponse_c", end: str = "\r\n") -> bytes:
+    body = "".join(f"--{inner}\r\n{part}\r\n" for part in parts)
+    return (f"--{outer}\r\nContent-Type: multipart/mixed; boundary={inner}\r\n\r\n{body}--{inner}--\r\n--{outer}--{end}").encode()
+
+
+def _inner(status: str = "204 No Content", headers: str = "ETag: W/\"1\"\r\n", body: str = "") -> str:
+    return f"Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\nHTTP/1.1 {status}\r\n{headers}\r\n{body}"
+
+
+_ENTITY = '{"PartitionKey":"p","RowKey":"r","odata.etag":"W/\\"e\\""}'
+_SHAPED_ANSWERS: list[tuple[bytes, int]] = [
+    (_answer([_inner(headers=f"Content-ID: {n}\r\nETag: W/\"{n}\"\r\n") for n in (1, 2, 3)]), 3),
+    (_answer([_inner(headers=f"Content-ID: {n}\r\n") for n in (2, 1, 3)]), 3),  # out of order
+    (_answer([_inner(headers=f"Content-ID: {n}\r\n") for n in (1, 1)]), 2),
+    (_answer([_inner(), _inner(headers="")]), 2),  # no headers at all in the second
+    (_answer([_inner("201 Created", "Content-Type: application/json\r\n", _ENTITY), _inner("201 Created", "", _ENTITY)]), 2),
+    (_answer([_inner(headers="A:  spaced \t\r\nB:\r\nC: x\x1fy\r\n")]), 1),
+    (_answer([_inner(headers="A: \x1f\r\n")]), 1),  # a value str.strip would shorten
+    (_answer([_inner(headers="ETag: 1\r\netag: 2\r\nETag: 3\r\n")]), 1),  # repeated names
+    (_answer([_inner(headers="A: caf\u00e9\r\n")]), 1),
+    (_answer([_inner(headers="A: 1\r\n folded\r\n")]), 1),
+    (_answer([_inner("404 Not Found", "", '{"odata.error":{"code":"x","message":{"value":"0:gone"}}}')]), 1),
+    (_answer([_inner("2045 Odd")]), 1), (_answer([_inner("20x Odd")]), 1),
+    (_answer([_inner(), _inner()]), 1), (_answer([_inner()]), 2),
+    (_answer([_inner(body="--changesetresponse_c--")]), 1),  # a boundary inside a body
+    (_answer([_inner(body="x\r\n--batchresponse_b")]), 1),
+    (_answer([_inner("201 Created", "", _ENTITY + "\r\n--changesetresponse_c--\r\njunk")]), 1),
+    (_answer([_inner("201 Created", "", _ENTITY + "\r\n--batchresponse_b--\r\njunk")]), 1),
+    (_answer([_inner()], end=""), 1), (_answer([_inner()], end="\r\nepilogue"), 1),
+    (_answer([_inner()]).replace(b"\r\n", b"\n"), 1),
+    (_answer([_inner()], inner='"quoted"'), 1),
+    (b"preamble\r\n" + _answer([_inner()]), 1),
+]
+for _name in ("batch_azurite_100_mixed_response.http", "batch_azurite_insert_201_response.http",
+              "batch_azurite_409_response.http", "batch_azurite_101_response.http"):
+    _type, _, _data = (_WIRE / _name).read_bytes().partition(b"\r\n\r\n")
+    _SHAPED_ANSWERS.append((_data, 100 if "100" in _name else 101 if "101" in _name else 1))
+
+
+def _results_or_error(read: object) -> object:
+    try:
+        results = read()  # type: ignore[operator]
+    except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+        return (type(exc), str(exc), getattr(exc, "failed_index", None), getattr(exc, "ambiguous_retry", None))
+    return [(r.index, r.status, r.etag, r.payload, r.headers) for r in results]
+
+
+@pytest.mark.parametrize("answer, count", _SHAPED_ANSWERS)
+def test_batch_answers_in_the_service_shape_read_as_the_general_reader_reads_them(answer: bytes, count: int) -> None:
+    content_type = "multipart/mixed; boundary=batchresponse_b"
+    if not answer.startswith(b"--batchresponse_b"):
+        content_type = "multipart/mixed; boundary=" + answer.split(b"\r\n", 1)[0][2:].decode()
+    ops = [BatchOperation(BatchOperationKind.INSERT, "t", "p", f"r{n}", None, None) for n in range(count)]
+    codec = JsonFormat()
+    assert _results_or_error(lambda: parse_batch_response(answer, content_type, ops, codec)) == _results_or_error(
+        lambda: _general_results(answer, content_type, count, codec)
+    )
+
+
+def test_the_service_shape_is_read_in_one_pass() -> None:
+    answer = _answer([_inner(headers=f"Content-ID: {n}\r\nETag: W/\"{n}\"\r\n") for n in (1, 2)])
+    results = _standard_results(answer, "multipart/mixed; boundary=batchresponse_b", 2, JsonFormat())
+    assert results is not None and [r.etag for r in results] == ['W/"1"', 'W/"2"']
+    data = (_WIRE / "batch_azurite_100_mixed_response.http").read_bytes().partition(b"\r\n\r\n")[2]
+    content_type = (_WIRE / "batch_azurite_100_mixed_response.http").read_bytes().split(b"\r\n", 1)[0].decode()
+    assert _standard_results(data, content_type.split(": ", 1)[1], 100, JsonFormat()) is not None
