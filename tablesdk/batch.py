@@ -755,10 +755,12 @@ def _result(
 _STANDARD_PART = "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\nHTTP/1.1 "
 #: A boundary as the service writes one (batchresponse_<uuid>, changesetresponse_<uuid>).
 _PLAIN_BOUNDARY = re.compile(r"[0-9A-Za-z_.-]+")
-#: Header lines of printable ASCII (and tabs), where str.strip and bytes.strip agree.
-_PLAIN_HEADER_BLOCK = re.compile(r"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*:[\t\x20-\x7e]*\r\n)+")
-#: One such line: its name and its value without the spaces and tabs around it.
-_PLAIN_HEADER = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:[ \t]*((?:[\t\x20-\x7e]*[\x21-\x7e])?)[ \t]*\r\n")
+#: A whole header line of printable ASCII (and tabs), where str.strip and bytes.strip agree: its
+#: name and its value without the spaces and tabs around it. A block is all such lines when it
+#: has as many matches as CRLFs (a match starts a line and ends at its CRLF).
+_PLAIN_HEADER = re.compile(
+    r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:[ \t]*((?:[\t\x20-\x7e]*[\x21-\x7e])?)[ \t]*\r\n", re.MULTILINE
+)
 
 
 def _standard_parts(data: bytes, content_type: str) -> list[str] | None:
@@ -809,9 +811,9 @@ def _standard_results(
         if header_end < 0:
             return None
         block = part[line_end + 1:header_end + 2]
-        if block and not _PLAIN_HEADER_BLOCK.fullmatch(block):
-            return None
         pairs = _PLAIN_HEADER.findall(block)
+        if len(pairs) != block.count("\r\n"):
+            return None  # a line that is no plain header: the general reader decides
         headers = dict(pairs)
         lower = dict(zip(map(str.lower, headers), headers.values()))
         if len(lower) != len(pairs):

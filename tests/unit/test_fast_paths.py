@@ -678,6 +678,8 @@ _SHAPED_ANSWERS: list[tuple[bytes, int]] = [
     (_answer([_inner(headers="ETag: 1\r\netag: 2\r\nETag: 3\r\n")]), 1),  # repeated names
     (_answer([_inner(headers="A: caf\u00e9\r\n")]), 1),
     (_answer([_inner(headers="A: 1\r\n folded\r\n")]), 1),
+    (_answer([_inner(headers="not a header: 1\r\nETag: 2\r\n")]), 1), (_answer([_inner(headers="A: x\ny\r\n")]), 1),
+    (_answer([_inner(headers="A: x\ry\r\nETag: 2\r\n")]), 1),
     (_answer([_inner("404 Not Found", "", '{"odata.error":{"code":"x","message":{"value":"0:gone"}}}')]), 1),
     (_answer([_inner("2045 Odd")]), 1), (_answer([_inner("20x Odd")]), 1),
     (_answer([_inner(), _inner()]), 1), (_answer([_inner()]), 2),
