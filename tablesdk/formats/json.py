@@ -27,7 +27,6 @@ cannot encode, raises :class:`~tablesdk.errors.TableValidationError`.
 
 from __future__ import annotations
 
-import binascii
 import json
 import operator
 import sys
@@ -46,8 +45,10 @@ from ..edm import (
     JSON_ANNOTATED_WRITERS,
     EdmType,
     EntityPayload,
+    b64decode_strict,
     format_datetime,
     from_json_value,
+    guid_from_wire,
     infer_edm_type,
     int32_from_wire,
     int64_from_wire,
@@ -83,33 +84,6 @@ def _double(value: Any, _convert: Callable[[Any], Any] = _edm_converter(EdmType.
     return value if type(value) is float else _convert(value)
 
 
-_NEW_OBJECT = object.__new__
-_SET_SLOT = object.__setattr__
-_UUID, _UUID_UNKNOWN = uuid.UUID, uuid.SafeUUID.unknown
-
-
-def _guid(value: Any) -> uuid.UUID:
-    """``uuid.UUID(value)``, for the service's 36-character form without the Python ``__init__``.
-
-    ``UUID.__init__`` drops ``urn:``, ``uuid:``, braces and hyphens, needs 32 characters
-    left and reads them with ``int(_, 16)``: for a text with none of the first three
-    (any of them makes that ``int`` fail) this is the same reading, and the same object.
-    """
-    if type(value) is str and len(value) == 36:
-        digits = value.replace("-", "")
-        if len(digits) == 32:
-            try:
-                number = int(digits, 16)
-            except ValueError:
-                pass
-            else:
-                guid = _NEW_OBJECT(_UUID)
-                _SET_SLOT(guid, "int", number)
-                _SET_SLOT(guid, "is_safe", _UUID_UNKNOWN)
-                return guid
-    return _UUID(value)
-
-
 #: JSON value -> Python value for an annotated property, by wire type name:
 #: ``from_json_value`` with the type dispatch done once, and the common cases
 #: called directly (each does exactly what ``from_json_value`` does for it).
@@ -120,15 +94,11 @@ _CONVERTERS: dict[EdmType, Callable[[Any], Any] | None] = {
     EdmType.INT64: int64_from_wire,
     EdmType.DOUBLE: _double,
     EdmType.DATETIME: parse_datetime,
-    EdmType.GUID: _guid,
+    EdmType.GUID: guid_from_wire,
     EdmType.BINARY: _edm_converter(EdmType.BINARY),
 }
-if sys.version_info >= (3, 11):  # base64.b64decode(validate=True) is exactly this call
-
-    def _binary(value: Any) -> bytes:
-        return binascii.a2b_base64(value, strict_mode=True)
-
-    _CONVERTERS[EdmType.BINARY] = _binary
+if sys.version_info >= (3, 11):  # exactly from_json_value's base64.b64decode(validate=True)
+    _CONVERTERS[EdmType.BINARY] = b64decode_strict
 #: Keyed by the wire name (a str: hashing the EdmType enum would be a Python call).
 _BY_NAME: dict[str, tuple[EdmType, Callable[[Any], Any] | None]] = {
     t.value: (t, convert) for t, convert in _CONVERTERS.items()

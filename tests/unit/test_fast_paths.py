@@ -150,6 +150,9 @@ def test_subclasses_are_checked_not_cached() -> None:
 
 # ------------------------------------------------------------------ Atom property names
 
+import math  # noqa: E402
+
+from tablesdk.edm import EdmType, from_atom_text  # noqa: E402
 from tablesdk.formats import atom as atom_module  # noqa: E402
 
 _FEED = (
@@ -174,12 +177,44 @@ def test_atom_names_cache_keeps_results_and_namespaces(monkeypatch: pytest.Monke
     assert "{urn:other}Rating" not in atom_module._NAMES
 
 
+_ATOM_TEXTS = {
+    "Edm.Int32": ["0", "-2147483648", "2147483647", " 5 ", "+7", "1_0", "2147483648", "x", "", "1" * 30],
+    "Edm.Int64": ["0", "-9223372036854775808", "9223372036854775807", " 5", "9223372036854775808", "1.0", ""],
+    "Edm.Double": ["1.5", "-0.0", "1e308", "1e999", " 2.5 ", "NaN", " NaN ", "-NaN", "nan", "INF", "-INF",
+                   "Infinity", "-Infinity", "inf", "1_0.5", "0x10", "", "abc"],
+    "Edm.Boolean": ["true", "false", "1", "0", " true", "TRUE", "False ", "yes", ""],
+    "Edm.Guid": ["c9da6455-213d-42c9-9a79-3e9149a57833", " C9DA6455-213D-42C9-9A79-3E9149A57833\n",
+                 "{c9da6455-213d-42c9-9a79-3e9149a57833}", "urn:uuid:c9da6455-213d-42c9-9a79-3e9149a57833",
+                 "c9da6455213d42c99a793e9149a57833", "c9da6455-213d-42c9-9a79-3e9149a5783g", ""],
+    "Edm.Binary": ["AAECAwQFBgcICQoLDA0ODw==", "", "QQ==", "QQ", "Q Q==", "@@@", "QQ==QQ==", "\u00e9"],
+    "Edm.DateTime": ["2024-01-02T03:04:05.1234567Z", " 2024-01-02T03:04:05Z\n", "2024-01-02T03:04:05.1Z", "nope"],
+}
+
+
+@pytest.mark.parametrize("type_name, text", [(t, x) for t, texts in _ATOM_TEXTS.items() for x in texts])
+def test_atom_converters_read_what_from_atom_text_reads(type_name: str, text: str) -> None:
+    edm_type, convert = atom_module._BY_NAME[type_name]
+    assert edm_type is EdmType(type_name) and convert is not None
+    try:
+        want = from_atom_text(text, edm_type)
+    except ValueError:
+        with pytest.raises(ValueError):
+            convert(text)
+        return
+    got = convert(text)
+    assert type(got) is type(want)
+    if isinstance(want, float) and math.isnan(want):
+        assert math.isnan(got)
+    else:
+        assert got == want and repr(got) == repr(want)
+
+
 # ------------------------------------------------------------------ JSON writing
 
 import json as _json  # noqa: E402
 import uuid as _uuid  # noqa: E402
 
-from tablesdk.edm import EdmType, EntityPayload, to_json_value  # noqa: E402
+from tablesdk.edm import EntityPayload, to_json_value  # noqa: E402
 from tablesdk.formats.json import JsonFormat  # noqa: E402
 
 
@@ -306,7 +341,8 @@ def test_the_reused_c_encoder_refuses_what_json_encoder_refuses() -> None:
 # ---------------------------------------------------------------- JSON annotations remembered per shape
 
 from tablesdk.errors import ResponseDecodeError  # noqa: E402
-from tablesdk.formats.json import _annotate, _guid  # noqa: E402
+from tablesdk.edm import guid_from_wire as _guid  # noqa: E402
+from tablesdk.formats.json import _annotate  # noqa: E402
 
 _ANNOTATED_ENTITIES = [
     {"PartitionKey": "p", "RowKey": "1", "A": "5", "A@odata.type": "Edm.Int64", "B": 3, "B@odata.type": "Edm.Int32",
