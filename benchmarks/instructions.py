@@ -1,6 +1,8 @@
 """Client CPU per entity as instruction counts (valgrind callgrind): repeatable on a loaded machine.
 
-    python benchmarks/instructions.py [--entities 2000] [--workloads scan insert bulk]
+    python benchmarks/instructions.py [--entities 2000] [--workloads scan insert bulk decode-json decode-atom lxml-reads]
+
+(the first three by default)
 
 Wall-clock and even CPU-time figures move with the load of a shared machine;
 the number of instructions the client executes does not. Each workload runs in
@@ -16,7 +18,10 @@ forms, Timestamps trimmed); ``insert`` sends 100-entity batches through
 ``execute_batch`` (the entities of benchmarks/bulk.py, built in both runs so
 that making them does not count) and parses 204 answers; ``bulk`` writes the
 same entities with ``bulk_insert`` and one worker (grouping, sizing and the
-worker thread included).
+worker thread included). ``decode-json`` and ``decode-atom`` parse the
+1,000-entity feeds of benchmarks/codec_speed.py with ``parse_entities`` (one
+warm-up parse in both runs); ``lxml-reads`` is codec_speed's floor of an Atom
+tree walk (safe parse, then each property's tag, attributes and text).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(1, str(ROOT))
 
 
-WORKLOADS = ("scan", "insert", "bulk")
+WORKLOADS = ("scan", "insert", "bulk", "decode-json", "decode-atom", "lxml-reads")
 
 
 def install_service(page: bytes, total: int) -> None:
@@ -77,7 +82,30 @@ def install_service(page: bytes, total: int) -> None:
     HTTPAdapter.send = send  # type: ignore[method-assign, assignment]
 
 
+def decode(workload: str, count: int) -> None:
+    """Parse codec_speed's 1,000-entity feed count / 1,000 times (after one warm-up parse)."""
+    import codec_speed as cs
+
+    from tablesdk.formats.atom import AtomFormat
+    from tablesdk.formats.json import JsonFormat
+
+    payloads = cs.make_payloads(1000)
+    atom, jsonf = AtomFormat(clock=lambda: cs.FIXED_CLOCK), JsonFormat()
+    if workload == "decode-json":
+        body = cs.json_feed(payloads, jsonf)
+        parse: Any = jsonf.parse_entities
+    else:
+        body = cs.atom_feed(payloads, atom)
+        parse = atom.parse_entities if workload == "decode-atom" else cs.lxml_reads
+    parse(body)
+    for _ in range(count // 1000):
+        parse(body)
+
+
 def child(workload: str, count: int, built: int) -> None:
+    if workload in ("decode-json", "decode-atom", "lxml-reads"):
+        decode(workload, count)
+        return
     from query import PARTITIONS, PER_PARTITION, entity_body
 
     from tablesdk import CloudStorageAccount
@@ -122,7 +150,7 @@ def instructions(workload: str, count: int, built: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entities", type=int, default=2000)
-    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS[:3]))
     parser.add_argument("--child", nargs=3)
     args = parser.parse_args()
     if args.child:
