@@ -35,15 +35,15 @@ from .batch import (
     prefer_value,
     supports_prefer,
 )
-from .edm import EntityPayload
+from .edm import EntityPage, EntityPayload
 from .entity import (
     AnyEntity,
     DynamicEntity,
     E,
     TableEntity,
     entity_from_payload,
-    entity_reader,
     entity_to_payload,
+    read_page,
     validate_key,
     validate_table_name,
 )
@@ -57,7 +57,7 @@ from .errors import (
     error_for_status,
 )
 from .filter import FilterLike, as_filter, prop, render_filter
-from .formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys
+from .formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
 from .http import HttpResponse
 from .query import ContinuationToken, ResultSegment, TableQuery
 from .retry import RetryPolicy
@@ -423,6 +423,22 @@ class ClientCore:
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
     ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
+        page, token = yield from self._f_query_entity_page(
+            table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
+        )
+        return page.payloads(), token
+
+    def _f_query_entity_page(
+        self,
+        table_name: str,
+        filter: str | None,
+        select: Sequence[str] | None,
+        top: int | None,
+        continuation_token: ContinuationToken | None,
+        retry_policy: RetryPolicy | None,
+        operation_context: OperationContext | None,
+        request_hook: RequestHook | None,
+    ) -> Flow[tuple[EntityPage, ContinuationToken | None]]:
         params: list[tuple[str, str]] = []
         if filter:
             params.append(("$filter", filter))
@@ -440,14 +456,14 @@ class ClientCore:
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
             pinned=continuation_token.target_location if continuation_token is not None else None,
         )
-        payloads = decoded(response, lambda body: require_keys(self._format.parse_entities(body), body))
+        page = decoded(response, lambda body: require_page_keys(self._format.parse_entity_page(body), body))
         npk = response.headers.get("x-ms-continuation-NextPartitionKey")
         nrk = response.headers.get("x-ms-continuation-NextRowKey")
         token = None
         if npk or nrk:
             token = ContinuationToken(next_partition_key=npk, next_row_key=nrk,
                                       target_location=self._answered_from(response))
-        return payloads, token
+        return page, token
 
     def _f_get_entity_payload(
         self,
@@ -485,6 +501,20 @@ class ClientCore:
         ignore_missing_table: bool,
         request_hook: RequestHook | None,
     ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
+        page, token = yield from self._f_query_page(
+            query, continuation_token, top, ignore_missing_entity, ignore_missing_table, request_hook
+        )
+        return page.payloads(), token
+
+    def _f_query_page(
+        self,
+        query: TableQuery[Any],
+        continuation_token: ContinuationToken | None,
+        top: int | None,
+        ignore_missing_entity: bool,
+        ignore_missing_table: bool,
+        request_hook: RequestHook | None,
+    ) -> Flow[tuple[EntityPage, ContinuationToken | None]]:
         keys = query.point_keys()
         if keys is not None and continuation_token is None:
             try:
@@ -494,10 +524,10 @@ class ClientCore:
             except ResourceNotFoundError as exc:
                 missing_table = exc.error_code == TableErrorCode.TABLE_NOT_FOUND
                 if ignore_missing_table if missing_table else ignore_missing_entity:
-                    return [], None
+                    return EntityPage.of([]), None
                 raise
-            return [payload], None
-        return (yield from self._f_query_entity_payloads(
+            return EntityPage.of([payload]), None
+        return (yield from self._f_query_entity_page(
             query.table, query.filter_string(), query.select_columns, top, continuation_token, None, None,
             request_hook,
         ))
@@ -505,9 +535,8 @@ class ClientCore:
     def _f_execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> Flow[ResultSegment[E]]:
-        payloads, token = yield from self._f_query_page_payloads(query, continuation_token, top, True, False, None)
-        read = entity_reader(query.entity_type)
-        return ResultSegment([read(p) for p in payloads], token)
+        page, token = yield from self._f_query_page(query, continuation_token, top, True, False, None)
+        return ResultSegment(read_page(query.entity_type, page), token)
 
     # ------------------------------------------------------------ entity operations
 

@@ -26,13 +26,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Union, overload
 
 from .batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from .edm import EntityPayload, EntityProperty
+from .edm import EdmType, EntityPage, EntityPayload, EntityProperty
 from .entity import (
     DynamicEntity,
     E,
     TableEntity,
     drop_property,
     entity_from_payload,
+    read_page,
     entity_to_payload,
     loose_properties,
     overwrite_entity,
@@ -556,10 +557,35 @@ class _TrackingContext:
     ) -> Flow[ResultSegment[E]]:
         """One page of ``query``, materialised and tracked per the merge option."""
         ignore = self.ignore_resource_not_found
-        payloads, token = yield from client._f_query_page_payloads(
+        page, token = yield from client._f_query_page(
             query, continuation_token, top, ignore, ignore, self._request_hook()
         )
-        return ResultSegment([self._materialize(query, p) for p in payloads], token)
+        return ResultSegment(self._materialize_page(query, page), token)
+
+    def _materialize_page(self, query: TableQuery[E], page: EntityPage) -> list[E]:
+        """:meth:`_materialize` of every entity of ``page``: with no ``resolve_type`` and no
+        ``reading_entity`` hooks, the entities are made a page at a time (``read_page``)."""
+        if self.resolve_type is not None or self.reading_entity:
+            return [self._materialize(query, payload) for payload in page.payloads()]
+        ignore = self.ignore_missing_properties
+        if self.merge_option is MergeOption.NO_TRACKING:
+            return read_page(query.entity_type, page, ignore_missing_properties=ignore)
+        # The page's value dicts stay as read: each is the snapshot of its entity.
+        entities = read_page(query.entity_type, page, ignore_missing_properties=ignore, keep_values=True)
+        table, projected = query.table, bool(query.select_columns)
+        by_identity, unchanged = self._by_identity, EntityStates.UNCHANGED
+        results: list[E] = []
+        for entity, values, types, etag in zip(entities, page.values, page.types, page.etags):
+            descriptor = by_identity.get((table, values.get("PartitionKey"), values.get("RowKey")))  # type: ignore[arg-type]
+            if descriptor is None:
+                descriptor = self._track(table, entity, etag, unchanged, from_service=True)
+                descriptor.snapshot = values
+                descriptor.partial = projected
+                descriptor.untyped = _untyped_names(entity, values, types)
+                results.append(entity)
+            else:  # tracked already: refreshed as _materialize does (the entity made here is not used)
+                results.append(self._materialize(query, EntityPayload(values, dict(types), etag)))
+        return results
 
     def _f_point_batch(self, client: ClientCore, query: TableQuery[E]) -> Flow[list[E]]:
         """A point query sent inside an entity group transaction."""
@@ -602,7 +628,7 @@ class _TrackingContext:
             descriptor = self._track(query.table, entity, payload.etag, EntityStates.UNCHANGED, from_service=True)
             descriptor.snapshot = payload.values
             descriptor.partial = projected
-            descriptor.untyped = _untyped_names(entity, payload)
+            descriptor.untyped = _untyped_names(entity, payload.values, payload.types)
             return entity  # type: ignore[no-any-return]
         if descriptor.state is not EntityStates.ADDED:  # an entity not yet inserted has nothing to refresh
             refresh = _REFRESH[self.merge_option]
@@ -662,7 +688,7 @@ class _TrackingContext:
 
     def _refreshed(self, descriptor: EntityDescriptor, payload: EntityPayload, projected: bool) -> None:
         tracked = descriptor.entity
-        descriptor.untyped = descriptor.untyped | _untyped_names(tracked, payload)
+        descriptor.untyped = descriptor.untyped | _untyped_names(tracked, payload.values, payload.types)
         for hook in self.reading_entity:
             hook(tracked, payload)
         if not projected:
@@ -934,14 +960,13 @@ def _applied_unreadable(error: TableServiceError) -> bool:
     return isinstance(error, ResponseDecodeError) and status is not None and 200 <= status < 300
 
 
-def _untyped_names(entity: Entity, payload: EntityPayload) -> frozenset[str]:
+def _untyped_names(entity: Entity, values: dict[str, Any], types: dict[str, EdmType]) -> frozenset[str]:
     """Properties the wire gave no type for and the entity class does not declare either."""
-    types = payload.types
-    if len(types) >= len(payload.values):  # every property typed: nothing to look for
+    if len(types) >= len(values):  # every property typed: nothing to look for
         return frozenset()
     declared = entity.__declared__ if isinstance(entity, TableEntity) else {}
     return frozenset(
-        name for name in payload.values
+        name for name in values
         if name not in types and name not in declared and name not in ("PartitionKey", "RowKey", "Timestamp")
     )
 

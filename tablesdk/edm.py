@@ -42,6 +42,7 @@ from .errors import TableValidationError
 __all__ = [
     "EdmType",
     "EntityPayload",
+    "EntityPage",
     "EntityProperty",
     "EdmDateTime",
     "Int64",
@@ -161,6 +162,42 @@ class EntityPayload:
     values: dict[str, Any]
     types: dict[str, EdmType]
     etag: str | None = None
+
+
+class EntityPage:
+    """The entities of one query response, decoded together.
+
+    Entity ``i`` is what ``EntityPayload(values[i], types[i], etags[i])`` holds.
+    A codec that decodes a page column by column shares one ``types`` dict
+    between the entities that have the same types: read those dicts, never
+    change them (:meth:`payloads` gives each payload its own copy).
+    """
+
+    __slots__ = ("values", "types", "etags", "_payloads")
+
+    def __init__(
+        self, values: list[dict[str, Any]], types: list[dict[str, EdmType]], etags: list[str | None]
+    ) -> None:
+        self.values = values
+        self.types = types
+        self.etags = etags
+        self._payloads: list[EntityPayload] | None = None
+
+    @classmethod
+    def of(cls, payloads: list[EntityPayload]) -> EntityPage:
+        """The page of these payloads (which :meth:`payloads` gives back as they are)."""
+        page = cls([p.values for p in payloads], [p.types for p in payloads], [p.etag for p in payloads])
+        page._payloads = payloads
+        return page
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def payloads(self) -> list[EntityPayload]:
+        """The page as payloads, each with its own ``types`` dict."""
+        if self._payloads is None:
+            self._payloads = list(map(EntityPayload, self.values, map(dict.copy, self.types), self.etags))
+        return self._payloads
 
 
 def infer_edm_type(value: Any, name: str = "value") -> EdmType:

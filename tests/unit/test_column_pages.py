@@ -1,0 +1,159 @@
+"""JSON query pages read column by column give what reading entity by entity gives.
+
+``JsonFormat.parse_entity_page`` groups a page's entities by shape, value kinds and
+annotations and converts each property for a whole group; ``read_page`` makes
+the entities of a page a column at a time. Both are compared here with the
+entity-by-entity paths they replace, on pages that change shape, kinds and
+annotations mid-feed, and on malformed values, which must still raise
+``ResponseDecodeError`` naming the property.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+from tablesdk import DynamicEntity, ResponseDecodeError, TableEntity
+from tablesdk.edm import EdmDateTime, EntityPage
+from tablesdk.entity import entity_from_payload, read_page
+from tablesdk.formats.json import JsonFormat
+
+
+def entity(n: int, **extra: Any) -> dict[str, Any]:
+    stamp = f"2024-01-02T03:04:{n % 60:02d}" + ("Z", ".1Z", ".94687Z", ".1234567Z", ".1234560Z")[n % 5]
+    return {
+        "odata.etag": f'W/"{n}"', "PartitionKey": "p", "RowKey": f"{n:04d}", "Timestamp": stamp,
+        "Name": f"n{n}", "Count": n, "Big": str(2**40 + n), "Big@odata.type": "Edm.Int64",
+        "Ratio": n / 7, "Ratio@odata.type": "Edm.Double", "When": stamp, "When@odata.type": "Edm.DateTime",
+        "Id": str(uuid.UUID(int=n)), "Id@odata.type": "Edm.Guid", "Blob": "AAE=", "Blob@odata.type": "Edm.Binary",
+        **extra,
+    }
+
+
+def mixed_feed() -> list[dict[str, Any]]:
+    items = [entity(n) for n in range(6)]
+    items.append({k: v for k, v in entity(6).items() if not k.startswith("Blob")})  # the shape changes mid-feed
+    items.append(entity(7, Count=None))  # null here, Int32 in the others
+    items.append(entity(8, Count=2**40))  # an Int64 among Int32s (un-annotated)
+    items.append(entity(9, Ratio="NaN"))  # another kind for an annotated Double
+    items.append(entity(10, Id="{00000000-0000-0000-0000-00000000000a}"))  # a Guid form the column reader leaves
+    items.append(entity(11, Id="ABCDEF01-2345-6789-ABCD-EF0123456789", When="2024-01-02T03:04:05+01:00"))
+    items.append(entity(12, Extra="x", **{"Extra@odata.type": "Edm.String"}))
+    items.append(entity(13))
+    return items
+
+
+def as_compared(values: dict[str, Any], types: dict[str, Any], etag: str | None) -> tuple[Any, ...]:
+    kinds = [(type(v).__name__, getattr(v, "ticks_remainder", None)) for v in values.values()]
+    return repr(values), kinds, list(types.items()), etag
+
+
+def one_by_one(items: list[dict[str, Any]], metadata: str = "minimalmetadata") -> list[tuple[Any, ...]]:
+    codec = JsonFormat(metadata)
+    out = []
+    for item in json.loads(json.dumps(items)):
+        payload = codec._payload(item, None)
+        out.append(as_compared(payload.values, payload.types, payload.etag))
+    return out
+
+
+def paged(items: list[dict[str, Any]], metadata: str = "minimalmetadata") -> list[tuple[Any, ...]]:
+    codec = JsonFormat(metadata)
+    out = []
+    for _ in range(2):  # cold, then with shapes remembered
+        page = codec.parse_entity_page(json.dumps({"value": items}).encode())
+        out = [as_compared(v, t, e) for v, t, e in zip(page.values, page.types, page.etags)]
+    return out
+
+
+@pytest.mark.parametrize("metadata", ["minimalmetadata", "fullmetadata", "nometadata"])
+def test_a_page_read_by_columns_equals_one_read_entity_by_entity(metadata: str) -> None:
+    items = mixed_feed()
+    assert paged(items, metadata) == one_by_one(items, metadata)
+
+
+def test_a_uniform_page_is_read_by_columns() -> None:
+    items = [entity(n) for n in range(20)]
+    page = JsonFormat()._read_columns(json.loads(json.dumps(items)))
+    assert page is not None and len({id(t) for t in page.types}) == 1  # one types dict for the page
+    assert paged(items) == one_by_one(items)
+    assert type(page.values[3]["Timestamp"]) is EdmDateTime and type(page.values[3]["When"]) is EdmDateTime
+    assert page.values[3]["Timestamp"].ticks_remainder == 7 and page.values[3]["Id"] == uuid.UUID(int=3)
+
+
+def test_a_page_with_an_int64_among_int32s_types_each_entity_by_its_value() -> None:
+    items = [entity(n, Count=2**40 if n == 2 else n) for n in range(4)]
+    page = JsonFormat().parse_entity_page(json.dumps({"value": items}).encode())
+    assert [str(t["Count"]) for t in page.types] == ["Edm.Int32", "Edm.Int32", "Edm.Int64", "Edm.Int32"]
+    assert paged(items) == one_by_one(items)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("Id", "00000000-0000-0000-0000-00000000000g", "property 'Id': not a valid Edm.Guid value"),
+        ("When", "2024-13-02T03:04:05.1Z", "property 'When': not a valid Edm.DateTime value"),
+        ("Big", "9223372036854775808", "property 'Big': not a valid Edm.Int64 value"),
+        ("Big", "12x", "property 'Big': not a valid Edm.Int64 value"),
+        ("Blob", "AA=E", "property 'Blob': not a valid Edm.Binary value"),
+        ("Timestamp", "2024-01-02T03:04:65Z", "property 'Timestamp': not a valid Edm.DateTime value"),
+    ],
+)
+def test_a_malformed_value_in_a_column_raises_naming_the_property(name: str, value: str, message: str) -> None:
+    codec = JsonFormat()
+    good = json.dumps({"value": [entity(n) for n in range(5)]}).encode()
+    codec.parse_entity_page(good)  # the shape is known before the bad value comes
+    items = [entity(n) for n in range(5)]
+    items[3][name] = value
+    for _ in range(2):
+        with pytest.raises(ResponseDecodeError, match=re.escape(message)):
+            codec.parse_entity_page(json.dumps({"value": items}).encode())
+        with pytest.raises(ResponseDecodeError, match=re.escape(message)):
+            codec.parse_entities(json.dumps({"value": items}).encode())
+
+
+def test_the_first_bad_entity_is_reported_whatever_the_columns() -> None:
+    items = [entity(n) for n in range(5)]
+    items[1]["When"] = "not a date"  # entity 1, a later column
+    items[3]["Big"] = "x"  # entity 3, an earlier column
+    with pytest.raises(ResponseDecodeError, match="property 'When'"):
+        JsonFormat().parse_entity_page(json.dumps({"value": items}).encode())
+
+
+class _Note(TableEntity):
+    Name: str
+    Count: int
+
+
+def _state(obj: Any) -> str:
+    if isinstance(obj, DynamicEntity):
+        return repr([(k, getattr(obj, k)) for k in ("PartitionKey", "RowKey", "Timestamp", "etag", "_values", "_types")])
+    return repr(list(vars(obj).items()))
+
+
+@pytest.mark.parametrize("entity_type", [DynamicEntity, _Note])
+@pytest.mark.parametrize("keep", [True, False])
+def test_read_page_builds_what_entity_from_payload_builds(entity_type: type, keep: bool) -> None:
+    body = json.dumps({"value": mixed_feed()}).encode()
+    want = [entity_from_payload(entity_type, p) for p in JsonFormat().parse_entities(body)]
+    page = JsonFormat().parse_entity_page(body)
+    before = repr(page.values)
+    got = read_page(entity_type, page, keep_values=keep)
+    assert [type(e) for e in got] == [type(e) for e in want]
+    assert [_state(e) for e in got] == [_state(e) for e in want]
+    if keep or entity_type is _Note:
+        assert repr(page.values) == before  # the page's values are left as read
+    if entity_type is DynamicEntity:
+        assert len({id(e._types) for e in got}) == len(got)  # each entity owns its types
+
+
+def test_a_page_of_payloads_reads_as_they_are() -> None:
+    payloads = JsonFormat().parse_entities(json.dumps({"value": mixed_feed()}).encode())
+    page = EntityPage.of(payloads)
+    assert page.payloads() is payloads
+    got = read_page(DynamicEntity, page, keep_values=True)
+    assert [_state(e) for e in got] == [_state(entity_from_payload(DynamicEntity, p)) for p in payloads]
