@@ -36,7 +36,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from itertools import compress, repeat, starmap
+from itertools import chain, compress, repeat, starmap
 from math import isfinite as _isfinite
 from operator import attrgetter, getitem, itemgetter, setitem
 from typing import Any
@@ -425,13 +425,23 @@ def _kinds_of(items: list[dict[str, Any]]) -> list[tuple[type, ...]]:
     return list(map(tuple, map(map, repeat(type), map(dict.values, items))))
 
 
+def _all_alike(items: Any, first: tuple[Any, ...], count: int) -> bool:
+    """Whether the ``count`` runs of ``items`` (an iterable of runs) are each ``first``: one flat
+    C comparison, no object per run (runs of distinct keys cannot shift and still match)."""
+    return list(items) == list(first) * count
+
+
 def _grouped(
-    items: list[dict[str, Any]], shapes: list[tuple[str, ...]], kinds: list[tuple[type, ...]]
+    items: list[dict[str, Any]],
 ) -> list[tuple[tuple[str, ...], tuple[type, ...], list[dict[str, Any]]]]:
     """``items`` grouped by their keys and the kinds of their values, in order of first appearance."""
     count = len(items)
-    if shapes.count(shapes[0]) == count and kinds.count(kinds[0]) == count:
-        return [(shapes[0], kinds[0], items)]
+    shape, kind = tuple(items[0]), tuple(map(type, items[0].values()))
+    if _all_alike(chain.from_iterable(items), shape, count) and _all_alike(
+        map(type, chain.from_iterable(map(dict.values, items))), kind, count
+    ):
+        return [(shape, kind, items)]
+    shapes, kinds = list(map(tuple, items)), _kinds_of(items)
     groups: dict[tuple[tuple[str, ...], tuple[type, ...]], list[dict[str, Any]]] = {}
     for item, key in zip(items, zip(shapes, kinds)):
         members = groups.get(key)
@@ -443,11 +453,13 @@ def _grouped(
 
 
 def _grouped_by(
-    items: list[dict[str, Any]], keys: list[tuple[Any, ...]]
+    items: list[dict[str, Any]], key_of: Callable[[dict[str, Any]], tuple[Any, ...]]
 ) -> list[tuple[tuple[Any, ...], list[dict[str, Any]]]]:
-    """``items`` grouped by ``keys`` (annotation values), in order of first appearance."""
-    if keys.count(keys[0]) == len(items):
-        return [(keys[0], items)]
+    """``items`` grouped by ``key_of`` each (annotation values), in order of first appearance."""
+    first = key_of(items[0])
+    if _all_alike(chain.from_iterable(map(key_of, items)), first, len(items)):
+        return [(first, items)]
+    keys = list(map(key_of, items))
     groups: dict[Any, list[dict[str, Any]]] = {}
     for item, key in zip(items, keys):
         try:
@@ -745,10 +757,10 @@ class JsonFormat(PayloadFormat):
         if set(map(type, items)) != {dict}:
             return None
         groups = []
-        for shape, kinds, members in _grouped(items, list(map(tuple, items)), _kinds_of(items)):
+        for shape, kinds, members in _grouped(items):
             plan = self._plan(shape)
             property_kinds = plan.property_kinds(kinds)
-            for type_names, group in _grouped_by(members, list(map(plan.annotation_values, members))):
+            for type_names, group in _grouped_by(members, plan.annotation_values):
                 work = plan.column_work(property_kinds, type_names)
                 if work is None:
                     return None
