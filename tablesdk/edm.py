@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, TypeVar
 
 from .errors import TableValidationError
 
@@ -69,6 +69,41 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_PROPERTY_BYTES = 64 * 1024
 DATETIME_MIN = datetime(1601, 1, 1, tzinfo=timezone.utc)
 DATETIME_MAX = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
+
+
+#: What a write plan or JSON template is chosen by: the property names in order, their values'
+#: classes and their remembered EDM types (None where none is remembered).
+ValueShape = tuple[tuple[str, ...], tuple[type, ...], tuple["EdmType | None", ...]]
+
+
+def value_shape(values: dict[str, Any], types: dict[str, EdmType]) -> ValueShape:
+    """The :data:`ValueShape` of ``values`` with the remembered ``types`` (three C passes)."""
+    return (tuple(values), tuple(map(type, values.values())), tuple(map(types.get, values)))
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class ShapeMemo(dict[_K, _V]):
+    """``memo[key]`` is ``make(key)``, remembered while the memo holds fewer than ``limit``.
+
+    A hit is a plain dict lookup; ``make`` runs only on a miss. The bound keeps a
+    table of ever-new shapes from growing the memo without end (those are made afresh).
+    """
+
+    __slots__ = ("_make", "_limit")
+
+    def __init__(self, make: Callable[[_K], _V], limit: int) -> None:
+        super().__init__()
+        self._make = make
+        self._limit = limit
+
+    def __missing__(self, key: _K) -> _V:
+        value = self._make(key)
+        if len(self) < self._limit:
+            self[key] = value
+        return value
 
 
 class EdmType(str, Enum):

@@ -47,10 +47,13 @@ from .edm import (
     EntityPayload,
     EntityProperty,
     Int64,
+    ShapeMemo,
+    ValueShape,
     check_text,
     check_value,
     from_json_value,
     infer_edm_type,
+    value_shape,
 )
 from .errors import TableValidationError
 from .filter import PropertyRef
@@ -568,10 +571,6 @@ class _WritePlan:
         self.datetimes = masks[EdmType.DATETIME] if any(masks[EdmType.DATETIME]) else None
 
 
-_Shape = tuple[tuple[str, ...], tuple[type, ...], tuple["EdmType | None", ...]]
-_PLANS: dict[_Shape, _WritePlan | None] = {}
-_MAX_PLANS = 1024
-_NOT_PLANNED = object()
 
 
 def _planned_type(kind: type, remembered: EdmType | None) -> EdmType | None:
@@ -589,7 +588,7 @@ def _planned_type(kind: type, remembered: EdmType | None) -> EdmType | None:
     return edm_type
 
 
-def _make_plan(shape: _Shape) -> _WritePlan | None:
+def _make_plan(shape: ValueShape) -> _WritePlan | None:
     names, kinds, remembered_types = shape
     if len(names) > MAX_CUSTOM_PROPERTIES:
         return None
@@ -613,6 +612,10 @@ def _make_plan(shape: _Shape) -> _WritePlan | None:
     return _WritePlan(types, size, masks)
 
 
+#: The write plan of each shape met (None: the general rules apply).
+_PLANS: ShapeMemo[ValueShape, _WritePlan | None] = ShapeMemo(_make_plan, 1024)
+
+
 def _plain_keys(pk: Any, rk: Any) -> bool:
     """Whether both keys are ASCII str that :func:`validate_key` accepts."""
     if type(pk) is not str or type(rk) is not str:
@@ -629,15 +632,9 @@ def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
     if not _plain_keys(pk, rk):
         return None
     bag, bag_types = entity._values, entity._types
-    shape = (tuple(bag), tuple(map(type, bag.values())), tuple(map(bag_types.get, bag)))
-    plan = _PLANS.get(shape, _NOT_PLANNED)
-    if plan is _NOT_PLANNED:
-        plan = _make_plan(shape)
-        if len(_PLANS) < _MAX_PLANS:
-            _PLANS[shape] = plan
+    plan = _PLANS[value_shape(bag, bag_types)]
     if plan is None:
         return None
-    assert isinstance(plan, _WritePlan)
     size = _planned_size(plan, bag.values())
     if size is None or size + 2 * len(pk) + 2 * len(rk) > MAX_ENTITY_BYTES:
         return None

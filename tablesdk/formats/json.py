@@ -51,6 +51,8 @@ from ..edm import (
     EdmType,
     EntityPage,
     EntityPayload,
+    ShapeMemo,
+    ValueShape,
     b64decode_strict,
     format_datetime,
     from_json_value,
@@ -60,6 +62,7 @@ from ..edm import (
     int64_from_wire,
     parse_datetime,
     to_json_value,
+    value_shape,
 )
 from ..errors import TableValidationError
 from . import PayloadFormat, decodes
@@ -855,10 +858,6 @@ _NULL_TEXT: Callable[[Any], str] = {None: "null"}.__getitem__
 _NO_TEXT: Callable[[Any], str] = "".format  # str.format ignores the arguments its text has no field for
 
 
-_Shape = tuple[tuple[str, ...], tuple[type, ...], tuple["EdmType | None", ...]]
-_TEMPLATES: dict[_Shape, _Template | None] = {}
-_MAX_TEMPLATES = 1024
-_NO_TEMPLATE = object()
 
 
 def _writer(name: str, kind: type, edm_type: EdmType | None) -> tuple[str, Callable[[Any], str]] | None:
@@ -886,7 +885,7 @@ def _writer(name: str, kind: type, edm_type: EdmType | None) -> tuple[str, Calla
     return f"{key}{value_text},{annotation}", written
 
 
-def _make_template(shape: _Shape) -> _Template | None:
+def _make_template(shape: ValueShape) -> _Template | None:
     parts: list[str] = []
     writers: list[Callable[[Any], str]] = []
     skipped = ""  # a "%s" for each Timestamp (never written) met since the last part: no text, no comma
@@ -907,19 +906,17 @@ def _make_template(shape: _Shape) -> _Template | None:
     return _Template("{" + ",".join(parts) + "}", tuple(writers), doubles if any(doubles) else None)
 
 
+#: The body template of each payload shape met (None: the general encoder writes it).
+_TEMPLATES: ShapeMemo[ValueShape, _Template | None] = ShapeMemo(_make_template, 1024)
+
+
 def _template_text(payload: EntityPayload) -> str | None:
     """:func:`_encode_text` of :func:`_body`, written through the template of the payload's shape;
     None when there is none or a value needs the general path (a NaN or infinite double)."""
     values = payload.values
-    shape = (tuple(values), tuple(map(type, values.values())), tuple(map(payload.types.get, values)))
-    template = _TEMPLATES.get(shape, _NO_TEMPLATE)
-    if template is _NO_TEMPLATE:
-        template = _make_template(shape)
-        if len(_TEMPLATES) < _MAX_TEMPLATES:
-            _TEMPLATES[shape] = template
+    template = _TEMPLATES[value_shape(values, payload.types)]
     if template is None:
         return None
-    assert isinstance(template, _Template)
     if template.doubles is not None and not all(map(_isfinite, compress(values.values(), template.doubles))):
         return None
     return template.text % tuple(map(_CALL, template.writers, values.values()))
