@@ -59,7 +59,7 @@ from .errors import (
 from .filter import FilterLike, as_filter, prop, render_filter
 from .formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
 from .http import HttpResponse
-from .query import ContinuationToken, ResultSegment, TableQuery
+from .query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .retry import RetryPolicy
 from .service import (
     AccessPolicy,
@@ -423,12 +423,12 @@ class ClientCore:
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
     ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
-        page, token = yield from self._f_query_entity_page(
+        fetched = yield from self._f_fetch_entity_page(
             table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
         )
-        return page.payloads(), token
+        return self._decode_page(fetched).payloads(), fetched.continuation_token
 
-    def _f_query_entity_page(
+    def _f_fetch_entity_page(
         self,
         table_name: str,
         filter: str | None,
@@ -438,7 +438,9 @@ class ClientCore:
         retry_policy: RetryPolicy | None,
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
-    ) -> Flow[tuple[EntityPage, ContinuationToken | None]]:
+    ) -> Flow[FetchedPage]:
+        """The HTTP stage of one Query Entities page: the answer, its body not decoded, and the
+        next page's token (from the headers, so the next request can start before decoding)."""
         params: list[tuple[str, str]] = []
         if filter:
             params.append(("$filter", filter))
@@ -456,14 +458,21 @@ class ClientCore:
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
             pinned=continuation_token.target_location if continuation_token is not None else None,
         )
-        page = decoded(response, lambda body: require_page_keys(self._format.parse_entity_page(body), body))
         npk = response.headers.get("x-ms-continuation-NextPartitionKey")
         nrk = response.headers.get("x-ms-continuation-NextRowKey")
         token = None
         if npk or nrk:
             token = ContinuationToken(next_partition_key=npk, next_row_key=nrk,
                                       target_location=self._answered_from(response))
-        return page, token
+        return FetchedPage(token, response)
+
+    def _decode_page(self, fetched: FetchedPage) -> EntityPage:
+        """The decode stage of a page: its entities read from the body (no I/O; the caller's thread)."""
+        response = fetched.response
+        if response is None:
+            assert fetched.page is not None, "a FetchedPage holds a response or a page"
+            return fetched.page
+        return decoded(response, lambda body: require_page_keys(self._format.parse_entity_page(body), body))
 
     def _f_get_entity_payload(
         self,
@@ -501,12 +510,12 @@ class ClientCore:
         ignore_missing_table: bool,
         request_hook: RequestHook | None,
     ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
-        page, token = yield from self._f_query_page(
+        fetched = yield from self._f_fetch_page(
             query, continuation_token, top, ignore_missing_entity, ignore_missing_table, request_hook
         )
-        return page.payloads(), token
+        return self._decode_page(fetched).payloads(), fetched.continuation_token
 
-    def _f_query_page(
+    def _f_fetch_page(
         self,
         query: TableQuery[Any],
         continuation_token: ContinuationToken | None,
@@ -514,7 +523,12 @@ class ClientCore:
         ignore_missing_entity: bool,
         ignore_missing_table: bool,
         request_hook: RequestHook | None,
-    ) -> Flow[tuple[EntityPage, ContinuationToken | None]]:
+    ) -> Flow[FetchedPage]:
+        """The HTTP stage of one page of ``query`` (see :meth:`_f_fetch_entity_page`).
+
+        A point query is one request with no continuation: its entity is read
+        here and the page comes back already decoded.
+        """
         keys = query.point_keys()
         if keys is not None and continuation_token is None:
             try:
@@ -524,10 +538,10 @@ class ClientCore:
             except ResourceNotFoundError as exc:
                 missing_table = exc.error_code == TableErrorCode.TABLE_NOT_FOUND
                 if ignore_missing_table if missing_table else ignore_missing_entity:
-                    return EntityPage.of([]), None
+                    return FetchedPage(None, page=EntityPage.of([]))
                 raise
-            return EntityPage.of([payload]), None
-        return (yield from self._f_query_entity_page(
+            return FetchedPage(None, page=EntityPage.of([payload]))
+        return (yield from self._f_fetch_entity_page(
             query.table, query.filter_string(), query.select_columns, top, continuation_token, None, None,
             request_hook,
         ))
@@ -535,8 +549,12 @@ class ClientCore:
     def _f_execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> Flow[ResultSegment[E]]:
-        page, token = yield from self._f_query_page(query, continuation_token, top, True, False, None)
-        return ResultSegment(read_page(query.entity_type, page), token)
+        fetched = yield from self._f_fetch_page(query, continuation_token, top, True, False, None)
+        return self._decode_segment(query, fetched)
+
+    def _decode_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
+        """The decode stage of a client query's page: untracked entities of the query's class."""
+        return ResultSegment(read_page(query.entity_type, self._decode_page(fetched)), fetched.continuation_token)
 
     # ------------------------------------------------------------ entity operations
 

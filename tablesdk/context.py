@@ -43,7 +43,7 @@ from .entity import (
 )
 from .errors import BatchError, DataServiceRequestError, ResourceNotFoundError, ResponseDecodeError, TableServiceError
 from .filter import prop
-from .query import ContinuationToken, ResultSegment, TableQuery
+from .query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .retry import NoRetry, RetryPolicy
 from .transport import OperationContext
 
@@ -556,11 +556,19 @@ class _TrackingContext:
         self, client: ClientCore, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> Flow[ResultSegment[E]]:
         """One page of ``query``, materialised and tracked per the merge option."""
+        fetched = yield from self._f_fetch_segment(client, query, continuation_token, top)
+        return self._decode_segment(client, query, fetched)
+
+    def _f_fetch_segment(
+        self, client: ClientCore, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> Flow[FetchedPage]:
+        """The HTTP stage of one page: touches no tracked state (it may run on another thread)."""
         ignore = self.ignore_resource_not_found
-        page, token = yield from client._f_query_page(
-            query, continuation_token, top, ignore, ignore, self._request_hook()
-        )
-        return ResultSegment(self._materialize_page(query, page), token)
+        return (yield from client._f_fetch_page(query, continuation_token, top, ignore, ignore, self._request_hook()))
+
+    def _decode_segment(self, client: ClientCore, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
+        """The decode stage of one page: its entities materialised and tracked per the merge option."""
+        return ResultSegment(self._materialize_page(query, client._decode_page(fetched)), fetched.continuation_token)
 
     def _materialize_page(self, query: TableQuery[E], page: EntityPage) -> list[E]:
         """:meth:`_materialize` of every entity of ``page``: with no ``resolve_type`` and no

@@ -40,15 +40,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, Protocol, TypeVar
 
-from .edm import EdmDateTime
+from .edm import EdmDateTime, EntityPage
 from .entity import DynamicEntity, E, validate_table_name
 from .errors import ContinuationCycleError, TableValidationError, require_positive_int
 from .filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
-from .http import workers_within_pool
+from .http import HttpResponse, workers_within_pool
 
 __all__ = [
     "ContinuationToken",
     "ResultSegment",
+    "FetchedPage",
     "QuerySource",
     "TableQuery",
     "EmptyResultError",
@@ -178,6 +179,23 @@ class ResultSegment(Generic[T]):
     def has_more(self) -> bool:
         """Whether the service said more results may follow."""
         return self.continuation_token is not None
+
+
+@dataclass(frozen=True)
+class FetchedPage:
+    """One page of a query as it arrived, before its entities are read.
+
+    A source's HTTP stage (sending the request, with retries) gives this to
+    its decode stage (reading the entities, tracking them): the next page's
+    ``continuation_token`` comes from the response headers, so the request of
+    the next page can be sent while this one is decoded. ``response`` holds
+    the undecoded body; a page read whole in its one request (a point query)
+    is in ``page`` instead, with ``response`` None.
+    """
+
+    continuation_token: ContinuationToken | None
+    response: HttpResponse | None = None
+    page: EntityPage | None = None
 
 
 class QuerySource(Protocol[E]):
