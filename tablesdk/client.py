@@ -41,7 +41,7 @@ from .bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from .edm import EntityPayload
 from .entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
 from .filter import FilterLike
-from .query import ContinuationToken, ResultSegment, TableQuery
+from .query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .retry import ExponentialRetry, RetryPolicy
 from .http import DEFAULT_MAX_RESPONSE_BYTES, Sender
 from .service import AccessPolicy, ServiceProperties, ServiceStats
@@ -446,6 +446,17 @@ class CloudTableClient(ClientCore):
         A point query for a missing entity is an empty page; a missing table raises.
         """
         return self._run(self._f_execute_query_segment(query, continuation_token, top))
+
+    def fetch_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> FetchedPage:
+        """The HTTP stage of :meth:`execute_query_segment`: the page's answer, not decoded, and the next
+        page's token (:class:`~tablesdk.query.PagedQuerySource`; safe on any thread)."""
+        return self._run(self._f_fetch_page(query, continuation_token, top, True, False, None))
+
+    def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
+        """The decode stage of :meth:`execute_query_segment`: the entities of ``fetched``."""
+        return self._decode_segment(query, fetched)
 
     # ------------------------------------------------------------ entity operations
 

@@ -852,6 +852,22 @@ class TableServiceContext(_TrackingContext):
         with self._exclusive("a query"):
             return self.client._run(self._f_query_segment(self.client, query, continuation_token, top))
 
+    def fetch_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> FetchedPage:
+        """The HTTP stage of :meth:`execute_query_segment` (:class:`~tablesdk.query.PagedQuerySource`).
+
+        It reads no tracked state, so iteration runs it on another thread for
+        the next page while this one is decoded: the ``sending_request`` hooks
+        of that request run there.
+        """
+        return self.client._run(self._f_fetch_segment(self.client, query, continuation_token, top))
+
+    def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
+        """The decode stage: ``fetched``'s entities materialised and tracked, one thread at a time."""
+        with self._exclusive("a query"):
+            return self._decode_segment(self.client, query, fetched)
+
     def execute_batch(self, query: TableQuery[E]) -> list[E]:
         """Run a point query inside an entity group transaction (the Azure Storage team's workaround
         for keys the URL path cannot carry). The query's filter must be exactly

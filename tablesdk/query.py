@@ -18,7 +18,9 @@ return fewer, or none, with a continuation token at any time):
 * Without ``take``, ``$top`` is the page size when one is set, otherwise it is
   left out and the service's default (1000) applies.
 * Iteration follows continuation tokens, including tokens that come with an
-  empty page, and keeps only the current page in memory.
+  empty page, and keeps only the current page in memory (and, while it is
+  used, the next page's undecoded answer: the next request goes out as soon
+  as a page's token has arrived; see :meth:`TableQuery.read_ahead`).
 
 The module also holds the white paper's key helpers (section "Tips and
 Tricks"): :func:`reverse_ticks` / :func:`datetime_from_reverse_ticks` for
@@ -35,10 +37,11 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .edm import EdmDateTime, EntityPage
 from .entity import DynamicEntity, E, validate_table_name
@@ -51,6 +54,7 @@ __all__ = [
     "ResultSegment",
     "FetchedPage",
     "QuerySource",
+    "PagedQuerySource",
     "TableQuery",
     "EmptyResultError",
     "MAX_PAGE_SIZE",
@@ -203,7 +207,9 @@ class QuerySource(Protocol[E]):
 
     A source whose ``supports_parallel_queries`` attribute is True may run
     pages of several queries at once on different threads
-    (:meth:`TableQuery.iter_parallel` requires it).
+    (:meth:`TableQuery.iter_parallel` requires it). A source that also splits
+    a page into its request and its decoding (:class:`PagedQuerySource`) is
+    iterated with the next page read ahead.
     """
 
     def execute_query_segment(
@@ -211,6 +217,70 @@ class QuerySource(Protocol[E]):
     ) -> ResultSegment[E]:
         """Send one request for ``query`` starting at ``continuation_token`` with ``$top=top``."""
         ...
+
+
+@runtime_checkable
+class PagedQuerySource(QuerySource[E], Protocol[E]):
+    """A :class:`QuerySource` that runs a page in two stages, so that iteration can read ahead.
+
+    :meth:`fetch_query_segment` is the HTTP stage: it sends the request (with
+    retries) and returns the answer undecoded, with the next page's token from
+    its headers. It touches nothing but the transport, and may be called on
+    another thread while the iterating thread decodes the page before.
+    :meth:`decode_query_segment` reads (and, in a context, tracks) the
+    entities, on the iterating thread. ``execute_query_segment`` is the
+    decode of the fetch. ``CloudTableClient`` and ``TableServiceContext``
+    implement it; a source with only ``execute_query_segment`` is iterated one
+    request at a time.
+    """
+
+    def fetch_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> FetchedPage:
+        """Send one request for ``query`` starting at ``continuation_token`` with ``$top=top``; do not decode."""
+        ...
+
+    def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
+        """The page of entities in ``fetched``, with its continuation token."""
+        ...
+
+
+class _PageAhead:
+    """The request of the next page, sent on a thread of its own while the iterating thread
+    decodes and hands out the page before it.
+
+    A thread per page: starting one costs far less than the page's round trip,
+    and the client's executor is not used, because ``begin_execute`` iterates
+    queries on it (a read-ahead queued behind a full pool would wait for the
+    iteration that waits for it). When iteration stops early nobody calls
+    :meth:`result`: the thread ends with its request, and its page or error
+    is dropped.
+    """
+
+    __slots__ = ("top", "_thread", "_fetched", "_error")
+
+    def __init__(self, top: int | None, fetch: Callable[[], FetchedPage]) -> None:
+        self.top = top
+        self._fetched: FetchedPage | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fetch,), name="tablesdk-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self, fetch: Callable[[], FetchedPage]) -> None:
+        try:
+            self._fetched = fetch()
+        except BaseException as exc:  # noqa: BLE001 - raised by result(), where serial paging raises it
+            self._error = exc
+
+    def result(self) -> FetchedPage:
+        """The page, once its request is done; raises what the request raised."""
+        self._thread.join()
+        fetched, error = self._fetched, self._error
+        self._fetched = self._error = None  # the caller holds the page (or the error) from here on
+        if error is not None:
+            raise error
+        assert fetched is not None
+        return fetched
 
 
 # ---------------------------------------------------------------- the query
@@ -222,6 +292,12 @@ def _check_take(n: Any) -> int:
     if n < 1:
         raise TableValidationError("take", "take(n) needs n >= 1", f"got {n}")
     return n
+
+
+def _check_read_ahead(enabled: Any) -> bool:
+    if not isinstance(enabled, bool):
+        raise TypeError(f"read_ahead(enabled) needs a bool, not {type(enabled).__name__}")
+    return enabled
 
 
 def _check_page_size(m: Any) -> int:
@@ -260,7 +336,7 @@ class TableQuery(Generic[E]):
     :meth:`first_or_default` is called.
     """
 
-    __slots__ = ("_source", "_table", "_entity_type", "_filter", "_take", "_select", "_page_size")
+    __slots__ = ("_source", "_table", "_entity_type", "_filter", "_take", "_select", "_page_size", "_read_ahead")
 
     def __init__(
         self,
@@ -272,6 +348,7 @@ class TableQuery(Generic[E]):
         take: int | None = None,
         select: tuple[str, ...] | list[str] | None = None,
         page_size: int | None = None,
+        read_ahead: bool = True,
     ) -> None:
         validate_table_name(table)
         self._source: QuerySource[E] = source
@@ -281,6 +358,7 @@ class TableQuery(Generic[E]):
         self._take = None if take is None else _check_take(take)
         self._select = _check_select(select)
         self._page_size = None if page_size is None else _check_page_size(page_size)
+        self._read_ahead = _check_read_ahead(read_ahead)
 
     def _replace(self, **changes: Any) -> TableQuery[E]:
         values: dict[str, Any] = {
@@ -288,6 +366,7 @@ class TableQuery(Generic[E]):
             "take": self._take,
             "select": self._select,
             "page_size": self._page_size,
+            "read_ahead": self._read_ahead,
         }
         values.update(changes)
         return TableQuery(self._source, self._table, self._entity_type, **values)
@@ -329,6 +408,11 @@ class TableQuery(Generic[E]):
         """The page size set by :meth:`page_size`, or None."""
         return self._page_size
 
+    @property
+    def reads_ahead(self) -> bool:
+        """Whether iteration reads the next page ahead (see :meth:`read_ahead`)."""
+        return self._read_ahead
+
     # -- builders
 
     def where(self, expr: FilterLike | bool) -> TableQuery[E]:
@@ -362,6 +446,31 @@ class TableQuery(Generic[E]):
     def page_size(self, m: int) -> TableQuery[E]:
         """A new query asking for pages of at most ``m`` (1..1000) entities."""
         return self._replace(page_size=_check_page_size(m))
+
+    def read_ahead(self, enabled: bool) -> TableQuery[E]:
+        """A new query whose iteration reads the next page ahead (True, the default) or does not.
+
+        The next page's continuation token comes in the headers of this page's
+        response, so while this page is decoded and handed out, the request of
+        the next one is already on its way, on a thread of its own: a scan takes
+        about the longer of the client's time and the service's (or network's)
+        per page instead of their sum. At most one page is read ahead (memory
+        stays flat), and with ``take(n)`` only when the page in hand cannot
+        hold the rest (a page read ahead counts the page before it as full, so
+        no request asks for more than ``take`` still wants). An error of the
+        page read ahead is raised where iteration reaches that page, as it
+        would be without reading ahead.
+
+        The price: when iteration stops early (``break``, ``take`` satisfied
+        by short pages, an exception in the loop), one request may have been
+        sent whose page is never used (a billed transaction), and that
+        request's hooks (a context's ``sending_request``) and transport
+        records run on the other thread. :meth:`execute_segmented` is always
+        exactly one request; a source that cannot split a page (a
+        :class:`QuerySource` with only ``execute_query_segment``) is iterated
+        one request at a time either way.
+        """
+        return self._replace(read_ahead=_check_read_ahead(enabled))
 
     # -- what is sent
 
@@ -406,12 +515,17 @@ class TableQuery(Generic[E]):
         return self._source.execute_query_segment(self, continuation_token, self.request_top(self._take))
 
     def __iter__(self) -> Iterator[E]:
-        """Yield every matching entity, fetching a page only when the previous one is used up.
+        """Yield every matching entity, requesting each page when the one before has arrived.
 
         Follows continuation tokens (also those of empty pages) and stops after
-        ``take`` entities without asking for another page. Only the current page
-        is held in memory.
+        ``take`` entities without asking for another page. The request of the
+        next page goes out while this page is decoded and handed out (see
+        :meth:`read_ahead`; one page at most); only this page's entities and
+        the next page's undecoded answer are held in memory.
         """
+        source = self._source
+        if self._read_ahead and isinstance(source, PagedQuerySource):
+            return self._iterate_ahead(source)
         return self._iterate()
 
     def _iterate(self) -> Iterator[E]:
@@ -438,6 +552,56 @@ class TableQuery(Generic[E]):
             if token is None:
                 return
             _check_cycle(token, seen)
+
+    def _iterate_ahead(self, source: PagedQuerySource[E]) -> Iterator[E]:
+        """:meth:`_iterate` with the next page's request in flight while this page is decoded and used."""
+        remaining = self._take
+        seen: set[ContinuationToken] = set()
+        top = self.request_top(remaining)
+        fetched: FetchedPage | None = source.fetch_query_segment(self, None, top)
+        while fetched is not None:
+            token = fetched.continuation_token
+            ahead = self._ahead(source, token, top, remaining, seen)
+            page: list[E] | None = source.decode_query_segment(self, fetched).results
+            fetched = None  # the undecoded answer is no longer needed
+            assert page is not None
+            if remaining is None:
+                yield from page  # the list's own iterator hands out the entities, not this frame
+            else:
+                for entity in page:
+                    yield entity
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+            page = None  # release this page before waiting for the next
+            if token is None:
+                return
+            _check_cycle(token, seen)
+            if ahead is None:
+                top = self.request_top(remaining)
+                fetched = source.fetch_query_segment(self, token, top)
+            else:
+                top, fetched = ahead.top, ahead.result()
+
+    def _ahead(
+        self,
+        source: PagedQuerySource[E],
+        token: ContinuationToken | None,
+        top: int | None,
+        remaining: int | None,
+        seen: set[ContinuationToken],
+    ) -> _PageAhead | None:
+        """The next page's request, started now, when more entities are wanted than the page that
+        just arrived (asked for with ``$top=top``) can hold; else None."""
+        if token is None or token in seen:
+            return None  # the last page; or a cycle, raised when iteration gets there
+        if remaining is None:
+            ahead_top = self._page_size
+        elif top is not None and remaining > top:
+            ahead_top = self.request_top(remaining - top)
+        else:
+            return None
+        return _PageAhead(ahead_top, partial(source.fetch_query_segment, self, token, ahead_top))
 
     # -- parallel scans over PartitionKey ranges
 
@@ -576,6 +740,8 @@ class TableQuery(Generic[E]):
             parts.append(f"select={list(self._select)}")
         if self._page_size is not None:
             parts.append(f"page_size={self._page_size}")
+        if not self._read_ahead:
+            parts.append("read_ahead=False")
         return f"TableQuery({', '.join(parts)})"
 
 

@@ -32,7 +32,8 @@ CONN = (
 )
 
 # Operations that only make sense with threads, or that differ by design (documented in docs/async.md).
-SYNC_ONLY = {"executor", "close", "supports_parallel_queries"}
+#: The two stages of a page (fetch_/decode_query_segment) serve the sync iteration's read-ahead only.
+SYNC_ONLY = {"executor", "close", "supports_parallel_queries", "fetch_query_segment", "decode_query_segment"}
 
 
 class MemorySender:
