@@ -149,6 +149,7 @@ def main() -> int:
 
     bulk_runs = [(Series("bulk_insert, 1 worker"), bulk(1)), (Series(f"bulk_insert, {args.workers} workers"), bulk(args.workers))]
     scan_runs = [(Series("one scan"), lambda: sum(1 for _ in query)),
+                 (Series("one scan, read_ahead(False)"), lambda: sum(1 for _ in query.read_ahead(False))),
                  (Series(f"iter_parallel({args.workers}), boundaries by probing"),
                   lambda: sum(1 for _ in query.iter_parallel(args.workers))),
                  (Series(f"iter_parallel({args.workers}), boundaries given ({len(given) + 1} equal ranges)"),

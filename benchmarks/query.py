@@ -20,7 +20,9 @@ With ``--latency S`` every request goes through a proxy (its own process) that
 holds it S seconds, like a network round trip, and the contenders are one scan
 against ``TableQuery.iter_parallel(workers)`` over PartitionKey ranges (found by
 probing, and given: 25 ranges of equal size); the relay's own CPU time is
-printed too. ``--partitions N`` sets the table's size (N x 100 entities; 100 by
+printed too. Iteration reads the next page ahead (``TableQuery.read_ahead``,
+on by default); one contender of each kind runs with ``read_ahead(False)``,
+one request at a time, which is what the client's CPU alone allows. ``--partitions N`` sets the table's size (N x 100 entities; 100 by
 default, 1,000 for the 100,000 entities a parallel scan is more often used for).
 """
 
@@ -123,6 +125,8 @@ def local_runs(client: CloudTableClient, endpoint: str, conn: str, table: str) -
         (Series("azure-data-tables 12.7 list_entities"),
          lambda: sum(1 for _ in azure_table.list_entities(results_per_page=1000))),
         (Series("tablesdk client.create_query (untracked)"), lambda: sum(1 for _ in client.create_query(table))),
+        (Series("tablesdk client.create_query, read_ahead(False)"),
+         lambda: sum(1 for _ in client.create_query(table).read_ahead(False))),
         (Series("tablesdk context, NO_TRACKING"), lambda: sum(1 for _ in untracked.create_query(table))),
         (Series("tablesdk context, tracked (APPEND_ONLY)"),
          lambda: sum(1 for _ in client.get_table_service_context().create_query(table))),
@@ -134,6 +138,7 @@ def latency_runs(client: CloudTableClient, table: str, workers: int, partitions:
     given = known_boundaries(partitions)
     return [
         (Series("tablesdk one scan"), lambda: sum(1 for _ in query)),
+        (Series("tablesdk one scan, read_ahead(False)"), lambda: sum(1 for _ in query.read_ahead(False))),
         (Series(f"tablesdk iter_parallel({workers}) (boundaries found by probing)"),
          lambda: sum(1 for _ in query.iter_parallel(workers))),
         (Series(f"tablesdk iter_parallel({workers}) (boundaries given: {len(given) + 1} equal ranges)"),
