@@ -727,6 +727,14 @@ _SHAPED_ANSWERS: list[tuple[bytes, int]] = [
     (_answer([_inner()]).replace(b"\r\n", b"\n"), 1),
     (_answer([_inner()], inner='"quoted"'), 1),
     (b"preamble\r\n" + _answer([_inner()]), 1),
+    (_answer([_inner(headers="A: x\nB: y\r\n")]), 1),  # a bare LF inside the block: two lines to the general reader
+    (_answer([_inner(headers="ETag: 1\r\netag: 2\r\n"), _inner(headers="ETag: 3\r\netag: 4\r\n")]), 2),
+    (_answer([_inner(headers="A: 1\r\nA: 2\r\n"), _inner(headers="A: 3\r\n")]), 2),
+    (_answer([_inner(headers="ETag: 1\r\n"), _inner(headers="etag: 2\r\n")]), 2),
+    (_answer([_inner(headers=f"Content-ID: {n}\r\n") for n in (1, 2)] + [_inner(headers="ETag: 3\r\n")]), 3),
+    (_answer([_inner("201 Created", "ETag: 1\r\n", _ENTITY), _inner("204 No Content", "ETag: 2\r\n")]), 2),
+    (_answer([_inner("200 OK", "ETag: 1\r\n", " \r\n"), _inner("299 Odd\r", "ETag: 2\r\n")]), 2),
+    (_answer([_inner(headers=f"Content-ID: {n}\r\nETag: W/\"{n}\"\r\n") for n in range(1, 101)]), 100),
 ]
 for _name in ("batch_azurite_100_mixed_response.http", "batch_azurite_insert_201_response.http",
               "batch_azurite_409_response.http", "batch_azurite_101_response.http"):
@@ -761,3 +769,89 @@ def test_the_service_shape_is_read_in_one_pass() -> None:
     data = (_WIRE / "batch_azurite_100_mixed_response.http").read_bytes().partition(b"\r\n\r\n")[2]
     content_type = (_WIRE / "batch_azurite_100_mixed_response.http").read_bytes().split(b"\r\n", 1)[0].decode()
     assert _standard_results(data, content_type.split(": ", 1)[1], 100, JsonFormat()) is not None
+
+
+# ------------------------------------------------------------------ batches of inserts
+
+import itertools  # noqa: E402
+
+import tablesdk.batch as batch_module  # noqa: E402
+from tablesdk.batch import _general_batch_request, build_batch_request  # noqa: E402
+from tablesdk.formats.atom import AtomFormat  # noqa: E402
+
+from support import FakeFormat  # noqa: E402
+
+_K = BatchOperationKind
+_BASE = "https://acct.table.core.windows.net/"
+
+
+def _insert(rk: object, pk: object = "p", table: object = "Blogs", text: str = "", **options: Any) -> BatchOperation:
+    payload = EntityPayload({"PartitionKey": pk, "RowKey": rk, "Text": text or f"t{rk}", "N": 5},
+                            {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING, "Text": EdmType.STRING,
+                             "N": EdmType.INT32})
+    return BatchOperation(_K.INSERT, table, pk, rk, payload, None, **options)  # type: ignore[arg-type]
+
+
+def _with(op: BatchOperation, **changes: Any) -> BatchOperation:
+    return BatchOperation(**{**op.__dict__, **changes})
+
+
+def _inserts(count: int, **options: Any) -> list[BatchOperation]:
+    return [_insert(f"r{n:03d}", **options) for n in range(count)]
+
+
+def _odd_insert_batches() -> list[list[BatchOperation]]:
+    base = _inserts(3)
+    bad_value = EntityPayload({"PartitionKey": "p", "RowKey": "r1", "X": 5}, {"X": EdmType.STRING})
+    return [
+        _inserts(1), _inserts(100), _inserts(101), [], _inserts(3, echo_content=True),
+        [base[0], _with(base[1], echo_content=True), base[2]], [_with(op, echo_content=1) for op in base],
+        [base[0], _with(base[1], echo_content=0), base[2]],
+        [base[0], _with(base[1], partition_key="q"), base[2]], [base[0], _with(base[1], table="Other"), base[2]],
+        [base[0], _with(base[1], row_key="r000"), base[2]], [base[0], _with(base[1], payload=None), base[2]],
+        [base[0], _with(base[1], payload=base[2].payload), base[2]],
+        [base[0], _with(base[1], payload=EntityPayload({"Text": "no keys"}, {})), base[2]],
+        [base[0], _with(base[1], kind=_K.DELETE, etag="*"), base[2]], [_with(base[0], kind=_K.INSERT_OR_MERGE)],
+        [base[0], _with(base[1], row_key=["unhashable"]), base[2]],  # type: ignore[list-item]
+        [base[0], _with(base[1], body=b'{"given":1}'), base[2]], [_with(op, body=b"") for op in base],
+        [base[0], _with(base[1], body="text"), base[2]],  # type: ignore[arg-type]
+        [base[0], _with(base[1], body=bytearray(b"{}")), base[2]],
+        [base[0], _with(base[1], payload=bad_value), base[2]],
+        [_insert(5, pk=5)], [_insert("r", pk=type("Sub", (str,), {})("p"))],
+        [_insert("r", table="t b/\u00e9")], [_insert("r", table="t\ud800")],
+        [_insert(f"r{n}", text="z" * 1_000_000) for n in range(5)],
+        [_with(_insert(f"r{n}"), payload=EntityPayload({"PartitionKey": "p", "RowKey": f"r{n}", "T": "z" * 1_100_000},
+                                                       {"T": EdmType.STRING})) for n in range(5)],
+        [_with(_insert(f"r{n}"), body=b"z" * 1_100_000) for n in range(4)],
+        [_insert("r", text="--batch_00000000-0000-4000-8000-000000000000")],
+    ]
+
+
+def _built(build: Any, ops: list[BatchOperation], fmt: Any, api_version: str) -> object:
+    ids = itertools.chain(["00000000-0000-4000-8000-000000000000"], (f"{n:036d}" for n in itertools.count(1)))
+    original = batch_module._new_boundary_id
+    batch_module._new_boundary_id = lambda: next(ids)
+    try:
+        return build(_BASE, ops, fmt, api_version=api_version)
+    except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+        return (type(exc), str(exc))
+    finally:
+        batch_module._new_boundary_id = original
+
+
+@pytest.mark.parametrize("fmt", [JsonFormat(), AtomFormat(clock=lambda: "2024-01-02T03:04:05Z"), FakeFormat()],
+                         ids=["json", "atom", "fake"])
+@pytest.mark.parametrize("api_version", ["2019-02-02", "2011-08-18"])
+@pytest.mark.parametrize("ops", _odd_insert_batches(), ids=lambda ops: str(len(ops)))
+def test_insert_batches_are_written_as_the_general_writer_writes_them(
+    ops: list[BatchOperation], fmt: Any, api_version: str
+) -> None:
+    general = _built(lambda *a, api_version: _general_batch_request(*a, api_version), ops, fmt, api_version)
+    assert _built(build_batch_request, ops, fmt, api_version) == general
+
+
+def test_a_batch_of_inserts_takes_the_insert_writer() -> None:
+    ops = _inserts(100)
+    assert batch_module._insert_batch_request(_BASE, ops, JsonFormat(), "2019-02-02") is not None
+    assert batch_module._insert_batch_request(_BASE, [_with(op, body=b"{}") for op in ops], JsonFormat(),
+                                              "2019-02-02") is not None
