@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import repeat
-from operator import attrgetter, itemgetter, methodcaller
+from operator import attrgetter, getitem, itemgetter
 from urllib.parse import quote
 
 from .edm import EntityPayload
@@ -869,14 +869,6 @@ def _result(
 
 #: A boundary as the service writes one (batchresponse_<uuid>, changesetresponse_<uuid>).
 _PLAIN_BOUNDARY = re.compile(r"[0-9A-Za-z_.-]+")
-#: A whole header line of printable ASCII (and tabs), where str.strip and bytes.strip agree: its
-#: name and its value without the spaces and tabs around it. A block is all such lines when it
-#: has as many matches as CRLFs (a match starts a line and ends at its CRLF).
-_PLAIN_HEADER = re.compile(
-    r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*:[ \t]*((?:[\t\x20-\x7e]*[\x21-\x7e])?)[ \t]*\r\n", re.MULTILINE
-)
-
-
 def _standard_parts(data: bytes, content_type: str) -> list[str] | None:
     """The parts of the one change set of a batch answer in the service's shape, or None."""
     boundary = _boundary_param(content_type)
@@ -911,36 +903,146 @@ def _standard_results(
     parts = _standard_parts(data, content_type)
     if parts is None or len(parts) != count:
         return None
-    matches = list(map(_STANDARD_HTTP.match, parts))
-    if None in matches:
+    split = _split_parts(parts, count)
+    if split is None:
         return None
-    codes, blocks, rests = zip(*map(_STATUS_HEADERS_BODY, matches))
-    pairs = list(map(_PLAIN_HEADER.findall, blocks))
+    codes, blocks, rests = split
+    columns = _header_columns(blocks, count)
+    if columns is not None:  # every part has the same header names in the same order
+        names, values = columns
+        lower = tuple(map(str.lower, names))
+        if len(set(lower)) == len(lower):
+            etags: Sequence[str | None] = values[lower.index("etag")] if "etag" in lower else [None] * count
+            ids: Sequence[str | None] = values[lower.index("content-id")] if "content-id" in lower else [None] * count
+            headers = list(map(dict, map(zip, repeat(names), zip(*values))))
+            return _successes(count, codes, headers, etags, ids, rests, fmt)
+    pairs = _header_pairs(blocks)
+    if pairs is None:
+        return None  # a line that is no plain header: the general reader decides
     headers = list(map(dict, pairs))
-    names = list(map(tuple, headers))
-    lower = tuple(map(str.lower, names[0]))
-    if names.count(names[0]) != count or len(set(lower)) != len(lower) or [*map(len, pairs)].count(len(lower)) != count:
+    part_names = list(map(tuple, headers))
+    lower = tuple(map(str.lower, part_names[0]))
+    if (
+        part_names.count(part_names[0]) != count
+        or len(set(lower)) != len(lower)
+        or [*map(len, pairs)].count(len(lower)) != count
+    ):
         return _results_by_part(pairs, codes, rests, fmt)  # names that differ or repeat: part by part
     etags = _column(pairs, lower, "etag", count)
     content_ids = _column(pairs, lower, "content-id", count)
+    return _successes(count, codes, headers, etags, content_ids, rests, fmt)
+
+
+def _successes(
+    count: int, codes: list[str], headers: list[dict[str, str]], etags: Sequence[str | None],
+    content_ids: Sequence[str | None], rests: list[str], fmt: PayloadFormat,
+) -> list[BatchOperationResult] | None:
+    """The results of the parts read by :func:`_standard_results`, or None when their Content-IDs
+    do not put them in operation order."""
     # Answers carry no Content-ID (Azurite) or 1..count in order: either way in operation order.
-    if any(content_ids) and content_ids != _content_id_texts(count):
+    if any(content_ids) and list(content_ids) != _content_id_texts(count):
         return None
-    statuses = list(map(int, codes))
+    statuses = list(map(int, codes))  # int() reads "204 " as 204
     if not "".join(rests).strip(" \t\r\n"):  # no bodies (return-no-content): no payload to read
         return list(map(BatchOperationResult, range(count), statuses, etags, repeat(None), headers))
     bodies = [rest.strip(" \t\r\n").encode("ascii") for rest in rests]
     return list(map(_result, range(count), statuses, headers, etags, bodies, repeat(fmt)))
 
 
-#: The status line, header block and the rest of a part in the service's shape: each header
-#: line a name, a colon and printable ASCII (what _PLAIN_HEADER reads), then the blank line.
-_STANDARD_HTTP = re.compile(
-    r"Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
-    r"HTTP/1\.1 (2[0-9][0-9]) [^\n]*\r\n((?:[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*:[\t\x20-\x7e]*\r\n)*)\r\n(.*)",
-    re.DOTALL,
-)
-_STATUS_HEADERS_BODY = methodcaller("group", 1, 2, 3)
+def _header_columns(blocks: list[str], count: int) -> tuple[tuple[str, ...], list[list[str]]] | None:
+    """The header names and, for each, its value in every block, when every block has the same
+    lines up to their values (``Name:`` and the spaces after it), all plain; else None.
+
+    The service writes the same headers in the same order in every part: a column of values is
+    then a slice of all the lines, read with a C pass, and each name is checked once.
+    """
+    text = "".join(blocks)
+    lines = text.split("\r\n")
+    size, rest = divmod(len(lines) - 1, count)
+    if rest or size == 0 or text.count("\r") != len(lines) - 1 or text.count("\n") != len(lines) - 1:
+        return None  # blocks of different lengths, no headers, or a CR or LF inside a line
+    if list(map(str.count, blocks, repeat("\r\n"))).count(size) != count:
+        return None  # blocks of different lengths
+    # Each value byte a tab or printable ASCII: what deleting those (and the CRLFs) leaves is empty.
+    if text.encode("ascii").translate(None, _PLAIN_LINE_BYTES):
+        return None
+    names: list[str] = []
+    values: list[list[str]] = []
+    for position, first in enumerate(lines[:size]):
+        raw, colon, value = first.partition(":")
+        if not colon or not _HEADER_NAME.fullmatch(raw):
+            return None
+        head = first[:len(first) - len(value.lstrip(" \t"))]  # "Name:" and the spaces after it
+        column = lines[position:-1:size]
+        if not all(map(str.startswith, column, repeat(head))):
+            return None
+        names.append(raw.rstrip(" \t"))
+        after: Iterator[str] = map(getitem, column, repeat(slice(len(head), None)))
+        values.append(list(map(str.strip, after, repeat(" \t"))))
+    return tuple(names), values
+
+
+#: How every part of the service's shape starts, up to its status code.
+_PART_HEAD = "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\nHTTP/1.1 "
+_STATUS_AT = len(_PART_HEAD)
+#: A success status code and the space after it.
+_SUCCESS_CODES = frozenset(f"{code} " for code in range(200, 300))
+#: A header name (an RFC 7230 token) and the spaces or tabs before its colon.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*")
+
+
+def _split_parts(parts: list[str], count: int) -> tuple[list[str], list[str], list[str]] | None:
+    """Each part's status code, header block (its CRLF-ended lines) and the rest, or None when a
+    part has another shape: the part head, a 2xx status line ending in CRLF, a blank line."""
+    if not all(map(str.startswith, parts, repeat(_PART_HEAD))):
+        return None
+    codes = [part[_STATUS_AT:_STATUS_AT + 4] for part in parts]
+    if not _SUCCESS_CODES.issuperset(codes):
+        return None
+    line_ends = list(map(str.find, parts, repeat("\n"), repeat(_STATUS_AT)))
+    if -1 in line_ends or [part[end - 1] for part, end in zip(parts, line_ends)].count("\r") != count:
+        return None
+    header_ends = list(map(str.find, parts, repeat("\r\n\r\n"), [end - 1 for end in line_ends]))
+    if -1 in header_ends:
+        return None
+    blocks = [part[end + 1:stop + 2] for part, end, stop in zip(parts, line_ends, header_ends)]
+    rests = [part[stop + 4:] for part, stop in zip(parts, header_ends)]
+    return codes, blocks, rests
+
+
+def _header_pairs(blocks: list[str]) -> list[list[tuple[str, str]]] | None:
+    """The (name, value) pairs of each block, without the spaces and tabs around names and values;
+    None unless every line is a token, a colon and printable ASCII (tabs allowed).
+
+    The lines of all blocks are read at once: one split, one partition per line, each distinct
+    name checked once, every value checked in one pass.
+    """
+    lines = "".join(blocks).split("\r\n")
+    lines.pop()  # each block ends with a CRLF (or is empty): nothing follows the last one
+    fields = list(map(str.partition, lines, repeat(":")))
+    if list(map(_SECOND, fields)).count(":") != len(fields):
+        return None
+    raw_names = list(map(_FIRST, fields))
+    names = {raw: raw.rstrip(" \t") for raw in set(raw_names) if _HEADER_NAME.fullmatch(raw)}
+    raw_values = list(map(_THIRD, fields))
+    # Every value byte a tab or printable ASCII: what deleting those bytes leaves is empty.
+    if len(names) != len(set(raw_names)) or "".join(raw_values).encode("ascii").translate(None, _PLAIN_VALUE_BYTES):
+        return None
+    pairs = list(zip(map(names.__getitem__, raw_names), map(str.strip, raw_values, repeat(" \t"))))
+    result: list[list[tuple[str, str]]] = []
+    start = 0
+    for size in map(str.count, blocks, repeat("\r\n")):
+        result.append(pairs[start:start + size])
+        start += size
+    return result
+
+
+_FIRST = itemgetter(0)
+_THIRD = itemgetter(2)
+#: The bytes a header value may hold: a tab and printable ASCII.
+_PLAIN_VALUE_BYTES = bytes([0x09, *range(0x20, 0x7F)])
+#: The bytes of header lines: those, CR and LF.
+_PLAIN_LINE_BYTES = _PLAIN_VALUE_BYTES + b"\r\n"
 _SECOND = itemgetter(1)
 _CONTENT_ID_TEXTS = [str(number) for number in range(1, MAX_BATCH_OPERATIONS + 1)]
 

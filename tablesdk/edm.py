@@ -608,7 +608,11 @@ def _json_double(value: Any) -> Any:
 
 
 def _json_binary(value: Any) -> str:
-    return base64.b64encode(bytes(value)).decode("ascii")
+    # What base64.b64encode does, without its Python frame: every Binary value written goes here.
+    return _B2A_BASE64(bytes(value), newline=False).decode("ascii")
+
+
+_B2A_BASE64 = binascii.b2a_base64
 
 
 #: The JSON value of each type that travels with an ``@odata.type`` annotation

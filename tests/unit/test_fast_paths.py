@@ -735,6 +735,17 @@ _SHAPED_ANSWERS: list[tuple[bytes, int]] = [
     (_answer([_inner("201 Created", "ETag: 1\r\n", _ENTITY), _inner("204 No Content", "ETag: 2\r\n")]), 2),
     (_answer([_inner("200 OK", "ETag: 1\r\n", " \r\n"), _inner("299 Odd\r", "ETag: 2\r\n")]), 2),
     (_answer([_inner(headers=f"Content-ID: {n}\r\nETag: W/\"{n}\"\r\n") for n in range(1, 101)]), 100),
+    (_answer([_inner(headers="A: 1\r\nB: 2\r\nA: 3\r\n"), _inner(headers="B: 4\r\n")]), 2),  # 3 + 1 lines
+    (_answer([_inner(headers="A:  1\r\nB:\r\n"), _inner(headers="A: 2 \t\r\nB: \t\r\n")]), 2),
+    (_answer([_inner(headers="A: 1\r\nB: 2\r\n"), _inner(headers="A:3\r\nB: 4\r\n")]), 2),
+    (_answer([_inner(headers="A : 1\r\n"), _inner(headers="A : 2\r\n")]), 2),
+    (_answer([_inner(headers=" A: 1\r\n"), _inner(headers=" A: 2\r\n")]), 2),
+    (_answer([_inner(headers="A: 1\r\n"), _inner(headers="A: 2\x7f\r\n")]), 2),
+    (_answer([_inner(headers="A: 1\r\n"), _inner(headers="A: 2\rx\r\n")]), 2),
+    (_answer([_inner(headers="A: 1\r\n"), _inner(headers="A: 2\nB: 3\r\n")]), 2),
+    (_answer([_inner(headers="A: x: y\r\n"), _inner(headers="A: z\r\n")]), 2),
+    (_answer([_inner(headers="Content-ID: 2\r\n"), _inner(headers="Content-ID: 1\r\n")]), 2),
+    (_answer([_inner(headers="Content-ID: 1\r\nEtag: a\r\n"), _inner(headers="Content-ID: 2\r\nEtag: b\r\n")]), 2),
 ]
 for _name in ("batch_azurite_100_mixed_response.http", "batch_azurite_insert_201_response.http",
               "batch_azurite_409_response.http", "batch_azurite_101_response.http"):
@@ -855,3 +866,4 @@ def test_a_batch_of_inserts_takes_the_insert_writer() -> None:
     assert batch_module._insert_batch_request(_BASE, ops, JsonFormat(), "2019-02-02") is not None
     assert batch_module._insert_batch_request(_BASE, [_with(op, body=b"{}") for op in ops], JsonFormat(),
                                               "2019-02-02") is not None
+
