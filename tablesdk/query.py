@@ -36,8 +36,9 @@ import json
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from functools import partial
+from itertools import islice
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -281,6 +282,16 @@ class _PageAhead:
             raise error
         assert fetched is not None
         return fetched
+
+
+def _handed_out(page: list[T], remaining: int | None) -> Generator[T, None, int | None]:
+    """Yield the entities of ``page``, at most ``remaining`` of them (all when None), and
+    return how many are still wanted after them (None: no cap)."""
+    if remaining is None:
+        yield from page  # the list's own iterator hands out the entities
+        return None
+    yield from islice(page, remaining)
+    return max(remaining - len(page), 0)
 
 
 # ---------------------------------------------------------------- the query
@@ -540,16 +551,9 @@ class TableQuery(Generic[E]):
             page: list[E] | None = segment.results
             segment = None  # keep only the page itself referenced
             assert page is not None
-            if remaining is None:
-                yield from page  # the list's own iterator hands out the entities, not this frame
-            else:
-                for entity in page:
-                    yield entity
-                    remaining -= 1
-                    if remaining == 0:
-                        return
+            remaining = yield from _handed_out(page, remaining)
             page = None  # release this page before the next request
-            if token is None:
+            if remaining == 0 or token is None:
                 return
             _check_cycle(token, seen)
 
@@ -565,16 +569,9 @@ class TableQuery(Generic[E]):
             page: list[E] | None = source.decode_query_segment(self, fetched).results
             fetched = None  # the undecoded answer is no longer needed
             assert page is not None
-            if remaining is None:
-                yield from page  # the list's own iterator hands out the entities, not this frame
-            else:
-                for entity in page:
-                    yield entity
-                    remaining -= 1
-                    if remaining == 0:
-                        return
+            remaining = yield from _handed_out(page, remaining)
             page = None  # release this page before waiting for the next
-            if token is None:
+            if remaining == 0 or token is None:
                 return
             _check_cycle(token, seen)
             if ahead is None:
