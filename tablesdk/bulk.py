@@ -64,6 +64,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from .batch import (
@@ -489,6 +490,10 @@ def _yield_to_workers(in_flight: set[Future[_Report]]) -> None:
         time.sleep(0)
 
 
+#: An outcome's input position (a C key for sorting them).
+_INDEX = attrgetter("index")
+
+
 def _too_large(size: int) -> TableValidationError:
     return TableValidationError(
         "entity", f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)", f"this entity alone makes a {size}-byte batch"
@@ -534,7 +539,7 @@ class _Tally:
         """The final :class:`BulkResult` (with a last progress call if one is due)."""
         if self.progress is not None and self.reported != self.done:
             self.progress(self.done, self.total)
-        outcomes = sorted(self.outcomes, key=lambda outcome: outcome.index)
+        outcomes = sorted(self.outcomes, key=_INDEX)
         succeeded = [outcome for outcome in outcomes if outcome.error is None]
         failed = [outcome for outcome in outcomes if outcome.error is not None]
         return BulkResult(succeeded, failed, self.transactions, self.requests, elapsed)

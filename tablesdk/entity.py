@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from datetime import datetime
 from itertools import compress, repeat
+from operator import itemgetter
 from typing import Any, ClassVar, TypeVar
 
 from .edm import (
@@ -555,8 +556,8 @@ class _WritePlan:
     """What the rules decide for every entity of one shape, and which values still need a look.
 
     ``types`` is the payload's type map (PartitionKey and RowKey included), ``size`` the
-    entity size without the keys' and the strings' and binaries' lengths; each mask marks
-    the values of one kind, in property order.
+    entity size without the keys' and the strings' and binaries' lengths; each getter takes
+    the values of one kind out of the tuple of an entity's values (None: the shape has none).
     """
 
     __slots__ = ("binaries", "datetimes", "int32s", "int64s", "size", "strings", "types")
@@ -564,13 +565,20 @@ class _WritePlan:
     def __init__(self, types: dict[str, EdmType], size: int, masks: dict[EdmType | str, list[bool]]) -> None:
         self.types = types
         self.size = size
-        self.strings = masks[EdmType.STRING] if any(masks[EdmType.STRING]) else None
-        self.binaries = masks[EdmType.BINARY] if any(masks[EdmType.BINARY]) else None
-        self.int32s = masks[EdmType.INT32] if any(masks[EdmType.INT32]) else None
-        self.int64s = masks[EdmType.INT64] if any(masks[EdmType.INT64]) else None
-        self.datetimes = masks[EdmType.DATETIME] if any(masks[EdmType.DATETIME]) else None
+        self.strings = _getter(masks[EdmType.STRING])
+        self.binaries = _getter(masks[EdmType.BINARY])
+        self.int32s = _getter(masks[EdmType.INT32])
+        self.int64s = _getter(masks[EdmType.INT64])
+        self.datetimes = _getter(masks[EdmType.DATETIME])
 
 
+def _getter(mask: list[bool]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
+    """A C callable giving the tuple of the values ``mask`` marks, or None if it marks none."""
+    at = [*compress(range(len(mask)), mask)]
+    if not at:
+        return None
+    # itemgetter of one index gives the value itself; of a one-item slice, a 1-tuple.
+    return itemgetter(*at) if len(at) > 1 else itemgetter(slice(at[0], at[0] + 1))
 
 
 def _planned_type(kind: type, remembered: EdmType | None) -> EdmType | None:
@@ -646,28 +654,29 @@ def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
 def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
     """The entity size without its keys, once the values pass the checks of their kinds; None if one does not."""
     size = plan.size
+    row = tuple(values)
     if plan.strings is not None:
-        texts = [*compress(values, plan.strings)]
+        texts = plan.strings(row)
         joined = "".join(texts)
         # ASCII text has no lone surrogate and takes 2 UTF-16 bytes a character.
         if not joined.isascii() or 2 * max(map(len, texts)) > MAX_PROPERTY_BYTES:
             return None
         size += 2 * len(joined)
     if plan.binaries is not None:
-        lengths = [*map(len, compress(values, plan.binaries))]
+        lengths = [*map(len, plan.binaries(row))]
         if max(lengths) > MAX_PROPERTY_BYTES:
             return None
         size += sum(lengths)
     if plan.int32s is not None:
-        numbers = [*compress(values, plan.int32s)]
+        numbers = plan.int32s(row)
         if min(numbers) < INT32_MIN or max(numbers) > INT32_MAX:
             return None
     if plan.int64s is not None:
-        numbers = [*compress(values, plan.int64s)]
+        numbers = plan.int64s(row)
         if min(numbers) < INT64_MIN or max(numbers) > INT64_MAX:
             return None
     if plan.datetimes is not None:
-        for moment in compress(values, plan.datetimes):
+        for moment in plan.datetimes(row):
             # A UTC value is at most 9999-12-31T23:59:59.999999Z, the end of the range.
             if moment.tzinfo is not _DATETIME_UTC or moment < DATETIME_MIN:
                 return None

@@ -615,6 +615,21 @@ def test_planned_payloads_check_names_counts_and_the_entity_size() -> None:
         assert _outcome(lambda: entity_to_payload(entity)) == _outcome(lambda: _payload_by_property(entity, True))
 
 
+@pytest.mark.parametrize("at", [0, 1, 2])
+@pytest.mark.parametrize("value", _ODD_VALUES, ids=lambda v: f"{type(v).__name__}:{str(v)[:20]}")
+def test_planned_payloads_check_every_value_of_a_kind(value: object, at: int) -> None:
+    # Three values of each plannable kind, the odd one first, between or last.
+    kinds: list[object] = ["s", 1, 2**40, b"\x00", _datetime(2024, 1, 2, tzinfo=UTC)]
+    columns = {f"{name}{n}": kind for n in range(3) for name, kind in zip("SILYW", kinds)}
+    for name in "SILYW":
+        columns[f"{name}{at}"] = value if isinstance(value, type(columns[f"{name}{at}"])) else columns[f"{name}{at}"]
+    columns["Odd"] = 0.5  # one value of another kind after them
+    entity = DynamicEntity(PartitionKey="p", RowKey="r", **columns)
+    entity._types.update({f"L{n}": EdmType.INT64 for n in range(3)})  # remembered, as read from a table
+    for _ in range(2):
+        assert _outcome(lambda: entity_to_payload(entity)) == _outcome(lambda: _payload_by_property(entity, True))
+
+
 def test_the_benchmark_entities_take_the_planned_path() -> None:
     from tablesdk.entity import _planned_payload
 
@@ -622,6 +637,11 @@ def test_the_benchmark_entities_take_the_planned_path() -> None:
                            B=True, W=_datetime(2024, 1, 2, tzinfo=UTC), G=_uuid.UUID(int=1), Y=b"\x00", N=None)
     assert _planned_payload(entity) is not None
     assert _outcome(lambda: _planned_payload(entity)) == _outcome(lambda: _payload_by_property(entity, True))
+    kinds: list[object] = ["s", 1, 2**40, b"\x00", _datetime(2024, 1, 2, tzinfo=UTC)]
+    three = DynamicEntity(PartitionKey="p", RowKey="r", **{f"{name}{n}": kind for n in range(3)
+                                                          for name, kind in zip("SILYW", kinds)})
+    three._types.update({f"L{n}": EdmType.INT64 for n in range(3)})
+    assert _planned_payload(three) is not None  # what test_planned_payloads_check_every_value_of_a_kind plans
 
 
 # ------------------------------------------------------------------ JSON bodies of a known shape
