@@ -17,11 +17,14 @@ from __future__ import annotations
 import itertools
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum, Flag
+from itertools import repeat
+from operator import attrgetter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Union, overload
 
@@ -37,6 +40,7 @@ from .entity import (
     entity_to_payload,
     loose_properties,
     overwrite_entity,
+    _plain_attributes,
     take_property,
     validate_key,
     validate_table_name,
@@ -64,6 +68,9 @@ __all__ = [
 
 Entity = Union[TableEntity, DynamicEntity]
 Identity = tuple[str, str, str]
+_NEW_OBJECT = object.__new__
+_PARTITION_KEY = attrgetter("PartitionKey")
+_ROW_KEY = attrgetter("RowKey")
 
 
 class UnsavedChangesWarning(UserWarning):
@@ -146,6 +153,23 @@ class EntityDescriptor:
     def identity(self) -> Identity:
         """(table, PartitionKey, RowKey) as the entity was registered."""
         return self._identity
+
+    @classmethod
+    def _read_unchanged(
+        cls, entities: list[Any], table: str, etags: list[str | None], identities: list[Identity],
+        snapshots: list[dict[str, Any]], partial: bool, untyped: Iterable[frozenset[str]],
+    ) -> list[EntityDescriptor]:
+        """What ``__init__`` (state UNCHANGED) and then setting ``snapshot``, ``partial`` and
+        ``untyped`` make, for a page of queried entities: each slot set for the whole page in
+        one C pass (``__init__`` is a Python call per entity)."""
+        descriptors = list(map(_NEW_OBJECT, repeat(cls, len(entities))))
+        columns: tuple[Iterable[Any], ...] = (  # in the order of __slots__
+            entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), snapshots, repeat(partial),
+            untyped, identities, repeat(0),
+        )
+        for name, column in zip(cls.__slots__, columns):
+            deque(map(setattr, descriptors, repeat(name), column), 0)
+        return descriptors
 
     def __repr__(self) -> str:
         return (
@@ -581,6 +605,8 @@ class _TrackingContext:
         # The page's value dicts stay as read: each is the snapshot of its entity.
         entities = read_page(query.entity_type, page, ignore_missing_properties=ignore, keep_values=True)
         table, projected = query.table, bool(query.select_columns)
+        if self._track_new_page(table, entities, page, projected):
+            return entities
         by_identity, unchanged = self._by_identity, EntityStates.UNCHANGED
         results: list[E] = []
         for entity, values, types, etag in zip(entities, page.values, page.types, page.etags):
@@ -594,6 +620,42 @@ class _TrackingContext:
             else:  # tracked already: refreshed as _materialize does (the entity made here is not used)
                 results.append(self._materialize(query, EntityPayload(values, dict(types), etag)))
         return results
+
+    def _track_new_page(self, table: str, entities: list[Any], page: EntityPage, projected: bool) -> bool:
+        """Track the entities read from ``page`` as the loop of :meth:`_materialize_page` would,
+        when none of their identities is tracked yet and no two are alike (each then takes the
+        ``_track`` branch): the descriptors made and registered a page at a time. False, with
+        nothing changed, for any other page (or an entity class that may read its keys other
+        than as the page holds them)."""
+        if not entities:
+            return True
+        values = page.values
+        pks = list(map(dict.get, values, repeat("PartitionKey")))
+        rks = list(map(dict.get, values, repeat("RowKey")))
+        entity_type = type(entities[0])
+        if issubclass(entity_type, DynamicEntity):
+            if list(map(_PARTITION_KEY, entities)) != pks or list(map(_ROW_KEY, entities)) != rks:
+                return False  # a subclass that changes its keys as they are set: entity by entity
+        elif not _plain_attributes(entity_type):
+            return False
+        keys: list[Any] = list(zip(repeat(table), pks, rks))  # the identities the loop looks up (and _track registers)
+        try:
+            if len(set(keys)) != len(keys) or not self._by_identity.keys().isdisjoint(keys):
+                return False
+        except TypeError:  # a key JSON gave as an array or object: the loop reports it in order
+            return False
+        ids = list(map(id, entities))
+        if not self._by_object.keys().isdisjoint(ids):
+            return False
+        types = page.types
+        if all(map(int.__ge__, map(len, types), map(len, values))):
+            untyped: Iterable[frozenset[str]] = repeat(frozenset())  # every property typed, as _untyped_names finds
+        else:
+            untyped = list(map(_untyped_names, entities, values, types))
+        descriptors = EntityDescriptor._read_unchanged(entities, table, page.etags, keys, values, projected, untyped)
+        self._by_object.update(zip(ids, descriptors))
+        self._by_identity.update(zip(keys, descriptors))
+        return True
 
     def _f_point_batch(self, client: ClientCore, query: TableQuery[E]) -> Flow[list[E]]:
         """A point query sent inside an entity group transaction."""

@@ -157,3 +157,53 @@ def test_a_page_of_payloads_reads_as_they_are() -> None:
     assert page.payloads() is payloads
     got = read_page(DynamicEntity, page, keep_values=True)
     assert [_state(e) for e in got] == [_state(entity_from_payload(DynamicEntity, p)) for p in payloads]
+
+
+# ---------------------------------------------------------------- pages tracked by a context
+
+from tablesdk.context import EntityStates, MergeOption, _TrackingContext  # noqa: E402
+from tablesdk.query import TableQuery  # noqa: E402
+
+
+def _tracked(ctx: _TrackingContext) -> list[Any]:
+    """Everything the context knows, in the order it learnt it."""
+    out = []
+    for d in ctx.entities:
+        slots = [(name, getattr(d, name)) for name in type(d).__slots__ if name != "entity"]
+        out.append((type(d.entity).__name__, _state(d.entity), repr(slots)))
+    return [out, list(ctx._by_identity), [id(d.entity) for d in ctx._by_identity.values()] == list(ctx._by_object)]
+
+
+def _track_both(entity_type: type, body: bytes, select: tuple[str, ...] | None, before: list[Any]) -> None:
+    """The page tracked at once gives the context and the results that tracking each entity gives."""
+    runs = []
+    for by_page in (True, False):
+        ctx = _TrackingContext(merge_option=MergeOption.APPEND_ONLY)
+        query: TableQuery[Any] = TableQuery(None, "tab", entity_type, select=select)  # type: ignore[arg-type]
+        for entity in before:  # tracked already, as a previous query or attach_to left them
+            ctx._track("tab", entity_from_payload(entity_type, entity), None, EntityStates.UNCHANGED, from_service=True)
+        codec = JsonFormat("nometadata" if select == ("Name",) else "minimalmetadata")
+        if by_page:
+            results = ctx._materialize_page(query, codec.parse_entity_page(body))
+        else:
+            results = [ctx._materialize(query, p) for p in codec.parse_entities(body)]
+        runs.append(([_state(e) for e in results], _tracked(ctx)))
+    (page_states, page_ctx), (states, tracked) = runs
+    assert page_states == states and page_ctx == tracked and page_ctx[2] is True
+
+
+@pytest.mark.parametrize("entity_type", [DynamicEntity, _Note])
+@pytest.mark.parametrize("select", [None, ("Name",), ("Count", "Big")])
+def test_a_tracked_page_is_what_tracking_each_entity_gives(entity_type: type, select: tuple[str, ...] | None) -> None:
+    uniform = json.dumps({"value": [entity(n) for n in range(8)]}).encode()
+    _track_both(entity_type, uniform, select, [])
+    _track_both(entity_type, json.dumps({"value": mixed_feed()}).encode(), select, [])
+
+
+@pytest.mark.parametrize("entity_type", [DynamicEntity, _Note])
+def test_a_page_with_entities_tracked_already_or_twice_is_tracked_one_by_one(entity_type: type) -> None:
+    items = [entity(n) for n in range(6)]
+    known = JsonFormat().parse_entities(json.dumps({"value": items[2:3]}).encode())
+    _track_both(entity_type, json.dumps({"value": items}).encode(), None, known)
+    twice = items + [entity(4, Name="again")]  # one identity twice in a page: the second refreshes the first
+    _track_both(entity_type, json.dumps({"value": twice}).encode(), None, [])
