@@ -412,20 +412,12 @@ class ClientCore:
 
     # ------------------------------------------------------------ queries
 
-    def _f_query_entity_payloads(
-        self,
-        table_name: str,
-        filter: str | None,
-        select: Sequence[str] | None,
-        top: int | None,
-        continuation_token: ContinuationToken | None,
-        retry_policy: RetryPolicy | None,
-        operation_context: OperationContext | None,
-        request_hook: RequestHook | None,
+    def _f_page_payloads(
+        self, fetching: Flow[FetchedPage]
     ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
-        fetched = yield from self._f_fetch_entity_page(
-            table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
-        )
+        """A page as payloads with the next page's token: the HTTP stage ``fetching``
+        (:meth:`_f_fetch_entity_page` or :meth:`_f_fetch_page`), then its decode."""
+        fetched = yield from fetching
         return self._decode_page(fetched).payloads(), fetched.continuation_token
 
     def _f_fetch_entity_page(
@@ -488,9 +480,9 @@ class ClientCore:
         validate_key("RowKey", row_key)
         if not path_can_carry_keys(table_name, partition_key, row_key):
             expr = (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
-            payloads, _ = yield from self._f_query_entity_payloads(
+            payloads, _ = yield from self._f_page_payloads(self._f_fetch_entity_page(
                 table_name, expr.render(), select, None, None, retry_policy, operation_context, request_hook
-            )
+            ))
             if not payloads:
                 raise _not_found()
             return payloads[0]
@@ -500,20 +492,6 @@ class ClientCore:
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
         return decoded(response, lambda body: _one_entity(self._format, body, response.etag))
-
-    def _f_query_page_payloads(
-        self,
-        query: TableQuery[Any],
-        continuation_token: ContinuationToken | None,
-        top: int | None,
-        ignore_missing_entity: bool,
-        ignore_missing_table: bool,
-        request_hook: RequestHook | None,
-    ) -> Flow[tuple[list[EntityPayload], ContinuationToken | None]]:
-        fetched = yield from self._f_fetch_page(
-            query, continuation_token, top, ignore_missing_entity, ignore_missing_table, request_hook
-        )
-        return self._decode_page(fetched).payloads(), fetched.continuation_token
 
     def _f_fetch_page(
         self,

@@ -394,9 +394,9 @@ class CloudTableClient(ClientCore):
         request_hook: RequestHook | None = None,
     ) -> tuple[list[EntityPayload], ContinuationToken | None]:
         """One page of Query Entities as payloads, with the token of the next page."""
-        return self._run(self._f_query_entity_payloads(
+        return self._run(self._f_page_payloads(self._f_fetch_entity_page(
             table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
-        ))
+        )))
 
     def get_entity_payload(
         self,
@@ -434,9 +434,9 @@ class CloudTableClient(ClientCore):
         ``ignore_missing_entity`` (``ignore_missing_table``) is set, and raises
         :class:`ResourceNotFoundError` otherwise.
         """
-        return self._run(self._f_query_page_payloads(
+        return self._run(self._f_page_payloads(self._f_fetch_page(
             query, continuation_token, top, ignore_missing_entity, ignore_missing_table, request_hook
-        ))
+        )))
 
     def execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
