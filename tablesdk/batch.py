@@ -869,6 +869,8 @@ def _result(
 
 #: A boundary as the service writes one (batchresponse_<uuid>, changesetresponse_<uuid>).
 _PLAIN_BOUNDARY = re.compile(r"[0-9A-Za-z_.-]+")
+
+
 def _standard_parts(data: bytes, content_type: str) -> list[str] | None:
     """The parts of the one change set of a batch answer in the service's shape, or None."""
     boundary = _boundary_param(content_type)
@@ -919,18 +921,7 @@ def _standard_results(
     pairs = _header_pairs(blocks)
     if pairs is None:
         return None  # a line that is no plain header: the general reader decides
-    headers = list(map(dict, pairs))
-    part_names = list(map(tuple, headers))
-    lower = tuple(map(str.lower, part_names[0]))
-    if (
-        part_names.count(part_names[0]) != count
-        or len(set(lower)) != len(lower)
-        or [*map(len, pairs)].count(len(lower)) != count
-    ):
-        return _results_by_part(pairs, codes, rests, fmt)  # names that differ or repeat: part by part
-    etags = _column(pairs, lower, "etag", count)
-    content_ids = _column(pairs, lower, "content-id", count)
-    return _successes(count, codes, headers, etags, content_ids, rests, fmt)
+    return _results_by_part(pairs, codes, rests, fmt)  # names (or their spacing) that differ: part by part
 
 
 def _successes(
@@ -1051,17 +1042,10 @@ def _content_id_texts(count: int) -> list[str]:
     return _CONTENT_ID_TEXTS[:count] if count <= MAX_BATCH_OPERATIONS else [str(n) for n in range(1, count + 1)]
 
 
-def _column(pairs: list[list[tuple[str, str]]], lower: tuple[str, ...], name: str, count: int) -> list[str | None]:
-    """The value of header ``name`` (lower case) in each part, when every part has ``lower``'s names."""
-    if name not in lower:
-        return [None] * count
-    return list(map(_SECOND, map(itemgetter(lower.index(name)), pairs)))
-
-
 def _results_by_part(
     pairs: list[list[tuple[str, str]]], codes: Sequence[str], rests: Sequence[str], fmt: PayloadFormat
 ) -> list[BatchOperationResult] | None:
-    """:func:`_standard_results` for parts whose header names differ, one part at a time."""
+    """:func:`_standard_results` for parts whose header lines differ (names, order or spacing), one part at a time."""
     results: list[BatchOperationResult] = []
     content_ids: list[str | None] = []
     for index, (part_pairs, code, rest) in enumerate(zip(pairs, codes, rests)):
