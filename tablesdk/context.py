@@ -163,11 +163,11 @@ class EntityDescriptor:
         ``untyped`` make, for a page of queried entities: each slot set for the whole page in
         one C pass (``__init__`` is a Python call per entity)."""
         descriptors = list(map(_NEW_OBJECT, repeat(cls, len(entities))))
-        columns: tuple[Iterable[Any], ...] = (  # in the order of __slots__
+        columns: tuple[Iterable[Any], ...] = (  # in the order of __slots__, one for each (zip checks the count)
             entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), snapshots, repeat(partial),
             untyped, identities, repeat(0),
         )
-        for name, column in zip(cls.__slots__, columns):
+        for name, column in zip(cls.__slots__, columns, strict=True):
             deque(map(setattr, descriptors, repeat(name), column), 0)
         return descriptors
 
