@@ -64,7 +64,7 @@ from tablesdk import (  # noqa: E402
     EdmType,
     EntityProperty,
 )
-from tablesdk.entity import entity_to_payload  # noqa: E402
+from tablesdk._entity import entity_to_payload  # noqa: E402
 
 ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -195,7 +195,7 @@ def tablesdk_sequential(client: CloudTableClient, entities: list[DynamicEntity])
 def raw_floor_setup(client: CloudTableClient, entities: list[DynamicEntity], rows: int,
                     create: Callable[[], str]) -> Callable[[], Any]:
     """A fresh table and its batch bodies, built before timing (the floor sends pre-built bodies)."""
-    from tablesdk.batch import build_batch_request
+    from tablesdk._batch import build_batch_request
 
     def setup() -> tuple[str, list[tuple[bytes, str]]]:
         table = create()

@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lxml import etree  # noqa: E402
 
-from tablesdk.edm import EdmType, EntityPayload, format_datetime  # noqa: E402
-from tablesdk.formats.atom import ATOM_NS, DATASERVICES_NS, METADATA_NS, SAFE_XML_PARSER, AtomFormat  # noqa: E402
-from tablesdk.formats.json import JsonFormat  # noqa: E402
+from tablesdk._edm import EdmType, EntityPayload, format_datetime  # noqa: E402
+from tablesdk._formats.atom import ATOM_NS, DATASERVICES_NS, METADATA_NS, SAFE_XML_PARSER, AtomFormat  # noqa: E402
+from tablesdk._formats.json import JsonFormat  # noqa: E402
 
 T = EdmType
 TYPES = {

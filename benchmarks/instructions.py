@@ -86,8 +86,8 @@ def decode(workload: str, count: int) -> None:
     """Parse codec_speed's 1,000-entity feed count / 1,000 times (after one warm-up parse)."""
     import codec_speed as cs
 
-    from tablesdk.formats.atom import AtomFormat
-    from tablesdk.formats.json import JsonFormat
+    from tablesdk._formats.atom import AtomFormat
+    from tablesdk._formats.json import JsonFormat
 
     payloads = cs.make_payloads(1000)
     atom, jsonf = AtomFormat(clock=lambda: cs.FIXED_CLOCK), JsonFormat()

@@ -9,8 +9,8 @@ docs/index.md for the concepts.
 import logging as _logging
 
 from ._version import __version__
-from .account import CloudStorageAccount
-from .auth import (
+from ._account import CloudStorageAccount
+from ._auth import (
     BearerTokenCredential,
     SasCredential,
     SharedKeyCredential,
@@ -19,10 +19,10 @@ from .auth import (
     generate_account_sas,
     generate_table_sas,
 )
-from .batch import BatchOperation, BatchOperationKind
-from .bulk import BulkInsertError, BulkResult, EntityOutcome
-from .client import CloudTableClient, SendingRequest
-from .context import (
+from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from ._bulk import BulkInsertError, BulkResult, EntityOutcome
+from ._client import CloudTableClient, SendingRequest
+from ._context import (
     DataServiceResponse,
     EntityDescriptor,
     EntityStates,
@@ -32,9 +32,9 @@ from .context import (
     TableServiceContext,
     UnsavedChangesWarning,
 )
-from .edm import EdmDateTime, EdmType, EntityProperty, Int64
-from .entity import DynamicEntity, TableEntity
-from .errors import (
+from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
+from ._entity import DynamicEntity, TableEntity
+from ._errors import (
     AuthenticationError,
     BatchError,
     ConflictError,
@@ -50,9 +50,9 @@ from .errors import (
     TableServiceError,
     TableValidationError,
 )
-from .filter import col, prop
-from .http import AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender
-from .query import (
+from ._filter import col, prop
+from ._http import AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender, Timeout
+from ._query import (
     ContinuationToken,
     EmptyResultError,
     ResultSegment,
@@ -62,9 +62,9 @@ from .query import (
     fixed_width_key,
     reverse_ticks,
 )
-from .retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy
-from .service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
-from .transport import OperationContext
+from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable
+from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
+from ._transport import OperationContext
 
 __all__ = [
     "__version__",
@@ -98,6 +98,7 @@ __all__ = [
     "LinearRetry",
     "ExponentialRetry",
     "RetryPolicy",
+    "is_retryable",
     "OperationContext",
     "SendingRequest",
     "HttpRequest",
@@ -107,8 +108,10 @@ __all__ = [
     "MockSender",
     "SendError",
     "AttemptState",
+    "Timeout",
     "BatchOperation",
     "BatchOperationKind",
+    "BatchOperationResult",
     "BulkResult",
     "EntityOutcome",
     "BulkInsertError",

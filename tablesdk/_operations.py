@@ -1,13 +1,13 @@
 """The Table service operations, written once for the thread-blocking and the asyncio client.
 
 Each operation is a generator (a *flow*) that yields the :class:`Call` it needs
-sent and receives the answer (an :class:`~tablesdk.http.HttpResponse`) at the
+sent and receives the answer (an :class:`~tablesdk._http.HttpResponse`) at the
 ``yield``, or the error that sending raised, thrown in there. A flow checks its
 arguments, builds each request, parses each answer and decides what a failure
 means (a point read that falls back to ``$filter``, a write that goes out as a
 one-operation batch, "if not exists" conflicts); it does no I/O and never
-waits. :class:`~tablesdk.client.CloudTableClient` runs flows with
-:func:`run_flow` over its :class:`~tablesdk.transport.Transport`, and
+waits. :class:`~tablesdk._client.CloudTableClient` runs flows with
+:func:`run_flow` over its :class:`~tablesdk._transport.Transport`, and
 :class:`~tablesdk.aio.AsyncCloudTableClient` with :func:`arun_flow` over its
 asyncio transport: the same code, only sending and waiting differ.
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from .auth import MIN_TOKEN_VERSION, BearerTokenCredential
-from .batch import (
+from ._auth import MIN_TOKEN_VERSION, BearerTokenCredential
+from ._batch import (
     BatchAnswer,
     BatchOperation,
     BatchOperationKind,
@@ -35,8 +35,8 @@ from .batch import (
     prefer_value,
     supports_prefer,
 )
-from .edm import EntityPage, EntityPayload
-from .entity import (
+from ._edm import EntityPage, EntityPayload
+from ._entity import (
     AnyEntity,
     DynamicEntity,
     E,
@@ -47,7 +47,7 @@ from .entity import (
     validate_key,
     validate_table_name,
 )
-from .errors import (
+from ._errors import (
     BatchError,
     ConflictError,
     ContinuationCycleError,
@@ -56,12 +56,12 @@ from .errors import (
     TableServiceError,
     error_for_status,
 )
-from .filter import FilterLike, as_filter, prop, render_filter
-from .formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
-from .http import HttpResponse
-from .query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from .retry import RetryPolicy
-from .service import (
+from ._filter import FilterLike, as_filter, prop, render_filter
+from ._formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
+from ._http import HttpResponse
+from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._retry import RetryPolicy
+from ._service import (
     AccessPolicy,
     ServiceProperties,
     ServiceStats,
@@ -71,11 +71,11 @@ from .service import (
     serialize_acl,
     serialize_service_properties,
 )
-from .transport import OperationContext
+from ._transport import OperationContext
 
 if TYPE_CHECKING:
-    from .account import CloudStorageAccount
-    from .client import RequestHook
+    from ._account import CloudStorageAccount
+    from ._client import RequestHook
 
 __all__ = [
     "Call",
@@ -193,7 +193,7 @@ def _not_found() -> ResourceNotFoundError:
 class ClientCore:
     """What the sync and async clients share: options, request building and the operation flows.
 
-    See :class:`~tablesdk.client.CloudTableClient` for the options.
+    See :class:`~tablesdk._client.CloudTableClient` for the options.
     """
 
     def __init__(
@@ -250,7 +250,7 @@ class ClientCore:
 
     def _http_parts(self, call: Call) -> tuple[str, dict[str, str], tuple[str, ...]]:
         """The URL, headers and read locations of ``call``, after the request hook ran."""
-        from .client import SendingRequest
+        from ._client import SendingRequest
 
         url = f"{call.endpoint or self.table_endpoint}/{call.path}"
         if call.query:
@@ -582,7 +582,7 @@ class ClientCore:
 
     def _operation_request(self, operation: BatchOperation) -> tuple[str, str, dict[str, str], bytes | None]:
         """Method, path, headers and body of one entity operation sent on its own (the same
-        request :func:`~tablesdk.batch.build_batch_request` writes as a batch part)."""
+        request :func:`~tablesdk._batch.build_batch_request` writes as a batch part)."""
         echo = operation.echo_content or self.echo_content
         request = operation_request(operation, self._format, prefer=prefer_value(self.api_version, echo))
         return request.method, request.path, request.headers, request.body

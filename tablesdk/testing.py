@@ -25,8 +25,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from .account import CloudStorageAccount
-from .client import CloudTableClient
+from ._account import CloudStorageAccount
+from ._client import CloudTableClient
 from .devstore import DevStore
 
 __all__ = ["devstore", "devstore_connection_string", "devstore_account", "table_client"]

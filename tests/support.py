@@ -8,8 +8,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tablesdk.edm import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, EdmDateTime, EdmType, EntityPayload
-from tablesdk.formats import PayloadFormat
+from tablesdk._edm import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, EdmDateTime, EdmType, EntityPayload
+from tablesdk._formats import PayloadFormat
 
 UTC = timezone.utc
 T = EdmType

@@ -10,10 +10,10 @@ the ones of :mod:`tablesdk`. See docs/async.md.
 """
 
 from ._sender import AiohttpSender, AsyncSender
-from .bulk import bulk_insert
-from .client import AsyncCloudTableClient
-from .context import AsyncTableServiceContext
-from .query import AsyncQuerySource, AsyncTableQuery
+from ._bulk import bulk_insert
+from ._client import AsyncCloudTableClient
+from ._context import AsyncTableServiceContext
+from ._query import AsyncQuerySource, AsyncTableQuery
 
 __all__ = [
     "AsyncCloudTableClient",

@@ -1,11 +1,11 @@
 """The asyncio sender: one HTTP exchange over aiohttp, no retries.
 
 :class:`AiohttpSender` is the async counterpart of
-:class:`tablesdk.http.RequestsSender` with the same contract (the seam of
-:mod:`tablesdk.http`): ``await send(request, timeout)`` puts one signed
-:class:`~tablesdk.http.HttpRequest` on the wire and returns the complete
-:class:`~tablesdk.http.HttpResponse` whatever its status, or raises
-:class:`~tablesdk.http.SendError` saying whether the request may have reached
+:class:`tablesdk._http.RequestsSender` with the same contract (the seam of
+:mod:`tablesdk._http`): ``await send(request, timeout)`` puts one signed
+:class:`~tablesdk._http.HttpRequest` on the wire and returns the complete
+:class:`~tablesdk._http.HttpResponse` whatever its status, or raises
+:class:`~tablesdk._http.SendError` saying whether the request may have reached
 the server (``state``), whether it timed out and whether the connection was
 refused. Signing, retrying and reading statuses are the transport's.
 
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from requests.structures import CaseInsensitiveDict
 
-from ..errors import require_positive_int
-from ..http import (
+from .._errors import require_positive_int
+from .._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
     HttpRequest,
@@ -54,8 +54,8 @@ _CHUNK = 256 * 1024
 
 @runtime_checkable
 class AsyncSender(Protocol):
-    """The async form of :class:`tablesdk.http.Sender`: puts one request on the wire and returns
-    the complete response (any status), or raises :class:`~tablesdk.http.SendError`.
+    """The async form of :class:`tablesdk._http.Sender`: puts one request on the wire and returns
+    the complete response (any status), or raises :class:`~tablesdk._http.SendError`.
 
     :class:`AiohttpSender` is the default; a test can pass any object with these two
     coroutine methods as ``sender=`` to :class:`~tablesdk.aio.AsyncCloudTableClient`.

@@ -1,14 +1,14 @@
 """Sending one logical request from asyncio: the sync transport's retry loop, awaited.
 
-:class:`AsyncTransport` drives the very :class:`~tablesdk.transport.RetryLoop`
-the thread-based :class:`~tablesdk.transport.Transport` drives (preparing the
+:class:`AsyncTransport` drives the very :class:`~tablesdk._transport.RetryLoop`
+the thread-based :class:`~tablesdk._transport.Transport` drives (preparing the
 request once, a fresh date and signature per attempt, classification,
 ``ambiguous_retry``, the retry policy, the deadline, one
-:class:`~tablesdk.transport.RequestAttempt` per attempt and the log lines);
+:class:`~tablesdk._transport.RequestAttempt` per attempt and the log lines);
 it differs only in awaiting the :class:`~tablesdk.aio._sender.AiohttpSender`
 and waiting with :func:`asyncio.sleep`. The options and their checks are the
 sync transport's too: an AsyncTransport keeps a :class:`Transport` whose
-:meth:`~tablesdk.transport.Transport.start` prepares each operation and whose
+:meth:`~tablesdk._transport.Transport.start` prepares each operation and whose
 own sender is never used.
 
 Cancellation: cancelling the awaiting task cancels the HTTP exchange or the
@@ -23,9 +23,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ..http import DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout
-from ..retry import RetryPolicy
-from ..transport import (
+from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout
+from .._retry import RetryPolicy
+from .._transport import (
     DEFAULT_TIMEOUT,
     DEFAULT_USER_AGENT,
     AnswerCheck,
@@ -37,7 +37,7 @@ from ..transport import (
 from ._sender import AiohttpSender, AsyncSender
 
 if TYPE_CHECKING:
-    from ..auth import TableCredential
+    from .._auth import TableCredential
 
 __all__ = ["AsyncTransport"]
 
@@ -52,7 +52,7 @@ class _Unused:
 class AsyncTransport:
     """Sends requests to the Table service from asyncio, retrying as a policy says.
 
-    The options are :class:`tablesdk.transport.Transport`'s (``credential``,
+    The options are :class:`tablesdk._transport.Transport`'s (``credential``,
     ``retry_policy``, ``error_parser``, ``timeout`` per attempt as seconds or
     ``(connect, read)``, ``server_timeout``, ``user_agent``, ``clock``);
     ``sender`` is an :class:`AiohttpSender` by default, built from
@@ -135,7 +135,7 @@ class AsyncTransport:
     ) -> HttpResponse:
         """Send one logical request, retrying as the policy says, and return the response.
 
-        Arguments, results and errors are those of :meth:`tablesdk.transport.Transport.send`.
+        Arguments, results and errors are those of :meth:`tablesdk._transport.Transport.send`.
         """
         request = HttpRequest(method, url, dict(headers) if headers else {}, body)
         loop = self._options.start(

@@ -1,7 +1,7 @@
 """The ``tablesdk`` command line (``pip install 'tablesdk[cli]'``): see docs/cli.md.
 
 :func:`main` is the console script and ``python -m tablesdk``. The commands
-live in :mod:`tablesdk.cli.app` and need click and rich, the ``cli`` extra;
+live in :mod:`tablesdk.cli._app` and need click and rich, the ``cli`` extra;
 without them :func:`main` says how to install it.
 """
 
@@ -25,6 +25,6 @@ def main(argv: list[str] | None = None) -> int:
             f"tablesdk: the command line needs the 'cli' extra ({exc.name} is not installed): {INSTALL_HINT}\n"
         )
         return 2
-    from .app import run
+    from ._app import run
 
     return run(argv)

@@ -21,9 +21,9 @@ This package never imports the SDK client; it shares only the EDM helpers.
 
 from __future__ import annotations
 
-from .server import DevStore, DevStoreServer
-from .service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, KNOWN_VERSIONS, Request, Response, TableService
-from .storage import Storage
+from ._server import DevStore, DevStoreServer
+from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, KNOWN_VERSIONS, Request, Response, TableService
+from ._storage import Storage
 
 __all__ = [
     "DevStore",

@@ -8,7 +8,7 @@ import signal
 import sys
 from types import FrameType
 
-from .server import DevStore
+from ._server import DevStore
 
 
 def build_parser(prog: str = "python -m tablesdk.devstore") -> argparse.ArgumentParser:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m tablesdk.devstore
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        from .server import DevStoreServer
+        from ._server import DevStoreServer
 
         store._server = DevStoreServer((store.host, store.requested_port), store.service, store.verbose)
     except OSError as exc:

@@ -96,7 +96,7 @@ def test_seed_movie_entry_round_trip(client: Client) -> None:
 
 
 def test_atom_responses_parse_with_the_client_codec(client: Client, table: str) -> None:
-    from tablesdk.formats import get_format
+    from tablesdk._formats import get_format
 
     codec = get_format("atom")
     entity = {"PartitionKey": "p", "RowKey": "r", "I": 1, "L": "5", "L@odata.type": "Edm.Int64",

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 import pytest
 
 from devstore_helpers import ATOM, ATOM_VERSION, Client
-from tablesdk.devstore.values import wire_datetime
+from tablesdk.devstore._values import wire_datetime
 
 #: Service form: no fraction, or one without trailing zeros.
 SERVICE_FORM = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{0,6}[1-9])?Z")

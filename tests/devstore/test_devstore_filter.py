@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk.devstore.filter import FilterError, compile_filter, tokenize
+from tablesdk.devstore._filter import FilterError, compile_filter, tokenize
 
 S, I32, I64, DBL = "Edm.String", "Edm.Int32", "Edm.Int64", "Edm.Double"
 BOOL, DT, GUID, BIN = "Edm.Boolean", "Edm.DateTime", "Edm.Guid", "Edm.Binary"

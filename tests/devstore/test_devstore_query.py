@@ -138,7 +138,7 @@ def test_top_over_1000_is_capped_with_continuation() -> None:
         table = new_table(client)
         entities = [{"PartitionKey": "p", "RowKey": f"{i:05d}"} for i in range(1200)]
         storage = store.storage
-        from tablesdk.devstore.values import parse_json_entity
+        from tablesdk.devstore._values import parse_json_entity
 
         with storage.transaction():
             for e in entities:

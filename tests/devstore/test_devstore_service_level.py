@@ -19,7 +19,7 @@ from lxml import etree
 from devstore_helpers import JSON_VERSION, MINIMAL, Client, sign_headers
 from tablesdk import generate_account_sas, generate_table_sas
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
-from tablesdk.devstore.auth import account_sas_string_to_sign, sign
+from tablesdk.devstore._auth import account_sas_string_to_sign, sign
 
 ACL = "application/xml"
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from tablesdk.devstore.errors import ServiceError
-from tablesdk.devstore.multipart import boundary_of, parse_http_request, split_parts, write_batch_response, SubResponse
-from tablesdk.devstore.service import (
+from tablesdk.devstore._errors import ServiceError
+from tablesdk.devstore._multipart import boundary_of, parse_http_request, split_parts, write_batch_response, SubResponse
+from tablesdk.devstore._service import (
     ATOM, _entity_keys, _parse_literal_list, check_table_name, decode_token, encode_token, negotiate,
 )
-from tablesdk.devstore.storage import Storage, etag_for
-from tablesdk.devstore.values import (
+from tablesdk.devstore._storage import Storage, etag_for
+from tablesdk.devstore._values import (
     atom_property_xml, canonical_datetime, check_entity, check_key, parse_atom_entity, parse_json_body,
     parse_json_entity, props_from_storage, props_to_storage,
 )
@@ -327,7 +327,7 @@ def test_multipart_split_crlf_and_lf() -> None:
 
 
 def test_multipart_errors() -> None:
-    from tablesdk.devstore.multipart import MultipartError
+    from tablesdk.devstore._multipart import MultipartError
 
     with pytest.raises(MultipartError):
         split_parts(b"--b\r\n\r\nno end", "b")
@@ -367,8 +367,8 @@ def test_batch_response_writer_is_parseable() -> None:
 # ----------------------------------------------------------------- fast JSON scan path
 
 def test_pre_rendered_members_equal_the_generic_writer() -> None:
-    from tablesdk.devstore.values import json_fragment
-    from tablesdk.devstore.wire import JSON_MINIMAL, json_entities, json_entities_minimal
+    from tablesdk.devstore._values import json_fragment
+    from tablesdk.devstore._wire import JSON_MINIMAL, json_entities, json_entities_minimal
 
     props = {
         "S": ("Edm.String", 'quote " backslash \\ tab \t nl \n ctl \x01 é 中 😀 \u2028'),
@@ -408,7 +408,7 @@ UTF16_ORDER = ["", "a", "\ud7ff", "\U00010000", "\U0001F600", "\U0010FFFF", "\ue
 
 
 def test_utf16_key_orders_by_code_units() -> None:
-    from tablesdk.devstore.values import utf16_key
+    from tablesdk.devstore._values import utf16_key
 
     assert sorted(UTF16_ORDER, key=utf16_key) == UTF16_ORDER
     assert sorted(UTF16_ORDER) != UTF16_ORDER  # code point order differs

@@ -41,9 +41,9 @@ from tablesdk import (
     prop,
 )
 from tablesdk.aio import AsyncCloudTableClient
-from tablesdk.entity import entity_to_payload
-from tablesdk.http import AttemptState
-from tablesdk.retry import RetryPolicy
+from tablesdk._entity import entity_to_payload
+from tablesdk._http import AttemptState
+from tablesdk._retry import RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

@@ -29,8 +29,8 @@ from tablesdk import (
     ResourceNotFoundError,
     TableValidationError,
 )
-from tablesdk.edm import EntityPayload
-from tablesdk.entity import entity_to_payload
+from tablesdk._edm import EntityPayload
+from tablesdk._entity import entity_to_payload
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from tablesdk import (
     EntityProperty,
     TableServiceError,
 )
-from tablesdk.entity import entity_to_payload
+from tablesdk._entity import entity_to_payload
 
 pytestmark = pytest.mark.integration
 
@@ -396,8 +396,8 @@ def test_copy_across_formats_and_accounts(
 def test_export_resume_continues_where_it_stopped(
     table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from tablesdk.cli.export import ExportSpec, export_table
-    from tablesdk.cli.progress import Progress
+    from tablesdk.cli._export import ExportSpec, export_table
+    from tablesdk.cli._progress import Progress
 
     fill(table_client, dev_table, [DynamicEntity(PartitionKey=f"p{i // 700}", RowKey=f"{i:05d}", N=i) for i in range(2500)])
     full = tmp_path / "full.jsonl"
@@ -428,8 +428,8 @@ def test_export_resume_continues_where_it_stopped(
 def test_csv_export_resume_keeps_columns(
     table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from tablesdk.cli.export import ExportSpec, export_table
-    from tablesdk.cli.progress import Progress
+    from tablesdk.cli._export import ExportSpec, export_table
+    from tablesdk.cli._progress import Progress
 
     entities = [DynamicEntity(PartitionKey="p", RowKey=f"{i:05d}", **({"A": i} if i < 1000 else {"B": str(i)}))
                 for i in range(1500)]
@@ -528,8 +528,8 @@ class _Token:
 def test_parallel_export_reads_ranges_and_resumes(
     table_client: CloudTableClient, dev_table: str, dev_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from tablesdk.cli.export import ExportSpec, export_table
-    from tablesdk.cli.progress import Progress
+    from tablesdk.cli._export import ExportSpec, export_table
+    from tablesdk.cli._progress import Progress
 
     fill(table_client, dev_table, [DynamicEntity(PartitionKey=f"part{i % 40:02d}", RowKey=f"{i:05d}", N=i)
                                    for i in range(4000)])

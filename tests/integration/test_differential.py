@@ -69,11 +69,11 @@ from typing import Any
 import pytest
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, EntityProperty, NoRetry
-from tablesdk.batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from tablesdk.edm import EdmDateTime, EntityPayload, to_filter_literal
-from tablesdk.entity import entity_to_payload
-from tablesdk.errors import BatchError, TableServiceError
-from tablesdk.query import ContinuationToken
+from tablesdk._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from tablesdk._edm import EdmDateTime, EntityPayload, to_filter_literal
+from tablesdk._entity import entity_to_payload
+from tablesdk._errors import BatchError, TableServiceError
+from tablesdk._query import ContinuationToken
 
 pytestmark = pytest.mark.integration
 

@@ -47,8 +47,8 @@ from tablesdk import (
     TableServiceError,
     prop,
 )
-from tablesdk.entity import entity_to_payload
-from tablesdk.retry import RetryPolicy
+from tablesdk._entity import entity_to_payload
+from tablesdk._retry import RetryPolicy
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,7 @@ from tablesdk import (
     TableServiceError,
     TableValidationError,
 )
-from tablesdk.edm import EdmDateTime
+from tablesdk._edm import EdmDateTime
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk.account: connection strings, endpoints, dev storage."""
+"""Unit tests for tablesdk._account: connection strings, endpoints, dev storage."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from tablesdk.account import (
+from tablesdk._account import (
     DEVSTORE_ACCOUNT_KEY,
     DEVSTORE_ACCOUNT_NAME,
     CloudStorageAccount,
 )
-from tablesdk.auth import SasCredential, SharedKeyCredential
+from tablesdk._auth import SasCredential, SharedKeyCredential
 
 KEY = base64.b64encode(b"NEVER-LEAK-THIS-ACCOUNT-KEY-0123456789-abcdef").decode("ascii")
 SAS = "sv=2019-02-02&tn=mytable&sp=r&se=2030-01-01T00%3A00%3A00Z&sig=SECRETSIGNATURE%2Bx%3D"
@@ -326,9 +326,9 @@ def test_create_cloud_table_client_passes_itself(monkeypatch: pytest.MonkeyPatch
         def __init__(self, account: Any, **kwargs: Any) -> None:
             calls.append((account, kwargs))
 
-    fake = types.ModuleType("tablesdk.client")
+    fake = types.ModuleType("tablesdk._client")
     fake.CloudTableClient = FakeClient  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tablesdk.client", fake)
+    monkeypatch.setitem(sys.modules, "tablesdk._client", fake)
     acct = CloudStorageAccount.development_storage_account()
     client = acct.create_cloud_table_client()
     assert isinstance(client, FakeClient)

@@ -12,9 +12,9 @@ import pytest_asyncio
 
 from tablesdk.aio import AiohttpSender
 from tablesdk.aio._transport import AsyncTransport
-from tablesdk.http import AttemptState, HttpRequest, SendError
-from tablesdk.retry import LinearRetry
-from tablesdk.transport import OperationContext
+from tablesdk._http import AttemptState, HttpRequest, SendError
+from tablesdk._retry import LinearRetry
+from tablesdk._transport import OperationContext
 
 pytestmark = pytest.mark.asyncio
 
@@ -163,7 +163,7 @@ async def test_the_async_transport_retries_through_the_shared_loop(sender: Aioht
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    from tablesdk.client import _error_from_response
+    from tablesdk._client import _error_from_response
 
     transport = AsyncTransport(
         None, retry_policy=LinearRetry(2, 0.25), error_parser=_error_from_response, sender=sender, sleep=sleep

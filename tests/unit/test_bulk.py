@@ -1,4 +1,4 @@
-"""tablesdk.bulk: grouping, exact 4 MiB cutting, culprit isolation, retries, progress, bookkeeping.
+"""tablesdk._bulk: grouping, exact 4 MiB cutting, culprit isolation, retries, progress, bookkeeping.
 
 HTTP goes to a small stateful fake of the ``$batch`` endpoint served through
 ``responses``: it parses each multipart request, applies the change set
@@ -28,7 +28,7 @@ import responses
 import urllib3.exceptions
 from fake_service import CONNECTION_STRING, ENDPOINT
 
-import tablesdk.bulk as bulk_module
+import tablesdk._bulk as bulk_module
 from tablesdk import (
     AuthenticationError,
     CloudStorageAccount,
@@ -44,13 +44,13 @@ from tablesdk import (
     TableServiceError,
     TableValidationError,
 )
-from tablesdk.batch import (
+from tablesdk._batch import (
     MAX_BATCH_BYTES,
     BatchOperation,
     BatchOperationKind,
     build_batch_request,
 )
-from tablesdk.bulk import (
+from tablesdk._bulk import (
     BULK_MODES,
     BulkInsertError,
     BulkMode,
@@ -58,8 +58,8 @@ from tablesdk.bulk import (
     EntityOutcome,
     _BatchSizer,
 )
-from tablesdk.edm import EntityPayload
-from tablesdk.http import HttpRequest, HttpResponse, MockSender
+from tablesdk._edm import EntityPayload
+from tablesdk._http import HttpRequest, HttpResponse, MockSender
 
 T = "Bulk"
 FAST = LinearRetry(3, 0)  # retries without sleeping

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from tablesdk.cli.app import Settings, cli, describe_error
-from tablesdk.errors import ConnectionFailedError, ResourceNotFoundError, TableValidationError
+from tablesdk.cli._app import Settings, cli, describe_error
+from tablesdk._errors import ConnectionFailedError, ResourceNotFoundError, TableValidationError
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 SAS = "sv=2019-02-02&tn=t&sig=AbC%2Bdef%2Fghi%3D&se=2099-01-01"

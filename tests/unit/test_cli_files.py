@@ -10,8 +10,8 @@ from datetime import timezone
 import pytest
 
 from tablesdk import DynamicEntity, EdmDateTime, EdmType, EntityProperty
-from tablesdk.cli.files import CsvColumns, csv_header, csv_row, payload_json, read_csv, read_jsonl
-from tablesdk.entity import entity_to_payload
+from tablesdk.cli._files import CsvColumns, csv_header, csv_row, payload_json, read_csv, read_jsonl
+from tablesdk._entity import entity_to_payload
 
 
 def entity() -> DynamicEntity:

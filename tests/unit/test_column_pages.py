@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from tablesdk import DynamicEntity, ResponseDecodeError, TableEntity
-from tablesdk.edm import EdmDateTime, EntityPage
-from tablesdk.entity import entity_from_payload, read_page
-from tablesdk.formats.json import JsonFormat
+from tablesdk._edm import EdmDateTime, EntityPage
+from tablesdk._entity import entity_from_payload, read_page
+from tablesdk._formats.json import JsonFormat
 
 
 def entity(n: int, **extra: Any) -> dict[str, Any]:
@@ -161,8 +161,8 @@ def test_a_page_of_payloads_reads_as_they_are() -> None:
 
 # ---------------------------------------------------------------- pages tracked by a context
 
-from tablesdk.context import EntityStates, MergeOption, _TrackingContext  # noqa: E402
-from tablesdk.query import TableQuery  # noqa: E402
+from tablesdk._context import EntityStates, MergeOption, _TrackingContext  # noqa: E402
+from tablesdk._query import TableQuery  # noqa: E402
 
 
 def _tracked(ctx: _TrackingContext) -> list[Any]:

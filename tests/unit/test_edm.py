@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tablesdk.edm import (
+from tablesdk._edm import (
     EdmDateTime,
     EdmType,
     EntityProperty,
@@ -23,7 +23,7 @@ from tablesdk.edm import (
     to_filter_literal,
     to_json_value,
 )
-from tablesdk.errors import TableValidationError
+from tablesdk._errors import TableValidationError
 
 GUID = uuid.UUID("c9da6455-213d-42c9-9a79-3e9149a57833")
 

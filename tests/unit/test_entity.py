@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import pytest
 
-from tablesdk.edm import EdmType, EntityPayload, EntityProperty, Int64, parse_datetime
-from tablesdk.entity import (
+from tablesdk._edm import EdmType, EntityPayload, EntityProperty, Int64, parse_datetime
+from tablesdk._entity import (
     DeclaredProperty,
     DynamicEntity,
     TableEntity,
@@ -17,7 +17,7 @@ from tablesdk.entity import (
     entity_to_payload,
     validate_table_name,
 )
-from tablesdk.errors import TableValidationError
+from tablesdk._errors import TableValidationError
 
 
 class Blog(TableEntity):

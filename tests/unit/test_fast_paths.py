@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk.edm import EdmDateTime, _parse_datetime_slow, _read_service_form_py310, parse_datetime
+from tablesdk._edm import EdmDateTime, _parse_datetime_slow, _read_service_form_py310, parse_datetime
 
 UTC = timezone.utc
 
@@ -90,7 +90,7 @@ def test_edm_datetime_constructor_keeps_its_keyword_and_class_default() -> None:
 
 # ------------------------------------------------------------------ batch response headers
 
-from tablesdk.batch import _read_headers, _read_headers_by_line  # noqa: E402
+from tablesdk._batch import _read_headers, _read_headers_by_line  # noqa: E402
 
 HEADER_BLOCKS = [
     b"HTTP/1.1 204 No Content\r\nContent-ID: 1\r\nETag: W/\"datetime'2024'\"\r\nX-Content-Type-Options: nosniff\r\n\r\nrest",
@@ -119,8 +119,8 @@ def test_batch_header_fast_path_equals_line_by_line(data: bytes, start: int) -> 
 
 # ------------------------------------------------------------------ property names
 
-from tablesdk.entity import _VALID_NAMES, validate_property_name  # noqa: E402
-from tablesdk.errors import TableValidationError  # noqa: E402
+from tablesdk._entity import _VALID_NAMES, validate_property_name  # noqa: E402
+from tablesdk._errors import TableValidationError  # noqa: E402
 
 
 class _Name(str):
@@ -152,8 +152,8 @@ def test_subclasses_are_checked_not_cached() -> None:
 
 import math  # noqa: E402
 
-from tablesdk.edm import EdmType, from_atom_text  # noqa: E402
-from tablesdk.formats import atom as atom_module  # noqa: E402
+from tablesdk._edm import EdmType, from_atom_text  # noqa: E402
+from tablesdk._formats import atom as atom_module  # noqa: E402
 
 _FEED = (
     '<feed xmlns="http://www.w3.org/2005/Atom" xmlns:d="http://schemas.microsoft.com/ado/2007/08/dataservices" '
@@ -214,8 +214,8 @@ def test_atom_converters_read_what_from_atom_text_reads(type_name: str, text: st
 import json as _json  # noqa: E402
 import uuid as _uuid  # noqa: E402
 
-from tablesdk.edm import EntityPayload, to_json_value  # noqa: E402
-from tablesdk.formats.json import JsonFormat  # noqa: E402
+from tablesdk._edm import EntityPayload, to_json_value  # noqa: E402
+from tablesdk._formats.json import JsonFormat  # noqa: E402
 
 
 def test_json_bodies_carry_what_to_json_value_gives_for_every_type() -> None:
@@ -243,7 +243,7 @@ def test_json_bodies_carry_what_to_json_value_gives_for_every_type() -> None:
 
 # ------------------------------------------------------------------ secrets in answers
 
-from tablesdk.transport import _secrets  # noqa: E402
+from tablesdk._transport import _secrets  # noqa: E402
 
 
 def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> None:
@@ -262,8 +262,8 @@ def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> 
 
 from datetime import datetime as _datetime  # noqa: E402
 
-from tablesdk.edm import infer_edm_type  # noqa: E402
-from tablesdk.entity import _EXACT_TYPES, DynamicEntity, entity_to_payload  # noqa: E402
+from tablesdk._edm import infer_edm_type  # noqa: E402
+from tablesdk._entity import _EXACT_TYPES, DynamicEntity, entity_to_payload  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -288,7 +288,7 @@ def test_dynamic_properties_are_typed_and_checked_as_before() -> None:
 
 # ------------------------------------------------------------------ JSON shapes
 
-from tablesdk.formats import json as json_module  # noqa: E402
+from tablesdk._formats import json as json_module  # noqa: E402
 
 _SHAPED_FEED = _json.dumps({"odata.metadata": "m", "value": [
     {"odata.etag": "W/\"1\"", "PartitionKey": "p", "RowKey": "1", "V": "5", "V@odata.type": "Edm.Int64",
@@ -317,7 +317,7 @@ def test_json_shape_plans_give_what_planning_every_entity_gives(metadata: str, m
     assert first[0].values["V"] == 5 and first[4].values["V"] == 6
 
 
-from tablesdk.formats.json import _ENCODER, _encode_text  # noqa: E402
+from tablesdk._formats.json import _ENCODER, _encode_text  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -340,9 +340,9 @@ def test_the_reused_c_encoder_refuses_what_json_encoder_refuses() -> None:
 
 # ---------------------------------------------------------------- JSON annotations remembered per shape
 
-from tablesdk.errors import ResponseDecodeError  # noqa: E402
-from tablesdk.edm import guid_from_wire as _guid  # noqa: E402
-from tablesdk.formats.json import _annotate  # noqa: E402
+from tablesdk._errors import ResponseDecodeError  # noqa: E402
+from tablesdk._edm import guid_from_wire as _guid  # noqa: E402
+from tablesdk._formats.json import _annotate  # noqa: E402
 
 _ANNOTATED_ENTITIES = [
     {"PartitionKey": "p", "RowKey": "1", "A": "5", "A@odata.type": "Edm.Int64", "B": 3, "B@odata.type": "Edm.Int32",
@@ -439,7 +439,7 @@ def test_guid_fast_path_equals_uuid(text: str) -> None:
                                (-(2**63) - 1, False, False)],
 )
 def test_folded_integer_readers_check_ranges(value: int, low: bool, high: bool) -> None:
-    from tablesdk.edm import int32_from_wire, int64_from_wire
+    from tablesdk._edm import int32_from_wire, int64_from_wire
 
     for reader, ok in ((int32_from_wire, low), (int64_from_wire, high)):
         for wire in (value, str(value)):
@@ -456,7 +456,7 @@ def test_folded_integer_readers_check_ranges(value: int, low: bool, high: bool) 
 
 # ---------------------------------------------------------------- entities read a page at a time
 
-from tablesdk.entity import TableEntity, entity_from_payload, entity_reader  # noqa: E402
+from tablesdk._entity import TableEntity, entity_from_payload, entity_reader  # noqa: E402
 
 
 class _Blog(TableEntity):
@@ -548,8 +548,8 @@ def test_remembered_typings_give_what_the_general_typing_gives(metadata: str) ->
 
 # ------------------------------------------------------------------ writing entities of a known shape
 
-from tablesdk.edm import EntityProperty  # noqa: E402
-from tablesdk.entity import _payload_by_property  # noqa: E402
+from tablesdk._edm import EntityProperty  # noqa: E402
+from tablesdk._entity import _payload_by_property  # noqa: E402
 
 from support import EDM_LIMITS  # noqa: E402
 
@@ -631,7 +631,7 @@ def test_planned_payloads_check_every_value_of_a_kind(value: object, at: int) ->
 
 
 def test_the_benchmark_entities_take_the_planned_path() -> None:
-    from tablesdk.entity import _planned_payload
+    from tablesdk._entity import _planned_payload
 
     entity = DynamicEntity(PartitionKey="p", RowKey="r", S="s", I=1, L=EntityProperty(5, EdmType.INT64), D=1.5,
                            B=True, W=_datetime(2024, 1, 2, tzinfo=UTC), G=_uuid.UUID(int=1), Y=b"\x00", N=None)
@@ -646,7 +646,7 @@ def test_the_benchmark_entities_take_the_planned_path() -> None:
 
 # ------------------------------------------------------------------ JSON bodies of a known shape
 
-from tablesdk.formats.json import _body, _encode, _template_text  # noqa: E402
+from tablesdk._formats.json import _body, _encode, _template_text  # noqa: E402
 
 
 def _general_body(payload: EntityPayload) -> object:
@@ -702,7 +702,7 @@ def test_template_bodies_leave_out_timestamp_wherever_it_is(where: int) -> None:
 
 from pathlib import Path  # noqa: E402
 
-from tablesdk.batch import (  # noqa: E402
+from tablesdk._batch import (  # noqa: E402
     BatchOperation,
     BatchOperationKind,
     _general_results,
@@ -806,9 +806,9 @@ def test_the_service_shape_is_read_in_one_pass() -> None:
 
 import itertools  # noqa: E402
 
-import tablesdk.batch as batch_module  # noqa: E402
-from tablesdk.batch import _general_batch_request, build_batch_request  # noqa: E402
-from tablesdk.formats.atom import AtomFormat  # noqa: E402
+import tablesdk._batch as batch_module  # noqa: E402
+from tablesdk._batch import _general_batch_request, build_batch_request  # noqa: E402
+from tablesdk._formats.atom import AtomFormat  # noqa: E402
 
 from support import FakeFormat  # noqa: E402
 

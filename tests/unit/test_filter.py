@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk.filter: literals, typing, precedence, helpers, limits, point keys."""
+"""Unit tests for tablesdk._filter: literals, typing, precedence, helpers, limits, point keys."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tablesdk.edm import EdmDateTime, EdmType, EntityProperty, Int64
-from tablesdk.entity import TableEntity
-from tablesdk.errors import TableValidationError
-from tablesdk.filter import (
+from tablesdk._edm import EdmDateTime, EdmType, EntityProperty, Int64
+from tablesdk._entity import TableEntity
+from tablesdk._errors import TableValidationError
+from tablesdk._filter import (
     MAX_FILTER_COMPARISONS,
     And,
     Comparison,

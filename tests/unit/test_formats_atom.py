@@ -10,15 +10,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from lxml import etree
 
-from tablesdk.edm import (
+from tablesdk._edm import (
     EdmType,
     EntityPayload,
     parse_datetime,
 )
-from tablesdk.errors import TableValidationError
-from tablesdk.formats import PayloadFormat, get_format
+from tablesdk._errors import TableValidationError
+from tablesdk._formats import PayloadFormat, get_format
 from support import EDM_LIMITS, assert_same_value, payload
-from tablesdk.formats.atom import (
+from tablesdk._formats.atom import (
     ATOM_NS,
     DATASERVICES_NS,
     METADATA_NS,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tablesdk.formats import parse_error_body as parse_via_package
-from tablesdk.formats.errors import MAX_TEXT_EXCERPT, parse_error_body, strip_trailer
+from tablesdk._formats import parse_error_body as parse_via_package
+from tablesdk._formats.errors import MAX_TEXT_EXCERPT, parse_error_body, strip_trailer
 
 DATA = Path(__file__).resolve().parent.parent / "wire" / "data"
 

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from tablesdk.edm import (
+from tablesdk._edm import (
     EdmDateTime,
     EdmType,
     EntityPayload,
     from_json_value,
     parse_datetime,
 )
-from tablesdk.errors import TableValidationError
-from tablesdk.formats import PayloadFormat, get_format
-from tablesdk.formats.json import JsonFormat
-from tablesdk.edm import _parse_datetime_slow
+from tablesdk._errors import TableValidationError
+from tablesdk._formats import PayloadFormat, get_format
+from tablesdk._formats.json import JsonFormat
+from tablesdk._edm import _parse_datetime_slow
 
 from support import EDM_LIMITS, assert_same_value, payload
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tablesdk.edm import EdmDateTime, EdmType, EntityPayload
-from tablesdk.errors import TableValidationError
-from tablesdk.formats import get_format
-from tablesdk.formats import json as json_module
-from tablesdk.formats.json import JsonFormat
+from tablesdk._edm import EdmDateTime, EdmType, EntityPayload
+from tablesdk._errors import TableValidationError
+from tablesdk._formats import get_format
+from tablesdk._formats import json as json_module
+from tablesdk._formats.json import JsonFormat
 
 from support import EDM_LIMITS
 

@@ -94,7 +94,7 @@ def test_parallel_scan_stops_on_a_continuation_cycle(mock: responses.RequestsMoc
 
 
 def test_cli_export_pages_stop_on_a_continuation_cycle(mock: responses.RequestsMock) -> None:
-    from tablesdk.cli.transfer import pages
+    from tablesdk.cli._transfer import pages
 
     def reply(request: object) -> tuple[int, dict[str, str], str]:
         token = sent(request, "NextPartitionKey")

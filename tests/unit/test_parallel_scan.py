@@ -24,8 +24,8 @@ from tablesdk import (
     prop,
 )
 from tablesdk.devstore import DevStore
-from tablesdk.http import HttpRequest, HttpResponse, MockSender
-from tablesdk.query import _highest_key_prefix, _Lead, _ParallelScan
+from tablesdk._http import HttpRequest, HttpResponse, MockSender
+from tablesdk._query import _highest_key_prefix, _Lead, _ParallelScan
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from tablesdk import TableErrorCode
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Exported values that are data, not classes or functions (documented in their module by comments).
-DATA_NAMES = {"__version__", "Int64"}
+DATA_NAMES = {"__version__", "Int64", "Timeout"}
 
 
 def documented_surface() -> set[str]:
@@ -64,17 +64,17 @@ def test_every_documented_table_code_is_a_member(code: str) -> None:
 
 
 def test_an_error_from_the_service_compares_with_the_enum() -> None:
-    from tablesdk.errors import error_for_status
+    from tablesdk._errors import error_for_status
 
     error = error_for_status(409, "EntityAlreadyExists", "The specified entity already exists.")
     assert error.error_code == TableErrorCode.ENTITY_ALREADY_EXISTS
 
 
-#: Private state of the entity classes, owned by tablesdk/entity.py.
+#: Private state of the entity classes, owned by tablesdk/_entity.py.
 ENTITY_STATE = {"_values", "_types", "_wire_types", "__dict__"}
 
 
-@pytest.mark.parametrize("module", ["context.py", "aio/context.py", "client.py", "_operations.py", "bulk.py"])
+@pytest.mark.parametrize("module", ["_context.py", "aio/_context.py", "_client.py", "_operations.py", "_bulk.py"])
 def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
     import ast
 
@@ -84,3 +84,17 @@ def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
         if isinstance(node, ast.Attribute) and node.attr in ENTITY_STATE
     })
     assert touched == [], f"tablesdk/{module} reaches into entity state; add a function to entity.py instead"
+
+
+#: The modules a user may import; everything else in the package is private (a leading underscore).
+PUBLIC_MODULES = {"tablesdk", "tablesdk.aio", "tablesdk.cli", "tablesdk.devstore", "tablesdk.testing"}
+
+
+def test_only_the_public_modules_have_public_names() -> None:
+    import pkgutil
+
+    public = {"tablesdk"}
+    for module in pkgutil.walk_packages(tablesdk.__path__, "tablesdk."):
+        if not any(part.startswith("_") for part in module.name.split(".")):
+            public.add(module.name)
+    assert public == PUBLIC_MODULES

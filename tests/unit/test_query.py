@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk.query: TableQuery paging against a fake QuerySource,
+"""Unit tests for tablesdk._query: TableQuery paging against a fake QuerySource,
 continuation tokens, and the white paper's key helpers."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from tablesdk.edm import EdmDateTime, Int64
-from tablesdk.entity import DynamicEntity, TableEntity
-from tablesdk.errors import TableServiceError, TableValidationError
-from tablesdk.filter import RawFilter, prop
-from tablesdk.query import (
+from tablesdk._edm import EdmDateTime, Int64
+from tablesdk._entity import DynamicEntity, TableEntity
+from tablesdk._errors import TableServiceError, TableValidationError
+from tablesdk._filter import RawFilter, prop
+from tablesdk._query import (
     DATETIME_MAX_TICKS,
     ContinuationToken,
     EmptyResultError,

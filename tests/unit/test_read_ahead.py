@@ -22,8 +22,8 @@ from tablesdk import (
     TableQuery,
     TableServiceError,
 )
-from tablesdk.http import HttpRequest, HttpResponse, MockSender, SendError
-from tablesdk.query import ContinuationToken, PagedQuerySource, ResultSegment
+from tablesdk._http import HttpRequest, HttpResponse, MockSender, SendError
+from tablesdk._query import ContinuationToken, PagedQuerySource, ResultSegment
 
 CONNECTION = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"

@@ -25,8 +25,8 @@ from tablesdk import (
     ResponseDecodeError,
     TableServiceError,
 )
-from tablesdk.entity import entity_to_payload
-from tablesdk.formats import get_format
+from tablesdk._entity import entity_to_payload
+from tablesdk._formats import get_format
 
 from fake_service import CONNECTION_STRING, ENDPOINT
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tablesdk.errors import (
+from tablesdk._errors import (
     AuthenticationError,
     ConflictError,
     ConnectionFailedError,
@@ -18,7 +18,7 @@ from tablesdk.errors import (
     TableServiceError,
     error_for_status,
 )
-from tablesdk.retry import (
+from tablesdk._retry import (
     ExponentialRetry,
     LinearRetry,
     NoRetry,

@@ -18,9 +18,9 @@ import requests
 import responses
 import urllib3.exceptions
 
-import tablesdk.transport as transport_module
-from tablesdk.http import RequestsSender
-from tablesdk.errors import (
+import tablesdk._transport as transport_module
+from tablesdk._http import RequestsSender
+from tablesdk._errors import (
     AuthenticationError,
     ConflictError,
     ConnectionFailedError,
@@ -31,8 +31,8 @@ from tablesdk.errors import (
     TableServiceError,
     error_for_status,
 )
-from tablesdk.retry import ExponentialRetry, LinearRetry, NoRetry
-from tablesdk.transport import (
+from tablesdk._retry import ExponentialRetry, LinearRetry, NoRetry
+from tablesdk._transport import (
     DEFAULT_USER_AGENT,
     HttpResponse,
     OperationContext,

@@ -12,10 +12,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tablesdk import DynamicEntity, EdmType, EntityProperty, TableEntity, prop
-from tablesdk.edm import Int64
-from tablesdk.entity import entity_to_payload, validate_key
-from tablesdk.errors import TableValidationError
-from tablesdk.formats import get_format
+from tablesdk._edm import Int64
+from tablesdk._entity import entity_to_payload, validate_key
+from tablesdk._errors import TableValidationError
+from tablesdk._formats import get_format
 
 
 class Note(TableEntity):

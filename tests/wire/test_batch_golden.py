@@ -7,7 +7,7 @@
   response, copied as printed (with the chunk size line ``6E7`` and the final
   ``0``).
 * ``batch_azurite_*.http``: answers recorded from Azurite 3.37.0 to requests
-  built by tablesdk.batch (first line: the outer Content-Type header, then a
+  built by tablesdk._batch (first line: the outer Content-Type header, then a
   blank line, then the body as received).
 """
 
@@ -22,22 +22,22 @@ from urllib.parse import unquote
 
 import pytest
 
-import tablesdk.batch as batch_module
-from tablesdk.batch import (
+import tablesdk._batch as batch_module
+from tablesdk._batch import (
     BatchOperation,
     BatchOperationKind,
     build_batch_request,
     parse_batch_response,
 )
-from tablesdk.edm import EdmType, EntityPayload
-from tablesdk.errors import (
+from tablesdk._edm import EdmType, EntityPayload
+from tablesdk._errors import (
     BatchError,
     ConflictError,
     PreconditionFailedError,
     ResourceNotFoundError,
     TableServiceError,
 )
-from tablesdk.formats import PayloadFormat
+from tablesdk._formats import PayloadFormat
 
 from support import FakeFormat
 
@@ -53,7 +53,7 @@ def _real_formats() -> list[Any]:
     formats: list[Any] = []
     for name in ("json", "atom"):
         try:
-            from tablesdk.formats import get_format
+            from tablesdk._formats import get_format
 
             formats.append(pytest.param(get_format(name), id=name))
         except ImportError:  # pragma: no cover - codec not written yet

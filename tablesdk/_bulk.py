@@ -1,0 +1,668 @@
+"""Bulk loading: many entities, any partitions, as concurrent entity group transactions.
+
+:func:`bulk_insert` (also ``CloudTableClient.bulk_insert``) takes any iterable of
+entities, groups them by PartitionKey, cuts each group into batches that respect
+both service limits (:data:`~tablesdk._batch.MAX_BATCH_OPERATIONS` operations and
+:data:`~tablesdk._batch.MAX_BATCH_BYTES` of encoded request body), and sends the
+batches on a thread pool. It never raises for a problem with one entity: every
+input entity ends up exactly once in :attr:`BulkResult.succeeded` or
+:attr:`BulkResult.failed`, with the reason.
+
+How it works (see docs/batch.md, "Bulk loading"):
+
+* **Modes.** ``"insert"`` is Insert Entity (an existing entity fails with 409
+  EntityAlreadyExists), ``"merge"`` is Insert Or Merge and ``"replace"`` is
+  Insert Or Replace. The upserts are unconditional (no ETag).
+* **Streaming.** The input is read once, on the calling thread. Each entity is
+  validated (:func:`~tablesdk._entity.entity_to_payload`) and serialized with the
+  client's payload format exactly once; the encoded bytes are what the batch
+  body is built from, so each batch's size is known exactly before it is cut.
+  Partial per-partition groups wait for more entities of their partition, up to
+  :data:`MAX_BUFFERED_ENTITIES` / :data:`MAX_BUFFERED_BYTES` in total (then the
+  oldest group is sent early), and at most ``2 * max_workers`` batches are in
+  flight, so memory stays bounded whatever the input size.
+* **Duplicates.** An entity whose (PartitionKey, RowKey) already occurred
+  earlier in the same call is not sent: it fails with a
+  :class:`~tablesdk._errors.TableValidationError` (field ``"entity"``) naming the
+  earlier input position. The service refuses an entity twice in one batch, and
+  sending the copies in different concurrent batches would make the final
+  content depend on timing.
+* **Invalid entities** (bad keys, too large, wrong types, not an entity at all)
+  fail individually before anything is sent; the call carries on.
+* **Retries.** Each batch goes through the client's
+  :meth:`~tablesdk._client.CloudTableClient.execute_batch` with the client's
+  retry policy (or ``retry_policy``): ServerBusy, other 5xx and timeouts of
+  the whole request, and a change set refused with a retryable status inside
+  its ``202``, are retried there with back-off, exactly as
+  ``save_changes_with_retries`` retries them.
+* **One bad entity does not sink the batch.** When the service refuses a
+  change set and names the failing operation (``BatchError.failed_index``),
+  that entity fails with the service's error (``BatchError.cause``, e.g. a
+  :class:`~tablesdk._errors.ConflictError`) and the rest of the batch, which did
+  not fail on its own, is sent again as a new transaction without it: one extra
+  round trip per failing entity. Errors that concern the whole request (no
+  index, authentication, a missing table, ...) fail every entity of the batch.
+  A refusal the client marks ambiguous (a 404, 409 or 412 answered to a retry
+  whose earlier attempt's outcome is unknown, or an answer that does not match
+  the operations) fails the whole batch with ``ambiguous_retry=True`` on the
+  error: the earlier attempt may have written all of it.
+
+Threads and connections: batches run on a private
+:class:`~concurrent.futures.ThreadPoolExecutor` of ``max_workers`` threads
+sharing the client's transport (one ``requests.Session``, which is safe to
+share). That session keeps at most ``pool_size`` connections per host, and
+urllib3 does not make a request wait for one of them: a request beyond
+``pool_size`` in flight at once gets a new connection that is closed afterwards
+("Connection pool is full, discarding connection"), i.e. TCP connection churn.
+So ``max_workers`` is capped at the client's ``pool_size`` (with a
+:class:`RuntimeWarning`). ``progress`` is always called on the calling thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sized
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._batch import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_OPERATIONS,
+    BatchOperation,
+    BatchOperationKind,
+    BatchOperationResult,
+    build_batch_request,
+    entity_path,
+)
+from ._edm import EdmType, EntityPayload
+from ._entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
+from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
+from ._formats import PayloadFormat
+from ._http import workers_within_pool
+from ._retry import RetryPolicy
+from ._transport import OperationContext
+
+if TYPE_CHECKING:
+    from ._client import CloudTableClient
+
+__all__ = [
+    "BULK_MODES",
+    "MAX_BUFFERED_BYTES",
+    "MAX_BUFFERED_ENTITIES",
+    "BulkInsertError",
+    "BulkMode",
+    "BulkResult",
+    "EntityOutcome",
+    "ProgressCallback",
+    "bulk_insert",
+]
+
+#: ``"insert"`` (Insert Entity), ``"merge"`` (Insert Or Merge), ``"replace"`` (Insert Or Replace).
+BulkMode = Literal["insert", "merge", "replace"]
+
+#: The operation each mode sends for every entity.
+BULK_MODES: dict[str, BatchOperationKind] = {
+    "insert": BatchOperationKind.INSERT,
+    "merge": BatchOperationKind.INSERT_OR_MERGE,
+    "replace": BatchOperationKind.INSERT_OR_REPLACE,
+}
+
+#: ``progress(done, total)``: entities with a final outcome so far, and the input's
+#: length (None when the input has no ``len``).
+ProgressCallback = Callable[[int, int | None], None]
+
+#: Entities held in partial per-partition groups before the oldest group is sent early.
+MAX_BUFFERED_ENTITIES = 20_000
+#: Encoded bytes held in partial per-partition groups before the oldest group is sent early.
+MAX_BUFFERED_BYTES = 128 * 1024 * 1024
+
+#: Errors about the request as a whole: no entity is to blame, so none is singled out.
+_REQUEST_WIDE_STATUSES = frozenset({401, 403, 405, 411, 413, 415})
+_REQUEST_WIDE_CODES = frozenset({
+    TableErrorCode.TABLE_NOT_FOUND,
+    TableErrorCode.TABLE_BEING_DELETED,
+    TableErrorCode.AUTHENTICATION_FAILED,
+    TableErrorCode.AUTHORIZATION_FAILURE,
+    TableErrorCode.AUTHORIZATION_PERMISSION_MISMATCH,
+    TableErrorCode.AUTHORIZATION_RESOURCE_TYPE_MISMATCH,
+    TableErrorCode.REQUEST_BODY_TOO_LARGE,
+    TableErrorCode.INVALID_HEADER_VALUE,
+    TableErrorCode.UNSUPPORTED_HEADER,
+    "InvalidAPIVersion",
+})
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class EntityOutcome:
+    """What happened to one input entity.
+
+    ``index`` is its zero-based position in the input, ``entity`` the object
+    given, ``etag`` its new ETag when it was written (also set on
+    ``entity.etag``), and ``error`` why it was not: a
+    :class:`~tablesdk._errors.TableServiceError` subclass answered by the service
+    (``ConflictError`` for an insert of an existing entity, ``ServerBusyError``
+    when retries ran out, ...), a :class:`~tablesdk._errors.TableValidationError`
+    found before sending (invalid entity, duplicate keys), or another exception
+    raised while preparing it (``TypeError`` for an object that is no entity).
+    """
+
+    index: int
+    entity: Any
+    etag: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the entity was written."""
+        return self.error is None
+
+
+@dataclass
+class BulkResult:
+    """The outcome of :func:`bulk_insert`.
+
+    ``succeeded`` and ``failed`` hold one :class:`EntityOutcome` per input
+    entity, each list in input order; together they cover the input exactly
+    once. ``batches`` counts the entity group transactions attempted (a batch
+    sent again without a failing entity counts again), ``requests`` the HTTP
+    requests made for them including the transport's retries, and ``elapsed``
+    the wall-clock seconds of the call.
+    """
+
+    succeeded: list[EntityOutcome]
+    failed: list[EntityOutcome]
+    batches: int = 0
+    requests: int = 0
+    elapsed: float = 0.0
+
+    @property
+    def total(self) -> int:
+        """Number of input entities (``len(succeeded) + len(failed)``)."""
+        return len(self.succeeded) + len(self.failed)
+
+    def raise_on_error(self) -> BulkResult:
+        """Raise :class:`BulkInsertError` if any entity failed; otherwise return this result."""
+        if self.failed:
+            raise BulkInsertError(self)
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"BulkResult(succeeded={len(self.succeeded)}, failed={len(self.failed)}, "
+            f"batches={self.batches}, requests={self.requests}, elapsed={self.elapsed:.3f})"
+        )
+
+
+class BulkInsertError(TableServiceError):
+    """Raised by :meth:`BulkResult.raise_on_error` when some entities were not written.
+
+    ``result`` is the :class:`BulkResult`; ``status_code``, ``error_code`` and
+    ``request_id`` are those of the first failure (in input order) when it came
+    from the service.
+    """
+
+    def __init__(self, result: BulkResult) -> None:
+        first = result.failed[0]
+        error = first.error
+        where = (
+            f"entity {first.index} (PartitionKey={getattr(first.entity, 'PartitionKey', None)!r}, "
+            f"RowKey={getattr(first.entity, 'RowKey', None)!r})"
+        )
+        why = error.describe(request_id=False) if isinstance(error, TableServiceError) else str(error)
+        message = f"{len(result.failed)} of {result.total} entities failed; first: {where}: {why}"
+        if isinstance(error, TableServiceError):
+            super().__init__(
+                message, status_code=error.status_code, error_code=error.error_code, request_id=error.request_id
+            )
+        else:
+            super().__init__(message)
+        self.result = result
+
+
+# ---------------------------------------------------------------- sizing
+
+
+class _BatchSizer:
+    """Exact size of a ``$batch`` body from the sizes of its entity bodies.
+
+    Calibrated once per call by building one- and two-operation batches with
+    empty entity bodies through :func:`~tablesdk._batch.build_batch_request`
+    itself: a body is ``framing`` plus, per operation, ``part`` plus the entity
+    body, plus the key-dependent length of its URL and the extra digits of its
+    ``Content-ID``. tests/unit/test_bulk.py checks the prediction byte for byte.
+    """
+
+    def __init__(self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str) -> None:
+        self.table = table
+        self.addressed = kind is not BatchOperationKind.INSERT  # the keys are in the inner URL
+        ops = [_probe_operation(kind, table, row_key) for row_key in ("0", "1")]
+        one = len(build_batch_request(base_url, ops[:1], fmt, api_version=api_version)[0])
+        two = len(build_batch_request(base_url, ops, fmt, api_version=api_version)[0])
+        self.part = two - one
+        self.framing = one - self.part
+        self.reference_path = len(entity_path(table, "", "1")) if self.addressed else 0
+
+    def cost(self, partition_key: str, row_key: str, body_size: int, position: int) -> int:
+        """Bytes the operation adds to a batch as its ``position``-th (1-based) operation."""
+        size = self.part + body_size + len(str(position)) - 1
+        if self.addressed:
+            size += len(entity_path(self.table, partition_key, row_key)) - self.reference_path
+        return size
+
+
+def _probe_operation(kind: BatchOperationKind, table: str, row_key: str) -> BatchOperation:
+    payload = EntityPayload(
+        {"PartitionKey": "", "RowKey": row_key}, {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    )
+    return BatchOperation(kind, table, "", row_key, payload, None, body=b"")
+
+
+# ---------------------------------------------------------------- work items
+
+
+class _Item:
+    """One valid entity on its way: input position, object, payload and encoded body."""
+
+    __slots__ = ("body", "entity", "index", "partition_key", "payload", "row_key")
+
+    def __init__(self, index: int, entity: Any, payload: EntityPayload, body: bytes) -> None:
+        self.index = index
+        self.entity = entity
+        self.payload = payload
+        self.body = body
+        self.partition_key: str = payload.values["PartitionKey"]
+        self.row_key: str = payload.values["RowKey"]
+
+
+class _Group:
+    """A partition's entities waiting to fill a batch, and that batch's exact body size."""
+
+    __slots__ = ("body_bytes", "items", "size")
+
+    def __init__(self, framing: int) -> None:
+        self.items: list[_Item] = []
+        self.size = framing
+        self.body_bytes = 0
+
+
+#: (input position, entity, new ETag, error): the final word on one entity.
+_Outcome = tuple[int, Any, "str | None", "BaseException | None"]
+
+
+@dataclass
+class _Report:
+    """What a worker did with one group: an outcome per entity, transactions and requests sent."""
+
+    outcomes: list[_Outcome]
+    transactions: int = 0
+    requests: int = 0
+
+    def fail(self, items: Iterable[_Item], error: BaseException) -> None:
+        self.outcomes.extend((item.index, item.entity, None, error) for item in items)
+
+
+@dataclass
+class _JobRules:
+    """What every batch of one call shares, and the decisions after each try (no I/O).
+
+    Retries are not decided here: the client's ``execute_batch`` retries a request, and a
+    change set refused inside its ``202``, with the call's policy before it answers.
+    """
+
+    table: str
+    kind: BatchOperationKind
+    policy: RetryPolicy
+
+    def operations(self, items: list[_Item]) -> list[BatchOperation]:
+        """The batch operations for ``items``, carrying their pre-encoded bodies."""
+        return [
+            BatchOperation(self.kind, self.table, item.partition_key, item.row_key, item.payload, None, body=item.body)
+            for item in items
+        ]
+
+    def settle(
+        self,
+        chunk: list[_Item],
+        outcome: list[BatchOperationResult] | Exception,
+        context: OperationContext,
+        report: _Report,
+        pending: list[list[_Item]],
+    ) -> None:
+        """Record what sending ``chunk`` did.
+
+        Entities of a chunk the service refused, but not for their own fault, go back
+        to ``pending`` as a new chunk.
+        """
+        report.requests += len(context.attempts)
+        if not isinstance(outcome, Exception):
+            report.outcomes.extend(
+                (item.index, item.entity, result.etag, None) for item, result in zip(chunk, outcome)
+            )
+        elif isinstance(outcome, BatchError):
+            pending.extend(_isolate(chunk, outcome, report))
+        elif isinstance(outcome, TableValidationError) and len(chunk) > 1 and outcome.field == "batch":
+            # The exact sizing makes this impossible; never fail good entities for it.
+            half = len(chunk) // 2
+            pending.extend((chunk[half:], chunk[:half]))
+        else:
+            report.fail(chunk, outcome)  # transport errors after retries, anything unexpected: reported
+
+
+def _isolate(chunk: list[_Item], exc: BatchError, report: _Report) -> list[list[_Item]]:
+    """Fail the entity the service blamed and return the rest of ``chunk`` to send again.
+
+    The whole chunk fails when no entity is to blame (no index, a request-wide
+    error) or when the client marked the answer ambiguous: the transaction may have
+    been applied by an earlier attempt.
+    """
+    cause: TableServiceError = exc.cause if exc.cause is not None else exc
+    index = exc.failed_index
+    if index is None or exc.ambiguous_retry or _request_wide(cause):
+        report.fail(chunk, cause)
+        return []
+    report.fail((chunk[index],), cause)
+    rest = chunk[:index] + chunk[index + 1:]
+    return [rest] if rest else []
+
+
+@dataclass
+class _Job(_JobRules):
+    """A thread worker's job: :class:`_JobRules` plus the client that sends."""
+
+    client: CloudTableClient
+
+    def send(self, items: list[_Item], context: OperationContext) -> list[BatchOperationResult]:
+        """One ``$batch`` request for ``items``, sent with their pre-encoded bodies."""
+        return self.client.execute_batch(self.operations(items), retry_policy=self.policy, operation_context=context)
+
+    def run(self, items: list[_Item]) -> _Report:
+        """Write one batch; isolate failing entities and resend the rest.
+
+        Runs on a worker thread and never raises: every entity gets an outcome.
+        """
+        report = _Report([])
+        pending = [items]
+        while pending:
+            chunk = pending.pop()
+            report.transactions += 1
+            context = OperationContext()
+            outcome: list[BatchOperationResult] | Exception
+            try:
+                outcome = self.send(chunk, context)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+                outcome = exc
+            self.settle(chunk, outcome, context, report, pending)
+        return report
+
+
+def _ends_the_call(error: TableServiceError) -> bool:
+    """An answer every batch of the call would get: the table is missing or being deleted,
+    or the credential is refused."""
+    return error.error_code in ("TableNotFound", "TableBeingDeleted") or error.status_code in (401, 403)
+
+
+def _request_wide(error: TableServiceError) -> bool:
+    return error.status_code in _REQUEST_WIDE_STATUSES or error.error_code in _REQUEST_WIDE_CODES
+
+
+def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValidationError:
+    return TableValidationError(
+        "entity",
+        "each entity (PartitionKey, RowKey) may appear only once in one bulk_insert call",
+        f"PartitionKey={partition_key!r}, RowKey={row_key!r} is also input entity {first}",
+    )
+
+
+# ---------------------------------------------------------------- planning (no I/O)
+
+
+def _plan(
+    entities: Iterable[Any], fmt: PayloadFormat, sizer: _BatchSizer, pause: Callable[[], object] | None = None
+) -> Iterator[list[_Item] | EntityOutcome]:
+    """Read ``entities`` once and yield, in turn, each batch to send (a list of items of one
+    partition that fits both batch limits) and each entity that failed before sending.
+
+    Each entity is validated and serialized here, once: the bytes size the batch exactly
+    and are sent as they are. Partial per-partition groups wait for more entities of their
+    partition, up to :data:`MAX_BUFFERED_ENTITIES` / :data:`MAX_BUFFERED_BYTES` in total
+    (then the oldest group is yielded early). ``pause`` is called every eight entities
+    (the thread driver hands the interpreter to its workers there).
+    """
+    seen: dict[tuple[str, str], int] = {}
+    groups: dict[str, _Group] = {}  # PartitionKey -> entities waiting for a batch, oldest group first
+    buffered = [0, 0]  # entities, bytes
+
+    def take(partition_key: str) -> list[_Item]:
+        group = groups.pop(partition_key)
+        buffered[0] -= len(group.items)
+        buffered[1] -= group.body_bytes
+        return group.items
+
+    for index, entity in enumerate(entities):
+        if pause is not None and not index & 7:
+            pause()
+        try:
+            payload = entity_to_payload(entity)
+            item = _Item(index, entity, payload, fmt.serialize_entity(payload))
+        except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
+            yield EntityOutcome(index, entity, None, exc)
+            continue
+        partition_key, row_key = item.partition_key, item.row_key
+        first = seen.setdefault((partition_key, row_key), index)
+        if first != index:
+            yield EntityOutcome(index, entity, None, _duplicate_error(partition_key, row_key, first))
+            continue
+        group = groups.get(partition_key)
+        if group is None:
+            group = groups[partition_key] = _Group(sizer.framing)
+        body_size = len(item.body)
+        cost = sizer.cost(partition_key, row_key, body_size, len(group.items) + 1)
+        if group.size + cost > MAX_BATCH_BYTES and group.items:
+            yield take(partition_key)
+            group = groups[partition_key] = _Group(sizer.framing)
+            cost = sizer.cost(partition_key, row_key, body_size, 1)
+        if group.size + cost > MAX_BATCH_BYTES:
+            del groups[partition_key]
+            yield EntityOutcome(index, entity, None, _too_large(group.size + cost))
+            continue
+        group.items.append(item)
+        group.size += cost
+        group.body_bytes += body_size
+        buffered[0] += 1
+        buffered[1] += body_size
+        if len(group.items) >= MAX_BATCH_OPERATIONS:
+            yield take(partition_key)
+        while groups and (buffered[0] > MAX_BUFFERED_ENTITIES or buffered[1] > MAX_BUFFERED_BYTES):
+            yield take(next(iter(groups)))  # the oldest partial group
+    while groups:
+        yield take(next(iter(groups)))
+
+
+def _yield_to_workers(in_flight: set[Future[_Report]]) -> None:
+    """Hand the GIL to a worker whose I/O just finished (it would otherwise wait for the
+    interpreter's 5 ms switch interval): +30% with one worker, neutral with more."""
+    if in_flight:
+        time.sleep(0)
+
+
+#: An outcome's input position (a C key for sorting them).
+_INDEX = attrgetter("index")
+
+
+def _too_large(size: int) -> TableValidationError:
+    return TableValidationError(
+        "entity", f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)", f"this entity alone makes a {size}-byte batch"
+    )
+
+
+class _Tally:
+    """The outcomes gathered so far, the counters of a :class:`BulkResult` and the progress calls."""
+
+    def __init__(self, total: int | None, progress: ProgressCallback | None) -> None:
+        self.total = total
+        self.progress = progress
+        self.outcomes: list[EntityOutcome] = []
+        self.done = 0
+        self.reported = -1
+        self.transactions = 0
+        self.requests = 0
+        #: An answer that every later batch would get too (the table is missing, the
+        #: credential is refused): the call stops sending once it has one.
+        self.fatal: TableServiceError | None = None
+
+    def failed_before_sending(self, outcome: EntityOutcome) -> None:
+        """An entity that failed validation (no progress call: none is made per entity)."""
+        self.outcomes.append(outcome)
+        self.done += 1
+
+    def add(self, report: _Report) -> None:
+        """Take in what a worker did with one batch, and report progress."""
+        self.transactions += report.transactions
+        self.requests += report.requests
+        for index, entity, etag, error in report.outcomes:
+            if etag is not None:
+                entity.etag = etag
+            if self.fatal is None and isinstance(error, TableServiceError) and _ends_the_call(error):
+                self.fatal = error
+            self.outcomes.append(EntityOutcome(index, entity, etag, error))
+        self.done += len(report.outcomes)
+        if self.progress is not None:
+            self.reported = self.done
+            self.progress(self.done, self.total)
+
+    def result(self, elapsed: float) -> BulkResult:
+        """The final :class:`BulkResult` (with a last progress call if one is due)."""
+        if self.progress is not None and self.reported != self.done:
+            self.progress(self.done, self.total)
+        outcomes = sorted(self.outcomes, key=_INDEX)
+        succeeded = [outcome for outcome in outcomes if outcome.error is None]
+        failed = [outcome for outcome in outcomes if outcome.error is not None]
+        return BulkResult(succeeded, failed, self.transactions, self.requests, elapsed)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def bulk_insert(
+    client: CloudTableClient,
+    table: str,
+    entities: Iterable[TableEntity | DynamicEntity],
+    mode: BulkMode = "insert",
+    max_workers: int = 8,
+    progress: ProgressCallback | None = None,
+    *,
+    retry_policy: RetryPolicy | None = None,
+) -> BulkResult:
+    """Write ``entities`` into ``table`` as concurrent entity group transactions.
+
+    ``mode`` is ``"insert"`` (Insert Entity: an entity that exists fails with
+    409 EntityAlreadyExists), ``"merge"`` (Insert Or Merge) or ``"replace"``
+    (Insert Or Replace). ``entities`` may be any iterable (a generator is read
+    once, lazily); their order across partitions is not kept. ``max_workers``
+    batches run at once (capped at the client's ``pool_size``, with a
+    :class:`RuntimeWarning`). ``retry_policy`` defaults to the client's.
+
+    ``progress(done, total)`` is called on the calling thread after each batch
+    finishes, and once more at the end if needed, with the number of entities
+    that have a final outcome (written or failed) and ``len(entities)`` (None
+    for an input without a length); the last call has ``done`` equal to the
+    number of input entities. An exception raised by ``progress`` (or by the
+    input iterator) stops the call: no new batch is started, the ones in flight
+    are waited for, and the exception propagates.
+
+    Returns a :class:`BulkResult`; it raises only for bad arguments (an
+    invalid table name or mode, ``max_workers`` < 1), before any request.
+    Per-entity problems, including ones found before sending (invalid entity,
+    duplicate keys), are reported in :attr:`BulkResult.failed`; call
+    :meth:`BulkResult.raise_on_error` to turn them into an exception.
+    """
+    kind = BULK_MODES.get(mode) if isinstance(mode, str) else None
+    if kind is None:
+        raise ValueError(f"mode must be one of {sorted(BULK_MODES)}, not {mode!r}")
+    validate_table_name(table)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+    workers = workers_within_pool("bulk_insert", "max_workers", max_workers, client.transport.pool_size, stacklevel=2)
+
+    started = time.perf_counter()
+    total = len(entities) if isinstance(entities, Sized) else None
+    job = _Job(table, kind, retry_policy if retry_policy is not None else client.retry_policy, client)
+    sizer = _BatchSizer(client.table_endpoint, table, kind, client.format, client.api_version)
+    tally = _Tally(total, progress)
+    in_flight: set[Future[_Report]] = set()
+
+    def harvest(finished: Iterable[Future[_Report]]) -> None:
+        for future in finished:
+            in_flight.discard(future)
+            tally.add(future.result())  # _Job.run never raises
+
+    def send(batch: list[_Item]) -> None:
+        if tally.fatal is not None:  # every batch would get the same answer: fail the rest unsent
+            unsent = _Report([])
+            unsent.fail(batch, tally.fatal)
+            tally.add(unsent)
+            return
+        in_flight.add(pool.submit(job.run, batch))
+        if len(in_flight) >= 2 * workers:
+            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            harvest(finished)
+
+    gate = _FirstAnswerGate(2 * workers)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tablesdk-bulk")
+    try:
+        for step in _plan(entities, client.format, sizer, pause=lambda: _yield_to_workers(in_flight)):
+            if isinstance(step, EntityOutcome):
+                tally.failed_before_sending(step)
+            elif gate.first is None:
+                gate.first = pool.submit(job.run, step)
+                in_flight.add(gate.first)
+            else:
+                for batch in gate.admit(step, harvest):
+                    send(batch)
+        for batch in gate.release(harvest):
+            send(batch)
+        while in_flight:
+            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            harvest(finished)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return tally.result(time.perf_counter() - started)
+
+
+class _FirstAnswerGate:
+    """Holds the batches planned after the first one until the first answer is in.
+
+    The first answer may be one that every batch would get (a missing table, a
+    refused credential), so nothing else is sent before it. The calling thread
+    keeps planning (validating and encoding entities) meanwhile instead of
+    idling for a round trip; up to ``limit`` planned batches wait here.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.first: Future[_Report] | None = None
+        self.waiting: list[list[_Item]] | None = []  # None once the first answer is in
+
+    def admit(self, batch: list[_Item], harvest: Callable[[Iterable[Future[_Report]]], None]) -> list[list[_Item]]:
+        """The batches that may be sent now: ``batch`` and those held, once the first answer is in."""
+        if self.waiting is None:
+            return [batch]
+        self.waiting.append(batch)
+        assert self.first is not None
+        if self.first.done() or len(self.waiting) >= self.limit:
+            return self.release(harvest)
+        return []
+
+    def release(self, harvest: Callable[[Iterable[Future[_Report]]], None]) -> list[list[_Item]]:
+        """Wait for the first answer, take it in, and hand over every held batch."""
+        held, self.waiting = self.waiting, None
+        if held is None:  # released before
+            return []
+        if self.first is not None:
+            harvest(wait([self.first])[0])
+        return held

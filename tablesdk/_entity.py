@@ -1,0 +1,979 @@
+"""Entities: declared (:class:`TableEntity`) and dynamic (:class:`DynamicEntity`).
+
+Both kinds carry ``PartitionKey``, ``RowKey``, ``Timestamp`` and ``etag``. The
+functions :func:`entity_to_payload` and :func:`entity_from_payload` convert
+between entity objects and the codecs' :class:`~tablesdk._edm.EntityPayload`,
+and every limit the service enforces on an entity is checked there, before
+any request, with the service's numbers:
+
+* property names are identifiers (letters, digits, underscore; not starting
+  with a digit) of at most 255 characters, and not a system property name;
+* at most 255 properties including PartitionKey, RowKey and Timestamp, so 252
+  of your own;
+* PartitionKey and RowKey are strings of at most 1 KiB (UTF-16) without
+  ``/``, ``\\``, ``#``, ``?`` or control characters;
+* strings and binary values at most 64 KiB; the whole entity at most 1 MiB,
+  measured with the service's formula.
+
+A property keeps the EDM type it was read with (or was given through
+:class:`~tablesdk._edm.EntityProperty`) for as long as the values assigned to it
+fit that type, so an Int64 column read as a small ``int`` is written back as
+Int64, not silently narrowed to Int32.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import typing
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from datetime import datetime
+from itertools import compress, repeat
+from operator import itemgetter
+from typing import Any, ClassVar, TypeVar
+
+from ._edm import (
+    DATETIME_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_PROPERTY_BYTES,
+    EdmDateTime,
+    EdmType,
+    EntityPage,
+    EntityPayload,
+    EntityProperty,
+    Int64,
+    ShapeMemo,
+    ValueShape,
+    check_text,
+    check_value,
+    from_json_value,
+    infer_edm_type,
+    value_shape,
+)
+from ._errors import TableValidationError
+from ._filter import PropertyRef
+
+__all__ = [
+    "TableEntity",
+    "DynamicEntity",
+    "DeclaredProperty",
+    "AnyEntity",
+    "SYSTEM_PROPERTIES",
+    "MAX_CUSTOM_PROPERTIES",
+    "MAX_ENTITY_BYTES",
+    "MAX_KEY_BYTES",
+    "entity_to_payload",
+    "entity_from_payload",
+    "read_page",
+    "loose_properties",
+    "overwrite_entity",
+    "take_property",
+    "drop_property",
+    "validate_key",
+    "validate_property_name",
+    "validate_table_name",
+]
+
+SYSTEM_PROPERTIES = ("PartitionKey", "RowKey", "Timestamp")
+MAX_PROPERTIES = 255
+MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - len(SYSTEM_PROPERTIES)
+MAX_PROPERTY_NAME_LENGTH = 255
+MAX_ENTITY_BYTES = 1024 * 1024
+MAX_KEY_BYTES = 1024
+
+_FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20)) | frozenset(
+    chr(c) for c in range(0x7F, 0xA0)
+)
+
+_ENTITY_ATTRIBUTES = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"})
+
+_FIXED_VALUE_SIZES = {
+    EdmType.INT32: 4, EdmType.INT64: 8, EdmType.DOUBLE: 8, EdmType.BOOLEAN: 1,
+    EdmType.DATETIME: 8, EdmType.GUID: 16,
+}
+
+
+def _utf16_len(text: str) -> int:
+    if text.isascii():
+        return 2 * len(text)
+    return len(text.encode("utf-16-le"))
+
+
+def validate_key(field: str, value: Any) -> None:
+    """Check a PartitionKey or RowKey against the service's rules."""
+    if value is None:
+        raise TableValidationError(field, "required: a str (it may be empty)")
+    if not isinstance(value, str):
+        raise TableValidationError(field, "keys must be str", f"got {type(value).__name__}")
+    check_text(field, value)
+    bad = _FORBIDDEN_KEY_CHARS.intersection(value)
+    if bad:
+        shown = ", ".join(repr(ch) for ch in sorted(bad))
+        raise TableValidationError(
+            field, "keys may not contain '/', '\\', '#', '?' or control characters", f"found {shown}"
+        )
+    size = _utf16_len(value)
+    if size > MAX_KEY_BYTES:
+        raise TableValidationError(field, "keys are at most 1 KiB (512 UTF-16 characters)", f"got {size} bytes")
+
+
+#: Names that passed :func:`validate_property_name` (entities of one kind repeat theirs),
+#: with their size in UTF-16 bytes for the entity-size formula.
+_VALID_NAMES: dict[str, int] = {}
+_MAX_VALID_NAMES = 4096
+
+
+def validate_property_name(name: Any) -> None:
+    """Check a custom property name against the service's rules."""
+    if type(name) is str and name in _VALID_NAMES:
+        return
+    _check_property_name(name)
+    if len(_VALID_NAMES) < _MAX_VALID_NAMES:
+        _VALID_NAMES[name] = _utf16_len(name)
+
+
+def _check_property_name(name: Any) -> None:
+    if not isinstance(name, str):
+        raise TableValidationError(repr(name), "property names must be str")
+    if not name.isidentifier():
+        raise TableValidationError(
+            name or "''",
+            "property names are identifiers: letters, digits and '_', not starting with a digit",
+        )
+    if len(name) > MAX_PROPERTY_NAME_LENGTH:
+        raise TableValidationError(name[:40] + "...", "property names are at most 255 characters", f"got {len(name)}")
+    if name in SYSTEM_PROPERTIES:
+        raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
+
+
+def validate_table_name(name: Any) -> None:
+    """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables'."""
+    if not isinstance(name, str):
+        raise TableValidationError("table", "table names must be str", f"got {type(name).__name__}")
+    if not (3 <= len(name) <= 63):
+        raise TableValidationError("table", "table names are 3 to 63 characters", f"{name!r} has {len(name)}")
+    if not (name.isascii() and name.isalnum() and name[0].isalpha()):
+        if not (name.startswith("$Metrics") and name[1:].isascii() and name[1:].isalnum()):
+            raise TableValidationError(
+                "table", "table names are letters and digits and start with a letter", repr(name)
+            )
+    if name.lower() == "tables":
+        raise TableValidationError("table", "'tables' is a reserved table name")
+
+
+def _value_size(value: Any, edm_type: EdmType) -> int:
+    if value is None:
+        return 0
+    if edm_type is EdmType.STRING:
+        return 4 + _utf16_len(value)
+    if edm_type is EdmType.BINARY:
+        return 4 + len(value)
+    return _FIXED_VALUE_SIZES[edm_type]
+
+
+def _fits(value: Any, edm_type: EdmType) -> bool:
+    try:
+        check_value("", value, edm_type)
+    except TableValidationError:
+        return False
+    return True
+
+
+_INTEGERS = (EdmType.INT32, EdmType.INT64)
+_PYTHON_NAMES = {
+    EdmType.STRING: "str", EdmType.INT32: "int", EdmType.INT64: "int", EdmType.DOUBLE: "float",
+    EdmType.BOOLEAN: "bool", EdmType.DATETIME: "datetime", EdmType.GUID: "uuid.UUID", EdmType.BINARY: "bytes",
+}
+
+
+def _choose_type(
+    name: str, value: Any, remembered: EdmType | None, declared: EdmType | None, owner: str = ""
+) -> EdmType:
+    """The EDM type ``value`` is written as, checked against every limit of that type.
+
+    The type the property was read with (``remembered``) wins while the value
+    fits it; then the declared type, which the value must fit: a declared
+    property never silently changes type. A dynamic property takes the type of
+    its value.
+    """
+    if remembered is None and declared is not None:
+        # The common case of a declared property: one check against the declared type.
+        try:
+            check_value(name, value, declared)
+        except TableValidationError as exc:
+            raise _declared_mismatch(name, value, declared, owner, exc) from None
+        return declared
+    inferred = infer_edm_type(value, name)
+    if remembered is not None:
+        if remembered is inferred:
+            check_value(name, value, inferred)
+            return inferred
+        if _fits(value, remembered):
+            return remembered
+    if declared is None:
+        check_value(name, value, inferred)
+        return inferred
+    try:
+        check_value(name, value, declared)
+    except TableValidationError as exc:
+        raise _declared_mismatch(name, value, declared, owner, exc) from None
+    return declared
+
+
+def _declared_mismatch(
+    name: str, value: Any, declared: EdmType, owner: str, exc: TableValidationError
+) -> TableValidationError:
+    """The error for a declared property's value: its own limit when it has the right kind,
+    else the class, property, declared and given types."""
+    try:
+        inferred: EdmType | None = infer_edm_type(value, name)
+    except TableValidationError:
+        inferred = None
+    if inferred is declared or (inferred in _INTEGERS and (declared is EdmType.DOUBLE or declared in _INTEGERS)):
+        return exc  # the right kind of value, out of range or too large: report that limit
+    given = f"{type(value).__name__} ({inferred.value})" if inferred else type(value).__name__
+    return TableValidationError(
+        name,
+        f"{owner}.{name} is declared as {_PYTHON_NAMES[declared]} ({declared.value})",
+        f"got {given}: {exc.limit}",
+    )
+
+
+class DeclaredProperty(PropertyRef):
+    """A property declared by annotation on a :class:`TableEntity` subclass.
+
+    On the class it is a property reference for filters (``Blog.Rating > 3``);
+    on an instance it is the property's value.
+    """
+
+    __slots__ = ("default",)
+
+    def __init__(self, name: str, edm_type: EdmType, default: Any = None) -> None:
+        super().__init__(name, edm_type)
+        self.default = default
+
+    @typing.overload
+    def __get__(self, instance: None, owner: type) -> DeclaredProperty: ...
+
+    @typing.overload
+    def __get__(self, instance: object, owner: type) -> Any: ...
+
+    def __get__(self, instance: object | None, owner: type) -> Any:
+        if instance is None:
+            return self
+        try:
+            return instance.__dict__[self.name]
+        except KeyError:
+            return self.default
+
+    def __set__(self, instance: object, value: Any) -> None:
+        instance.__dict__[self.name] = value
+
+    def __repr__(self) -> str:
+        return f"DeclaredProperty({self.name!r}, {self.edm_type})"
+
+
+_ANNOTATION_TYPES: dict[Any, EdmType] = {
+    str: EdmType.STRING, int: EdmType.INT32, float: EdmType.DOUBLE, bool: EdmType.BOOLEAN,
+    datetime: EdmType.DATETIME, uuid.UUID: EdmType.GUID, bytes: EdmType.BINARY,
+}
+
+
+def _edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        for extra in hint.__metadata__:
+            if isinstance(extra, EdmType):
+                return extra
+        hint = typing.get_args(hint)[0]
+        origin = typing.get_origin(hint)
+    if origin is typing.Union or type(hint).__name__ == "UnionType":
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return _edm_type_of_annotation(owner, name, args[0])
+    if hint in _ANNOTATION_TYPES:
+        return _ANNOTATION_TYPES[hint]
+    raise TypeError(
+        f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
+        "Int64, float, bool, datetime, uuid.UUID, bytes or Annotated[..., EdmType.X]"
+    )
+
+
+class TableEntity:
+    """Base class for entities with declared, typed properties.
+
+    ::
+
+        class Blog(TableEntity):
+            Text: str
+            Rating: int              # Edm.Int32
+            Views: Int64             # Edm.Int64
+            Posted: datetime | None = None
+
+        blog = Blog(PartitionKey="Channel9", RowKey="Oct-29", Text="Hello", Rating=3)
+
+    Declared properties are class attributes usable in filters
+    (``Blog.Rating > 2``). Properties read from the service that the class does
+    not declare are kept in ``extra_properties`` and written back on update.
+    """
+
+    # For type checkers these are the instance values; at run time they are
+    # DeclaredProperty descriptors (set below), so ``Blog.PartitionKey == "x"`` is a filter.
+    PartitionKey: str
+    RowKey: str
+    Timestamp: datetime | None
+    etag: str | None
+    extra_properties: dict[str, Any]
+    _wire_types: dict[str, EdmType]
+    __declared__: ClassVar[dict[str, EdmType]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        module = sys.modules.get(cls.__module__)
+        namespace = {**vars(typing), "datetime": datetime, "Int64": Int64, **(vars(module) if module else {})}
+        hints: dict[str, Any] = {}
+        for name, hint in own.items():
+            if isinstance(hint, str):
+                try:
+                    hint = eval(hint, namespace, dict(vars(cls)))  # noqa: S307 - the class's own annotation
+                except Exception as exc:
+                    raise TypeError(
+                        f"{cls.__name__}.{name}: cannot resolve annotation {hint!r} ({exc}); "
+                        "define the entity class at module level or import the type there"
+                    ) from exc
+            hints[name] = hint
+        declared = dict(getattr(cls, "__declared__", {}))
+        for name, hint in hints.items():
+            if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties", "__declared__"):
+                continue
+            if typing.get_origin(hint) is ClassVar or name.startswith("_"):
+                continue
+            edm_type = _edm_type_of_annotation(cls.__name__, name, hint)
+            validate_property_name(name)
+            current = cls.__dict__.get(name)
+            default = current.default if isinstance(current, DeclaredProperty) else current
+            if name in cls.__dict__ or name not in declared:
+                setattr(cls, name, DeclaredProperty(name, edm_type, default))
+            declared[name] = edm_type
+        cls.__declared__ = declared
+
+    def __init__(
+        self,
+        PartitionKey: str | None = None,
+        RowKey: str | None = None,
+        Timestamp: datetime | None = None,
+        etag: str | None = None,
+        **properties: Any,
+    ) -> None:
+        unknown = set(properties) - set(self.__declared__)
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} has no declared properties {sorted(unknown)}; "
+                f"declared: {sorted(self.__declared__)} (use DynamicEntity for a property bag)"
+            )
+        # None keys are allowed until the entity is sent: validation names the missing key then.
+        self.PartitionKey = PartitionKey  # type: ignore[assignment]
+        self.RowKey = RowKey  # type: ignore[assignment]
+        self.Timestamp = Timestamp
+        self.etag = etag
+        self.extra_properties = {}
+        self._wire_types = {}
+        for name, value in properties.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # An undeclared public attribute would be silently left out of every write (a typo such
+        # as blog.Ratng = 4): refuse it. Private names and the class's own attributes are free.
+        if name.startswith("_") or name in _ENTITY_ATTRIBUTES or hasattr(type(self), name):
+            object.__setattr__(self, name, value)
+            return
+        raise AttributeError(
+            f"{type(self).__name__} has no declared property {name!r}: declare it on the class "
+            f"({name}: <type>) or store it in extra_properties; declared: {sorted(self.__declared__)}"
+        )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={getattr(self, name)!r}" for name in ("PartitionKey", "RowKey", *self.__declared__)
+        )
+        return f"{type(self).__name__}({fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, TableEntity)
+        return _comparable(self) == _comparable(other)
+
+    __hash__ = object.__hash__
+
+
+setattr(TableEntity, "PartitionKey", DeclaredProperty("PartitionKey", EdmType.STRING))
+setattr(TableEntity, "RowKey", DeclaredProperty("RowKey", EdmType.STRING))
+setattr(TableEntity, "Timestamp", DeclaredProperty("Timestamp", EdmType.DATETIME))
+
+
+class DynamicEntity(MutableMapping[str, Any]):
+    """An entity as a property bag: ``e["Rating"] = 3``, ``del e["Old"]``.
+
+    ``PartitionKey``, ``RowKey``, ``Timestamp`` and ``etag`` are attributes (the
+    keys are also readable and settable as ``e["PartitionKey"]``, but only custom
+    properties are iterated). A value is a plain Python value or an
+    :class:`~tablesdk._edm.EntityProperty`; reading gives the plain value, and
+    :meth:`edm_type` tells the EDM type it will be written as.
+    """
+
+    __slots__ = ("PartitionKey", "RowKey", "Timestamp", "etag", "_values", "_types")
+
+    PartitionKey: str
+    RowKey: str
+    Timestamp: datetime | None
+    etag: str | None
+
+    def __init__(
+        self,
+        PartitionKey: str | None = None,
+        RowKey: str | None = None,
+        Timestamp: datetime | None = None,
+        etag: str | None = None,
+        **properties: Any,
+    ) -> None:
+        # None keys are allowed until the entity is sent: validation names the missing key then.
+        self.PartitionKey = PartitionKey  # type: ignore[assignment]
+        self.RowKey = RowKey  # type: ignore[assignment]
+        self.Timestamp = Timestamp
+        self.etag = etag
+        self._values: dict[str, Any] = {}
+        self._types: dict[str, EdmType] = {}
+        for name, value in properties.items():
+            self[name] = value
+
+    def __getitem__(self, name: str) -> Any:
+        if name in SYSTEM_PROPERTIES:
+            return getattr(self, name)
+        return self._values[name]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name in SYSTEM_PROPERTIES:
+            setattr(self, name, value)
+            return
+        if isinstance(value, EntityProperty):
+            self._values[name] = value.value
+            self._types[name] = value.edm_type
+        else:
+            self._values[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        del self._values[name]
+        self._types.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def edm_type(self, name: str) -> EdmType:
+        """The EDM type property ``name`` is written as."""
+        return _choose_type(name, self._values[name], self._types.get(name), None)
+
+    def get_property(self, name: str) -> EntityProperty:
+        """Property ``name`` as an explicitly typed :class:`EntityProperty`."""
+        return EntityProperty(self._values[name], self.edm_type(name))
+
+    def __repr__(self) -> str:
+        props = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        head = f"PartitionKey={self.PartitionKey!r}, RowKey={self.RowKey!r}"
+        return f"DynamicEntity({head}{', ' if props else ''}{props})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DynamicEntity):
+            return NotImplemented
+        return _comparable(self) == _comparable(other)
+
+    __hash__ = object.__hash__
+
+
+AnyEntity = typing.Union[TableEntity, DynamicEntity]
+#: The entity class of a query or a read. Bound, not constrained, so that a user's subclass
+#: stays itself: ``create_query("Notes", Note)`` is a ``TableQuery[Note]``, not ``TableQuery[TableEntity]``.
+E = TypeVar("E", bound=AnyEntity)
+
+
+def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
+    payload = entity_to_payload(entity, validate=False)
+    return (payload.values, payload.types)
+
+
+def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | None, EdmType | None]]:
+    """(name, value, remembered type, declared type) for every custom property."""
+    if isinstance(entity, DynamicEntity):
+        types = entity._types
+        for name, value in entity._values.items():
+            yield name, value, types.get(name), None
+        return
+    wire_types = entity._wire_types
+    for name, declared in entity.__declared__.items():
+        yield name, getattr(entity, name), wire_types.get(name), declared
+    for name, value in entity.extra_properties.items():
+        if isinstance(value, EntityProperty):
+            yield name, value.value, value.edm_type, None
+        else:
+            yield name, value, wire_types.get(name), None
+
+
+#: The EDM type of a value of exactly these classes (what infer_edm_type says; int depends on the value).
+_EXACT_TYPES: dict[type, EdmType] = {
+    str: EdmType.STRING, bool: EdmType.BOOLEAN, float: EdmType.DOUBLE, datetime: EdmType.DATETIME,
+    EdmDateTime: EdmType.DATETIME, uuid.UUID: EdmType.GUID, bytes: EdmType.BINARY,
+}
+
+
+# ---------------------------------------------------------------- writing entities of a known shape
+# Entities written together (a bulk load, a batch) mostly share a shape: the same property
+# names, value classes and remembered types. For such a shape everything the rules decide
+# per property is decided once; per entity only the limits that depend on values are checked,
+# each kind of value at once (C passes over the values). A value those checks cannot clear
+# (non-ASCII text, a long string, an int outside Int32, a naive or non-UTC datetime, ...)
+# sends the entity through the general rules, which decide and report it as always.
+
+_DATETIME_UTC = DATETIME_MIN.tzinfo
+#: Size in the entity-size formula of a value of each plannable type (strings and binary add their length).
+_PLANNED_SIZES = {**_FIXED_VALUE_SIZES, EdmType.STRING: 4, EdmType.BINARY: 4}
+_INT32_TYPES = (None, EdmType.INT32)
+
+
+class _WritePlan:
+    """What the rules decide for every entity of one shape, and which values still need a look.
+
+    ``types`` is the payload's type map (PartitionKey and RowKey included), ``size`` the
+    entity size without the keys' and the strings' and binaries' lengths; each getter takes
+    the values of one kind out of the tuple of an entity's values (None: the shape has none).
+    """
+
+    __slots__ = ("binaries", "datetimes", "int32s", "int64s", "size", "strings", "types")
+
+    def __init__(self, types: dict[str, EdmType], size: int, masks: dict[EdmType | str, list[bool]]) -> None:
+        self.types = types
+        self.size = size
+        self.strings = _getter(masks[EdmType.STRING])
+        self.binaries = _getter(masks[EdmType.BINARY])
+        self.int32s = _getter(masks[EdmType.INT32])
+        self.int64s = _getter(masks[EdmType.INT64])
+        self.datetimes = _getter(masks[EdmType.DATETIME])
+
+
+def _getter(mask: list[bool]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
+    """A C callable giving the tuple of the values ``mask`` marks, or None if it marks none."""
+    at = [*compress(range(len(mask)), mask)]
+    if not at:
+        return None
+    # itemgetter of one index gives the value itself; of a one-item slice, a 1-tuple.
+    return itemgetter(*at) if len(at) > 1 else itemgetter(slice(at[0], at[0] + 1))
+
+
+def _planned_type(kind: type, remembered: EdmType | None) -> EdmType | None:
+    """The type the rules give every value of class ``kind`` remembered as ``remembered``
+    (once the value passes its plan's checks), or None when that depends on more."""
+    if kind is type(None):
+        return remembered or EdmType.STRING
+    if kind is int:
+        if remembered in _INT32_TYPES:
+            return EdmType.INT32  # while the value fits Int32: checked per entity
+        return EdmType.INT64 if remembered is EdmType.INT64 else None
+    edm_type = _EXACT_TYPES.get(kind)
+    if edm_type is None or remembered not in (None, edm_type):
+        return None
+    return edm_type
+
+
+def _make_plan(shape: ValueShape) -> _WritePlan | None:
+    names, kinds, remembered_types = shape
+    if len(names) > MAX_CUSTOM_PROPERTIES:
+        return None
+    types = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    size = 4
+    masks: dict[EdmType | str, list[bool]] = {
+        kind: [] for kind in (EdmType.STRING, EdmType.BINARY, EdmType.INT32, EdmType.INT64, EdmType.DATETIME)
+    }
+    for name, kind, remembered in zip(names, kinds, remembered_types):
+        edm_type = _planned_type(kind, remembered)
+        if edm_type is None:
+            return None
+        try:
+            validate_property_name(name)
+        except TableValidationError:
+            return None
+        types[name] = edm_type
+        size += 8 + _utf16_len(name) + (0 if kind is type(None) else _PLANNED_SIZES[edm_type])
+        for checked, mask in masks.items():
+            mask.append(checked is edm_type and kind is not type(None))
+    return _WritePlan(types, size, masks)
+
+
+#: The write plan of each shape met (None: the general rules apply).
+_PLANS: ShapeMemo[ValueShape, _WritePlan | None] = ShapeMemo(_make_plan, 1024)
+
+
+def _plain_keys(pk: Any, rk: Any) -> bool:
+    """Whether both keys are ASCII str that :func:`validate_key` accepts."""
+    if type(pk) is not str or type(rk) is not str:
+        return False
+    both = pk + rk
+    return both.isascii() and len(pk) <= MAX_KEY_BYTES // 2 and len(rk) <= MAX_KEY_BYTES // 2 and (
+        _FORBIDDEN_KEY_CHARS.isdisjoint(both)
+    )
+
+
+def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
+    """The validated payload of ``entity`` through its shape's plan, or None to apply the general rules."""
+    pk, rk = entity.PartitionKey, entity.RowKey
+    if not _plain_keys(pk, rk):
+        return None
+    bag, bag_types = entity._values, entity._types
+    plan = _PLANS[value_shape(bag, bag_types)]
+    if plan is None:
+        return None
+    size = _planned_size(plan, bag.values())
+    if size is None or size + 2 * len(pk) + 2 * len(rk) > MAX_ENTITY_BYTES:
+        return None
+    values = {"PartitionKey": pk, "RowKey": rk}
+    values.update(bag)
+    return EntityPayload(values, plan.types.copy(), entity.etag)
+
+
+def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
+    """The entity size without its keys, once the values pass the checks of their kinds; None if one does not."""
+    size = plan.size
+    row = tuple(values)
+    if plan.strings is not None:
+        texts = plan.strings(row)
+        joined = "".join(texts)
+        # ASCII text has no lone surrogate and takes 2 UTF-16 bytes a character.
+        if not joined.isascii() or 2 * max(map(len, texts)) > MAX_PROPERTY_BYTES:
+            return None
+        size += 2 * len(joined)
+    if plan.binaries is not None:
+        lengths = [*map(len, plan.binaries(row))]
+        if max(lengths) > MAX_PROPERTY_BYTES:
+            return None
+        size += sum(lengths)
+    if plan.int32s is not None:
+        numbers = plan.int32s(row)
+        if min(numbers) < INT32_MIN or max(numbers) > INT32_MAX:
+            return None
+    if plan.int64s is not None:
+        numbers = plan.int64s(row)
+        if min(numbers) < INT64_MIN or max(numbers) > INT64_MAX:
+            return None
+    if plan.datetimes is not None:
+        for moment in plan.datetimes(row):
+            # A UTC value is at most 9999-12-31T23:59:59.999999Z, the end of the range.
+            if moment.tzinfo is not _DATETIME_UTC or moment < DATETIME_MIN:
+                return None
+    return size
+
+
+def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayload:
+    """Convert an entity into the payload a codec serializes, checking every limit.
+
+    ``None`` values are kept as nulls (the codecs send them in their null form;
+    the service does not store nulls, so the property is absent when read back).
+    Timestamp is never sent: the service sets it.
+    """
+    if not isinstance(entity, (TableEntity, DynamicEntity)):
+        raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
+    if validate and isinstance(entity, DynamicEntity):
+        payload = _planned_payload(entity)
+        if payload is not None:
+            return payload
+    return _payload_by_property(entity, validate)
+
+
+def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
+    """:func:`entity_to_payload` property by property: the general rules, and every error they raise."""
+    pk, rk = entity.PartitionKey, entity.RowKey
+    values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
+    types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    if validate:
+        validate_key("PartitionKey", pk)
+        validate_key("RowKey", rk)
+        # The service's formula: 4 + 2 * len(PartitionKey + RowKey) + per property
+        # (8 + 2 * len(name) + size of the value); _utf16_len already counts bytes.
+        size = 4 + _utf16_len(pk) + _utf16_len(rk)
+    count = 0
+    owner = type(entity).__name__
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
+    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
+        bag, bag_types = entity._values, entity._types
+        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
+    else:
+        properties = _custom_properties(entity)
+    for name, value, remembered, declared in properties:
+        if validate:
+            validate_property_name(name)
+        if isinstance(value, EntityProperty):
+            remembered, value = value.edm_type, value.value
+        if value is None:
+            edm_type = remembered or declared or EdmType.STRING
+        else:
+            try:
+                if remembered is None and declared is None:
+                    # A dynamic property takes its value's type: what _choose_type decides,
+                    # found by the value's exact class first (the common case, once per property).
+                    edm_type = _EXACT_TYPES.get(type(value)) or infer_edm_type(value, name)
+                    check_value(name, value, edm_type)
+                else:
+                    edm_type = _choose_type(name, value, remembered, declared, owner)
+            except TableValidationError:
+                if validate:
+                    raise
+                # Comparing or diffing entities must not fail on a value only a write refuses.
+                edm_type = remembered or declared or EdmType.STRING
+        values[name] = value
+        types[name] = edm_type
+        count += 1
+        if validate:
+            size += 8 + (_VALID_NAMES.get(name) or _utf16_len(name)) + _value_size(value, edm_type)
+    if validate:
+        if count > MAX_CUSTOM_PROPERTIES:
+            raise TableValidationError(
+                "properties",
+                f"an entity has at most {MAX_PROPERTIES} properties including PartitionKey, "
+                f"RowKey and Timestamp ({MAX_CUSTOM_PROPERTIES} of your own)",
+                f"got {count}",
+            )
+        if size > MAX_ENTITY_BYTES:
+            raise TableValidationError("entity", "an entity is at most 1 MiB", f"about {size} bytes")
+    return EntityPayload(values, types, entity.etag)
+
+
+def entity_from_payload(
+    entity_type: type[E], payload: EntityPayload, *, ignore_missing_properties: bool = True
+) -> E:
+    """Materialise an entity of ``entity_type`` from a parsed payload.
+
+    A property whose wire type differs from the declared one is kept as read
+    (and written back with its wire type); a declared property absent from the
+    payload is left at its default. Properties the class does not declare go to
+    ``extra_properties``, unless ``ignore_missing_properties`` is False, in which
+    case they raise :class:`TableValidationError`.
+    """
+    if issubclass(entity_type, DynamicEntity):
+        return _read_dynamic(entity_type, payload)
+    return _read_declared(entity_type, ignore_missing_properties, False, payload)
+
+
+def entity_reader(
+    entity_type: type[E], *, ignore_missing_properties: bool = True
+) -> Callable[[EntityPayload], E]:
+    """``entity_from_payload`` for one class, with what depends only on the class
+    decided once (for a page of entities rather than for each)."""
+    if issubclass(entity_type, DynamicEntity):
+        return functools.partial(_read_dynamic, entity_type)
+    if _plain_attributes(entity_type):
+        return functools.partial(_read_declared, entity_type, ignore_missing_properties, True)
+    return functools.partial(_read_declared, entity_type, ignore_missing_properties, False)
+
+
+def read_page(
+    entity_type: type[E], page: EntityPage, *, ignore_missing_properties: bool = True, keep_values: bool = False
+) -> list[E]:
+    """``entity_from_payload`` of every entity of ``page``, in order.
+
+    A :class:`DynamicEntity` page is made a column at a time (C calls, no Python
+    call per entity): each entity takes its value dict over from the page (the
+    keys and Timestamp popped from it), unless ``keep_values``, which leaves the
+    page's values as they were (each entity then gets a copy).
+    """
+    if issubclass(entity_type, DynamicEntity):
+        return _read_dynamic_page(entity_type, page, keep_values)
+    read = functools.partial(
+        _read_declared_parts, entity_type, ignore_missing_properties, _plain_attributes(entity_type)
+    )
+    return list(map(read, page.values, page.types, page.etags))
+
+
+#: The attributes of a :class:`DynamicEntity` read from the service, in the order set.
+_DYNAMIC_ATTRIBUTES = ("PartitionKey", "RowKey", "Timestamp", "etag", "_values", "_types")
+
+
+def _read_dynamic_page(entity_type: type[E], page: EntityPage, keep_values: bool) -> list[E]:
+    bags = list(map(dict.copy, page.values)) if keep_values else page.values
+    count = len(bags)
+    keys = [list(map(dict.pop, bags, repeat(name), repeat(None))) for name in SYSTEM_PROPERTIES]
+    types = page.types
+    if count and types.count(types[0]) == count:  # one dict shared by the page (or all equal)
+        bag_types = list(map(dict.copy, repeat(_custom_types(types[0]), count)))
+    else:
+        bag_types = list(map(_custom_types, types))
+    entities = list(map(entity_type.__new__, repeat(entity_type, count)))
+    for name, column in zip(_DYNAMIC_ATTRIBUTES, (*keys, page.etags, bags, bag_types)):
+        deque(map(setattr, entities, repeat(name), column), 0)
+    return entities
+
+
+def _custom_types(types: dict[str, EdmType]) -> dict[str, EdmType]:
+    """A copy of ``types`` without the system properties (a C copy and three pops: cheaper than filtering)."""
+    custom = dict(types)
+    custom.pop("PartitionKey", None)
+    custom.pop("RowKey", None)
+    custom.pop("Timestamp", None)
+    return custom
+
+
+def _read_dynamic(entity_type: type[E], payload: EntityPayload) -> E:
+    values = payload.values
+    dyn: Any = entity_type.__new__(entity_type)
+    custom = dict(values)
+    dyn.PartitionKey = custom.pop("PartitionKey", None)
+    dyn.RowKey = custom.pop("RowKey", None)
+    dyn.Timestamp = custom.pop("Timestamp", None)
+    dyn.etag = payload.etag
+    dyn._values = custom
+    dyn._types = _custom_types(payload.types)
+    return typing.cast(E, dyn)
+
+
+def _plain_attributes(entity_type: type) -> bool:
+    """Whether setting the six attributes a read entity starts with on an instance of
+    ``entity_type`` only stores them in its ``__dict__`` (in that order): TableEntity's own
+    ``__setattr__`` and key/Timestamp descriptors, no data descriptor for the others."""
+    if typing.cast(Any, entity_type).__setattr__ is not TableEntity.__setattr__:
+        return False
+    for name in SYSTEM_PROPERTIES:
+        attribute = inspect.getattr_static(entity_type, name, None)
+        if type(attribute) is not DeclaredProperty or attribute.name != name:
+            return False
+    for name in ("etag", "extra_properties", "_wire_types"):
+        attribute = inspect.getattr_static(entity_type, name, None)
+        if attribute is not None and hasattr(type(attribute), "__set__"):
+            return False
+    return True
+
+
+def _read_declared(entity_type: type[E], ignore_missing_properties: bool, plain: bool, payload: EntityPayload) -> E:
+    return _read_declared_parts(entity_type, ignore_missing_properties, plain, payload.values, payload.types, payload.etag)
+
+
+def _read_declared_parts(
+    entity_type: type[E], ignore_missing_properties: bool, plain: bool,
+    values: dict[str, Any], types: dict[str, EdmType], etag: str | None,
+) -> E:
+    obj: Any = entity_type.__new__(entity_type)
+    declared: dict[str, EdmType] = typing.cast(Any, entity_type).__declared__
+    timestamp = values.get("Timestamp")
+    if isinstance(timestamp, str):
+        timestamp = from_json_value(timestamp, EdmType.DATETIME)
+    extra: dict[str, Any] = {}
+    wire_types: dict[str, EdmType] = {}
+    state = obj.__dict__
+    if plain:  # what the six assignments below do, without a Python call for each
+        state["PartitionKey"] = values.get("PartitionKey")
+        state["RowKey"] = values.get("RowKey")
+        state["Timestamp"] = timestamp
+        state["etag"] = etag
+        state["extra_properties"] = extra
+        state["_wire_types"] = wire_types
+    else:
+        obj.PartitionKey = values.get("PartitionKey")
+        obj.RowKey = values.get("RowKey")
+        obj.Timestamp = timestamp
+        obj.etag = etag
+        obj.extra_properties = extra
+        obj._wire_types = wire_types
+        extra, wire_types = obj.extra_properties, obj._wire_types  # as a property of the class gives them
+    for name, value in values.items():
+        if name in SYSTEM_PROPERTIES:
+            continue
+        wire_type = types.get(name)
+        declared_type = declared.get(name)
+        if declared_type is None:
+            if not ignore_missing_properties:
+                raise TableValidationError(
+                    name, f"is not a declared property of {entity_type.__name__}",
+                    "set ignore_missing_properties=True to keep it in extra_properties",
+                )
+            extra[name] = value
+            if wire_type is not None:
+                wire_types[name] = wire_type
+            continue
+        if wire_type is None and value is not None and declared_type is not EdmType.STRING:
+            # Untyped wire (JSON nometadata): read the value as the declared type; an int
+            # property may hold an Int64 written by another client, which the wire cannot tell.
+            as_type = EdmType.INT64 if declared_type is EdmType.INT32 else declared_type
+            try:
+                value = from_json_value(value, as_type)
+            except (ValueError, TypeError):
+                pass
+        elif wire_type is not None and wire_type is not declared_type:
+            wire_types[name] = wire_type
+        state[name] = value
+    return typing.cast(E, obj)
+
+
+# ---------------------------------------------------------------- refreshing a tracked entity
+# A context refreshes the entities it tracks from what the service returns; these functions are
+# the only code outside the entity classes that changes their state.
+
+
+def loose_properties(entity: AnyEntity) -> tuple[Mapping[str, Any], Mapping[str, EdmType]]:
+    """The properties of ``entity`` that no declaration types, and the EDM types recorded for them."""
+    if isinstance(entity, DynamicEntity):
+        return entity._values, entity._types
+    return entity.extra_properties, entity._wire_types
+
+
+def overwrite_entity(target: AnyEntity, fresh: AnyEntity) -> None:
+    """Give ``target`` every property, type and the Timestamp of ``fresh`` (same class, read from the service).
+
+    The keys and the ETag of ``target`` are left to the caller.
+    """
+    if isinstance(target, DynamicEntity):
+        assert isinstance(fresh, DynamicEntity)
+        target._values = fresh._values
+        target._types = fresh._types
+        target.Timestamp = fresh.Timestamp
+        return
+    for name in target.__declared__:
+        target.__dict__.pop(name, None)
+    target.__dict__.update(fresh.__dict__)
+
+
+def take_property(target: AnyEntity, fresh: AnyEntity, name: str, server: EntityPayload) -> None:
+    """Give ``target`` the value and wire type of property ``name`` from ``fresh``.
+
+    ``fresh`` is an entity of the same class read from the service and ``server`` the
+    payload it converts to (``entity_to_payload(fresh)``).
+    """
+    if isinstance(target, DynamicEntity):
+        value = server.values[name]
+        target[name] = EntityProperty(value, server.types[name]) if value is not None else None
+    elif name in target.__declared__:
+        assert isinstance(fresh, TableEntity)
+        target.__dict__[name] = getattr(fresh, name)
+        target._wire_types.pop(name, None)
+        if name in fresh._wire_types:
+            target._wire_types[name] = fresh._wire_types[name]
+    else:
+        assert isinstance(fresh, TableEntity)
+        target.extra_properties[name] = fresh.extra_properties[name]
+
+
+def drop_property(target: AnyEntity, name: str) -> None:
+    """Remove property ``name`` from ``target`` (a declared one is set to None)."""
+    if isinstance(target, DynamicEntity):
+        del target[name]
+    elif name in target.__declared__:
+        target.__dict__[name] = None
+    else:
+        target.extra_properties.pop(name, None)

@@ -1,0 +1,196 @@
+"""Wire formats: AtomPub and JSON behind one :class:`PayloadFormat` interface.
+
+A codec turns :class:`~tablesdk._edm.EntityPayload` objects into request bodies
+and response bodies back into payloads; it never does I/O and never sees entity
+classes. Use :func:`get_format` to obtain one by name.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from itertools import repeat
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
+
+from .._edm import EntityPage, EntityPayload
+from .._errors import ResponseDecodeError
+
+__all__ = ["PayloadFormat", "get_format", "parse_error_body", "decodes", "decoding", "decoded", "require_keys", "require_page_keys",
+           "FORMAT_NAMES"]
+
+FORMAT_NAMES = ("json", "atom")
+
+F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
+
+#: What a decoder may raise on a body it cannot read (RecursionError: JSON nested
+#: deeper than the interpreter's stack; OverflowError: numbers too large to hold).
+_DECODE_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError)
+
+
+def decodes(method: F) -> F:
+    """Make a codec's ``parse_*(body, ...)`` raise only :class:`~tablesdk._errors.ResponseDecodeError`.
+
+    The error carries what failed and a short excerpt of the body; the client
+    adds the response's status and request id.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, body: bytes, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, body, *args, **kwargs)
+        except ResponseDecodeError:
+            raise
+        except _DECODE_FAILURES as exc:
+            raise _decode_error(exc, body) from None
+
+    return cast(F, wrapper)
+
+
+def decoding(parse: Callable[[bytes], R]) -> Callable[[bytes], R]:
+    """``parse`` (a body parser outside the codecs, e.g. of service-level XML) raising
+    only :class:`~tablesdk._errors.ResponseDecodeError`."""
+
+    def wrapper(body: bytes) -> R:
+        try:
+            return parse(body)
+        except ResponseDecodeError:
+            raise
+        except _DECODE_FAILURES as exc:
+            raise _decode_error(exc, body) from None
+
+    return wrapper
+
+
+def _decode_error(exc: BaseException, body: bytes) -> ResponseDecodeError:
+    from .errors import body_excerpt
+
+    reason = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+    return ResponseDecodeError(reason[:200], excerpt=body_excerpt(body))
+
+
+class _Answer(Protocol):
+    status: int
+    body: bytes
+
+    @property
+    def request_id(self) -> str | None: ...
+
+
+T = TypeVar("T")
+
+
+def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
+    """``decode(response.body)`` for a 2xx response: the one place a
+    :class:`~tablesdk._errors.ResponseDecodeError` from a codec gets the
+    response's status and request id (used by the client and batch answers)."""
+    try:
+        return decode(response.body)
+    except ResponseDecodeError as exc:
+        exc.status_code = response.status
+        exc.request_id = response.request_id
+        exc.etag = getattr(response, "etag", None)  # a write applied despite the unreadable body keeps its new ETag
+        raise
+
+
+def require_keys(payloads: list[EntityPayload], body: bytes) -> list[EntityPayload]:
+    """``payloads``, after checking each has string PartitionKey and RowKey values.
+
+    Every entity the service returns carries its keys (the client always
+    selects them), so one without is not an entity: it raises
+    :class:`~tablesdk._errors.ResponseDecodeError` instead of becoming a phantom
+    entity with ``PartitionKey=None``.
+    """
+    _require_keys([payload.values for payload in payloads], body)
+    return payloads
+
+
+def require_page_keys(page: EntityPage, body: bytes) -> EntityPage:
+    """:func:`require_keys` for a page: both key columns checked in C calls first."""
+    values = page.values
+    if any(set(map(type, map(dict.get, values, repeat(key)))) - {str} for key in ("PartitionKey", "RowKey")):
+        _require_keys(values, body)
+    return page
+
+
+def _require_keys(entities: list[dict[str, Any]], body: bytes) -> None:
+    for index, values in enumerate(entities):
+        if type(values.get("PartitionKey")) is not str or type(values.get("RowKey")) is not str:
+            from .errors import body_excerpt
+
+            missing = " or ".join(k for k in ("PartitionKey", "RowKey") if type(values.get(k)) is not str)
+            raise ResponseDecodeError(f"entity {index} has no string {missing}", excerpt=body_excerpt(body))
+
+
+class PayloadFormat(ABC):
+    """One OData wire format.
+
+    ``name`` is ``"json"`` or ``"atom"``; ``default_api_version`` the
+    ``x-ms-version`` the client sends by default with this format;
+    ``content_type`` the Content-Type of entity and table bodies.
+    """
+
+    name: str
+    default_api_version: str
+    content_type: str
+
+    @abstractmethod
+    def request_headers(self) -> dict[str, str]:
+        """Headers every request in this format carries: Accept, DataServiceVersion, MaxDataServiceVersion."""
+
+    @abstractmethod
+    def serialize_entity(self, payload: EntityPayload) -> bytes:
+        """The body of an insert, update (PUT), merge or upsert request."""
+
+    @abstractmethod
+    def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
+        """One entity from a single-entity response (insert with content, point query).
+
+        ``etag`` is the response's ETag header, used when the body carries none.
+        """
+
+    @abstractmethod
+    def parse_entities(self, body: bytes) -> list[EntityPayload]:
+        """Every entity of a query response, in order, in one pass over the body."""
+
+    def parse_entity_page(self, body: bytes) -> EntityPage:
+        """:meth:`parse_entities` as one :class:`~tablesdk._edm.EntityPage` (a codec may read it faster so)."""
+        return EntityPage.of(self.parse_entities(body))
+
+    @abstractmethod
+    def serialize_table(self, table_name: str) -> bytes:
+        """The body of a Create Table request."""
+
+    @abstractmethod
+    def parse_tables(self, body: bytes) -> list[str]:
+        """Table names from a Query Tables response (or a Create Table response)."""
+
+
+def get_format(name: str, **options: Any) -> PayloadFormat:
+    """The codec for ``name`` (``"json"`` or ``"atom"``).
+
+    JSON takes ``metadata="minimalmetadata"`` (or ``"nometadata"``,
+    ``"fullmetadata"``).
+    """
+    if name == "json":
+        from .json import JsonFormat
+
+        return JsonFormat(**options)
+    if name == "atom":
+        from .atom import AtomFormat
+
+        return AtomFormat(**options)
+    raise ValueError(f"payload_format must be one of {FORMAT_NAMES}, not {name!r}")
+
+
+def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str | None, str]:
+    """(error code, message) from an error response body in either format.
+
+    The service answers some errors in XML whatever format was asked for (and
+    some with an empty body), so the body is sniffed, not trusted to match the
+    request. The ``RequestId:``/``Time:`` trailer is removed from the message.
+    """
+    from .errors import parse_error_body as _parse
+
+    return _parse(body, content_type)

@@ -1,0 +1,344 @@
+"""The AtomPub payload format (OData v1/v2 over Atom), used by service versions before 2015-12-11.
+
+Request bodies are built as text (the shape is fixed and small; string
+building measured 3x faster than building the same entry with lxml); response bodies
+are parsed with lxml through one parser whose DTD loading, entity expansion and
+network access are off, and any document that carries a DOCTYPE is refused.
+
+Wire shape of an entity (the "Movie" insert of the Azure Storage team's blog)::
+
+    <entry xmlns:d="...dataservices" xmlns:m="...dataservices/metadata" xmlns="http://www.w3.org/2005/Atom">
+      <title /><author><name /></author><updated>...</updated><id />
+      <content type="application/xml"><m:properties>
+        <d:Rating m:type="Edm.Double">4.5</d:Rating><d:Language>English</d:Language> ...
+      </m:properties></content>
+    </entry>
+
+A property without ``m:type`` is an Edm.String; ``m:null="true"`` is a null.
+XML 1.0 cannot carry most control characters (U+0000-U+001F except tab, line
+feed and carriage return), lone surrogates, U+FFFE or U+FFFF, so a string
+holding one raises :class:`~tablesdk._errors.TableValidationError` naming the
+property (JSON carries them).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from lxml import etree
+
+from .._edm import (
+    EdmDateTime,
+    EdmType,
+    EntityPayload,
+    b64decode_strict,
+    format_datetime,
+    from_atom_text,
+    guid_from_wire,
+    infer_edm_type,
+    int32_from_wire,
+    int64_from_wire,
+    parse_datetime,
+    to_atom_text,
+)
+from .._errors import TableValidationError
+from . import PayloadFormat as PayloadFormat, decodes as decodes
+
+__all__ = [
+    "AtomFormat",
+    "ATOM_NS",
+    "DATASERVICES_NS",
+    "METADATA_NS",
+    "SAFE_XML_PARSER",
+    "parse_xml",
+]
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+DATASERVICES_NS = "http://schemas.microsoft.com/ado/2007/08/dataservices"
+METADATA_NS = "http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"
+
+#: The parser every XML body goes through: no DTD loading, no entity
+#: substitution, no network, libxml2's size limits kept (huge_tree off).
+SAFE_XML_PARSER = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=True,
+    remove_pis=True,
+)
+
+_ENTRY = f"{{{ATOM_NS}}}entry"
+_FEED = f"{{{ATOM_NS}}}feed"
+_PROPERTIES = f"{{{METADATA_NS}}}properties"
+_M_TYPE = f"{{{METADATA_NS}}}type"
+_M_NULL = f"{{{METADATA_NS}}}null"
+_M_ETAG = f"{{{METADATA_NS}}}etag"
+_D_PREFIX = f"{{{DATASERVICES_NS}}}"
+_D_PREFIX_LEN = len(_D_PREFIX)
+
+_XML_DECL = '<?xml version="1.0" encoding="utf-8" standalone="yes"?>'
+_ENTRY_OPEN = (
+    f'{_XML_DECL}<entry xmlns:d="{DATASERVICES_NS}" xmlns:m="{METADATA_NS}" xmlns="{ATOM_NS}">'
+    "<title /><author><name /></author><updated>"
+)
+_ENTRY_PROPERTIES = '</updated><id /><content type="application/xml"><m:properties>'
+_ENTRY_CLOSE = "</m:properties></content></entry>"
+
+# Characters a string value may hold as-is: valid XML 1.0 characters other than
+# '&', '<', '>' (escaped) and '\r' (a parser would normalise it to '\n').
+_NEEDS_WORK = re.compile("[^\t\n\x20-\x25\x27-\x3b\x3d\x3f-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Characters XML 1.0 cannot carry at all, escaped or not.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _atom_datetime(text: str) -> EdmDateTime:
+    return parse_datetime(text.strip())  # from_atom_text's strip, then the fast path
+
+
+def _atom_guid(text: str) -> uuid.UUID:
+    return guid_from_wire(text.strip())  # uuid.UUID(text.strip()), as from_atom_text
+
+
+_BOOLEANS = {"true": True, "false": False}  # the service's forms; from_atom_text reads the others
+
+
+def _atom_boolean(text: str) -> bool:
+    value = _BOOLEANS.get(text)
+    return from_atom_text(text, EdmType.BOOLEAN) if value is None else value
+
+
+#: Property text -> Python value, by ``m:type`` (a str key: hashing the EdmType
+#: enum would be a Python-level call). Each converter does what ``from_atom_text``
+#: does for its type; None means the text is the value. ``float`` reads every text
+#: from_atom_text reads as a double (its NaN and infinity spellings included) alike.
+_BY_NAME: dict[str, tuple[EdmType, Callable[[str], Any] | None]] = {
+    EdmType.STRING.value: (EdmType.STRING, None),
+    EdmType.INT32.value: (EdmType.INT32, int32_from_wire),
+    EdmType.INT64.value: (EdmType.INT64, int64_from_wire),
+    EdmType.DOUBLE.value: (EdmType.DOUBLE, float),
+    EdmType.BOOLEAN.value: (EdmType.BOOLEAN, _atom_boolean),
+    EdmType.DATETIME.value: (EdmType.DATETIME, _atom_datetime),
+    EdmType.GUID.value: (EdmType.GUID, _atom_guid),
+    EdmType.BINARY.value: (EdmType.BINARY, b64decode_strict),
+}
+
+
+#: Property element tag ("{dataservices}Name") -> property name: feeds repeat their names.
+_NAMES: dict[str, str] = {}
+_MAX_NAMES = 4096
+
+
+def parse_xml(body: bytes) -> etree._Element:
+    """Parse ``body`` with :data:`SAFE_XML_PARSER`; a DOCTYPE or malformed XML raises ValueError.
+
+    The Table service never sends a DTD, so a document with one (external
+    entities, entity-expansion bombs) is refused outright rather than parsed
+    with its entities left unexpanded.
+    """
+    try:
+        root = etree.fromstring(body, SAFE_XML_PARSER)
+    except etree.XMLSyntaxError as exc:
+        raise ValueError(f"malformed XML body: {exc}") from None
+    if root is None:  # pragma: no cover - recover=False never returns None
+        raise ValueError("empty XML body")
+    doctype: str = getattr(root.getroottree().docinfo, "doctype", "")  # not in lxml-stubs
+    if doctype:
+        raise ValueError("XML bodies with a DOCTYPE (DTD or entity declarations) are refused")
+    return root
+
+
+def _escape_string(name: str, value: str) -> str:
+    """XML text for a string property, or TableValidationError if XML cannot carry it."""
+    if _NEEDS_WORK.search(value) is None:
+        return value
+    bad = _NOT_XML.search(value)
+    if bad is not None:
+        raise TableValidationError(
+            name,
+            "the Atom format (XML 1.0) cannot carry control characters other than tab, "
+            "line feed and carriage return, lone surrogates, U+FFFE or U+FFFF; use the JSON format",
+            f"found {bad.group()!r} at index {bad.start()}",
+        )
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class AtomFormat(PayloadFormat):
+    """AtomPub bodies (``application/atom+xml``), for service versions up to 2015-04-05.
+
+    ``clock`` supplies the entry's ``<updated>`` time (defaults to now, UTC);
+    pass a fixed one for reproducible bodies.
+    """
+
+    name = "atom"
+    default_api_version = "2015-04-05"
+    content_type = "application/atom+xml"
+
+    def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
+        self._clock = clock or _utc_now
+
+    def __repr__(self) -> str:
+        return "AtomFormat()"
+
+    def request_headers(self) -> dict[str, str]:
+        """Accept Atom (or plain XML error bodies); OData 2.0, which ``$select`` needs."""
+        return {
+            "Accept": "application/atom+xml,application/xml",
+            "DataServiceVersion": "2.0;NetFx",
+            "MaxDataServiceVersion": "2.0;NetFx",
+        }
+
+    # ------------------------------------------------------------ writing
+
+    def _entry(self, properties: str) -> bytes:
+        updated = format_datetime(self._clock())
+        return f"{_ENTRY_OPEN}{updated}{_ENTRY_PROPERTIES}{properties}{_ENTRY_CLOSE}".encode("utf-8")
+
+    def serialize_entity(self, payload: EntityPayload) -> bytes:
+        """An ``<entry>`` with every property except Timestamp (the service sets it).
+
+        Strings carry no ``m:type``; nulls are ``m:null="true"`` and keep their
+        ``m:type`` when it is known.
+        """
+        types = payload.types
+        parts: list[str] = []
+        append = parts.append
+        string = EdmType.STRING
+        for name, value in payload.values.items():
+            if name == "Timestamp":
+                continue
+            if not name.isidentifier():
+                raise TableValidationError(repr(name), "property names are identifiers: letters, digits and '_'")
+            edm_type = types.get(name)
+            if value is None:
+                if edm_type is None or edm_type is string:
+                    append(f'<d:{name} m:null="true" />')
+                else:
+                    append(f'<d:{name} m:type="{edm_type.value}" m:null="true" />')
+                continue
+            if edm_type is None:
+                edm_type = infer_edm_type(value, name)
+            if edm_type is string:
+                if not isinstance(value, str):
+                    raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
+                text = _escape_string(name, value)
+                if value and (value[0] in " \t\n\r" or value[-1] in " \t\n\r"):
+                    append(f'<d:{name} xml:space="preserve">{text}</d:{name}>')
+                else:
+                    append(f"<d:{name}>{text}</d:{name}>")
+            else:
+                # EdmType is a str: concatenation uses its text without a Python-level call
+                text = to_atom_text(value, edm_type)
+                append("<d:" + name + ' m:type="' + edm_type + '">' + text + "</d:" + name + ">")
+        return self._entry("".join(parts))
+
+    def serialize_table(self, table_name: str) -> bytes:
+        """The Create Table entry: one ``d:TableName`` property."""
+        return self._entry(f"<d:TableName>{_escape_string('TableName', table_name)}</d:TableName>")
+
+    # ------------------------------------------------------------ reading
+
+    @staticmethod
+    def _check_root(root: etree._Element) -> None:
+        if root.tag != _ENTRY and root.tag != _FEED:
+            raise ValueError(f"expected an Atom feed or entry, got <{etree.QName(root).localname}>")
+
+    def _read(self, root: etree._Element) -> list[EntityPayload]:
+        """Every entity under ``root`` (a feed or an entry), in one walk of the tree.
+
+        ``iter(entry, m:properties)`` yields each entry and then its properties
+        element in document order, so no per-entry ``find`` is needed.
+        """
+        self._check_root(root)
+        payloads: list[EntityPayload] = []
+        values: dict[str, Any] | None = None
+        types: dict[str, EdmType] = {}
+        string = EdmType.STRING
+        prefix, cut = _D_PREFIX, _D_PREFIX_LEN
+        by_name = _BY_NAME
+        names = _NAMES
+        for container in root.iter(_ENTRY, _PROPERTIES):
+            if container.tag == _ENTRY:
+                values, types = {}, {}
+                payloads.append(EntityPayload(values, types, container.get(_M_ETAG)))
+                continue
+            if values is None:
+                continue
+            for element in container:
+                tag = element.tag
+                name = names.get(tag)
+                if name is None:
+                    if tag[:cut] != prefix:  # a property lives in the d: namespace
+                        continue
+                    name = tag[cut:]
+                    if len(names) < _MAX_NAMES:
+                        names[tag] = name
+                attributes = element.items()
+                if not attributes:  # the common string property
+                    types[name] = string
+                    values[name] = element.text or ""
+                    continue
+                type_name: Any = None  # lxml-stubs say str | bytes; it is str
+                null = False
+                if len(attributes) == 1 and attributes[0][0] == _M_TYPE:  # the common typed property
+                    type_name = attributes[0][1]
+                else:
+                    for key, value in attributes:
+                        if key == _M_TYPE:
+                            type_name = value
+                        elif key == _M_NULL:
+                            null = value == "true"
+                if type_name is None:
+                    edm_type, convert = string, None
+                else:
+                    try:
+                        edm_type, convert = by_name[type_name]
+                    except KeyError:
+                        raise ValueError(f"property {name!r}: unknown EDM type {type_name!r}") from None
+                types[name] = edm_type
+                if null:
+                    values[name] = None
+                    continue
+                text = element.text or ""
+                if convert is None:
+                    values[name] = text
+                    continue
+                try:
+                    values[name] = convert(text)
+                except (ValueError, TypeError) as exc:
+                    raise ValueError(f"property {name!r}: not a valid {type_name} value: {text!r}") from exc
+        return payloads
+
+    @decodes
+    def parse_entity(self, body: bytes, etag: str | None = None) -> EntityPayload:
+        """The entity of an ``<entry>`` body (or of a feed holding exactly one entry).
+
+        The entry's ``m:etag`` wins over the ``etag`` header value passed in.
+        """
+        payloads = self._read(parse_xml(body))
+        if len(payloads) != 1:
+            raise ValueError(f"expected one entity in the response, found {len(payloads)}")
+        payload = payloads[0]
+        if payload.etag is None:
+            payload.etag = etag
+        return payload
+
+    @decodes
+    def parse_entities(self, body: bytes) -> list[EntityPayload]:
+        """Every entity of a query feed (or a single entry), in document order."""
+        return self._read(parse_xml(body))
+
+    @decodes
+    def parse_tables(self, body: bytes) -> list[str]:
+        """The ``d:TableName`` of each entry of a Query Tables feed or a Create Table entry."""
+        names: list[str] = []
+        for payload in self._read(parse_xml(body)):
+            name = payload.values.get("TableName")
+            if not isinstance(name, str):
+                raise ValueError("table entry without d:TableName")
+            names.append(name)
+        return names

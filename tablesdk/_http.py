@@ -1,0 +1,418 @@
+"""One HTTP exchange: the request and response objects and the senders that carry them.
+
+This is the seam under the transport. A :class:`Sender` has one method,
+``send(request, timeout)``: it puts one :class:`HttpRequest` on the wire and
+returns the complete :class:`HttpResponse`, whatever its status, or raises
+:class:`SendError` when no response arrived. It neither signs, retries, nor
+interprets statuses: :class:`~tablesdk._transport.Transport` does that, one
+attempt at a time, around whichever sender it was given.
+
+* :class:`RequestsSender` is the default: one pooled :class:`requests.Session`.
+* :class:`MockSender` answers from a function, in memory, for tests (the role of
+  httpx's ``MockTransport``); pass it as ``sender=`` to
+  :class:`~tablesdk._client.CloudTableClient`.
+
+Bodies are bounded: a response larger than ``max_response_bytes`` is refused
+while it is read, and ``Accept-Encoding: identity`` is sent so that no server
+compresses a body the client would then have to inflate (the Table service
+never compresses; a body inflated on the client has no size a server vouched
+for).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol, Union, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+from requests.auth import AuthBase
+from requests.structures import CaseInsensitiveDict
+
+from ._errors import require_positive_int
+
+__all__ = [
+    "AttemptState",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "HttpRequest",
+    "HttpResponse",
+    "MockSender",
+    "RequestsSender",
+    "SendError",
+    "Sender",
+    "Timeout",
+]
+
+#: A client timeout: seconds, or ``(connect, read)`` seconds.
+Timeout = Union[float, tuple[float, float]]
+
+#: Largest response body read by default. A query page holds at most 1,000 entities of at most
+#: 1 MiB each; escaped on the wire (JSON ``\\uXXXX`` escapes, base64 binaries, Atom markup) one can
+#: take about three times its stored size, so no legal page reaches 3.5 GiB. Set lower
+#: (``max_response_bytes=``) to bound memory more tightly.
+DEFAULT_MAX_RESPONSE_BYTES = 3584 * 1024 * 1024
+
+_CHUNK = 256 * 1024
+
+
+class AttemptState(Enum):
+    """What one attempt of a request is known to have done, recorded once per attempt.
+
+    * ``NOT_SENT``: it failed before the request could reach the server (connection
+      refused, connect timeout); the server did nothing.
+    * ``UNKNOWN``: it may have reached the server, but no definite answer came back (a
+      read timeout, a connection cut after sending, a 5xx or 408, whose work may or may
+      not have been done).
+    * ``ANSWERED``: the server answered with a definite outcome (2xx, 3xx or 4xx but 408).
+    """
+
+    NOT_SENT = "not sent"
+    UNKNOWN = "sent, outcome unknown"
+    ANSWERED = "answered"
+
+
+@dataclass
+class HttpRequest:
+    """One HTTP request as it goes on the wire: method, absolute URL, headers, body.
+
+    ``headers`` is a plain dict; the transport copies the request before it adds the
+    date and signature of each attempt, so a request object can be sent again.
+    """
+
+    method: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+
+    def header(self, name: str) -> str | None:
+        """The value of header ``name`` (any case), or None."""
+        lowered = name.lower()
+        for key, value in self.headers.items():
+            if key.lower() == lowered:
+                return value
+        return None
+
+    def without_header(self, name: str) -> None:
+        """Remove header ``name`` in any case."""
+        lowered = name.lower()
+        for key in [k for k in self.headers if k.lower() == lowered]:
+            del self.headers[key]
+
+    def copy(self) -> HttpRequest:
+        """A copy whose headers can be changed without touching this request."""
+        return HttpRequest(self.method, self.url, dict(self.headers), self.body)
+
+    def __repr__(self) -> str:
+        size = "None" if self.body is None else f"<{len(self.body)} bytes>"
+        return f"HttpRequest(method={self.method!r}, url={_strip_query(self.url)!r}, body={size})"
+
+
+@dataclass(repr=False)
+class HttpResponse:
+    """A complete HTTP response: status, case-insensitive headers and the whole body.
+
+    ``after_unknown_attempt`` is True when the transport returned this response for a
+    write after an earlier attempt whose outcome was unknown (see
+    :func:`tablesdk._transport.is_ambiguous`). ``url`` is the URL of the attempt that
+    got this answer, with any SAS signature redacted (set by the transport; reads
+    under a location mode use it to tell which endpoint answered).
+    """
+
+    status: int
+    headers: CaseInsensitiveDict[str]
+    body: bytes
+    after_unknown_attempt: bool = False
+    url: str = ""
+
+    @property
+    def request_id(self) -> str | None:
+        """The service's ``x-ms-request-id``, if any."""
+        return self.headers.get("x-ms-request-id")
+
+    @property
+    def etag(self) -> str | None:
+        """The ``ETag`` header, if any."""
+        return self.headers.get("etag")
+
+    def __repr__(self) -> str:
+        return (
+            f"HttpResponse(status={self.status!r}, request_id={self.request_id!r}, "
+            f"body=<{len(self.body)} bytes>)"
+        )
+
+
+class SendError(Exception):
+    """A sender got no usable response. The transport turns it into the error to raise.
+
+    ``reason`` describes the cause (it may hold URLs: the transport redacts it).
+    ``state`` is :attr:`AttemptState.NOT_SENT` when the request cannot have reached the
+    server, else :attr:`AttemptState.UNKNOWN`. ``timed_out`` marks a client timeout and
+    ``refused`` a refused connection (retried on a short schedule). ``status`` is set when
+    a response began but its body was refused (larger than the size cap): the server
+    did answer, so the attempt counts as answered and is not retried. ``invalid`` marks a
+    request that cannot be sent at all (a malformed URL or header): a programming error.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        state: AttemptState = AttemptState.UNKNOWN,
+        timed_out: bool = False,
+        refused: bool = False,
+        status: int | None = None,
+        invalid: bool = False,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.state = state
+        self.timed_out = timed_out
+        self.refused = refused
+        self.status = status
+        self.invalid = invalid
+
+
+@runtime_checkable
+class Sender(Protocol):
+    """Puts one request on the wire and returns the complete response (any status).
+
+    Raises :class:`SendError` when no response arrived. A sender may also have a
+    ``close()`` method; the transport calls it when it is closed.
+    """
+
+    def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
+        """Send ``request`` with the client ``timeout`` and return the whole response."""
+        ...
+
+
+def _strip_query(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def workers_within_pool(caller: str, name: str, workers: int, pool_size: int, *, stacklevel: int) -> int:
+    """``workers`` (argument ``name`` of ``caller``, an int >= 1), or ``pool_size`` with a
+    :class:`RuntimeWarning` when it is larger.
+
+    urllib3 does not make a request wait for a pooled connection: one beyond
+    ``pool_size`` in flight gets a new connection that is closed afterwards
+    (TCP connection churn), so threads sharing one sender run at most
+    ``pool_size`` at once. ``stacklevel`` points the warning at the caller's caller.
+    """
+    require_positive_int(name, workers)
+    if workers <= pool_size:
+        return workers
+    warnings.warn(
+        f"{caller}: {name}={workers} exceeds the client's pool_size={pool_size}; "
+        f"using {pool_size} workers (create the client with a larger pool_size to run more)",
+        RuntimeWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return pool_size
+
+
+def check_max_response_bytes(value: int) -> int:
+    """Validate a response size cap (an int >= 1)."""
+    return require_positive_int("max_response_bytes", value)
+
+
+# ---------------------------------------------------------------- requests
+
+
+class _NoAuth(AuthBase):
+    """Session-level auth that changes nothing; it stops requests reading ``~/.netrc``.
+
+    With ``trust_env`` on, requests would otherwise replace a signed
+    ``Authorization`` header with Basic credentials from netrc.
+    """
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        return r
+
+
+def _inner(exc: BaseException) -> object:
+    inner: object = exc.args[0] if exc.args else None
+    if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
+        inner = inner.reason
+    return inner
+
+
+def _exception_reason(exc: BaseException) -> str:
+    """A short description of what went wrong under a requests exception (not yet redacted)."""
+    inner = _inner(exc)
+    if isinstance(inner, BaseException):
+        return f"{type(inner).__name__}: {inner}"
+    return type(exc).__name__
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    if isinstance(exc, requests.Timeout):
+        return True
+    inner = _inner(exc)
+    if isinstance(inner, urllib3.exceptions.NewConnectionError):
+        return False  # urllib3 derives it from ConnectTimeoutError, but "refused" is no timeout
+    return isinstance(inner, urllib3.exceptions.TimeoutError)
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """True when the failure happened before the request could reach the server."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    return isinstance(
+        _inner(exc), (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
+    )
+
+
+def _is_refused(exc: BaseException) -> bool:
+    inner = _inner(exc)
+    if not isinstance(inner, urllib3.exceptions.NewConnectionError):
+        return False
+    return "refused" in str(inner).lower() or isinstance(inner.__cause__, ConnectionRefusedError)
+
+
+_FAILURES = (
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    requests.exceptions.ContentDecodingError,
+    urllib3.exceptions.HTTPError,
+)
+
+
+class RequestsSender:
+    """The default sender: one pooled :class:`requests.Session`.
+
+    The session's adapter keeps up to ``pool_size`` connections per host, so as many
+    threads can share one sender without the connection starvation the Azure Storage team's blog warns about
+    (the .NET default of 2 connections). requests never sends ``Expect: 100-continue``
+    and urllib3 disables Nagle (``TCP_NODELAY``) by default, the other two settings the
+    Azure Storage team's blog recommends. Redirects are never followed and urllib3 does not retry on its own.
+
+    ``trust_env`` (default False) is requests' switch for reading proxy settings
+    (``HTTP(S)_PROXY``, ``NO_PROXY``) and ``REQUESTS_CA_BUNDLE`` from the environment;
+    requests does that lookup on every call (a noticeable share of per-request CPU), so
+    it is off unless asked for. ``~/.netrc`` is never consulted either way, because it
+    would replace the signed ``Authorization`` header.
+
+    The body is read as it arrived (``Accept-Encoding: identity`` is sent and a
+    ``Content-Encoding`` is never undone) and at most ``max_response_bytes`` of it.
+    Safe to share between threads; :meth:`close` releases the connections.
+    """
+
+    def __init__(
+        self,
+        *,
+        pool_size: int = 16,
+        trust_env: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        require_positive_int("pool_size", pool_size)
+        self.pool_size = pool_size
+        self.max_response_bytes = check_max_response_bytes(max_response_bytes)
+        session = requests.Session()
+        session.trust_env = trust_env
+        session.auth = _NoAuth()
+        # Only the caller's headers and ours go out (no python-requests UA, no */* Accept).
+        session.headers.clear()
+        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        self.session = session
+
+    def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
+        """Send ``request`` over the session and read the whole, undecoded body."""
+        headers = request.headers
+        if request.header("Accept-Encoding") is None:
+            headers = {**headers, "Accept-Encoding": "identity"}
+        try:
+            raw = self.session.request(
+                request.method, request.url, headers=headers, data=request.body, timeout=timeout,
+                allow_redirects=False, stream=True,
+            )
+            body = self._read(raw)
+        except _FAILURES as exc:
+            raise SendError(
+                _exception_reason(exc),
+                state=AttemptState.NOT_SENT if _never_sent(exc) else AttemptState.UNKNOWN,
+                timed_out=_is_timeout(exc),
+                refused=_is_refused(exc),
+            ) from None
+        except requests.RequestException as exc:
+            raise SendError(_exception_reason(exc), invalid=True) from None
+        return HttpResponse(status=raw.status_code, headers=raw.headers, body=body)
+
+    def _read(self, raw: requests.Response) -> bytes:
+        cap = self.max_response_bytes
+        declared = raw.headers.get("Content-Length", "")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            if declared.isdigit() and int(declared) > cap:
+                raise self._too_large(raw.status_code, int(declared))
+            for chunk in raw.raw.stream(_CHUNK, decode_content=False):
+                size += len(chunk)
+                if size > cap:
+                    raise self._too_large(raw.status_code, size)
+                chunks.append(chunk)
+        except BaseException:
+            raw.close()  # the connection holds an unread rest: never reuse it
+            raise
+        raw.raw.release_conn()
+        return b"".join(chunks)
+
+    def _too_large(self, status: int, size: int) -> SendError:
+        return SendError(
+            f"the response body ({size} bytes or more) exceeds max_response_bytes={self.max_response_bytes}",
+            state=AttemptState.ANSWERED,
+            status=status,
+        )
+
+    def close(self) -> None:
+        """Close the session and its pooled connections."""
+        self.session.close()
+
+    def __repr__(self) -> str:
+        return f"RequestsSender(pool_size={self.pool_size}, max_response_bytes={self.max_response_bytes})"
+
+
+# ---------------------------------------------------------------- tests
+
+
+Handler = Callable[[HttpRequest], HttpResponse]
+
+
+class MockSender:
+    """A sender that answers every request with ``handler(request)``, in memory.
+
+    ``handler`` returns an :class:`HttpResponse` (build one with :meth:`response`) or
+    raises :class:`SendError` to play a network failure. Every request the transport
+    sent (signed, with its date and headers) is appended to :attr:`requests`, and the
+    timeout it was given to :attr:`timeouts`.
+
+    >>> sender = MockSender(lambda request: MockSender.response(204))
+    """
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[HttpRequest] = []
+        self.timeouts: list[Timeout] = []
+
+    @staticmethod
+    def response(status: int, body: bytes | str = b"", headers: dict[str, str] | None = None) -> HttpResponse:
+        """An :class:`HttpResponse` with ``status``, ``body`` (str is UTF-8 encoded) and ``headers``."""
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        return HttpResponse(status, CaseInsensitiveDict(headers or {}), data)
+
+    def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
+        """Record ``request`` and return what the handler answers."""
+        self.requests.append(request)
+        self.timeouts.append(timeout)
+        return self.handler(request)
+
+    def __repr__(self) -> str:
+        return f"MockSender(requests={len(self.requests)})"

@@ -1,0 +1,293 @@
+"""Retry policies: when to try a failed request again, and after how long.
+
+The transport asks its :class:`RetryPolicy` after every failed attempt. The
+built-in policies follow the Storage Client Library rules (Azure Storage team blog, "Overview of Retry Policies in the
+Windows Azure Storage Client Library"):
+
+* **Classification** (:func:`is_retryable`): 4xx responses are not retried,
+  except 408 Request Timeout; 501 Not Implemented and 505 HTTP Version Not
+  Supported are not retried; every other 5xx, client-side timeouts
+  (:class:`~tablesdk._errors.RequestTimeoutError`) and connection failures
+  (:class:`~tablesdk._errors.ConnectionFailedError`) are. Anything that is not a
+  service or transport error (a ``ValueError`` from bad input, say) is never
+  retried.
+* **Where the classification lives**: inside each built-in policy, not in the
+  transport. As in the 2.0 client libraries, the transport does not pre-filter
+  errors, so a custom policy may deliberately retry something the built-ins do
+  not (call :func:`is_retryable` from it to keep the default rules).
+* **Back-off**: :class:`ExponentialRetry` (the default) waits
+  ``min(min_backoff + (2 ** (attempt - 1) - 1) * d, max_backoff)`` where ``d``
+  is ``delta_seconds`` randomised by +/-20%. With the defaults (3 retries,
+  delta 30 s, bounds 3 s and 90 s) that gives about 3 s, 33 s and 90 s.
+  :class:`LinearRetry` waits the same interval every time and
+  :class:`NoRetry` never retries. A refused connection (nothing listens) is
+  retried on the short :data:`REFUSED_BACKOFF_SECONDS` schedule by both.
+
+Policies hold no per-operation state: the transport passes the number of
+attempts made so far, so one instance can be shared by every operation and
+thread. A ``Retry-After`` header on a 503 is not consulted (the Table service
+throttles with ``ServerBusy`` and leaves the back-off to the client).
+
+Retries of writes can produce confusing answers (a retried insert that had
+already succeeded gets 409, a retried delete gets 404); the transport flags
+those errors with ``ambiguous_retry`` (see :mod:`tablesdk._transport`).
+"""
+
+from __future__ import annotations
+
+import math
+import random as _random
+from typing import Protocol, runtime_checkable
+
+from ._errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
+
+__all__ = [
+    "RetryPolicy",
+    "is_retryable",
+    "NoRetry",
+    "LinearRetry",
+    "ExponentialRetry",
+    "DEFAULT_RETRY_COUNT",
+    "DEFAULT_BACKOFF_SECONDS",
+    "DEFAULT_MIN_BACKOFF_SECONDS",
+    "DEFAULT_MAX_BACKOFF_SECONDS",
+    "REFUSED_BACKOFF_SECONDS",
+    "refused_backoff",
+]
+
+#: Retries after the first attempt (the Storage Client Library's ``DefaultClientRetryCount``).
+DEFAULT_RETRY_COUNT = 3
+#: Linear interval and exponential delta (the Storage Client Library's ``DefaultClientBackoff``, 30 s).
+DEFAULT_BACKOFF_SECONDS = 30.0
+#: Smallest exponential back-off (the Storage Client Library's ``DefaultMinBackoff``).
+DEFAULT_MIN_BACKOFF_SECONDS = 3.0
+#: Largest exponential back-off (the Storage Client Library's ``DefaultMaxBackoff``).
+DEFAULT_MAX_BACKOFF_SECONDS = 90.0
+
+#: Waits before the retries of a refused connection. Nothing listens at the address (an
+#: emulator not started, a wrong port, a server restarting): a back-off of minutes cannot
+#: fix that and only hides it, so the built-in policies retry it on this short schedule
+#: (about 3.5 s in all with the default 3 retries) and then report it.
+REFUSED_BACKOFF_SECONDS: tuple[float, ...] = (0.5, 1.0, 2.0)
+
+_JITTER = 0.2
+_NOT_RETRIED_5XX = frozenset({501, 505})
+
+
+@runtime_checkable
+class RetryPolicy(Protocol):
+    """Decides whether, and after how long, a failed request is tried again."""
+
+    def retry_after(self, attempt: int, error: BaseException) -> float | None:
+        """Return the seconds to wait before the next attempt, or None to stop.
+
+        ``attempt`` is the number of attempts made so far (1 after the first
+        failure); ``error`` is what the last attempt raised. Policies hold no
+        per-operation state, so one instance is shared by all operations.
+        """
+        ...
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether ``error`` is worth retrying under the Storage Client rules.
+
+    4xx are final except 408; 501 and 505 are final; other 5xx, client-side
+    timeouts and connection failures are retryable; any other exception
+    (``ValueError`` and the like) is not.
+    """
+    if not isinstance(error, TableServiceError):
+        return False
+    status = error.status_code
+    if status is None:
+        return isinstance(error, (RequestTimeoutError, ConnectionFailedError))
+    if status == 408:
+        return True
+    if 400 <= status < 500:
+        return False
+    if status in _NOT_RETRIED_5XX:
+        return False
+    return 500 <= status < 600
+
+
+def refused_backoff(attempt: int, error: BaseException) -> float | None:
+    """The short wait before retrying a refused connection, or None when ``error`` is no refusal.
+
+    Retry ``n`` waits ``REFUSED_BACKOFF_SECONDS[n - 1]`` (the last value beyond the table).
+    """
+    if not isinstance(error, ConnectionFailedError) or not error.refused:
+        return None
+    return REFUSED_BACKOFF_SECONDS[min(attempt, len(REFUSED_BACKOFF_SECONDS)) - 1]
+
+
+def _check_count(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def _check_seconds(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result) or result < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return result
+
+
+def _check_attempt(attempt: int) -> None:
+    require_positive_int("attempt", attempt)
+
+
+class NoRetry:
+    """Never retry: the first failure is raised to the caller."""
+
+    def retry_after(self, attempt: int, error: BaseException) -> float | None:
+        """Always None."""
+        _check_attempt(attempt)
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NoRetry)
+
+    def __hash__(self) -> int:
+        return hash(NoRetry)
+
+    def __repr__(self) -> str:
+        return "NoRetry()"
+
+
+class LinearRetry:
+    """Retry up to ``count`` times, waiting ``interval_seconds`` before each retry.
+
+    The defaults (3 retries, 30 s) are the Storage Client Library's ``DefaultClientRetryCount``
+    and ``DefaultClientBackoff``. Only errors :func:`is_retryable` accepts are
+    retried.
+    """
+
+    def __init__(
+        self,
+        count: int = DEFAULT_RETRY_COUNT,
+        interval_seconds: float = DEFAULT_BACKOFF_SECONDS,
+    ) -> None:
+        self._count = _check_count(count, "count")
+        self._interval = _check_seconds(interval_seconds, "interval_seconds")
+
+    @property
+    def count(self) -> int:
+        """Maximum number of retries after the first attempt."""
+        return self._count
+
+    @property
+    def interval_seconds(self) -> float:
+        """Seconds waited before every retry."""
+        return self._interval
+
+    def retry_after(self, attempt: int, error: BaseException) -> float | None:
+        """``interval_seconds`` while fewer than ``count`` retries were made and the error is retryable."""
+        _check_attempt(attempt)
+        if attempt > self._count or not is_retryable(error):
+            return None
+        refused = refused_backoff(attempt, error)
+        return self._interval if refused is None else min(refused, self._interval)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LinearRetry):
+            return NotImplemented
+        return (self._count, self._interval) == (other._count, other._interval)
+
+    def __hash__(self) -> int:
+        return hash((LinearRetry, self._count, self._interval))
+
+    def __repr__(self) -> str:
+        return f"LinearRetry(count={self._count!r}, interval_seconds={self._interval!r})"
+
+
+class ExponentialRetry:
+    """Retry up to ``count`` times with a randomised, exponentially growing back-off.
+
+    The wait before retry number ``n`` (``n = attempt``, counting from 1) is::
+
+        min(min_backoff + (2 ** (n - 1) - 1) * uniform(0.8 * delta, 1.2 * delta), max_backoff)
+
+    which is the Storage Client Library's formula (``currentRetryCount`` there counts from 0):
+    the first retry comes after ``min_backoff``, later ones grow by powers of
+    two of a +/-20% jittered ``delta_seconds``, and none waits longer than
+    ``max_backoff``. Each call that answers "retry" draws exactly one
+    ``random.uniform`` from ``random`` (a private :class:`random.Random` when
+    not given), so an injected, seeded ``random.Random`` makes the sequence
+    reproducible. The defaults (3 retries, delta 30 s, 3 s .. 90 s) are those
+    of the Storage Client Library's default policy: waits of about 3 s, 33 s and 90 s.
+    """
+
+    def __init__(
+        self,
+        count: int = DEFAULT_RETRY_COUNT,
+        delta_seconds: float = DEFAULT_BACKOFF_SECONDS,
+        min_backoff: float = DEFAULT_MIN_BACKOFF_SECONDS,
+        max_backoff: float = DEFAULT_MAX_BACKOFF_SECONDS,
+        *,
+        random: _random.Random | None = None,
+    ) -> None:
+        self._count = _check_count(count, "count")
+        self._delta = _check_seconds(delta_seconds, "delta_seconds")
+        self._min = _check_seconds(min_backoff, "min_backoff")
+        self._max = _check_seconds(max_backoff, "max_backoff")
+        if self._max < self._min:
+            raise ValueError(
+                f"max_backoff ({max_backoff!r}) must be >= min_backoff ({min_backoff!r})"
+            )
+        if random is not None and not isinstance(random, _random.Random):
+            raise ValueError(f"random must be a random.Random, got {type(random).__name__}")
+        self._random = random if random is not None else _random.Random()
+
+    @property
+    def count(self) -> int:
+        """Maximum number of retries after the first attempt."""
+        return self._count
+
+    @property
+    def delta_seconds(self) -> float:
+        """The base of the exponential increment, before +/-20% jitter."""
+        return self._delta
+
+    @property
+    def min_backoff(self) -> float:
+        """The wait before the first retry and the lower bound of every wait."""
+        return self._min
+
+    @property
+    def max_backoff(self) -> float:
+        """The upper bound of every wait."""
+        return self._max
+
+    def retry_after(self, attempt: int, error: BaseException) -> float | None:
+        """The jittered exponential back-off, or None once ``count`` retries were made or the error is final."""
+        _check_attempt(attempt)
+        if attempt > self._count or not is_retryable(error):
+            return None
+        refused = refused_backoff(attempt, error)
+        if refused is not None:
+            return min(refused, self._max)
+        jittered = self._random.uniform(self._delta * (1 - _JITTER), self._delta * (1 + _JITTER))
+        # 2.0 ** 1023 is the largest finite power; beyond it the cap applies anyway.
+        factor = 2.0 ** min(attempt - 1, 1023) - 1
+        return min(self._min + factor * jittered, self._max)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ExponentialRetry):
+            return NotImplemented
+        return self._params() == other._params()
+
+    def __hash__(self) -> int:
+        return hash((ExponentialRetry, *self._params()))
+
+    def _params(self) -> tuple[int, float, float, float]:
+        return (self._count, self._delta, self._min, self._max)
+
+    def __repr__(self) -> str:
+        return (
+            f"ExponentialRetry(count={self._count!r}, delta_seconds={self._delta!r}, "
+            f"min_backoff={self._min!r}, max_backoff={self._max!r})"
+        )

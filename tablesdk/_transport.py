@@ -1,0 +1,899 @@
+"""Sending one logical request: sign, send, time out, retry and record.
+
+:class:`Transport` is a retry loop over a :class:`~tablesdk._http.Sender` (by
+default a :class:`~tablesdk._http.RequestsSender`, one pooled
+:class:`requests.Session`). It turns an :class:`~tablesdk._http.HttpRequest`
+into an :class:`~tablesdk._http.HttpResponse`, or raises a
+:class:`~tablesdk._errors.TableServiceError` subclass. It knows nothing about
+entities or payload formats: error bodies are turned into exceptions by the
+``error_parser`` the client passes in, and a ``check`` callback may refuse a
+2xx answer (an entity group transaction refused inside its ``202``).
+
+Every decision of the loop is made by a :class:`RetryLoop`, which does no I/O:
+the thread-based :class:`Transport` and an asyncio one differ only in how they
+call the sender and how they wait. What happens on every attempt:
+
+* :func:`prepare_request` (once per operation) sets ``x-ms-client-request-id``
+  (the same for every attempt), ``User-Agent``, ``Content-Length`` and the
+  service's ``timeout=N``; :func:`sign_attempt` (once per attempt) copies the
+  request, sets a fresh ``x-ms-date`` and lets the credential sign the copy;
+* the sender sends it; a :class:`~tablesdk._http.SendError` becomes
+  :class:`~tablesdk._errors.RequestTimeoutError` or
+  :class:`~tablesdk._errors.ConnectionFailedError`, a status >= 300 whatever
+  ``error_parser`` builds; each attempt's :class:`~tablesdk._http.AttemptState`
+  (not sent / sent, outcome unknown / answered) is recorded once;
+* the retry policy decides whether to try again and after how long; an
+  overall ``deadline`` caps each attempt's timeout and is never slept past;
+* one DEBUG line is logged to ``tablesdk._transport`` (a WARNING with the cause
+  and the delay when the attempt will be retried) and one
+  :class:`RequestAttempt` is appended to the caller's :class:`OperationContext`.
+
+Ambiguous writes (the Azure Storage team's "Network errors and timeouts on successful server
+side operations") are decided by :func:`is_ambiguous`, the one rule every
+caller uses: a write answered 404, 409 or 412 after an earlier attempt whose
+outcome was unknown gets ``ambiguous_retry = True``, since the first attempt may
+have done the work. Reads are never flagged.
+
+Secrets never leave this module: the ``sig`` value of a SAS URL is replaced by
+``REDACTED`` (:func:`redact_url`) wherever a URL is logged or recorded, the
+``Authorization`` header is never logged, exception messages carry no query
+string, and the request's own signature is scrubbed from server error messages
+that echo it. urllib3's own DEBUG lines, which include the request path and
+query, pass through a redacting filter as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from types import TracebackType
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from ._version import __version__
+from ._errors import BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
+from ._http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    AttemptState,
+    HttpRequest,
+    HttpResponse,
+    RequestsSender,
+    SendError,
+    Sender,
+    Timeout,
+    check_max_response_bytes,
+)
+from ._retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ._auth import TableCredential
+
+__all__ = [
+    "AttemptResult",
+    "AttemptState",
+    "HttpRequest",
+    "HttpResponse",
+    "RequestAttempt",
+    "OperationContext",
+    "RetryLoop",
+    "Step",
+    "Transport",
+    "Timeout",
+    "attempt_state_for_status",
+    "is_ambiguous",
+    "mark_ambiguous",
+    "prepare_request",
+    "sign_attempt",
+    "redact_url",
+    "redact_text",
+    "DEFAULT_USER_AGENT",
+    "DEFAULT_TIMEOUT",
+]
+
+_LOG = logging.getLogger("tablesdk.transport")
+
+#: ``User-Agent`` sent when the caller does not give one.
+DEFAULT_USER_AGENT = f"tablesdk/{__version__}"
+
+#: Default client timeout: 10 s to connect, 60 s between bytes read.
+DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)
+
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_AMBIGUOUS_STATUSES = frozenset({404, 409, 412})
+_SIG_IN_URL = re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
+_SIG_IN_TEXT = re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
+_QUERY_IN_TEXT = re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
+_REDACTED = "REDACTED"
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with the value of any ``sig`` query parameter replaced by ``REDACTED``.
+
+    Use it wherever a URL may reach a log, a repr or an exception: a SAS
+    signature is a bearer secret.
+    """
+    return _SIG_IN_URL.sub(r"\1" + _REDACTED, url)
+
+
+def redact_text(text: str) -> str:
+    """Redact ``sig=`` values and drop query strings of URLs found in free ``text``."""
+    text = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
+    return _QUERY_IN_TEXT.sub(r"\1?...", text)
+
+
+def _strip_query(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+class _RedactingFilter(logging.Filter):
+    """Rewrites third-party log records (urllib3 logs request paths) to hide SAS signatures."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is not ours to fix
+            return True
+        if "sig=" in message.lower():
+            record.msg = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, message)
+            record.args = ()
+        return True
+
+
+_THIRD_PARTY_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.connection")
+_FILTER = _RedactingFilter()
+
+
+def _install_log_filter() -> None:
+    for name in _THIRD_PARTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
+@dataclass
+class RequestAttempt:
+    """What one HTTP attempt of an operation did (see :class:`OperationContext`).
+
+    ``url`` has any SAS ``sig`` redacted. ``start`` and ``end`` are readings of
+    the transport's clock (``time.monotonic`` unless injected). ``retry_delay``
+    is the wait before the next attempt, None when this attempt was the last.
+    ``error`` is the text of the error this attempt produced, if any. ``state``
+    says what the attempt is known to have done (not sent / sent, outcome
+    unknown / answered), the fact :func:`is_ambiguous` reads.
+    """
+
+    attempt: int
+    method: str
+    url: str
+    client_request_id: str
+    request_id: str | None
+    status: int | None
+    error_code: str | None
+    start: float
+    end: float
+    retry_delay: float | None
+    error: str | None
+    state: AttemptState = AttemptState.ANSWERED
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds the attempt took, by the transport's clock."""
+        return self.end - self.start
+
+
+class OperationContext:
+    """An optional per-operation recorder passed to :meth:`Transport.send`.
+
+    Every attempt is appended to :attr:`attempts` as a :class:`RequestAttempt`
+    (status, request ids, timings, delays, errors), so a caller can see how
+    many requests an operation made and quote the request ids when escalating.
+    When :attr:`client_request_id` is set it is sent as
+    ``x-ms-client-request-id`` on every attempt of every request made with
+    this context; otherwise each operation gets a fresh UUID4. Not thread-safe:
+    use one context per operation.
+    """
+
+    def __init__(self, client_request_id: str | None = None) -> None:
+        self.client_request_id = client_request_id
+        self.attempts: list[RequestAttempt] = []
+
+    @property
+    def last_attempt(self) -> RequestAttempt | None:
+        """The most recent attempt, or None before any."""
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def request_ids(self) -> list[str]:
+        """The service request ids of all attempts that got one."""
+        return [a.request_id for a in self.attempts if a.request_id]
+
+    def __repr__(self) -> str:
+        return (
+            f"OperationContext(client_request_id={self.client_request_id!r}, "
+            f"attempts={len(self.attempts)})"
+        )
+
+
+def _check_timeout(value: Timeout, name: str) -> Timeout:
+    items = value if isinstance(value, tuple) else (value,)
+    if isinstance(value, tuple) and len(value) != 2:
+        raise ValueError(f"{name} must be seconds or a (connect, read) pair, got {value!r}")
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not item > 0:
+            raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+    return value
+
+
+def _cap_timeout(value: Timeout, remaining: float | None) -> Timeout:
+    if remaining is None:
+        return value
+    if isinstance(value, tuple):
+        return (min(value[0], remaining), min(value[1], remaining))
+    return min(value, remaining)
+
+
+def _with_server_timeout(url: str, seconds: int) -> str:
+    parts = urlsplit(url)
+    names = {p.split("=", 1)[0].lower() for p in parts.query.split("&") if p}
+    if "timeout" in names:
+        return url
+    query = f"{parts.query}&timeout={seconds}" if parts.query else f"timeout={seconds}"
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+
+
+def _get_header(headers: dict[str, str], name: str) -> str | None:
+    lowered = name.lower()
+    for key, value in headers.items():
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+def _secrets(headers: dict[str, str], url: str) -> _SecretPattern | None:
+    """One pattern matching every secret of this attempt, however a server re-escapes it.
+
+    The secrets are the ``Authorization`` value and its signature and the SAS
+    ``sig``; a server may echo them decoded, as sent, or with its own
+    percent-escapes (``%2b`` for ``%2B``), so each character that may travel
+    escaped matches itself or its escape in either case.
+    """
+    found: list[str] = []
+    auth = _get_header(headers, "Authorization")
+    if auth:
+        found.append(auth)
+        credential = auth.split(" ", 1)[-1]
+        found.append(credential)
+        if ":" in credential:
+            found.append(credential.rsplit(":", 1)[1])
+    for param in urlsplit(url).query.split("&"):
+        name, _, value = param.partition("=")
+        if name.lower() == "sig" and value:
+            found.append(unquote(value))
+    # Longest first, so a whole header is replaced before its parts; skip tiny values.
+    secrets = sorted({s for s in found if len(s) >= 8}, key=len, reverse=True)
+    if not secrets:
+        return None
+    return _SecretPattern(secrets)
+
+
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+class _SecretPattern:
+    """The secrets of one attempt as a pattern, compiled only for a text that may hold one.
+
+    Compiling costs about a millisecond and is needed per attempt (signatures
+    differ), while answers almost never echo a secret. ASCII letters and digits
+    match only themselves in every escaping, so a text can hold a secret only if
+    it holds that secret's longest run of them: that substring test comes first.
+    """
+
+    __slots__ = ("_secrets", "_needles", "_pattern")
+
+    def __init__(self, secrets: list[str]) -> None:
+        self._secrets = secrets
+        self._needles = [max(_ALNUM_RUN.findall(secret) or [""], key=len) for secret in secrets]
+        self._pattern: re.Pattern[str] | None = None
+
+    def _compiled(self, text: str) -> re.Pattern[str] | None:
+        if not any(needle in text for needle in self._needles):
+            return None
+        if self._pattern is None:
+            self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets))
+        return self._pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """Where a secret occurs in ``text``, or None."""
+        pattern = self._compiled(text)
+        return None if pattern is None else pattern.search(text)
+
+    def sub(self, replacement: str, text: str) -> str:
+        """``text`` with every secret replaced."""
+        pattern = self._compiled(text)
+        return text if pattern is None else pattern.sub(replacement, text)
+
+
+def _any_escaping(secret: str) -> str:
+    parts: list[str] = []
+    for ch in secret:
+        if ch.isascii() and ch.isalnum():
+            parts.append(ch)
+            continue
+        escapes = "".join(f"[{h.upper()}{h.lower()}]" for h in f"{ord(ch):02X}") if ord(ch) < 256 else ""
+        space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
+        parts.append(f"(?:{re.escape(ch)}|%{escapes}{space})" if escapes else re.escape(ch))
+    return "".join(parts)
+
+
+def _scrub(text: str, secrets: _SecretPattern | None) -> str:
+    if secrets is not None:
+        text = secrets.sub(_REDACTED, text)
+    return _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
+
+
+def _scrub_error(error: TableServiceError, secrets: _SecretPattern | None) -> None:
+    message = _scrub(error.message, secrets)
+    if message != error.message:
+        error.message = message
+    error.args = tuple(_scrub(a, secrets) if isinstance(a, str) else a for a in error.args)
+
+
+def _scrub_headers(response: HttpResponse, secrets: _SecretPattern | None) -> None:
+    """Redact secrets a server echoed in any response header (request id, error code, ...).
+
+    Everything downstream (request ids in errors, logs, recorded attempts and
+    operation results) reads the headers, so this is the one place to do it.
+    """
+    headers = response.headers
+    for name, value in list(headers.items()):
+        if (secrets is not None and secrets.search(value)) or "sig=" in value.lower():
+            headers[name] = _scrub(value, secrets)
+
+
+# ---------------------------------------------------------------- decisions (no I/O)
+
+
+def attempt_state_for_status(status: int) -> AttemptState:
+    """What an answer with ``status`` says of the request's outcome.
+
+    A 5xx or 408 leaves it unknown: the service may have applied the request before
+    failing (or before the connection's timeout). Every other status is definite.
+    """
+    return AttemptState.UNKNOWN if status >= 500 or status == 408 else AttemptState.ANSWERED
+
+
+def is_ambiguous(method: str, status: int | None, earlier: Iterable[AttemptState]) -> bool:
+    """Whether an answer with ``status`` to a retried ``method`` may be caused by the retry itself.
+
+    True for a write (not GET/HEAD/OPTIONS) answered 404, 409 or 412 after an earlier
+    attempt of the same operation whose outcome is unknown: that attempt may have
+    inserted, deleted or changed the entity, and the retry then meets its own work.
+    An attempt that was never sent (connection refused) does not count. This is the
+    one rule for the transport, the client's batches and bulk loading.
+    """
+    if method.upper() in _READ_METHODS or status not in _AMBIGUOUS_STATUSES:
+        return False
+    return any(state is AttemptState.UNKNOWN for state in earlier)
+
+
+def mark_ambiguous(error: TableServiceError) -> None:
+    """Set ``ambiguous_retry`` on ``error`` (and on the per-status cause of a :class:`BatchError`)."""
+    error.ambiguous_retry = True
+    if isinstance(error, BatchError) and error.cause is not None:
+        error.cause.ambiguous_retry = True
+
+
+def prepare_request(
+    request: HttpRequest,
+    *,
+    client_request_id: str,
+    user_agent: str,
+    server_timeout: int | None,
+) -> HttpRequest:
+    """The request every attempt of one operation starts from (a copy; ``request`` is unchanged).
+
+    Sets ``x-ms-client-request-id`` (the same on every attempt, so the service's logs
+    tie them together), a ``User-Agent`` unless given, ``Content-Length`` for bodies
+    and writes, and the service's ``timeout=N`` query parameter; drops any
+    ``x-ms-date``, which :func:`sign_attempt` sets fresh on each attempt.
+    """
+    prepared = request.copy()
+    prepared.method = request.method.upper()
+    if server_timeout is not None:
+        prepared.url = _with_server_timeout(prepared.url, server_timeout)
+    for name in ("x-ms-client-request-id", "x-ms-date", "Content-Length"):
+        prepared.without_header(name)
+    prepared.headers["x-ms-client-request-id"] = client_request_id
+    if prepared.header("User-Agent") is None:
+        prepared.headers["User-Agent"] = user_agent
+    if prepared.body is not None or prepared.method not in _READ_METHODS:
+        prepared.headers["Content-Length"] = str(len(prepared.body) if prepared.body is not None else 0)
+    return prepared
+
+
+def sign_attempt(request: HttpRequest, credential: TableCredential | None) -> HttpRequest:
+    """The signed copy of ``request`` for one attempt: a fresh ``x-ms-date``, then the credential.
+
+    A credential is any object with ``apply(method, url, headers) -> url`` that may add
+    headers (Shared Key's ``Authorization``, a bearer token) and return the URL to send
+    (a SAS appends its query). None sends the request unsigned.
+    """
+    signed = request.copy()
+    signed.headers["x-ms-date"] = formatdate(usegmt=True)
+    if credential is not None:
+        signed.url = credential.apply(signed.method, signed.url, signed.headers)
+    return signed
+
+
+@dataclass
+class AttemptResult:
+    """What one attempt produced: a response to return, or the error it raised, and its state."""
+
+    response: HttpResponse | None
+    error: TableServiceError | None
+    state: AttemptState
+    url: str  # the URL sent, redacted
+    request_id: str | None = None
+    status: int | None = None
+
+
+@dataclass
+class Step:
+    """The loop's decision after an attempt: wait ``delay`` seconds and try again, or finish."""
+
+    delay: float | None
+    response: HttpResponse | None = None
+    error: TableServiceError | None = None
+    cause: BaseException | None = None
+
+    def finish(self) -> HttpResponse:
+        """Return the response, or raise the final error (chained to its cause)."""
+        if self.response is not None:
+            return self.response
+        assert self.error is not None
+        if self.cause is None:
+            raise self.error
+        raise self.error from self.cause
+
+
+ErrorParser = Callable[[HttpResponse], TableServiceError]
+AnswerCheck = Callable[[HttpResponse], None]
+
+
+@dataclass
+class RetryLoop:
+    """The decisions of one logical request across its attempts, with no I/O of its own.
+
+    A driver (the thread-based :class:`Transport`, or an asyncio one) repeats: take
+    :meth:`next_timeout`, sign (:func:`sign_attempt`) and send the request, feed the
+    answer to :meth:`answered` or the :class:`~tablesdk._http.SendError` to
+    :meth:`failed`, then :meth:`settle` it, which classifies it, flags ambiguity,
+    asks the policy, applies the deadline, records the attempt and logs; finally
+    wait the step's ``delay`` or :meth:`Step.finish`.
+    """
+
+    request: HttpRequest  # prepared (see prepare_request)
+    policy: RetryPolicy
+    timeout: Timeout
+    error_parser: ErrorParser
+    started: float
+    deadline: float | None = None
+    check: AnswerCheck | None = None
+    operation_context: OperationContext | None = None
+    locations: tuple[str, ...] = ()  # prepared URLs the attempts cycle through (primary, secondary)
+    read_only: bool = False  # a POST that changes nothing (a query inside a $batch): never ambiguous
+    attempt: int = 0
+    states: list[AttemptState] = field(default_factory=list)
+    last_error: TableServiceError | None = None
+
+    def attempt_request(self) -> HttpRequest:
+        """The request of the current attempt: with ``locations``, attempt n goes to the
+        n-th of them, cycling (a read retried on the other endpoint of an RA-GRS account)."""
+        if not self.locations:
+            return self.request
+        request = self.request.copy()
+        request.url = self.locations[(max(self.attempt, 1) - 1) % len(self.locations)]
+        return request
+
+    @property
+    def client_request_id(self) -> str:
+        """The ``x-ms-client-request-id`` of every attempt."""
+        return self.request.header("x-ms-client-request-id") or ""
+
+    def next_timeout(self, now: float) -> Timeout:
+        """Start the next attempt: its client timeout, capped to the time the deadline leaves.
+
+        Raises :class:`~tablesdk._errors.RequestTimeoutError` when a late wake-up already
+        ran past the deadline.
+        """
+        self.attempt += 1
+        if self.deadline is None:
+            return self.timeout
+        remaining = self.started + self.deadline - now
+        if remaining <= 0:
+            raise self._deadline_error(self.attempt - 1, self.last_error) from self.last_error
+        return _cap_timeout(self.timeout, remaining)
+
+    def answered(self, signed: HttpRequest, response: HttpResponse) -> AttemptResult:
+        """Classify a response: a success (status < 300 that ``check`` accepts) or an error."""
+        url = redact_url(signed.url)
+        secrets = _secrets(signed.headers, signed.url)
+        _scrub_headers(response, secrets)
+        request_id = response.request_id
+        if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
+            try:
+                if self.check is not None:
+                    self.check(response)
+            except TableServiceError as refused:  # refused inside a 2xx (a batch's change set)
+                self._own(refused, request_id, secrets)
+                # An answer that does not say what happened (already flagged) leaves the outcome unknown.
+                state = AttemptState.UNKNOWN if refused.ambiguous_retry else attempt_state_for_status(
+                    refused.status_code or response.status
+                )
+                return AttemptResult(None, refused, state, url, request_id, response.status)
+            response.url = url
+            return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
+        error = self.error_parser(response)
+        self._own(error, request_id, secrets)
+        state = attempt_state_for_status(response.status)
+        return AttemptResult(None, error, state, url, request_id, response.status)
+
+    def failed(self, signed: HttpRequest, exc: SendError) -> AttemptResult:
+        """Turn a sender's failure into the error of this attempt (raises ValueError for a bad request)."""
+        where = f"{signed.method} {_strip_query(signed.url)}"
+        reason = redact_text(exc.reason)
+        if exc.invalid:  # an invalid URL or header: a programming error, never retried
+            raise ValueError(f"cannot send {where}: {reason}")
+        error: TableServiceError
+        if exc.status is not None:
+            error = TableServiceError(f"{where}: {reason}", status_code=exc.status)
+        elif exc.timed_out:
+            error = RequestTimeoutError(f"{where}: no response within the client timeout ({reason})")
+        else:
+            error = ConnectionFailedError(f"{where}: connection failed ({reason})")
+            error.refused = exc.refused
+        error.client_request_id = self.client_request_id
+        return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
+
+    def _own(self, error: TableServiceError, request_id: str | None, secrets: _SecretPattern | None) -> None:
+        if error.request_id is None:
+            error.request_id = request_id
+        error.client_request_id = self.client_request_id
+        _scrub_error(error, secrets)
+
+    def settle(self, result: AttemptResult, start: float, end: float) -> Step:
+        """Decide what follows the attempt ``result`` (started at ``start``, ended at ``end``)."""
+        method = self.request.method
+        as_method = "GET" if self.read_only else method
+        error = result.error
+        if error is not None and is_ambiguous(as_method, error.status_code, self.states):
+            mark_ambiguous(error)
+        if result.response is not None and as_method not in _READ_METHODS and AttemptState.UNKNOWN in self.states:
+            result.response.after_unknown_attempt = True
+        self.states.append(result.state)
+        if error is not None and self._secondary_not_found(error, end):
+            step = Step(0.0)
+        else:
+            step = self._decide(error, end) if error is not None else Step(None, response=result.response)
+        self._record(result, start, end, step.delay)
+        if step.delay is not None:
+            _LOG.warning(
+                "%s %s attempt %d failed (%s); retrying in %.3f s",
+                method, result.url, self.attempt, error, step.delay,
+            )
+            self.last_error = error
+        return step
+
+    def _secondary_not_found(self, error: TableServiceError, end: float) -> bool:
+        """A 404 from a secondary endpoint may only mean replication has not caught up: when the
+        attempts cycle through endpoints, go back to the primary (and stay there), as the
+        Microsoft clients do. Happens at most once per operation."""
+        if error.status_code != 404 or len(self.locations) < 2:
+            return False
+        if (self.attempt - 1) % len(self.locations) == 0:
+            return False  # the primary said so: that is the answer
+        if self.deadline is not None and end >= self.started + self.deadline:
+            return False
+        self.locations = (self.locations[0],)
+        return True
+
+    def _decide(self, error: TableServiceError, end: float) -> Step:
+        delay = self.policy.retry_after(self.attempt, error)
+        if delay is None:
+            _note_attempts(error, self.attempt, end - self.started, self.request.url)
+            return Step(None, error=error)
+        delay = max(0.0, float(delay))
+        if self.deadline is not None and end + delay >= self.started + self.deadline:
+            # Sleeping would reach the deadline: stop now instead.
+            return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
+        return Step(delay)
+
+    def _record(self, result: AttemptResult, start: float, end: float, delay: float | None) -> None:
+        error = result.error
+        status = result.status if result.status is not None else (error.status_code if error else None)
+        if self.operation_context is not None:
+            self.operation_context.attempts.append(RequestAttempt(
+                attempt=self.attempt, method=self.request.method, url=result.url,
+                client_request_id=self.client_request_id, request_id=result.request_id,
+                status=status, error_code=error.error_code if error is not None else None,
+                start=start, end=end, retry_delay=delay, error=str(error) if error is not None else None,
+                state=result.state,
+            ))
+        _LOG.debug(
+            "%s %s -> %s (request id %s, client request id %s, attempt %d, %.1f ms)",
+            self.request.method, result.url,
+            status if status is not None else type(error).__name__,
+            result.request_id, self.client_request_id, self.attempt, (end - start) * 1000.0,
+        )
+
+    def _deadline_error(self, attempts: int, last: TableServiceError | None) -> RequestTimeoutError:
+        text = (
+            f"{self.request.method} {_strip_query(self.request.url)}: deadline of {self.deadline} s exceeded "
+            f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        )
+        if last is not None:
+            text += f"; last error: {last}"
+        return RequestTimeoutError(text, client_request_id=self.client_request_id)
+
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _note_attempts(error: TableServiceError, attempts: int, elapsed: float, url: str) -> None:
+    """Say, on a final network failure, how hard the transport tried (and where to look)."""
+    if error.status_code is not None or not isinstance(error, (ConnectionFailedError, RequestTimeoutError)):
+        return
+    note = f" after {attempts} attempt{'s' if attempts != 1 else ''} over {elapsed:.1f} s"
+    host = (urlsplit(url).hostname or "").lower()
+    if isinstance(error, ConnectionFailedError) and error.refused and host in _LOOPBACK_HOSTS:
+        note += "; nothing listens there: is the emulator running? Start one with `python -m tablesdk.devstore`"
+    error.message += note
+    error.args = (error.message, *error.args[1:])
+
+
+# ---------------------------------------------------------------- the thread-based driver
+
+
+class Transport:
+    """Sends requests to the Table service through a sender, retrying as a policy says.
+
+    ``credential`` signs each attempt (None sends unsigned, e.g. a URL that
+    already carries a SAS). ``retry_policy`` is the default policy and
+    ``error_parser`` turns a response with status >= 300 into the exception to
+    raise. ``timeout`` is the client timeout of each attempt in seconds, or a
+    ``(connect, read)`` pair (the read timeout bounds each wait for bytes, not
+    the whole response). ``server_timeout`` appends the service's ``timeout=N``
+    query parameter to every request.
+
+    ``sender`` puts each attempt on the wire (see :mod:`tablesdk._http`); by
+    default a :class:`~tablesdk._http.RequestsSender` built from ``pool_size``,
+    ``trust_env`` and ``max_response_bytes``, which the transport closes with
+    itself. Idle connections the server closed (Azurite closes them after 5 s)
+    are reopened by urllib3; a close that races a new request surfaces as a
+    :class:`~tablesdk._errors.ConnectionFailedError`, which the policy retries.
+
+    ``sleep`` and ``clock`` are injectable for tests; ``clock`` measures the
+    ``deadline`` and the :class:`RequestAttempt` timings. A Transport is safe
+    to share between threads; close it (or use it as a context manager) to
+    release its connections.
+    """
+
+    def __init__(
+        self,
+        credential: TableCredential | None,
+        *,
+        retry_policy: RetryPolicy,
+        error_parser: ErrorParser,
+        pool_size: int = 16,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        server_timeout: int | None = None,
+        user_agent: str = DEFAULT_USER_AGENT,
+        trust_env: bool = False,
+        sender: Sender | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if server_timeout is not None:
+            _check_server_timeout(server_timeout)
+        if retry_policy is None:
+            raise ValueError("retry_policy is required (use NoRetry() to disable retries)")
+        require_positive_int("pool_size", pool_size)
+        check_max_response_bytes(max_response_bytes)
+        self._credential = credential
+        self._retry_policy = retry_policy
+        self._error_parser = error_parser
+        self._pool_size = pool_size
+        self._timeout = _check_timeout(timeout, "timeout")
+        self._server_timeout = server_timeout
+        self._user_agent = user_agent
+        self._sleep = sleep
+        self._clock = clock
+        self._sender: Sender = sender if sender is not None else RequestsSender(
+            pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes
+        )
+        _install_log_filter()
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The policy used when :meth:`send` is not given one."""
+        return self._retry_policy
+
+    @retry_policy.setter
+    def retry_policy(self, policy: RetryPolicy) -> None:
+        if policy is None:
+            raise ValueError("retry_policy is required (use NoRetry() to disable retries)")
+        self._retry_policy = policy
+
+    @property
+    def sender(self) -> Sender:
+        """The sender that puts each attempt on the wire."""
+        return self._sender
+
+    @property
+    def credential(self) -> TableCredential | None:
+        """The credential that signs each attempt (None: unsigned)."""
+        return self._credential
+
+    @property
+    def pool_size(self) -> int:
+        """Connections kept per host."""
+        return self._pool_size
+
+    @property
+    def timeout(self) -> Timeout:
+        """Default client timeout of each attempt."""
+        return self._timeout
+
+    @property
+    def server_timeout(self) -> int | None:
+        """The ``timeout=N`` sent to the service, or None."""
+        return self._server_timeout
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        retry_policy: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        deadline: float | None = None,
+        server_timeout: int | None = None,
+        operation_context: OperationContext | None = None,
+        check: AnswerCheck | None = None,
+        locations: tuple[str, ...] = (),
+        read_only: bool = False,
+    ) -> HttpResponse:
+        """Send one logical request, retrying as the policy says, and return the response.
+
+        ``locations`` (full URLs, ``url`` usually the first) are the endpoints the
+        attempts cycle through: the first attempt goes to ``locations[0]``, a retry
+        to the next, and so on. The client uses it for reads with a location mode.
+
+        ``headers`` are not modified. ``retry_policy``, ``timeout`` and
+        ``server_timeout`` override the transport's defaults for this call.
+        ``deadline`` bounds the whole operation in seconds (by the transport's
+        clock): each attempt's timeout is capped to the time left, no back-off
+        sleeps past it, and running out raises
+        :class:`~tablesdk._errors.RequestTimeoutError` saying so. The read timeout
+        bounds each wait for bytes, so a response that keeps trickling in can
+        still finish after the deadline (docs/retries.md). Responses with
+        status < 300 are returned unless ``check`` raises a
+        :class:`~tablesdk._errors.TableServiceError` for them, which is then handled
+        like an error answer (classified, retried, flagged ambiguous); a 3xx
+        (redirects are never followed: the Table service does not redirect, so
+        one means a proxy or a wrong endpoint) is an error like a 4xx.
+        ``read_only`` says that a write method carries no change (a query sent
+        as a ``$batch``), so its errors are never flagged ambiguous.
+
+        Raises the error of the last attempt: what ``error_parser`` built for a
+        status >= 300 (with ``request_id`` and ``client_request_id`` set),
+        :class:`~tablesdk._errors.RequestTimeoutError` or
+        :class:`~tablesdk._errors.ConnectionFailedError` (saying how many attempts
+        were made over how long). Errors that do not come from the request (a
+        credential raising ``ValueError``, say) propagate at once without retry.
+        """
+        request = HttpRequest(method, url, dict(headers) if headers else {}, body)
+        loop = self.start(
+            request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
+            server_timeout=server_timeout, operation_context=operation_context, check=check,
+            locations=locations,
+            read_only=read_only,
+        )
+        while True:
+            attempt_timeout = loop.next_timeout(self._clock())
+            start = self._clock()
+            signed = sign_attempt(loop.attempt_request(), self._credential)
+            try:
+                result = loop.answered(signed, self._sender.send(signed, attempt_timeout))
+            except SendError as exc:
+                result = loop.failed(signed, exc)
+            step = loop.settle(result, start, self._clock())
+            if step.delay is None:
+                return step.finish()
+            self._sleep(step.delay)
+
+    def start(
+        self,
+        request: HttpRequest,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        deadline: float | None = None,
+        server_timeout: int | None = None,
+        operation_context: OperationContext | None = None,
+        check: AnswerCheck | None = None,
+        locations: tuple[str, ...] = (),
+        read_only: bool = False,
+    ) -> RetryLoop:
+        """Check the options, prepare ``request`` and return the :class:`RetryLoop` of one operation.
+
+        The options default to this transport's; an asyncio driver reuses this and the
+        loop, and differs only in awaiting the sender and the back-off.
+        """
+        if deadline is not None and (
+            isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0
+        ):
+            raise ValueError(f"deadline must be > 0 seconds, got {deadline!r}")
+        if server_timeout is not None:
+            _check_server_timeout(server_timeout)
+        client_request_id = (
+            (operation_context.client_request_id if operation_context else None)
+            or request.header("x-ms-client-request-id")
+            or str(uuid.uuid4())
+        )
+        server_timeout = server_timeout if server_timeout is not None else self._server_timeout
+        prepared = prepare_request(
+            request, client_request_id=client_request_id, user_agent=self._user_agent,
+            server_timeout=server_timeout,
+        )
+        if server_timeout is not None:
+            locations = tuple(_with_server_timeout(url, server_timeout) for url in locations)
+        return RetryLoop(
+            prepared,
+            retry_policy if retry_policy is not None else self._retry_policy,
+            _check_timeout(timeout, "timeout") if timeout is not None else self._timeout,
+            self._error_parser,
+            self._clock(),
+            deadline=deadline,
+            check=check,
+            operation_context=operation_context,
+            locations=locations,
+            read_only=read_only,
+        )
+
+    def close(self) -> None:
+        """Close the sender (its pooled connections), if it can be closed."""
+        close = getattr(self._sender, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Transport(credential={type(self._credential).__name__ if self._credential else None}, "
+            f"retry_policy={self._retry_policy!r}, pool_size={self._pool_size}, "
+            f"timeout={self._timeout!r}, server_timeout={self._server_timeout!r})"
+        )
+
+
+def _check_server_timeout(value: int) -> None:
+    require_positive_int("server_timeout", value, " (seconds)")

@@ -1,0 +1,402 @@
+"""``AsyncCloudTableClient``: every operation of :class:`tablesdk.CloudTableClient`, awaitable.
+
+The operations are the sync client's own code (the flows of
+:mod:`tablesdk._operations`: request building, answers, fallbacks for keys
+the URL path cannot carry, "if not exists" rules), and so are the payload
+codecs, the ``$batch`` writer and reader, the filter language, the entity
+classes and the retry policies; this class runs the flows over the asyncio
+transport. Each method has the sync method's name, arguments, result and
+errors; ``list_tables`` is an async iterator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from .._operations import Call, ClientCore, Flow, arun_flow, check_listing_cycle, error_from_response
+from .._version import __version__
+from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from .._bulk import BulkMode, BulkResult, ProgressCallback
+from .._edm import EntityPayload
+from .._entity import AnyEntity, DynamicEntity, E, TableEntity
+from .._filter import FilterLike
+from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse
+from .._query import ContinuationToken, ResultSegment, TableQuery
+from .._retry import ExponentialRetry, RetryPolicy
+from .._service import AccessPolicy, ServiceProperties, ServiceStats
+from .._transport import DEFAULT_TIMEOUT, OperationContext, Timeout
+from ._sender import AsyncSender
+from ._transport import AsyncTransport
+from ._query import AsyncTableQuery
+
+if TYPE_CHECKING:
+    from .._account import CloudStorageAccount
+    from .._client import RequestHook
+    from ._context import AsyncTableServiceContext
+
+__all__ = ["AsyncCloudTableClient"]
+
+T = TypeVar("T")
+
+
+class AsyncCloudTableClient(ClientCore):
+    """An asyncio client for one storage account's Table service.
+
+    Takes the options of :class:`tablesdk.CloudTableClient` (``payload_format``,
+    ``api_version``, ``retry_policy``, ``timeout``, ``server_timeout``,
+    ``operation_deadline``, ``json_metadata``, ``echo_content``, ``trust_env``,
+    ``max_response_bytes``, ``location_mode``). ``pool_size`` (default 100)
+    bounds the open connections, and requests beyond it wait for a free one;
+    ``sender`` replaces the HTTP layer (an :class:`~tablesdk.aio.AiohttpSender`
+    by default). Use it as ``async with`` (or ``await client.close()``); it
+    belongs to the event loop it first sends on.
+    """
+
+    def __init__(
+        self,
+        account: CloudStorageAccount,
+        *,
+        payload_format: str = "json",
+        api_version: str | None = None,
+        retry_policy: RetryPolicy | None = None,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        server_timeout: int | None = None,
+        operation_deadline: float | None = None,
+        pool_size: int = 100,
+        json_metadata: str = "minimalmetadata",
+        echo_content: bool = False,
+        trust_env: bool = False,
+        sender: AsyncSender | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        location_mode: str = "primary_only",
+    ) -> None:
+        super().__init__(
+            account, payload_format=payload_format, api_version=api_version,
+            operation_deadline=operation_deadline, json_metadata=json_metadata, echo_content=echo_content,
+            location_mode=location_mode,
+        )
+        self._transport = AsyncTransport(
+            account.credential,
+            retry_policy=retry_policy if retry_policy is not None else ExponentialRetry(),
+            error_parser=error_from_response,
+            pool_size=pool_size,
+            timeout=timeout,
+            server_timeout=server_timeout,
+            user_agent=f"tablesdk/{__version__}",
+            trust_env=trust_env,
+            sender=sender,
+            max_response_bytes=max_response_bytes,
+        )
+
+    # ------------------------------------------------------------ properties and lifetime
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The default retry policy of every operation of this client."""
+        return self._transport.retry_policy
+
+    @retry_policy.setter
+    def retry_policy(self, policy: RetryPolicy) -> None:
+        self._transport.retry_policy = policy
+
+    @property
+    def transport(self) -> AsyncTransport:
+        """The transport that sends this client's requests."""
+        return self._transport
+
+    async def close(self) -> None:
+        """Release the connection pool."""
+        await self._transport.close()
+
+    async def __aenter__(self) -> AsyncCloudTableClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncCloudTableClient(endpoint={self.table_endpoint!r}, payload_format={self.payload_format!r}, "
+            f"api_version={self.api_version!r})"
+        )
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _run(self, flow: Flow[T]) -> T:
+        return await arun_flow(flow, self._send_call)
+
+    async def _send_call(self, call: Call) -> HttpResponse:
+        url, headers, locations = self._http_parts(call)
+        return await self._transport.send(
+            call.method, url, headers=headers, body=call.body, retry_policy=call.retry_policy,
+            deadline=self.operation_deadline, operation_context=call.operation_context, locations=locations,
+            check=call.check, read_only=call.read_only,
+        )
+
+    # ------------------------------------------------------------ tables
+
+    async def create_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+        """Create a table (:meth:`tablesdk.CloudTableClient.create_table`)."""
+        await self._run(self._f_create_table(table_name, operation_context))
+
+    async def create_table_if_not_exists(
+        self, table_name: str, *, operation_context: OperationContext | None = None
+    ) -> bool:
+        """Create a table unless it exists; True when this call created it (the sync rules)."""
+        return await self._run(self._f_create_table_if_not_exists(table_name, operation_context))
+
+    async def delete_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+        """Delete a table; :class:`~tablesdk._errors.ResourceNotFoundError` if it does not exist."""
+        await self._run(self._f_delete_table(table_name, operation_context))
+
+    async def delete_table_if_exists(
+        self, table_name: str, *, operation_context: OperationContext | None = None
+    ) -> bool:
+        """Delete a table if it exists; True when this call deleted it."""
+        return await self._run(self._f_delete_table_if_exists(table_name, operation_context))
+
+    async def table_exists(self, table_name: str, *, operation_context: OperationContext | None = None) -> bool:
+        """Whether the table exists."""
+        return await self._run(self._f_table_exists(table_name, operation_context))
+
+    async def list_tables(
+        self,
+        prefix: str | None = None,
+        *,
+        filter: FilterLike | None = None,
+        page_size: int | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> AsyncIterator[str]:
+        """Yield table names (``prefix`` and/or ``filter`` on TableName), following continuation lazily."""
+        token: ContinuationToken | None = None
+        seen: set[str] = set()
+        while True:
+            segment = await self.list_tables_segmented(
+                token, prefix=prefix, filter=filter, max_results=page_size, operation_context=operation_context
+            )
+            for name in segment.results:
+                yield name
+            token = segment.continuation_token
+            if token is None:
+                return
+            check_listing_cycle(token, seen)
+
+    async def list_tables_segmented(
+        self,
+        token: ContinuationToken | None = None,
+        *,
+        prefix: str | None = None,
+        filter: FilterLike | None = None,
+        max_results: int | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> ResultSegment[str]:
+        """One page of Query Tables (:meth:`tablesdk.CloudTableClient.list_tables_segmented`)."""
+        return await self._run(self._f_list_tables_segmented(token, prefix, filter, max_results, operation_context))
+
+    # ------------------------------------------------------------ access policies, service level
+
+    async def get_table_acl(
+        self, table_name: str, *, operation_context: OperationContext | None = None
+    ) -> dict[str, AccessPolicy]:
+        """The table's stored access policies, by policy id."""
+        return await self._run(self._f_get_table_acl(table_name, operation_context))
+
+    async def set_table_acl(
+        self, table_name: str, policies: dict[str, AccessPolicy], *, operation_context: OperationContext | None = None
+    ) -> None:
+        """Replace the table's stored access policies (:meth:`tablesdk.CloudTableClient.set_table_acl`)."""
+        await self._run(self._f_set_table_acl(table_name, policies, operation_context))
+
+    async def get_service_properties(self, *, operation_context: OperationContext | None = None) -> ServiceProperties:
+        """The Table service's logging, metrics and CORS rules."""
+        return await self._run(self._f_get_service_properties(operation_context))
+
+    async def set_service_properties(
+        self, properties: ServiceProperties, *, operation_context: OperationContext | None = None
+    ) -> None:
+        """Set the Table service's properties; sections left None keep their current values."""
+        await self._run(self._f_set_service_properties(properties, operation_context))
+
+    async def get_service_stats(self, *, operation_context: OperationContext | None = None) -> ServiceStats:
+        """Geo-replication status, from the account's secondary endpoint (RA-GRS accounts)."""
+        return await self._run(self._f_get_service_stats(operation_context))
+
+    # ------------------------------------------------------------ queries
+
+    @overload
+    def create_query(self, table_name: str) -> AsyncTableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, table_name: str, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+
+    def create_query(self, table_name: str, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
+        """An async query over ``table_name`` materialising ``entity_type`` (no tracking)."""
+        return AsyncTableQuery(self, table_name, entity_type)
+
+    def get_table_service_context(self, **options: Any) -> AsyncTableServiceContext:
+        """A new :class:`~tablesdk.aio.AsyncTableServiceContext` bound to this client."""
+        from ._context import AsyncTableServiceContext
+
+        return AsyncTableServiceContext(self, **options)
+
+    async def query_entity_payloads(
+        self,
+        table_name: str,
+        *,
+        filter: str | None = None,
+        select: Sequence[str] | None = None,
+        top: int | None = None,
+        continuation_token: ContinuationToken | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
+        """One page of Query Entities as payloads, with the token of the next page."""
+        return await self._run(self._f_page_payloads(self._f_fetch_entity_page(
+            table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
+        )))
+
+    async def get_entity_payload(
+        self,
+        table_name: str,
+        partition_key: str,
+        row_key: str,
+        *,
+        select: Sequence[str] | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> EntityPayload:
+        """One entity by its keys; :class:`~tablesdk._errors.ResourceNotFoundError` if absent."""
+        return await self._run(self._f_get_entity_payload(
+            table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook
+        ))
+
+    async def query_page_payloads(
+        self,
+        query: TableQuery[Any],
+        continuation_token: ContinuationToken | None,
+        top: int | None,
+        *,
+        ignore_missing_entity: bool = False,
+        ignore_missing_table: bool = False,
+        request_hook: RequestHook | None = None,
+    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
+        """One page of ``query`` as payloads (:meth:`tablesdk.CloudTableClient.query_page_payloads`)."""
+        return await self._run(self._f_page_payloads(self._f_fetch_page(
+            query, continuation_token, top, ignore_missing_entity, ignore_missing_table, request_hook
+        )))
+
+    async def execute_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> ResultSegment[E]:
+        """One page of ``query``; a point query for a missing entity is an empty page."""
+        return await self._run(self._f_execute_query_segment(query, continuation_token, top))
+
+    # ------------------------------------------------------------ entity operations
+
+    async def execute_operation(
+        self,
+        operation: BatchOperation,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> BatchOperationResult:
+        """Send one entity operation as its own request (:meth:`tablesdk.CloudTableClient.execute_operation`)."""
+        return await self._run(self._f_execute_operation(operation, retry_policy, operation_context, request_hook))
+
+    async def execute_batch(
+        self,
+        operations: Sequence[BatchOperation],
+        *,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> list[BatchOperationResult]:
+        """Send ``operations`` as one entity group transaction (all or nothing); a refusal raises
+        :class:`~tablesdk._errors.BatchError` with the failing operation's index."""
+        return await self._run(self._f_execute_batch(operations, retry_policy, operation_context, request_hook))
+
+    async def bulk_insert(
+        self,
+        table_name: str,
+        entities: Iterable[TableEntity | DynamicEntity],
+        mode: BulkMode = "insert",
+        max_concurrency: int = 8,
+        progress: ProgressCallback | None = None,
+        *,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write many entities, any partitions, as concurrent entity group transactions
+        (at most ``max_concurrency`` tasks; see :func:`tablesdk.aio.bulk_insert`)."""
+        from ._bulk import bulk_insert
+
+        return await bulk_insert(self, table_name, entities, mode, max_concurrency, progress, retry_policy=retry_policy)
+
+    # ------------------------------------------------------------ conveniences
+
+    @overload
+    async def get_entity(
+        self, table_name: str, partition_key: str, row_key: str,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> DynamicEntity: ...
+
+    @overload
+    async def get_entity(
+        self, table_name: str, partition_key: str, row_key: str, entity_type: type[E],
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> E: ...
+
+    async def get_entity(
+        self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> AnyEntity:
+        """One entity by its keys, materialised as ``entity_type`` (untracked)."""
+        return await self._run(self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context))
+
+    async def insert_entity(
+        self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+    ) -> str | None:
+        """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
+        return await self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context))
+
+    async def update_entity(
+        self,
+        table_name: str,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        etag: str | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> str | None:
+        """Merge (default) or replace an existing entity, conditional on ``etag`` (default ``entity.etag``)."""
+        return await self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context))
+
+    async def upsert_entity(
+        self,
+        table_name: str,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        operation_context: OperationContext | None = None,
+    ) -> str | None:
+        """Insert or merge (default) / insert or replace an entity."""
+        return await self._run(self._f_upsert_entity(table_name, entity, mode, operation_context))
+
+    async def delete_entity(
+        self,
+        table_name: str,
+        entity: TableEntity | DynamicEntity | None = None,
+        *,
+        partition_key: str | None = None,
+        row_key: str | None = None,
+        etag: str | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> None:
+        """Delete an entity, conditional on its ETag (see :meth:`tablesdk.CloudTableClient.delete_entity`)."""
+        await self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context))

@@ -1,0 +1,179 @@
+"""``AsyncTableServiceContext``: the unit of work of :class:`tablesdk.TableServiceContext`, awaitable.
+
+Recording changes is synchronous and identical to the sync context (the same
+class provides it: ``add_object``, ``attach_to``, ``upsert_object``,
+``update_object``, ``delete_object``, ``detach``, ``entities``, the merge
+options and events); sending is awaited::
+
+    ctx = client.get_table_service_context()
+    ctx.add_object("Blogs", blog)
+    await ctx.save_changes()
+    tracked = await ctx.get("Blogs", "Channel9", "Oct-29")
+    async for blog in ctx.create_query("Blogs", Blog): ...
+
+Cancellation: a change is applied to its descriptor only once its success is
+known. Cancelling a save (``asyncio.wait_for``, ``task.cancel()``) leaves
+every change whose outcome is unknown (the one in flight and those not yet
+sent) pending, so the next save sends them again; changes that had already
+succeeded are UNCHANGED with their new ETags. The in-flight request may or may
+not have been applied by the service, exactly as after a lost response.
+
+A context is used by one task at a time: a second task starting a save or a
+query while another is in progress gets a :class:`RuntimeError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, overload
+
+from .._context import (
+    DataServiceResponse,
+    MergeOption,
+    ResolveType,
+    SaveChangesOptions,
+    _TrackingContext,
+)
+from .._entity import AnyEntity, DynamicEntity, E, validate_table_name
+from .._filter import prop
+from .._query import ContinuationToken, ResultSegment, TableQuery
+from .._retry import NoRetry, RetryPolicy
+from .._transport import OperationContext
+from ._query import AsyncTableQuery
+
+if TYPE_CHECKING:
+    from ._client import AsyncCloudTableClient
+
+__all__ = ["AsyncTableServiceContext"]
+
+
+class AsyncTableServiceContext(_TrackingContext):
+    """A unit of work over one :class:`~tablesdk.aio.AsyncCloudTableClient`.
+
+    Options and events are those of :class:`tablesdk.TableServiceContext`
+    (``merge_option``, ``ignore_missing_properties``,
+    ``ignore_resource_not_found``, ``resolve_type``, ``echo_content``;
+    ``sending_request``, ``reading_entity``, ``writing_entity``, which stay
+    plain callables).
+    """
+
+    _RUNNER = "task"
+
+    def __init__(
+        self,
+        client: AsyncCloudTableClient,
+        *,
+        merge_option: MergeOption = MergeOption.APPEND_ONLY,
+        ignore_missing_properties: bool = True,
+        ignore_resource_not_found: bool = False,
+        resolve_type: ResolveType | None = None,
+        echo_content: bool = False,
+    ) -> None:
+        super().__init__(
+            merge_option=merge_option, ignore_missing_properties=ignore_missing_properties,
+            ignore_resource_not_found=ignore_resource_not_found, resolve_type=resolve_type,
+            echo_content=echo_content,
+        )
+        self.client = client
+
+    async def __aenter__(self) -> AsyncTableServiceContext:
+        """``async with client.get_table_service_context() as ctx:`` scopes one logical operation."""
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Leaving the block normally with changes not saved warns (``UnsavedChangesWarning``)."""
+        if exc_type is None:
+            self._warn_if_pending()
+
+    def _runner(self) -> object:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop: a plain call from a thread
+            task = None
+        return task if task is not None else threading.get_ident()
+
+    # ------------------------------------------------------------ saving
+
+    async def save_changes(
+        self,
+        options: SaveChangesOptions = SaveChangesOptions.NONE,
+        *,
+        operation_context: OperationContext | None = None,
+    ) -> DataServiceResponse:
+        """Send every pending change and return the outcome of each (no retries).
+
+        The rules of :meth:`tablesdk.TableServiceContext.save_changes`: raises
+        :class:`~tablesdk._errors.DataServiceRequestError` when a change failed;
+        failed and unsent changes stay pending.
+        """
+        return await self._save(options, NoRetry(), operation_context)
+
+    async def save_changes_with_retries(
+        self,
+        options: SaveChangesOptions = SaveChangesOptions.NONE,
+        retry_policy: RetryPolicy | None = None,
+        *,
+        operation_context: OperationContext | None = None,
+    ) -> DataServiceResponse:
+        """``save_changes`` with each request retried by ``retry_policy`` (default: the client's)."""
+        policy = retry_policy if retry_policy is not None else self.client.retry_policy
+        return await self._save(options, policy, operation_context)
+
+    async def _save(
+        self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
+    ) -> DataServiceResponse:
+        with self._exclusive("save_changes"):
+            return await self.client._run(self._f_save(self.client, options, retry_policy, operation_context))
+
+    # ------------------------------------------------------------ queries
+
+    @overload
+    def create_query(self, table: str) -> AsyncTableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, table: str, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+
+    def create_query(self, table: str, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
+        """An async query over ``table`` whose results this context tracks per :attr:`merge_option`."""
+        validate_table_name(table)
+        return AsyncTableQuery(self, table, entity_type)
+
+    @overload
+    async def get(self, table: str, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+
+    @overload
+    async def get(self, table: str, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+
+    async def get(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity
+    ) -> AnyEntity | None:
+        """Point lookup of one entity (tracked per :attr:`merge_option`).
+
+        Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not
+        exist, unless :attr:`ignore_resource_not_found` is set (then None).
+        """
+        query = self.create_query(table, entity_type).where(
+            (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
+        )
+        results = (await self.execute_query_segment(query.description, None, None)).results
+        return results[0] if results else None
+
+    async def execute_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> ResultSegment[E]:
+        """One page of ``query`` with tracking applied (the async query source protocol)."""
+        with self._exclusive("a query"):
+            return await self.client._run(self._f_query_segment(self.client, query, continuation_token, top))
+
+    async def execute_batch(self, query: AsyncTableQuery[E]) -> list[E]:
+        """Run a point query inside an entity group transaction (the workaround for keys the
+        URL path cannot carry); the filter must be exactly ``PartitionKey eq X and RowKey eq Y``."""
+        with self._exclusive("execute_batch"):
+            return await self.client._run(self._f_point_batch(self.client, query.description))
+
+    def __repr__(self) -> str:
+        return f"AsyncTableServiceContext(tracked={len(self._by_object)}, merge_option={self.merge_option.name})"

@@ -1,0 +1,681 @@
+"""The ``tablesdk`` commands (click): connection options, error reporting and every command.
+
+Exit statuses: 0 done; 1 an error (one line on stderr: the service's status and
+error code, what went wrong and what to do; the traceback only with
+``--debug``); 2 a usage error; 3 the command ran but some entities failed
+(import, copy: they are in the rejects file).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import AbstractContextManager, nullcontext
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+from urllib.parse import unquote
+
+import click
+
+from .._account import CloudStorageAccount
+from .._auth import SasCredential, SharedKeyCredential
+from .._client import CloudTableClient
+from .._entity import DynamicEntity, entity_from_payload
+from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
+from .._retry import ExponentialRetry, NoRetry
+from .._transport import redact_text
+from ._export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
+from ._files import FILE_FORMATS, parse_entity_text, payload_json, read_csv, read_jsonl
+from ._progress import Progress, progress_wanted
+from ._transfer import (
+    IMPORT_MODES,
+    ImportSummary,
+    build_query,
+    copy_entities,
+    count_entities,
+    delete_entities,
+    import_entities,
+    pages,
+)
+
+__all__ = ["cli", "run", "EXIT_ERROR", "EXIT_USAGE", "EXIT_PARTIAL"]
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_PARTIAL = 3
+
+#: What to do about a service error, by error code (then by status).
+_HINTS_BY_CODE = {
+    "TableNotFound": "check the table name, or create it (`tablesdk tables create NAME`, or --create-table)",
+    "TableAlreadyExists": "the table is there already; use it, or pick another name",
+    "TableBeingDeleted": "the service is still deleting a table of that name; retry in a minute",
+    "ResourceNotFound": "check the PartitionKey and RowKey (`tablesdk query TABLE --filter ...` lists keys)",
+    "EntityAlreadyExists": "use `upsert` (or `replace`) to overwrite it, or import with --mode upsert",
+    "UpdateConditionNotSatisfied": "the entity changed since you read it: read it again for its ETag, or omit --etag",
+    "AuthenticationFailed": "check the account key or SAS token (and that this machine's clock is right)",
+    "AuthorizationFailure": "the credential may not do this: check the SAS permissions and expiry",
+    "AuthorizationPermissionMismatch": "the SAS token lacks the permission: create one with it",
+    "InvalidInput": "check the --filter syntax and the property values",
+    "OutOfRangeInput": "a value is outside what the service accepts: check names, keys and sizes",
+    "ServerBusy": "the service is throttling: retry later, or with fewer --workers",
+}
+_HINTS_BY_STATUS = {
+    400: "check the command's arguments (filter syntax, names, values)",
+    403: "check the account key or SAS token, its permissions and expiry",
+    404: "check the table name and keys",
+    409: "the resource is in the way: see the error code",
+    412: "the entity changed since you read it: read it again for its ETag",
+    500: "the service failed: retry later",
+    503: "the service is busy: retry later",
+}
+
+
+@dataclass
+class Settings:
+    """The global options, the secrets they hold (for redaction) and the client made from them."""
+
+    connection_string: str | None = None
+    account_name: str | None = None
+    account_key: str | None = None
+    sas_token: str | None = None
+    table_endpoint: str | None = None
+    dev: bool = False
+    payload_format: str = "json"
+    api_version: str | None = None
+    debug: bool = False
+    progress: bool | None = None
+    retries: int | None = None
+    other_connection_strings: list[str] = field(default_factory=list, repr=False)
+    _clients: list[CloudTableClient] = field(default_factory=list, repr=False)
+
+    def secrets(self) -> list[str]:
+        """Every secret text the options hold: keys, SAS tokens and their signatures (also decoded)."""
+        found = [self.account_key, self.sas_token]
+        for connection_string in (self.connection_string, *self.other_connection_strings):
+            for part in (connection_string or "").split(";"):
+                name, _, value = part.partition("=")
+                if name.strip().lower() in ("accountkey", "sharedaccesssignature"):
+                    found.append(value.strip())
+        for token in list(found):
+            for field_ in (token or "").lstrip("?").split("&"):
+                if field_.lower().startswith("sig="):
+                    found.extend((field_[4:], unquote(field_[4:])))
+        return [secret for secret in found if secret and len(secret) >= 4]
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret replaced, and SAS signatures in URLs removed."""
+        for secret in sorted(self.secrets(), key=len, reverse=True):
+            text = text.replace(secret, "REDACTED")
+        return redact_text(text)
+
+    def account(self) -> CloudStorageAccount:
+        """The account the options describe; ``click.UsageError`` when they describe none."""
+        if self.dev:
+            return CloudStorageAccount.development_storage_account()
+        if self.account_name:
+            if self.account_key and self.sas_token:
+                raise click.UsageError("give --account-key or --sas-token, not both")
+            endpoint = self.table_endpoint or f"https://{self.account_name}.table.core.windows.net"
+            credential = (
+                SharedKeyCredential(self.account_name, self.account_key) if self.account_key
+                else SasCredential(self.sas_token) if self.sas_token else None
+            )
+            return CloudStorageAccount(self.account_name, endpoint, credential)
+        if self.connection_string:
+            return CloudStorageAccount.parse(self.connection_string)
+        raise click.UsageError(
+            "no account: give --connection-string (or set AZURE_STORAGE_CONNECTION_STRING), "
+            "--account-name with --account-key or --sas-token, or --dev for the local emulator"
+        )
+
+    def client(self, account: CloudStorageAccount | None = None, payload_format: str | None = None) -> CloudTableClient:
+        """A client for ``account`` (default: the options' account), closed when the command ends."""
+        options: dict[str, Any] = {"api_version": self.api_version}
+        if self.retries is not None:
+            options["retry_policy"] = ExponentialRetry(self.retries) if self.retries else NoRetry()
+        client = (account or self.account()).create_cloud_table_client(payload_format or self.payload_format, **options)
+        self._clients.append(client)
+        return client
+
+    def progress_for(self, description: str, total: int | None = None) -> Progress:
+        """A progress display for a long command (shown only when wanted)."""
+        return Progress(description, progress_wanted(self.progress), total)
+
+    def close(self) -> None:
+        """Close every client made."""
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+
+
+_active = Settings()
+
+
+def _settings() -> Settings:
+    settings = click.get_current_context().find_object(Settings)
+    return settings if settings is not None else _active
+
+
+# ---------------------------------------------------------------- errors
+
+
+def describe_error(error: BaseException) -> str:
+    """One line saying what went wrong and what to do."""
+    if isinstance(error, ConnectionFailedError):
+        return (f"cannot reach the service ({error.message}); check the endpoint, the network, and that "
+                "the service is running (for --dev: `tablesdk serve`)")
+    if isinstance(error, TableServiceError):
+        head = " ".join(str(part) for part in (error.status_code, error.error_code) if part)
+        hint = _HINTS_BY_CODE.get(error.error_code or "") or _HINTS_BY_STATUS.get(error.status_code or 0)
+        text = f"{head}: {error.message}" if head else error.message
+        return f"{text} - {hint}" if hint else text
+    if isinstance(error, TableValidationError):
+        return f"invalid input: {error} - fix the value and run again"
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.strerror or error}: {error.filename}"
+    if isinstance(error, (ValueError, ExportError)):
+        return str(error)
+    return f"{type(error).__name__}: {error} (run with --debug for the traceback)"
+
+
+def report_error(error: BaseException, settings: Settings) -> int:
+    """Print the error line (and with --debug the traceback) on stderr, secrets removed."""
+    if settings.debug:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        sys.stderr.write(settings.redact(text))
+    line = " ".join(describe_error(error).split())
+    sys.stderr.write(settings.redact(f"tablesdk: error: {line}") + "\n")
+    sys.stderr.flush()
+    return EXIT_ERROR
+
+
+class _RedactingFormatter(logging.Formatter):
+    def __init__(self, settings: Settings) -> None:
+        super().__init__("%(asctime)s %(name)s %(levelname)s %(message)s")
+        self.settings = settings
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.settings.redact(super().format(record))
+
+
+def _enable_debug(settings: Settings) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter(settings))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+
+
+class TablesdkGroup(click.Group):
+    """The top-level group: runs a command and turns any failure into one line and an exit status."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """Run the command line; exit with its status (or return it when not standalone)."""
+        code = self._run(args, prog_name or "tablesdk", complete_var, **extra)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a reader of stdout that went away (`| head`) ends it quietly with status 0."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # not an error of ours; click itself would turn it into a bare exit 1
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 0
+
+    def _run(self, args: Any, prog_name: str, complete_var: str | None, **extra: Any) -> int:
+        global _active
+        _active = Settings()
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as exc:
+            return int(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            return int(exc.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            sys.stderr.write("tablesdk: interrupted\n")
+            return 130
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a status
+            return report_error(exc, _active)
+        finally:
+            _active.close()
+        return result if isinstance(result, int) else 0
+
+
+# ---------------------------------------------------------------- the group
+
+
+@click.group(cls=TablesdkGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--connection-string", envvar="AZURE_STORAGE_CONNECTION_STRING", show_envvar=True, metavar="CS",
+              help="Storage connection string.")
+@click.option("--account-name", metavar="NAME", help="Account name (with --account-key or --sas-token).")
+@click.option("--account-key", metavar="KEY", help="Account key (Shared Key signing).")
+@click.option("--sas-token", metavar="SAS", help="Shared access signature (the query string, with or without '?').")
+@click.option("--table-endpoint", metavar="URL", help="Table endpoint for --account-name (default: the public cloud's).")
+@click.option("--dev", is_flag=True, help="Use the local emulator (devstoreaccount1 on 127.0.0.1:10002).")
+@click.option("--format", "payload_format", type=click.Choice(["json", "atom"]), default="json", show_default=True,
+              help="Wire format (atom speaks service version 2015-04-05 unless --api-version says otherwise).")
+@click.option("--api-version", metavar="VERSION", help="x-ms-version to send (default: the format's own).")
+@click.option("--retries", type=click.IntRange(0, 20), metavar="N",
+              help="Retries of a failed request (default: the library's exponential back-off policy; 0: none).")
+@click.option("--progress/--no-progress", default=None, help="Show progress on stderr (default: when it is a terminal).")
+@click.option("--debug", is_flag=True, help="Log requests and show tracebacks on stderr (secrets removed).")
+@click.version_option(package_name="tablesdk", prog_name="tablesdk")
+@click.pass_context
+def cli(ctx: click.Context, /, **options: Any) -> None:
+    """Scripting against Azure Table storage: tables, entities, queries, import and export.
+
+    Data goes to stdout, messages and progress to stderr.
+    """
+    global _active
+    _active = ctx.obj = Settings(**options)
+    if _active.debug:
+        _enable_debug(_active)
+
+
+# ---------------------------------------------------------------- tables
+
+
+@cli.group()
+def tables() -> None:
+    """List, create, delete tables, or test whether one exists."""
+
+
+@tables.command("list")
+@click.option("--prefix", metavar="P", help="Only tables whose name starts with P.")
+def tables_list(prefix: str | None) -> None:
+    """Print the account's table names, one a line."""
+    for name in _settings().client().list_tables(prefix):
+        click.echo(name)
+
+
+@tables.command("create")
+@click.argument("name")
+@click.option("--if-not-exists", is_flag=True, help="Succeed when the table exists already.")
+def tables_create(name: str, if_not_exists: bool) -> None:
+    """Create table NAME."""
+    client = _settings().client()
+    if if_not_exists:
+        client.create_table_if_not_exists(name)
+    else:
+        client.create_table(name)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{question} Pass --yes to confirm when not at a terminal.")
+    click.confirm(question, abort=True, err=True)
+
+
+@tables.command("delete")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def tables_delete(name: str, yes: bool) -> None:
+    """Delete table NAME and every entity in it."""
+    _confirm(f"Delete table {name!r} and all its entities?", yes)
+    _settings().client().delete_table(name)
+
+
+@tables.command("exists")
+@click.argument("name")
+def tables_exists(name: str) -> None:
+    """Print true or false (exit status 0 either way)."""
+    click.echo("true" if _settings().client().table_exists(name) else "false")
+
+
+# ---------------------------------------------------------------- single entities
+
+
+def _select(value: str | None) -> tuple[str, ...]:
+    return tuple(name.strip() for name in (value or "").split(",") if name.strip())
+
+
+def _entity_argument(text: str) -> DynamicEntity:
+    """--entity: JSON text in the service's form, '@FILE' for a file's, '-' for stdin's."""
+    if text == "-":
+        raw = sys.stdin.buffer.read()
+    elif text.startswith("@"):
+        with open(text[1:], "rb") as handle:
+            raw = handle.read()
+    else:
+        raw = text.encode("utf-8")
+    try:
+        payload = parse_entity_text(raw)
+    except ValueError as exc:
+        raise click.BadParameter(f"not an entity in JSON form: {exc}", param_hint="--entity") from None
+    return entity_from_payload(DynamicEntity, payload)
+
+
+_ENTITY_OPTION = click.option("--entity", "entity_text", required=True, metavar="JSON",
+                              help='The entity, e.g. \'{"PartitionKey":"p","RowKey":"1","N":5}\'; @FILE or - to read it.')
+_ETAG_OPTION = click.option("--etag", metavar="ETAG", default="*", show_default=True,
+                            help="Only if the entity still has this ETag.")
+
+
+@cli.command("get")
+@click.argument("table")
+@click.argument("partition_key")
+@click.argument("row_key")
+@click.option("--select", metavar="A,B", help="Only these properties (the keys always come).")
+def get_command(table: str, partition_key: str, row_key: str, select: str | None) -> None:
+    """Print one entity in the service's JSON form (with its Timestamp and ETag)."""
+    payload = _settings().client().get_entity_payload(table, partition_key, row_key, select=_select(select) or None)
+    click.echo(payload_json(payload, timestamp=True, etag=True).decode("utf-8"))
+
+
+@cli.command("insert")
+@click.argument("table")
+@_ENTITY_OPTION
+def insert_command(table: str, entity_text: str) -> None:
+    """Insert an entity (fails if it exists); prints its ETag."""
+    click.echo(_settings().client().insert_entity(table, _entity_argument(entity_text)) or "")
+
+
+@cli.command("upsert")
+@click.argument("table")
+@_ENTITY_OPTION
+@click.option("--mode", type=click.Choice(["merge", "replace"]), default="merge", show_default=True,
+              help="Insert or merge, or insert or replace.")
+def upsert_command(table: str, entity_text: str, mode: str) -> None:
+    """Insert an entity, or update it if it exists; prints its ETag."""
+    click.echo(_settings().client().upsert_entity(table, _entity_argument(entity_text), mode=mode) or "")
+
+
+@cli.command("merge")
+@click.argument("table")
+@_ENTITY_OPTION
+@_ETAG_OPTION
+def merge_command(table: str, entity_text: str, etag: str) -> None:
+    """Merge properties into an existing entity; prints its ETag."""
+    client = _settings().client()
+    click.echo(client.update_entity(table, _entity_argument(entity_text), mode="merge", etag=etag) or "")
+
+
+@cli.command("replace")
+@click.argument("table")
+@_ENTITY_OPTION
+@_ETAG_OPTION
+def replace_command(table: str, entity_text: str, etag: str) -> None:
+    """Replace an existing entity; prints its ETag."""
+    client = _settings().client()
+    click.echo(client.update_entity(table, _entity_argument(entity_text), mode="replace", etag=etag) or "")
+
+
+@cli.command("delete")
+@click.argument("table")
+@click.argument("partition_key")
+@click.argument("row_key")
+@_ETAG_OPTION
+def delete_command(table: str, partition_key: str, row_key: str, etag: str) -> None:
+    """Delete one entity."""
+    _settings().client().delete_entity(table, partition_key=partition_key, row_key=row_key, etag=etag)
+
+
+# ---------------------------------------------------------------- queries
+
+
+_FILTER_OPTION = click.option("--filter", "filter_", metavar="ODATA", help="OData $filter, e.g. \"PartitionKey eq 'p'\".")
+_SELECT_OPTION = click.option("--select", metavar="A,B", help="Only these properties (the keys always come).")
+
+
+@cli.command("query")
+@click.argument("table")
+@_FILTER_OPTION
+@_SELECT_OPTION
+@click.option("--top", type=click.IntRange(min=1), help="At most N entities.")
+@click.option("--output", "-o", type=click.Choice(["table", "json", "jsonl", "csv"]),
+              help="table (a grid; the default at a terminal), json, jsonl (default in pipes) or csv.")
+def query_command(table: str, filter_: str | None, select: str | None, top: int | None, output: str | None) -> None:
+    """Print the entities of TABLE that match --filter."""
+    settings = _settings()
+    client = settings.client()
+    query = build_query(client, table, filter_, _select(select), top)
+    output = output or ("table" if sys.stdout.isatty() else "jsonl")
+    if output == "table":
+        _print_grid(client, query)
+    elif output == "json":
+        _print_json_array(client, query)
+    else:
+        spec = ExportSpec(table, filter_, _select(select), output)
+        out = ExportOutput.open(spec, "-", False, [KeyRange()])
+        out.timestamp = True
+        for payloads, _ in pages(client, query):
+            out.write_page(payloads)
+            out.checkpoint()
+        out.finish()
+
+
+def _print_json_array(client: CloudTableClient, query: Any) -> None:
+    out = sys.stdout.buffer
+    separator = b"[\n"
+    for payloads, _ in pages(client, query):
+        for payload in payloads:
+            out.write(separator + payload_json(payload, timestamp=True))
+            separator = b",\n"
+    out.write(b"[]\n" if separator == b"[\n" else b"\n]\n")
+    out.flush()
+
+
+def _print_grid(client: CloudTableClient, query: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .._edm import EdmType, to_atom_text
+
+    rows: list[dict[str, str]] = []
+    columns: dict[str, None] = {"PartitionKey": None, "RowKey": None, "Timestamp": None}
+    for payloads, _ in pages(client, query):
+        for payload in payloads:
+            row = {}
+            for name, value in payload.values.items():
+                if value is not None:
+                    edm = payload.types.get(name) or EdmType.STRING
+                    row[name] = value if edm is EdmType.STRING else to_atom_text(value, edm)
+                    columns.setdefault(name, None)
+            rows.append(row)
+    grid = Table(*columns, show_lines=False)
+    for row in rows:
+        grid.add_row(*(row.get(name, "") for name in columns))
+    Console(soft_wrap=False).print(grid)
+
+
+@cli.command("count")
+@click.argument("table")
+@_FILTER_OPTION
+def count_command(table: str, filter_: str | None) -> None:
+    """Print how many entities of TABLE match --filter (reads only their keys)."""
+    settings = _settings()
+    client = settings.client()
+    with settings.progress_for(f"counting {table}") as progress:
+        click.echo(count_entities(client, build_query(client, table, filter_), progress))
+
+
+# ---------------------------------------------------------------- export, import, copy, delete-entities
+
+
+def _file_format(path: str, given: str | None) -> str:
+    if given:
+        return given
+    return "csv" if path.lower().endswith(".csv") else "jsonl"
+
+
+@cli.command("export")
+@click.argument("table")
+@click.argument("file")
+@_FILTER_OPTION
+@_SELECT_OPTION
+@click.option("--format", "file_format", type=click.Choice(FILE_FORMATS),
+              help="jsonl or csv (default: from FILE's extension, else jsonl).")
+@click.option("--resume", is_flag=True, help="Continue an export that stopped (its state is in FILE.tablesdk-resume).")
+@click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Read N PartitionKey ranges at once.")
+def export_command(table: str, file: str, filter_: str | None, select: str | None, file_format: str | None,
+                   resume: bool, parallel: int) -> None:
+    """Write the entities of TABLE (matching --filter) to FILE, or to stdout for '-'."""
+    settings = _settings()
+    spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format))
+    client = settings.client()
+    try:
+        with settings.progress_for(f"exporting {table}") as progress:
+            count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
+    except ExportError:  # refused before it started (its message says what to do)
+        raise
+    except BaseException:
+        if file != "-" and os.path.exists(file + RESUME_SUFFIX):
+            click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)
+        raise
+    click.echo(f"tablesdk: exported {count} entities", err=True)
+
+
+def _open_rejects(path: str | None) -> AbstractContextManager[IO[bytes] | None]:
+    return open(path, "wb") if path else nullcontext()
+
+
+def _summary_exit(summary: ImportSummary, verb: str, rejects_path: str | None) -> int:
+    click.echo(f"tablesdk: {verb} {summary.written} entities, {summary.failed} failed", err=True)
+    if not summary.failed:
+        return 0
+    where = f"see {rejects_path}" if rejects_path else "pass --rejects FILE to keep them"
+    click.echo(f"tablesdk: first failure: {summary.first_error} ({where})", err=True)
+    return EXIT_PARTIAL
+
+
+def _entity_lines(path: str, file_format: str) -> Iterator[Any]:
+    if file_format == "csv":
+        if path == "-":
+            handle: Any = open(sys.stdin.fileno(), encoding="utf-8-sig", newline="", closefd=False)
+        else:
+            handle = open(path, encoding="utf-8-sig", newline="")
+        with handle:
+            yield from read_csv(handle)
+    else:
+        with (open(sys.stdin.fileno(), "rb", closefd=False) if path == "-" else open(path, "rb")) as binary:
+            yield from read_jsonl(binary)
+
+
+def _record_estimate(path: str, file_format: str) -> int | None:
+    """Entities in an input file, for the progress display's ETA: its lines (less the CSV header).
+
+    Exact for JSON lines without blank lines; CSV cells spanning lines make it an overestimate.
+    """
+    if path == "-" or not os.path.isfile(path):
+        return None
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    lines += last != b"\n"
+    return max(0, lines - 1) if file_format == "csv" else lines
+
+
+_MODE_OPTION = click.option("--mode", type=click.Choice(list(IMPORT_MODES)), default="insert", show_default=True,
+                            help="insert (fails for existing entities), upsert/merge (insert or merge), "
+                                 "replace (insert or replace).")
+_REJECTS_OPTION = click.option("--rejects", metavar="FILE", help="Write the entities that failed here (JSON lines, with their error).")
+_WORKERS_OPTION = click.option("--workers", type=click.IntRange(1, 16), default=8, show_default=True,
+                               help="Batches sent at once.")
+
+
+@cli.command("import")
+@click.argument("file")
+@click.argument("table")
+@_MODE_OPTION
+@click.option("--create-table", is_flag=True, help="Create TABLE first if it does not exist.")
+@_REJECTS_OPTION
+@click.option("--format", "file_format", type=click.Choice(FILE_FORMATS),
+              help="jsonl or csv (default: from FILE's extension, else jsonl).")
+@_WORKERS_OPTION
+def import_command(file: str, table: str, mode: str, create_table: bool, rejects: str | None,
+                   file_format: str | None, workers: int) -> int:
+    """Write the entities of FILE (or stdin for '-') into TABLE, in batches."""
+    settings = _settings()
+    client = settings.client()
+    file_format = _file_format(file, file_format)
+    lines = _entity_lines(file, file_format)
+    if create_table:
+        client.create_table_if_not_exists(table)
+    total = _record_estimate(file, file_format) if progress_wanted(settings.progress) else None
+    with _open_rejects(rejects) as rejects_file:
+        summary = ImportSummary(rejects=rejects_file)
+        with settings.progress_for(f"importing into {table}", total) as progress:
+            import_entities(client, table, lines, mode, progress, summary, workers=workers)
+    return _summary_exit(summary, "imported", rejects)
+
+
+@cli.command("copy")
+@click.argument("source")
+@click.argument("destination")
+@click.option("--to-connection-string", metavar="CS", help="The destination account (default: the same account).")
+@click.option("--to-format", type=click.Choice(["json", "atom"]), help="The destination's wire format (default: --format).")
+@_FILTER_OPTION
+@_SELECT_OPTION
+@_MODE_OPTION
+@click.option("--create-table", is_flag=True, help="Create DESTINATION first if it does not exist.")
+@_REJECTS_OPTION
+@_WORKERS_OPTION
+def copy_command(source: str, destination: str, to_connection_string: str | None, to_format: str | None,
+                 filter_: str | None, select: str | None, mode: str, create_table: bool, rejects: str | None,
+                 workers: int) -> int:
+    """Copy the entities of table SOURCE (matching --filter) into table DESTINATION, streaming."""
+    settings = _settings()
+    source_client = settings.client()
+    target_account = None
+    if to_connection_string:
+        settings.other_connection_strings.append(to_connection_string)  # its secrets are redacted too
+        target_account = CloudStorageAccount.parse(to_connection_string)
+    target = settings.client(target_account, to_format)
+    if create_table:
+        target.create_table_if_not_exists(destination)
+    query = build_query(source_client, source, filter_, _select(select))
+    with _open_rejects(rejects) as rejects_file:
+        summary = ImportSummary(rejects=rejects_file)
+        with settings.progress_for(f"copying {source} to {destination}") as progress:
+            copy_entities(source_client, query, target, destination, mode, progress, summary, workers=workers)
+    return _summary_exit(summary, "copied", rejects)
+
+
+@cli.command("delete-entities")
+@click.argument("table")
+@click.option("--filter", "filter_", required=True, metavar="ODATA", help="Which entities to delete.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--dry-run", is_flag=True, help="Only print how many entities match.")
+def delete_entities_command(table: str, filter_: str, yes: bool, dry_run: bool) -> None:
+    """Delete the entities of TABLE matching --filter, in batches per partition."""
+    settings = _settings()
+    client = settings.client()
+    query = build_query(client, table, filter_)
+    if dry_run:
+        with settings.progress_for(f"counting {table}") as progress:
+            click.echo(count_entities(client, query, progress))
+        return
+    _confirm(f"Delete every entity of {table!r} matching {filter_!r}?", yes)
+    with settings.progress_for(f"deleting from {table}") as progress:
+        deleted = delete_entities(client, query, progress)
+    click.echo(deleted)
+
+
+# ---------------------------------------------------------------- serve
+
+
+@cli.command("serve", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                        "help_option_names": []})
+@click.argument("devstore_args", nargs=-1, type=click.UNPROCESSED)
+def serve_command(devstore_args: tuple[str, ...]) -> int:
+    """Run the bundled emulator (options as `python -m tablesdk.devstore`; --help lists them)."""
+    from ..devstore.__main__ import main as devstore_main
+
+    return devstore_main(list(devstore_args), prog="tablesdk serve")
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    return int(cli.main(argv, prog_name="tablesdk", standalone_mode=False))

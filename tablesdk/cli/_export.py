@@ -1,0 +1,258 @@
+"""``tablesdk export``: stream a table (or a query of it) into a JSON-lines or CSV file, resumably.
+
+Memory stays flat: each page of the query is written as it arrives. After each
+page the output is flushed and a small state file next to it
+(``FILE.tablesdk-resume``) records the continuation token, the output's length
+at that point and, for CSV, the columns so far. ``--resume`` cuts the output
+back to that length and carries on from the token, so a page is never written
+twice. A CSV export writes its rows to ``FILE.tablesdk-rows`` first (the header,
+which names every column, is only known at the end) and assembles ``FILE`` when
+the query is done. The state and row files are removed once the export is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import IO
+
+from .._client import CloudTableClient
+from .._edm import EdmType, EntityPayload
+from .._entity import DynamicEntity, entity_to_payload
+from .._query import ContinuationToken, TableQuery, find_partition_boundaries
+from ._files import CsvColumns, csv_header, csv_row, json_codec, payload_json
+from ._progress import Progress
+from ._transfer import build_query, pages
+
+__all__ = ["RESUME_SUFFIX", "ROWS_SUFFIX", "ExportError", "ExportSpec", "ExportOutput", "KeyRange", "export_table"]
+
+RESUME_SUFFIX = ".tablesdk-resume"
+ROWS_SUFFIX = ".tablesdk-rows"
+_STATE_VERSION = 1
+#: Seconds between saves of the resume state.
+CHECKPOINT_SECONDS = 1.0
+#: PartitionKey ranges per reader of ``--parallel``: ranges of unequal size even out.
+RANGES_PER_READER = 4
+
+
+class ExportError(ValueError):
+    """An export that cannot start as asked (an unfinished one in the way, a state of another query)."""
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """What is exported: table, raw ``$filter``, projected properties and file format."""
+
+    table: str
+    filter: str | None
+    select: tuple[str, ...]
+    file_format: str
+
+
+@dataclass
+class KeyRange:
+    """A PartitionKey range being read (``low`` inclusive, ``high`` exclusive; None is open) and its progress."""
+
+    low: str | None = None
+    high: str | None = None
+    token: str | None = None
+    done: bool = False
+
+    def continuation(self) -> ContinuationToken | None:
+        """Where reading this range resumes (None: at its start)."""
+        return ContinuationToken.from_string(self.token) if self.token else None
+
+
+@dataclass
+class ExportOutput:
+    """The file being written, its resume state and the CSV columns seen so far."""
+
+    spec: ExportSpec
+    target: str
+    data: IO[bytes]
+    ranges: list[KeyRange]
+    count: int = 0
+    columns: CsvColumns = field(default_factory=CsvColumns)
+    state_path: str | None = None
+    timestamp: bool = False
+    #: Pages written since the state file was last saved, and whether the output and ranges agree now.
+    unsaved: bool = False
+    consistent: bool = True
+    _saved_at: float = 0.0
+
+    @classmethod
+    def open(cls, spec: ExportSpec, target: str, resume: bool, ranges: list[KeyRange]) -> ExportOutput:
+        """Start (or, with ``resume`` and a state file present, continue) writing ``target``."""
+        if target == "-":
+            if resume:
+                raise ExportError("--resume needs an output file (its state is kept next to it), not '-'")
+            data: IO[bytes] = sys.stdout.buffer if spec.file_format == "jsonl" else tempfile.TemporaryFile()
+            return cls(spec, target, data, ranges)
+        state_path = target + RESUME_SUFFIX
+        data_path = target + ROWS_SUFFIX if spec.file_format == "csv" else target
+        if os.path.exists(state_path):
+            if not resume:
+                raise ExportError(
+                    f"an unfinished export to {target} exists: pass --resume to continue it, "
+                    f"or delete {state_path} to start over"
+                )
+            return cls._resume(spec, target, data_path, state_path)
+        return cls(spec, target, open(data_path, "w+b"), ranges, state_path=state_path)
+
+    @classmethod
+    def _resume(cls, spec: ExportSpec, target: str, data_path: str, state_path: str) -> ExportOutput:
+        with open(state_path, encoding="utf-8") as handle:
+            state = json.load(handle)
+        saved = state.get("spec", {})
+        if state.get("version") != _STATE_VERSION or ExportSpec(**{**saved, "select": tuple(saved.get("select", ()))}) != spec:
+            raise ExportError(
+                f"{state_path} is the state of another export ({saved}); run the same export "
+                "again with --resume, or delete the state file to start over"
+            )
+        data = open(data_path, "r+b")
+        data.truncate(state["offset"])  # drop what was written after the last checkpoint
+        data.seek(state["offset"])
+        columns = CsvColumns((name, EdmType(edm)) for name, edm in state["columns"][2:])
+        ranges = [KeyRange(**item) for item in state["ranges"]]
+        return cls(spec, target, data, ranges, state["count"], columns, state_path)
+
+    def write_page(self, payloads: list[EntityPayload]) -> None:
+        """Append one page of entities in the file format."""
+        if not payloads:
+            return
+        if self.spec.file_format == "jsonl":
+            if self.timestamp:
+                lines = [payload_json(p, timestamp=True) for p in payloads]
+                lines.append(b"")
+                self.data.write(b"\n".join(lines))
+            else:  # the codec's own bytes, the export's hot path
+                self.data.write(json_codec().serialize_entity_lines(payloads))
+        else:
+            columns, stamp = self.columns, self.timestamp
+            self.data.write("".join([csv_row(p, columns, timestamp=stamp) for p in payloads]).encode("utf-8"))
+        self.count += len(payloads)
+
+    def checkpoint(self, *, force: bool = False) -> None:
+        """Flush the output, and save how far each range got (every :data:`CHECKPOINT_SECONDS`, or now).
+
+        The state file is replaced atomically. Saving the state costs a file replace (milliseconds on a busy disk), too much for every page;
+        a resumed export redoes at most the pages read since the last save.
+        """
+        self.data.flush()
+        now = time.monotonic()
+        if self.state_path is None or (not force and now - self._saved_at < CHECKPOINT_SECONDS):
+            return
+        state = {
+            "version": _STATE_VERSION,
+            "spec": asdict(self.spec),
+            "offset": self.data.tell(),
+            "count": self.count,
+            "columns": [[name, edm.value] for name, edm in self.columns.columns],
+            "ranges": [asdict(item) for item in self.ranges],
+        }
+        temporary = self.state_path + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(state, handle)
+        os.replace(temporary, self.state_path)
+        self._saved_at, self.unsaved = now, False
+
+    def finish(self) -> None:
+        """Complete the file (CSV: header, then the rows) and remove the resume state."""
+        self.data.flush()
+        if self.spec.file_format == "csv":
+            self._assemble_csv()
+        elif self.target != "-":
+            self.data.close()
+        if self.state_path is not None:
+            os.remove(self.state_path)
+
+    def _assemble_csv(self) -> None:
+        header = csv_header(self.columns).encode("utf-8")
+        self.data.seek(0)
+        if self.target == "-":
+            sys.stdout.buffer.write(header)
+            shutil.copyfileobj(self.data, sys.stdout.buffer, 1 << 20)
+            sys.stdout.buffer.flush()
+            self.data.close()
+            return
+        with open(self.target, "wb") as out:
+            out.write(header)
+            shutil.copyfileobj(self.data, out, 1 << 20)
+        self.data.close()
+        os.remove(self.target + ROWS_SUFFIX)
+
+    def close(self) -> None:
+        """Release the output; an unfinished one stays for ``--resume`` if a page was saved, else goes."""
+        if self.data is sys.stdout.buffer or self.data.closed:
+            return
+        if self.unsaved and self.consistent:  # stopped between pages: keep everything written so far
+            self.checkpoint(force=True)
+        self.data.close()
+        if self.state_path is not None and not os.path.exists(self.state_path):
+            os.remove(self.data.name)  # failed before its first page: nothing to resume
+
+
+def export_table(
+    client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, progress: Progress, parallel: int = 1
+) -> int:
+    """Write every entity of the export's query to ``target`` (a path or '-'); returns how many.
+
+    With ``parallel`` > 1 the table is cut into PartitionKey ranges (several
+    per reader) that ``parallel`` readers read at once; a resumed export keeps
+    the ranges it started with.
+    """
+    output = ExportOutput.open(spec, target, resume, [])
+    try:
+        query = build_query(client, spec.table, spec.filter, spec.select)
+        if not output.ranges:
+            output.ranges = _key_ranges(query, parallel)
+        progress.update(output.count)
+        if len(output.ranges) > 1:
+            _read_ranges(query, output, progress, parallel)
+        elif not output.ranges[0].done:
+            key_range = output.ranges[0]
+            for payloads, token in pages(client, query, key_range.continuation()):
+                _written(output, key_range, payloads, token, progress)
+        output.finish()
+    finally:
+        output.close()
+    return output.count
+
+
+def _key_ranges(query: TableQuery[DynamicEntity], parallel: int) -> list[KeyRange]:
+    if parallel <= 1:
+        return [KeyRange()]
+    boundaries = find_partition_boundaries(query, parallel * RANGES_PER_READER, workers=parallel)
+    bounds: list[str | None] = [None, *boundaries, None]
+    return [KeyRange(low, high) for low, high in zip(bounds[:-1], bounds[1:])]
+
+
+def _read_ranges(query: TableQuery[DynamicEntity], output: ExportOutput, progress: Progress, parallel: int) -> None:
+    """Read the unfinished ranges ``parallel`` at a time, writing each page as it arrives."""
+    boundaries = [key_range.low for key_range in output.ranges[1:] if key_range.low is not None]
+    unfinished = {index: key_range.continuation() for index, key_range in enumerate(output.ranges) if not key_range.done}
+    if not unfinished:
+        return
+    segments = query.iter_parallel_segments(max(1, parallel), boundaries=boundaries, resume=unfinished)
+    for index, segment in segments:
+        payloads = [entity_to_payload(entity, validate=False) for entity in segment.results]
+        _written(output, output.ranges[index], payloads, segment.continuation_token, progress)
+
+
+def _written(
+    output: ExportOutput, key_range: KeyRange, payloads: list[EntityPayload],
+    token: ContinuationToken | None, progress: Progress,
+) -> None:
+    """Write one page of ``key_range`` and record where the range goes on (or that it is done)."""
+    output.consistent = False
+    output.write_page(payloads)
+    key_range.token = token.to_string() if token is not None else None
+    key_range.done = token is None
+    output.consistent = output.unsaved = True
+    output.checkpoint()
+    progress.update(output.count)

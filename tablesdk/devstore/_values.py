@@ -1,0 +1,607 @@
+"""Typed property values as the emulator stores, checks, compares and writes them.
+
+A property is a ``(edm_type_name, value)`` pair in a canonical form chosen so
+that values of one type compare correctly with Python's operators and store
+losslessly:
+
+=============  =====================================================
+Edm.String     ``str`` (ordered by UTF-16 code units, as the service and
+               Azurite order them: compare ``utf16_key(a) < utf16_key(b)``,
+               not ``a < b``, which orders by code point)
+Edm.Int32      ``int``
+Edm.Int64      ``int``
+Edm.Double     ``float`` (NaN and infinities included)
+Edm.Boolean    ``bool``
+Edm.DateTime   ``str``: ``YYYY-MM-DDTHH:MM:SS.fffffffZ`` (fixed width, so
+               string order is time order; 7 digits kept exactly)
+Edm.Guid       ``str``: lower-case ``8-4-4-4-12`` (string order is the
+               service's Guid order)
+Edm.Binary     ``bytes``
+=============  =====================================================
+
+This module also reads entity bodies (JSON and Atom), applies every entity
+limit with the service's error codes, and writes properties back in both
+formats.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from .._edm import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, MAX_PROPERTY_BYTES, EdmType, parse_datetime
+from .._entity import MAX_ENTITY_BYTES, MAX_KEY_BYTES
+from ._errors import BAD_BODY, ServiceError, error
+
+__all__ = [
+    "Props",
+    "STRING", "INT32", "INT64", "DOUBLE", "BOOLEAN", "DATETIME", "GUID", "BINARY",
+    "EDM_TYPES",
+    "canonical_datetime",
+    "wire_datetime",
+    "utf16_key",
+    "canonical_guid",
+    "parse_json_body",
+    "parse_json_entity",
+    "parse_atom_entity",
+    "parse_atom_table_name",
+    "check_key",
+    "check_entity",
+    "props_to_storage",
+    "props_from_storage",
+    "json_property_items",
+    "json_fragment",
+    "atom_property_xml",
+    "xml_text",
+    "xml_attr",
+]
+
+STRING = EdmType.STRING.value
+INT32 = EdmType.INT32.value
+INT64 = EdmType.INT64.value
+DOUBLE = EdmType.DOUBLE.value
+BOOLEAN = EdmType.BOOLEAN.value
+DATETIME = EdmType.DATETIME.value
+GUID = EdmType.GUID.value
+BINARY = EdmType.BINARY.value
+EDM_TYPES = frozenset({STRING, INT32, INT64, DOUBLE, BOOLEAN, DATETIME, GUID, BINARY})
+
+#: name -> (edm type name, canonical value); PartitionKey, RowKey and Timestamp are not in it.
+Props = dict[str, tuple[str, Any]]
+
+# The service's numbers, from the one place the SDK keeps them.
+MAX_VALUE_BYTES = MAX_PROPERTY_BYTES
+MAX_PROPERTIES = 255  # including PartitionKey, RowKey and Timestamp
+MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - 3
+MAX_NAME_LENGTH = 255
+SYSTEM_NAMES = ("PartitionKey", "RowKey", "Timestamp")
+
+_DT_MIN = "1601-01-01T00:00:00.0000000Z"
+_DT_MAX = "9999-12-31T23:59:59.9999999Z"
+_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+_DOUBLE_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_DOUBLE_SPECIAL = {"NaN": math.nan, "INF": math.inf, "-INF": -math.inf,
+                   "Infinity": math.inf, "-Infinity": -math.inf}
+_GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+_FORBIDDEN_KEY = re.compile("[/\\\\#?\x00-\x1f\x7f-\x9f]")
+
+_STORE_CODES = {STRING: "S", INT32: "I", INT64: "L", DOUBLE: "D", BOOLEAN: "B",
+                DATETIME: "T", GUID: "G", BINARY: "X"}
+_FROM_STORE_CODE = {code: name for name, code in _STORE_CODES.items()}
+
+
+def _bad_value(name: str) -> ServiceError:
+    return error("InvalidInput", message=BAD_BODY)
+
+
+# ------------------------------------------------------------------ canonical forms
+
+def canonical_datetime(text: str) -> str:
+    """Canonical Edm.DateTime text for ``text``; ValueError when invalid or out of range."""
+    if not isinstance(text, str) or not text or len(text) > 64:
+        raise ValueError("not a datetime")
+    value = parse_datetime(text.strip())
+    canon = "%04d-%02d-%02dT%02d:%02d:%02d.%06d%dZ" % (
+        value.year, value.month, value.day, value.hour, value.minute, value.second,
+        value.microsecond, value.ticks_remainder,
+    )
+    if not _DT_MIN <= canon <= _DT_MAX:
+        raise ValueError("datetime out of range")
+    return canon
+
+
+def wire_datetime(canon: str) -> str:
+    """Canonical Edm.DateTime text as the service writes it on the wire.
+
+    The service trims trailing zeros of the fraction (``.94687Z``, ``.1Z``) and
+    writes no fraction for whole seconds. Stored and compared text keeps all
+    seven digits, so that text order stays time order.
+    """
+    if not canon.endswith("0Z"):
+        return canon
+    head = canon[:-1].rstrip("0")
+    return (head[:-1] if head.endswith(".") else head) + "Z"
+
+
+def canonical_guid(text: str) -> str:
+    """Canonical (lower-case, hyphenated) Edm.Guid text; ValueError when invalid."""
+    if not isinstance(text, str):
+        raise ValueError("not a guid")
+    text = text.strip()
+    if not _GUID_RE.match(text):
+        raise ValueError("not a guid")
+    return text.lower()
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("not base64") from exc
+
+
+def utf16_key(text: str) -> bytes:
+    """``text`` as UTF-16 big-endian bytes: their byte order is the service's string order.
+
+    The service (and Azurite) order strings by UTF-16 code units. Python orders
+    ``str`` by code point, which disagrees exactly when a character above U+FFFF
+    (two surrogates, 0xD800..0xDFFF) meets one in U+E000..U+FFFF: ``'\\U0001F600'``
+    sorts *before* ``'\\uE000'`` in UTF-16. Lone surrogates are kept as they are.
+    """
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+def _utf16_units(text: str) -> int:
+    if text.isascii():
+        return len(text)
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+# ------------------------------------------------------------------ keys and limits
+
+def check_key(field: str, value: Any) -> str:
+    """Check a PartitionKey or RowKey value; return it."""
+    if not isinstance(value, str):
+        raise error("InvalidInput", message=BAD_BODY)
+    if _FORBIDDEN_KEY.search(value):
+        raise error("OutOfRangeInput", value, field)
+    if 2 * _utf16_units(value) > MAX_KEY_BYTES:
+        raise error("KeyValueTooLarge", field)
+    return value
+
+
+def _check_name(name: str) -> None:
+    if len(name) > MAX_NAME_LENGTH:
+        raise error("PropertyNameTooLong")
+    if not name.isidentifier():
+        raise error("PropertyNameInvalid")
+
+
+def _value_size(edm: str, value: Any) -> int:
+    if edm == STRING:
+        return 4 + 2 * _utf16_units(value)
+    if edm == BINARY:
+        return 4 + len(value)
+    if edm == INT32:
+        return 4
+    if edm == BOOLEAN:
+        return 1
+    if edm == GUID:
+        return 16
+    return 8  # Int64, Double, DateTime
+
+
+def check_value_size(edm: str, value: Any) -> None:
+    """PropertyValueTooLarge for strings over 64 KiB in UTF-16 and binary over 64 KiB."""
+    if edm == STRING:
+        # UTF-16 takes 2 or 4 bytes a character: only count surrogate pairs when it can matter
+        if 2 * len(value) > MAX_VALUE_BYTES or (
+            4 * len(value) > MAX_VALUE_BYTES and 2 * _utf16_units(value) > MAX_VALUE_BYTES
+        ):
+            raise error("PropertyValueTooLarge")
+    elif edm == BINARY and len(value) > MAX_VALUE_BYTES:
+        raise error("PropertyValueTooLarge")
+
+
+def check_entity(pk: str, rk: str, props: Props) -> None:
+    """Property count and entity size with the service's formula and error codes.
+
+    Size = 4 + 2 * (len(PartitionKey) + len(RowKey)) + for each property
+    (8 + 2 * len(name) + value size), lengths in UTF-16 code units, where a
+    string value is 4 + 2 * len and a binary value 4 + len bytes.
+    """
+    if len(props) > MAX_CUSTOM_PROPERTIES:
+        raise error("TooManyProperties")
+    size = 4 + 2 * (_utf16_units(pk) + _utf16_units(rk))
+    for name, (edm, value) in props.items():
+        size += 8 + 2 * len(name) + _value_size(edm, value)
+    if size > MAX_ENTITY_BYTES:
+        raise error("EntityTooLarge")
+
+
+# ------------------------------------------------------------------ JSON request bodies
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise error("DuplicatePropertiesSpecified")
+        result[key] = value
+    return result
+
+
+def parse_json_body(body: bytes) -> dict[str, Any]:
+    """The JSON object of a request body (InvalidInput when it is not one).
+
+    Strings holding unpaired surrogates (``"\\ud800"``) are refused: they are not
+    text and could not be written back.
+    """
+    try:
+        text = body.decode("utf-8-sig")
+        obj = json.loads(text, object_pairs_hook=_no_duplicates)
+    except ServiceError:
+        raise
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
+        raise error("InvalidInput", message=BAD_BODY) from None
+    if not isinstance(obj, dict):
+        raise error("InvalidInput", message=BAD_BODY)
+    if "\\u" in text:  # only escapes can produce surrogates
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise error("InvalidInput", message=BAD_BODY) from None
+    return obj
+
+
+def _json_typed(name: str, edm: str, value: Any) -> tuple[str, Any]:
+    try:
+        if edm == STRING:
+            if isinstance(value, str):
+                return edm, value
+        elif edm == INT32:
+            if isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX:
+                return edm, value
+        elif edm == INT64:
+            if isinstance(value, str) and _INT_RE.match(value):
+                number = int(value)
+                if INT64_MIN <= number <= INT64_MAX:
+                    return edm, number
+        elif edm == DOUBLE:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return edm, float(value)
+            if isinstance(value, str):
+                if value in _DOUBLE_SPECIAL:
+                    return edm, _DOUBLE_SPECIAL[value]
+                if _DOUBLE_RE.match(value):
+                    return edm, float(value)
+        elif edm == BOOLEAN:
+            if isinstance(value, bool):
+                return edm, value
+            if value in ("true", "false"):
+                return edm, value == "true"
+        elif edm == DATETIME:
+            return edm, canonical_datetime(value)
+        elif edm == GUID:
+            return edm, canonical_guid(value)
+        elif edm == BINARY:
+            if isinstance(value, str):
+                return edm, _b64(value)
+    except (ValueError, TypeError, OverflowError):
+        pass
+    raise _bad_value(name)
+
+
+def _json_untyped(name: str, value: Any) -> tuple[str, Any]:
+    if isinstance(value, str):
+        return STRING, value
+    if isinstance(value, bool):
+        return BOOLEAN, value
+    if isinstance(value, int):
+        if INT32_MIN <= value <= INT32_MAX:
+            return INT32, value
+        raise _bad_value(name)
+    if isinstance(value, float):
+        return DOUBLE, value
+    raise _bad_value(name)
+
+
+def parse_json_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props]:
+    """(PartitionKey, RowKey, properties) from a JSON entity object.
+
+    Keys are returned as found (None when absent) for the caller to check;
+    ``odata.*`` members and Timestamp are ignored; null values are dropped, as
+    the service does not store nulls.
+    """
+    pk: Any = None
+    rk: Any = None
+    props: Props = {}
+    annotations: dict[str, Any] = {}
+    for key, value in obj.items():
+        if "@" in key:
+            prop, _, annotation = key.partition("@")
+            if annotation != "odata.type":
+                continue  # other instance annotations carry no data
+            if not isinstance(value, str) or value not in EDM_TYPES:
+                raise error("InvalidInput", message=BAD_BODY)
+            annotations[prop] = value
+    for key, value in obj.items():
+        if "@" in key or key.startswith("odata."):
+            continue
+        if key == "PartitionKey":
+            pk = value
+            continue
+        if key == "RowKey":
+            rk = value
+            continue
+        if key == "Timestamp":
+            continue
+        _check_name(key)
+        if value is None:
+            continue
+        if isinstance(value, (dict, list)):
+            raise error("InvalidInput", message=BAD_BODY)
+        edm = annotations.get(key)
+        typed = _json_untyped(key, value) if edm is None else _json_typed(key, edm, value)
+        check_value_size(*typed)
+        props[key] = typed
+    for prop, edm in annotations.items():
+        if prop in ("PartitionKey", "RowKey") and edm != STRING:
+            raise error("InvalidInput", message=BAD_BODY)
+    return pk, rk, props
+
+
+# ------------------------------------------------------------------ Atom request bodies
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+D_NS = "http://schemas.microsoft.com/ado/2007/08/dataservices"
+M_NS = "http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"
+_M_TYPE = "{%s}type" % M_NS
+_M_NULL = "{%s}null" % M_NS
+
+
+def _parse_xml(body: bytes) -> Any:
+    from lxml import etree
+
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False,
+        huge_tree=True, remove_blank_text=False,
+    )
+    try:
+        root = etree.fromstring(body, parser)
+    except (etree.XMLSyntaxError, ValueError):
+        raise error("InvalidInput", message=BAD_BODY) from None
+    if root is None:
+        raise error("InvalidInput", message=BAD_BODY)
+    return root
+
+
+def _atom_properties(body: bytes) -> Any:
+    root = _parse_xml(body)
+    if root.tag == "{%s}entry" % ATOM_NS:
+        content = root.find("{%s}content" % ATOM_NS)
+        props = None
+        if content is not None:
+            props = content.find("{%s}properties" % M_NS)
+        if props is None:  # media-link style: properties beside content
+            props = root.find("{%s}properties" % M_NS)
+    elif root.tag == "{%s}properties" % M_NS:
+        props = root
+    else:
+        props = None
+    if props is None:
+        raise error("InvalidInput", message=BAD_BODY)
+    return props
+
+
+def _atom_typed(name: str, edm: str, text: str) -> tuple[str, Any]:
+    try:
+        if edm == STRING:
+            return edm, text
+        if edm in (INT32, INT64):
+            stripped = text.strip()
+            if _INT_RE.match(stripped):
+                number = int(stripped)
+                lo, hi = (INT32_MIN, INT32_MAX) if edm == INT32 else (INT64_MIN, INT64_MAX)
+                if lo <= number <= hi:
+                    return edm, number
+        elif edm == DOUBLE:
+            stripped = text.strip()
+            if stripped in _DOUBLE_SPECIAL:
+                return edm, _DOUBLE_SPECIAL[stripped]
+            if _DOUBLE_RE.match(stripped):
+                return edm, float(stripped)
+        elif edm == BOOLEAN:
+            lowered = text.strip().lower()
+            if lowered in ("true", "1"):
+                return edm, True
+            if lowered in ("false", "0"):
+                return edm, False
+        elif edm == DATETIME:
+            return edm, canonical_datetime(text)
+        elif edm == GUID:
+            return edm, canonical_guid(text)
+        elif edm == BINARY:
+            return edm, _b64(text.strip())
+    except (ValueError, OverflowError):
+        pass
+    raise _bad_value(name)
+
+
+def parse_atom_entity(body: bytes) -> tuple[Any, Any, Props]:
+    """(PartitionKey, RowKey, properties) from an Atom ``<entry>`` body."""
+    props_el = _atom_properties(body)
+    pk: Any = None
+    rk: Any = None
+    props: Props = {}
+    for child in props_el:
+        tag = child.tag
+        if not isinstance(tag, str):
+            continue  # comments, processing instructions
+        if not tag.startswith("{%s}" % D_NS):
+            raise error("InvalidInput", message=BAD_BODY)
+        name = tag[len(D_NS) + 2:]
+        if len(child):
+            raise error("InvalidInput", message=BAD_BODY)  # complex values are not table properties
+        is_null = child.get(_M_NULL, "false").strip().lower() == "true"
+        edm = child.get(_M_TYPE) or STRING
+        if edm not in EDM_TYPES:
+            raise error("InvalidInput", message=BAD_BODY)
+        text = child.text or ""
+        if name == "Timestamp":
+            continue
+        if name in ("PartitionKey", "RowKey"):
+            if edm != STRING:
+                raise error("InvalidInput", message=BAD_BODY)
+            if name == "PartitionKey":
+                pk = None if is_null else text
+            else:
+                rk = None if is_null else text
+            continue
+        _check_name(name)
+        if name in props:
+            raise error("DuplicatePropertiesSpecified")
+        if is_null:
+            continue
+        typed = _atom_typed(name, edm, text)
+        check_value_size(*typed)
+        props[name] = typed
+    return pk, rk, props
+
+
+def parse_atom_table_name(body: bytes) -> Any:
+    """The TableName of an Atom Create Table body (None when absent)."""
+    props_el = _atom_properties(body)
+    for child in props_el:
+        if child.tag == "{%s}TableName" % D_NS:
+            return child.text or ""
+    return None
+
+
+# ------------------------------------------------------------------ storage
+
+def props_to_storage(props: Props) -> str:
+    """Lossless JSON text for the properties (binary as base64)."""
+    out: dict[str, list[Any]] = {}
+    for name, (edm, value) in props.items():
+        if edm == BINARY:
+            value = base64.b64encode(value).decode("ascii")
+        out[name] = [_STORE_CODES[edm], value]
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def props_from_storage(text: str) -> Props:
+    """The inverse of :func:`props_to_storage`."""
+    raw = json.loads(text)
+    props: Props = {}
+    for name, (code, value) in raw.items():
+        edm = _FROM_STORE_CODE[code]
+        if edm == BINARY:
+            value = base64.b64decode(value)
+        elif edm == DOUBLE:
+            value = float(value)
+        props[name] = (edm, value)
+    return props
+
+
+# ------------------------------------------------------------------ JSON responses
+
+_ANNOTATED_JSON = frozenset({INT64, DATETIME, GUID, BINARY})
+
+
+def _json_double(value: float) -> tuple[Any, bool]:
+    if math.isnan(value):
+        return "NaN", True
+    if math.isinf(value):
+        return ("Infinity" if value > 0 else "-Infinity"), True
+    return value, False
+
+
+def json_property_items(props: Props, annotate: bool, select: Iterable[str] | None = None) -> list[tuple[str, Any]]:
+    """``(member, value)`` pairs of the properties in the service's JSON form.
+
+    With ``annotate`` (minimal and full metadata), Int64, DateTime, Guid,
+    Binary and non-finite doubles carry ``<name>@odata.type``.
+    """
+    items: list[tuple[str, Any]] = []
+    names: Iterable[str] = props.keys() if select is None else [n for n in select if n in props]
+    for name in names:
+        edm, value = props[name]
+        if edm == STRING or edm == INT32 or edm == BOOLEAN:
+            items.append((name, value))
+            continue
+        if edm == DOUBLE:
+            value, needs = _json_double(value)
+        elif edm == INT64:
+            value, needs = str(value), True
+        elif edm == BINARY:
+            value, needs = base64.b64encode(value).decode("ascii"), True
+        elif edm == DATETIME:
+            value, needs = wire_datetime(value), True
+        else:  # Guid: a canonical string already
+            needs = True
+        if annotate and needs:
+            items.append((name + "@odata.type", edm))
+        items.append((name, value))
+    return items
+
+
+def json_fragment(props: Props) -> str:
+    """The minimal-metadata JSON members of the properties, without braces (stored for fast scans)."""
+    if not props:
+        return ""
+    text = json.dumps(dict(json_property_items(props, True)), ensure_ascii=False, separators=(",", ":"))
+    return text[1:-1]
+
+
+# ------------------------------------------------------------------ Atom responses
+
+_XML_TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})
+_XML_ATTR_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
+                                   "\r": "&#13;", "\n": "&#10;", "\t": "&#9;"})
+
+
+def xml_text(text: str) -> str:
+    """Escape character data (carriage returns kept as references so they survive parsing)."""
+    return text.translate(_XML_TEXT_ESCAPES)
+
+
+def xml_attr(text: str) -> str:
+    """Escape an attribute value for use inside double quotes."""
+    return text.translate(_XML_ATTR_ESCAPES)
+
+
+def _atom_double(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "INF" if value > 0 else "-INF"
+    return repr(value)
+
+
+def atom_property_xml(name: str, edm: str, value: Any) -> str:
+    """One ``<d:Name m:type="...">value</d:Name>`` element."""
+    if edm == STRING:
+        space = ' xml:space="preserve"' if value and (value[0].isspace() or value[-1].isspace()) else ""
+        return f"<d:{name}{space}>{xml_text(value)}</d:{name}>"
+    if edm == BOOLEAN:
+        text = "true" if value else "false"
+    elif edm == DOUBLE:
+        text = _atom_double(value)
+    elif edm == BINARY:
+        text = base64.b64encode(value).decode("ascii")
+    elif edm == DATETIME:
+        text = wire_datetime(value)
+    else:
+        text = str(value)
+    return f'<d:{name} m:type="{edm}">{text}</d:{name}>'
+
+
+def utc_now_text() -> str:
+    """The current time as canonical Edm.DateTime text."""
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%f") + "0Z"
