@@ -25,6 +25,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from time import monotonic
 from typing import Protocol, Union, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -235,6 +236,13 @@ class _NoAuth(AuthBase):
         return r
 
 
+def _too_slow(size: int) -> SendError:
+    return SendError(
+        f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its body read)",
+        timed_out=True,
+    )
+
+
 def _inner(exc: BaseException) -> object:
     inner: object = exc.args[0] if exc.args else None
     if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
@@ -251,7 +259,7 @@ def _exception_reason(exc: BaseException) -> str:
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    if isinstance(exc, requests.Timeout):
+    if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
         return True
     inner = _inner(exc)
     if isinstance(inner, urllib3.exceptions.NewConnectionError):
@@ -329,12 +337,16 @@ class RequestsSender:
         headers = request.headers
         if request.header("Accept-Encoding") is None:
             headers = {**headers, "Accept-Encoding": "identity"}
+        # The read timeout bounds each wait for data and also the whole exchange: a server
+        # that trickles its answer a byte at a time never trips a per-read timeout, and the
+        # transport caps this timeout to what the operation's deadline leaves.
+        finish_by = monotonic() + (timeout[1] if isinstance(timeout, tuple) else timeout)
         try:
             raw = self.session.request(
                 request.method, request.url, headers=headers, data=request.body, timeout=timeout,
                 allow_redirects=False, stream=True,
             )
-            body = self._read(raw)
+            body = self._read(raw, finish_by)
         except _FAILURES as exc:
             raise SendError(
                 _exception_reason(exc),
@@ -346,15 +358,27 @@ class RequestsSender:
             raise SendError(_exception_reason(exc), invalid=True) from None
         return HttpResponse(status=raw.status_code, headers=raw.headers, body=body)
 
-    def _read(self, raw: requests.Response) -> bytes:
+    def _read(self, raw: requests.Response, finish_by: float) -> bytes:
         cap = self.max_response_bytes
         declared = raw.headers.get("Content-Length", "")
         chunks: list[bytes] = []
         size = 0
+        response = raw.raw
         try:
             if declared.isdigit() and int(declared) > cap:
                 raise self._too_large(raw.status_code, int(declared))
-            for chunk in raw.raw.stream(_CHUNK, decode_content=False):
+            connection = getattr(response, "connection", None)
+            sock = getattr(connection, "sock", None)
+            while True:
+                left = finish_by - monotonic()
+                if left <= 0:
+                    raise _too_slow(size)
+                if sock is not None:
+                    sock.settimeout(left)  # this read may wait only for what the bound leaves
+                # read1: one read from the socket, so a trickle returns to this check often
+                chunk = response.read1(_CHUNK, decode_content=False)
+                if not chunk:
+                    break
                 size += len(chunk)
                 if size > cap:
                     raise self._too_large(raw.status_code, size)

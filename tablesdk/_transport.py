@@ -784,8 +784,8 @@ class Transport:
         clock): each attempt's timeout is capped to the time left, no back-off
         sleeps past it, and running out raises
         :class:`~tablesdk._errors.RequestTimeoutError` saying so. The read timeout
-        bounds each wait for bytes, so a response that keeps trickling in can
-        still finish after the deadline (docs/retries.md). Responses with
+        bounds each wait for bytes and the whole answer (the senders enforce
+        both), so a response that keeps trickling in ends at the deadline too. Responses with
         status < 300 are returned unless ``check`` raises a
         :class:`~tablesdk._errors.TableServiceError` for them, which is then handled
         like an error answer (classified, retried, flagged ambiguous); a 3xx

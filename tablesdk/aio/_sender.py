@@ -162,7 +162,10 @@ class AiohttpSender:
         try:
             async with self._get_session().request(
                 request.method, self._url_type(request.url, encoded=True), headers=headers, data=request.body,
-                timeout=aiohttp.ClientTimeout(sock_connect=connect, sock_read=read), allow_redirects=False,
+                # total: the read timeout bounds the whole exchange too, so a trickled answer
+                # cannot outlast it (the transport caps it to what the deadline leaves).
+                timeout=aiohttp.ClientTimeout(total=read, sock_connect=connect, sock_read=read),
+                allow_redirects=False,
             ) as raw:
                 body = await self._read(raw)
                 return HttpResponse(raw.status, CaseInsensitiveDict(raw.headers.items()), body)
