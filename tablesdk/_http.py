@@ -355,6 +355,10 @@ class RequestsSender:
                 refused=_is_refused(exc),
             ) from None
         except requests.RequestException as exc:
+            if isinstance(_inner(exc), urllib3.exceptions.HTTPError):
+                # urllib3 refused the answer (two different Content-Length headers, ...): the
+                # request went out and what the server did is unknown, as with a cut connection
+                raise SendError(_exception_reason(exc)) from None
             raise SendError(_exception_reason(exc), invalid=True) from None
         return HttpResponse(status=raw.status_code, headers=raw.headers, body=body)
 
