@@ -10,6 +10,7 @@ import logging as _logging
 
 from ._version import __version__
 from ._account import CloudStorageAccount
+from ._actions import TableBatchOperation, TableOperation, TableResult
 from ._auth import (
     BearerTokenCredential,
     SasCredential,
@@ -63,6 +64,7 @@ from ._query import (
     reverse_ticks,
 )
 from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable
+from ._table import CloudTable, TableContext
 from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 from ._transport import OperationContext
 
@@ -71,6 +73,11 @@ __all__ = [
     "CloudStorageAccount",
     "CloudTableClient",
     "TableServiceContext",
+    "CloudTable",
+    "TableContext",
+    "TableOperation",
+    "TableBatchOperation",
+    "TableResult",
     "UnsavedChangesWarning",
     "TableEntity",
     "DynamicEntity",

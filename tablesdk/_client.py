@@ -50,6 +50,7 @@ from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
     from ._context import TableServiceContext
+    from ._table import CloudTable
 
 __all__ = ["CloudTableClient", "SendingRequest", "RequestHook", "MAX_URI_SEGMENT_LENGTH", "LOCATION_MODES"]
 
@@ -374,6 +375,12 @@ class CloudTableClient(ClientCore):
         """
         validate_table_name(table_name)
         return TableQuery(self, table_name, entity_type)
+
+    def get_table_reference(self, table_name: str) -> CloudTable:
+        """The table ``table_name`` as a :class:`~tablesdk.CloudTable` (no request is sent)."""
+        from ._table import CloudTable
+
+        return CloudTable(self, table_name)
 
     def get_table_service_context(self, **options: Any) -> TableServiceContext:
         """A new :class:`~tablesdk._context.TableServiceContext` bound to this client."""

@@ -14,11 +14,14 @@ from ._bulk import bulk_insert
 from ._client import AsyncCloudTableClient
 from ._context import AsyncTableServiceContext
 from ._query import AsyncQuerySource, AsyncTableQuery
+from ._table import AsyncCloudTable, AsyncTableContext
 
 __all__ = [
     "AsyncCloudTableClient",
     "AsyncTableServiceContext",
     "AsyncTableQuery",
+    "AsyncCloudTable",
+    "AsyncTableContext",
     "AsyncQuerySource",
     "AiohttpSender",
     "AsyncSender",

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .._account import CloudStorageAccount
     from .._client import RequestHook
     from ._context import AsyncTableServiceContext
+    from ._table import AsyncCloudTable
 
 __all__ = ["AsyncCloudTableClient"]
 
@@ -236,6 +237,12 @@ class AsyncCloudTableClient(ClientCore):
     def create_query(self, table_name: str, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
         """An async query over ``table_name`` materialising ``entity_type`` (no tracking)."""
         return AsyncTableQuery(self, table_name, entity_type)
+
+    def get_table_reference(self, table_name: str) -> AsyncCloudTable:
+        """The table ``table_name`` as an :class:`~tablesdk.aio.AsyncCloudTable` (no request is sent)."""
+        from ._table import AsyncCloudTable
+
+        return AsyncCloudTable(self, table_name)
 
     def get_table_service_context(self, **options: Any) -> AsyncTableServiceContext:
         """A new :class:`~tablesdk.aio.AsyncTableServiceContext` bound to this client."""

@@ -1,0 +1,306 @@
+"""Table-scoped actions, as in the storage team's Java client: TableOperation, TableBatchOperation, TableResult.
+
+An action says what to do to one entity, not where: the table that executes it
+supplies the table name (``table.execute(op)``, ``table.execute_batch(batch)``).
+An operation keeps a reference to its entity and reads it when executed, so the
+same operation can be executed again after the entity changed (the seeds'
+heartbeat: a merge re-executed as its entity's counters grow); each success puts
+the new ETag on the entity, so the next conditional write matches.
+
+This module decides nothing about the wire: executing turns each action into a
+:class:`~tablesdk._batch.BatchOperation`, and the client's flows send it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from ._edm import EntityPayload
+from ._entity import AnyEntity, DynamicEntity, entity_from_payload, entity_to_payload
+from ._errors import TableValidationError
+
+__all__ = ["TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS"]
+
+#: The most operations one entity group transaction may hold (the service's limit).
+MAX_BATCH_OPERATIONS = 100
+
+R = TypeVar("R", bound=AnyEntity)
+
+_CONDITIONAL = frozenset({BatchOperationKind.UPDATE, BatchOperationKind.MERGE, BatchOperationKind.DELETE})
+
+
+@dataclass
+class TableResult(Generic[R]):
+    """What one executed action returned: the HTTP status, the entity's new ETag and the entity.
+
+    ``status`` is the service's status for the operation (201 or 204 for an
+    insert, 204 for other writes, 200 for a retrieve, 404 for a retrieve of a
+    missing entity). ``etag`` is None after a delete and for a missing entity.
+    ``entity`` is the operation's own entity (its ``etag`` updated) for writes,
+    the entity read for a retrieve, and None when there was none.
+    """
+
+    status: int
+    etag: str | None
+    entity: R | None
+
+
+class TableOperation(Generic[R]):
+    """One action on one entity, built with a factory method: ``TableOperation.insert(entity)``.
+
+    ``merge``, ``replace`` and ``delete`` are conditional on the entity's
+    ``etag`` when executed (set it to ``"*"`` for an unconditional write); the
+    ``insert_or_*`` upserts are unconditional. ``retrieve`` reads one entity by
+    its keys as ``entity_type``.
+    """
+
+    __slots__ = ("kind", "entity", "partition_key", "row_key", "entity_type", "select", "echo_content")
+
+    def __init__(
+        self,
+        kind: BatchOperationKind,
+        entity: R | None,
+        partition_key: str,
+        row_key: str,
+        entity_type: type[R] | None = None,
+        select: Sequence[str] | None = None,
+        echo_content: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.entity = entity
+        self.partition_key = partition_key
+        self.row_key = row_key
+        self.entity_type = entity_type
+        self.select = tuple(select) if select is not None else None
+        self.echo_content = echo_content
+
+    # ------------------------------------------------------------ factories
+
+    @classmethod
+    def insert(cls, entity: R, *, echo_content: bool = False) -> TableOperation[R]:
+        """Insert ``entity``; the service refuses it (409) if the keys exist."""
+        return cls._for(BatchOperationKind.INSERT, entity, echo_content=echo_content)
+
+    @classmethod
+    def replace(cls, entity: R) -> TableOperation[R]:
+        """Replace the stored entity with ``entity``, if its ETag still matches (412 if not)."""
+        return cls._for(BatchOperationKind.UPDATE, entity)
+
+    @classmethod
+    def merge(cls, entity: R) -> TableOperation[R]:
+        """Merge ``entity``'s properties into the stored entity, if its ETag still matches."""
+        return cls._for(BatchOperationKind.MERGE, entity)
+
+    @classmethod
+    def delete(cls, entity: R) -> TableOperation[R]:
+        """Delete the stored entity, if ``entity``'s ETag still matches."""
+        return cls._for(BatchOperationKind.DELETE, entity)
+
+    @classmethod
+    def insert_or_replace(cls, entity: R) -> TableOperation[R]:
+        """Insert ``entity``, or replace the stored one whatever its ETag."""
+        return cls._for(BatchOperationKind.INSERT_OR_REPLACE, entity)
+
+    @classmethod
+    def insert_or_merge(cls, entity: R) -> TableOperation[R]:
+        """Insert ``entity``, or merge it into the stored one whatever its ETag."""
+        return cls._for(BatchOperationKind.INSERT_OR_MERGE, entity)
+
+    @overload
+    @classmethod
+    def retrieve(
+        cls, partition_key: str, row_key: str, *, select: Sequence[str] | None = None
+    ) -> TableOperation[DynamicEntity]: ...
+
+    @overload
+    @classmethod
+    def retrieve(
+        cls, partition_key: str, row_key: str, entity_type: type[R], *, select: Sequence[str] | None = None
+    ) -> TableOperation[R]: ...
+
+    @classmethod
+    def retrieve(
+        cls,
+        partition_key: str,
+        row_key: str,
+        entity_type: type[Any] = DynamicEntity,
+        *,
+        select: Sequence[str] | None = None,
+    ) -> TableOperation[Any]:
+        """Read the entity with these keys as ``entity_type`` (a missing entity is a 404 result, not an error)."""
+        _check_key("PartitionKey", partition_key)
+        _check_key("RowKey", row_key)
+        return TableOperation(BatchOperationKind.RETRIEVE, None, partition_key, row_key, entity_type, select)
+
+    @classmethod
+    def _for(cls, kind: BatchOperationKind, entity: R, *, echo_content: bool = False) -> TableOperation[R]:
+        if entity is None:
+            raise TypeError(f"TableOperation.{kind.value} needs an entity")
+        partition_key = getattr(entity, "PartitionKey", None)
+        row_key = getattr(entity, "RowKey", None)
+        _check_key("PartitionKey", partition_key)
+        _check_key("RowKey", row_key)
+        assert isinstance(partition_key, str) and isinstance(row_key, str)
+        return cls(kind, entity, partition_key, row_key, echo_content=echo_content)
+
+    # ------------------------------------------------------------ execution support
+
+    def to_batch_operation(self, table: str) -> BatchOperation:
+        """This action on ``table`` as the client's operation, from the entity's values now."""
+        if self.kind is BatchOperationKind.RETRIEVE:
+            return BatchOperation(self.kind, table, self.partition_key, self.row_key, None, None)
+        entity = self.entity
+        assert entity is not None
+        # The keys are read again: an entity whose keys changed since the operation was made
+        # is addressed by its current keys, like every later write of it.
+        payload = entity_to_payload(entity) if self.kind is not BatchOperationKind.DELETE else None
+        partition_key = payload.values["PartitionKey"] if payload is not None else entity.PartitionKey
+        row_key = payload.values["RowKey"] if payload is not None else entity.RowKey
+        etag = entity.etag if self.kind in _CONDITIONAL else None
+        if self.kind in _CONDITIONAL and not etag:
+            raise TableValidationError(
+                "etag",
+                f"TableOperation.{_FACTORY[self.kind]} is conditional on the entity's ETag",
+                "execute an insert or retrieve first, or set entity.etag = '*' to write unconditionally",
+            )
+        return BatchOperation(self.kind, table, partition_key, row_key, payload, etag, self.echo_content)
+
+    def result(self, answer: BatchOperationResult) -> TableResult[R]:
+        """The :class:`TableResult` of this action for the service's ``answer``; updates the entity's ETag."""
+        if self.kind is BatchOperationKind.RETRIEVE:
+            return self.retrieved(answer.payload, answer.status)
+        entity = self.entity
+        assert entity is not None
+        if answer.etag:
+            entity.etag = answer.etag
+        return TableResult(answer.status, answer.etag, entity)
+
+    def retrieved(self, payload: EntityPayload | None, status: int = 200) -> TableResult[R]:
+        """The :class:`TableResult` of a retrieve: the entity read from ``payload``, or a 404 without one."""
+        if payload is None:
+            return TableResult(404, None, None)
+        entity_type: type[Any] = self.entity_type or DynamicEntity
+        entity: R = entity_from_payload(entity_type, payload)
+        return TableResult(status, entity.etag, entity)
+
+    def __repr__(self) -> str:
+        name = _FACTORY[self.kind]
+        return f"TableOperation.{name}(PartitionKey={self.partition_key!r}, RowKey={self.row_key!r})"
+
+
+_FACTORY = {
+    BatchOperationKind.INSERT: "insert",
+    BatchOperationKind.UPDATE: "replace",
+    BatchOperationKind.MERGE: "merge",
+    BatchOperationKind.DELETE: "delete",
+    BatchOperationKind.INSERT_OR_REPLACE: "insert_or_replace",
+    BatchOperationKind.INSERT_OR_MERGE: "insert_or_merge",
+    BatchOperationKind.RETRIEVE: "retrieve",
+}
+
+
+def _check_key(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise TableValidationError(name, "a key must be a str", f"got {type(value).__name__}")
+
+
+class TableBatchOperation(Generic[R]):
+    """The actions of one entity group transaction, checked as they are added.
+
+    All operations address one partition, at most 100 of them, each entity
+    (RowKey) at most once, and a retrieve only when it is the batch's only
+    operation: adding one that breaks a rule raises
+    :class:`~tablesdk.TableValidationError` naming the operation's index, and
+    the batch is left as it was. Execute it with ``table.execute_batch(batch)``.
+    """
+
+    def __init__(self, operations: Iterable[TableOperation[R]] = ()) -> None:
+        self._operations: list[TableOperation[R]] = []
+        self._row_keys: set[str] = set()
+        self.extend(operations)
+
+    def add(self, operation: TableOperation[R]) -> None:
+        """Append ``operation`` after checking the batch's rules."""
+        index = len(self._operations)
+        where = f"batch operation {index}"
+        if not isinstance(operation, TableOperation):
+            raise TypeError(f"{where}: a TableBatchOperation holds TableOperations, not {type(operation).__name__}")
+        if index >= MAX_BATCH_OPERATIONS:
+            raise TableValidationError(where, f"a batch holds at most {MAX_BATCH_OPERATIONS} operations")
+        if self._operations:
+            first = self._operations[0]
+            if first.kind is BatchOperationKind.RETRIEVE or operation.kind is BatchOperationKind.RETRIEVE:
+                raise TableValidationError(where, "a retrieve must be the only operation of its batch")
+            if operation.partition_key != first.partition_key:
+                raise TableValidationError(
+                    where,
+                    "every operation of a batch must address the same PartitionKey",
+                    f"{operation.partition_key!r}, the batch's is {first.partition_key!r}",
+                )
+        if operation.row_key in self._row_keys:
+            raise TableValidationError(
+                where, "a batch may address each entity once", f"RowKey {operation.row_key!r} is already in it"
+            )
+        self._operations.append(operation)
+        self._row_keys.add(operation.row_key)
+
+    def extend(self, operations: Iterable[TableOperation[R]]) -> None:
+        """Add each of ``operations`` in order (stopping at the first that breaks a rule)."""
+        for operation in operations:
+            self.add(operation)
+
+    def insert(self, entity: R, *, echo_content: bool = False) -> None:
+        """Add ``TableOperation.insert(entity)``."""
+        self.add(TableOperation.insert(entity, echo_content=echo_content))
+
+    def replace(self, entity: R) -> None:
+        """Add ``TableOperation.replace(entity)``."""
+        self.add(TableOperation.replace(entity))
+
+    def merge(self, entity: R) -> None:
+        """Add ``TableOperation.merge(entity)``."""
+        self.add(TableOperation.merge(entity))
+
+    def delete(self, entity: R) -> None:
+        """Add ``TableOperation.delete(entity)``."""
+        self.add(TableOperation.delete(entity))
+
+    def insert_or_replace(self, entity: R) -> None:
+        """Add ``TableOperation.insert_or_replace(entity)``."""
+        self.add(TableOperation.insert_or_replace(entity))
+
+    def insert_or_merge(self, entity: R) -> None:
+        """Add ``TableOperation.insert_or_merge(entity)``."""
+        self.add(TableOperation.insert_or_merge(entity))
+
+    def retrieve(
+        self, partition_key: str, row_key: str, entity_type: type[R] = DynamicEntity,  # type: ignore[assignment]
+        *, select: Sequence[str] | None = None,
+    ) -> None:
+        """Add ``TableOperation.retrieve(...)`` (only into an empty batch)."""
+        self.add(TableOperation.retrieve(partition_key, row_key, entity_type, select=select))
+
+    def to_batch_operations(self, table: str) -> list[BatchOperation]:
+        """The client's operations for executing this batch on ``table`` (an empty batch is refused)."""
+        if not self._operations:
+            raise TableValidationError("batch", "a batch needs at least one operation")
+        return [operation.to_batch_operation(table) for operation in self._operations]
+
+    def results(self, answers: Sequence[BatchOperationResult]) -> list[TableResult[R]]:
+        """One :class:`TableResult` per operation, in order, from the service's answers."""
+        return [operation.result(answer) for operation, answer in zip(self._operations, answers, strict=True)]
+
+    def __len__(self) -> int:
+        return len(self._operations)
+
+    def __iter__(self) -> Iterator[TableOperation[R]]:
+        return iter(self._operations)
+
+    def __getitem__(self, index: int) -> TableOperation[R]:
+        return self._operations[index]
+
+    def __repr__(self) -> str:
+        return f"TableBatchOperation({self._operations!r})"

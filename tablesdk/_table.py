@@ -1,0 +1,311 @@
+"""CloudTable: one table of a client, as .NET's CloudTable and the Java client's table reference.
+
+``client.get_table_reference("Orders")`` is cheap (no request). The table object has
+the table's own operations (create, delete, exists, ACLs), every entity operation of
+the client without the table argument (a test compares the two so they cannot drift
+apart), the seeds' actions (``execute`` / ``execute_batch`` of
+:class:`~tablesdk.TableOperation` / :class:`~tablesdk.TableBatchOperation`) and a
+context whose table arguments are filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+from ._actions import R, TableBatchOperation, TableOperation, TableResult
+from ._batch import BatchOperationKind
+from ._bulk import BulkMode, BulkResult, ProgressCallback
+from ._edm import EntityPayload
+from ._entity import AnyEntity, DynamicEntity, E, TableEntity
+from ._errors import ResourceNotFoundError, TableErrorCode
+from ._query import ContinuationToken, TableQuery
+from ._retry import RetryPolicy
+from ._service import AccessPolicy
+from ._transport import OperationContext
+
+if TYPE_CHECKING:
+    from ._client import CloudTableClient, RequestHook
+    from ._context import DataServiceResponse, SaveChangesOptions, TableServiceContext
+
+__all__ = ["CloudTable", "TableContext", "is_missing_entity"]
+
+
+def is_missing_entity(error: ResourceNotFoundError) -> bool:
+    """True when a 404 says the entity is missing (a retrieve's 404 result), not the table."""
+    return error.error_code != TableErrorCode.TABLE_NOT_FOUND
+
+
+class CloudTable:
+    """One table of a :class:`~tablesdk.CloudTableClient`; get it with ``client.get_table_reference(name)``."""
+
+    def __init__(self, client: CloudTableClient, name: str) -> None:
+        from ._entity import validate_table_name
+
+        validate_table_name(name)
+        self.client = client
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"CloudTable({self.name!r})"
+
+    # ------------------------------------------------------------ the table itself
+
+    def create(self, *, operation_context: OperationContext | None = None) -> None:
+        """Create the table; raises :class:`~tablesdk.ConflictError` if it exists."""
+        self.client.create_table(self.name, operation_context=operation_context)
+
+    def create_if_not_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+        """Create the table unless it exists; True when this call created it."""
+        return self.client.create_table_if_not_exists(self.name, operation_context=operation_context)
+
+    def delete(self, *, operation_context: OperationContext | None = None) -> None:
+        """Delete the table; raises :class:`~tablesdk.ResourceNotFoundError` if it does not exist."""
+        self.client.delete_table(self.name, operation_context=operation_context)
+
+    def delete_if_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+        """Delete the table if it exists; True when this call deleted it."""
+        return self.client.delete_table_if_exists(self.name, operation_context=operation_context)
+
+    def exists(self, *, operation_context: OperationContext | None = None) -> bool:
+        """Whether the table exists."""
+        return self.client.table_exists(self.name, operation_context=operation_context)
+
+    def get_acl(self, *, operation_context: OperationContext | None = None) -> dict[str, AccessPolicy]:
+        """The table's stored access policies, by policy id."""
+        return self.client.get_table_acl(self.name, operation_context=operation_context)
+
+    def set_acl(
+        self, policies: dict[str, AccessPolicy], *, operation_context: OperationContext | None = None
+    ) -> None:
+        """Replace the table's stored access policies; ``{}`` removes them all."""
+        self.client.set_table_acl(self.name, policies, operation_context=operation_context)
+
+    # ------------------------------------------------------------ actions
+
+    def execute(
+        self, operation: TableOperation[R], *, operation_context: OperationContext | None = None
+    ) -> TableResult[R]:
+        """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error."""
+        if operation.kind is BatchOperationKind.RETRIEVE:
+            try:
+                payload = self.client.get_entity_payload(
+                    self.name, operation.partition_key, operation.row_key,
+                    select=operation.select, operation_context=operation_context,
+                )
+            except ResourceNotFoundError as error:
+                if not is_missing_entity(error):
+                    raise
+                return operation.retrieved(None)
+            return operation.retrieved(payload)
+        answer = self.client.execute_operation(
+            operation.to_batch_operation(self.name), operation_context=operation_context
+        )
+        return operation.result(answer)
+
+    def execute_batch(
+        self,
+        batch: TableBatchOperation[R],
+        *,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> list[TableResult[R]]:
+        """Execute ``batch`` as one entity group transaction; one result per operation, in order.
+
+        A refused transaction raises :class:`~tablesdk.BatchError` with the failing
+        operation's ``failed_index``; nothing was written.
+        """
+        answers = self.client.execute_batch(
+            batch.to_batch_operations(self.name), retry_policy=retry_policy, operation_context=operation_context
+        )
+        return batch.results(answers)
+
+    # ------------------------------------------------------------ entity operations (as the client's)
+
+    @overload
+    def create_query(self) -> TableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, entity_type: type[E]) -> TableQuery[E]: ...
+
+    def create_query(self, entity_type: type[Any] = DynamicEntity) -> TableQuery[Any]:
+        """A query over this table materialising ``entity_type`` (no tracking)."""
+        return self.client.create_query(self.name, entity_type)
+
+    def get_table_service_context(self, **options: Any) -> TableContext:
+        """A new context bound to this table (its methods take no table argument)."""
+        return TableContext(self.client.get_table_service_context(**options), self.name)
+
+    def query_entity_payloads(
+        self,
+        *,
+        filter: str | None = None,
+        select: Sequence[str] | None = None,
+        top: int | None = None,
+        continuation_token: ContinuationToken | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
+        """One page of Query Entities as payloads, with the token of the next page."""
+        return self.client.query_entity_payloads(
+            self.name, filter=filter, select=select, top=top, continuation_token=continuation_token,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+
+    def get_entity_payload(
+        self,
+        partition_key: str,
+        row_key: str,
+        *,
+        select: Sequence[str] | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> EntityPayload:
+        """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent."""
+        return self.client.get_entity_payload(
+            self.name, partition_key, row_key, select=select, retry_policy=retry_policy,
+            operation_context=operation_context, request_hook=request_hook,
+        )
+
+    def bulk_insert(
+        self,
+        entities: Iterable[TableEntity | DynamicEntity],
+        mode: BulkMode = "insert",
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        *,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write many entities as concurrent entity group transactions (see the client's ``bulk_insert``)."""
+        return self.client.bulk_insert(self.name, entities, mode, max_workers, progress, retry_policy=retry_policy)
+
+    @overload
+    def get_entity(
+        self, partition_key: str, row_key: str,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> DynamicEntity: ...
+
+    @overload
+    def get_entity(
+        self, partition_key: str, row_key: str, entity_type: type[E],
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> E: ...
+
+    def get_entity(
+        self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> AnyEntity:
+        """One entity by its keys, materialised as ``entity_type`` (untracked)."""
+        entity: AnyEntity = self.client.get_entity(
+            self.name, partition_key, row_key, entity_type, select=select, operation_context=operation_context
+        )
+        return entity
+
+    def insert_entity(
+        self, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+    ) -> str | None:
+        """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
+        return self.client.insert_entity(self.name, entity, operation_context=operation_context)
+
+    def update_entity(
+        self,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        etag: str | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> str | None:
+        """Merge (default) or replace an existing entity, conditional on ``etag`` (default ``entity.etag``)."""
+        return self.client.update_entity(self.name, entity, mode=mode, etag=etag, operation_context=operation_context)
+
+    def upsert_entity(
+        self,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        operation_context: OperationContext | None = None,
+    ) -> str | None:
+        """Insert or merge (default) / insert or replace an entity."""
+        return self.client.upsert_entity(self.name, entity, mode=mode, operation_context=operation_context)
+
+    def delete_entity(
+        self,
+        entity: TableEntity | DynamicEntity | None = None,
+        *,
+        partition_key: str | None = None,
+        row_key: str | None = None,
+        etag: str | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> None:
+        """Delete an entity, conditional on its ETag (``etag="*"``: whatever the stored version)."""
+        self.client.delete_entity(
+            self.name, entity, partition_key=partition_key, row_key=row_key, etag=etag,
+            operation_context=operation_context,
+        )
+
+
+class TableContext:
+    """A :class:`~tablesdk.TableServiceContext` bound to one table: the table arguments are filled in.
+
+    ``context`` is the underlying context (its tracking, events and options);
+    every call here goes to it.
+    """
+
+    def __init__(self, context: TableServiceContext, table: str) -> None:
+        self.context = context
+        self.table = table
+
+    def add_object(self, entity: AnyEntity) -> None:
+        """Track ``entity`` for insertion at the next save."""
+        self.context.add_object(self.table, entity)
+
+    def attach_to(self, entity: AnyEntity, etag: str | None = None) -> None:
+        """Track an entity read elsewhere, as unchanged, with ``etag`` (default ``entity.etag``)."""
+        self.context.attach_to(self.table, entity, etag)
+
+    def upsert_object(self, entity: AnyEntity, replace: bool = False) -> None:
+        """Track ``entity`` for an insert-or-merge (``replace``: insert-or-replace) at the next save."""
+        self.context.upsert_object(self.table, entity, replace)
+
+    def update_object(self, entity: AnyEntity) -> None:
+        """Mark a tracked entity changed."""
+        self.context.update_object(entity)
+
+    def delete_object(self, entity: AnyEntity) -> None:
+        """Mark a tracked entity for deletion."""
+        self.context.delete_object(entity)
+
+    def detach(self, entity: AnyEntity) -> bool:
+        """Stop tracking ``entity``; True when it was tracked."""
+        return self.context.detach(entity)
+
+    @overload
+    def create_query(self) -> TableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, entity_type: type[E]) -> TableQuery[E]: ...
+
+    def create_query(self, entity_type: type[Any] = DynamicEntity) -> TableQuery[Any]:
+        """A tracked query over the table."""
+        return self.context.create_query(self.table, entity_type)
+
+    @overload
+    def get(self, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+
+    @overload
+    def get(self, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+
+    def get(self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity) -> Any:
+        """Point lookup of one entity, tracked per the context's ``merge_option``."""
+        return self.context.get(self.table, partition_key, row_key, entity_type)
+
+    def save_changes(self, options: SaveChangesOptions | None = None) -> DataServiceResponse:
+        """Save the pending changes (see :meth:`tablesdk.TableServiceContext.save_changes`)."""
+        if options is None:
+            return self.context.save_changes()
+        return self.context.save_changes(options)
+
+    def __repr__(self) -> str:
+        return f"TableContext({self.table!r})"

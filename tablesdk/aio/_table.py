@@ -1,0 +1,301 @@
+"""AsyncCloudTable: :class:`tablesdk.CloudTable`, awaitable (``client.get_table_reference(name)``).
+
+The actions and their results are the sync module's (:mod:`tablesdk._actions`); only
+the sending is awaited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+from .._actions import R, TableBatchOperation, TableOperation, TableResult
+from .._batch import BatchOperationKind
+from .._bulk import BulkMode, BulkResult, ProgressCallback
+from .._edm import EntityPayload
+from .._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
+from .._errors import ResourceNotFoundError
+from .._query import ContinuationToken
+from .._retry import RetryPolicy
+from .._service import AccessPolicy
+from .._table import is_missing_entity
+from .._transport import OperationContext
+from ._query import AsyncTableQuery
+
+if TYPE_CHECKING:
+    from .._client import RequestHook
+    from .._context import DataServiceResponse, SaveChangesOptions
+    from ._client import AsyncCloudTableClient
+    from ._context import AsyncTableServiceContext
+
+__all__ = ["AsyncCloudTable", "AsyncTableContext"]
+
+
+class AsyncCloudTable:
+    """One table of an :class:`~tablesdk.aio.AsyncCloudTableClient`: every method of
+    :class:`tablesdk.CloudTable`, awaitable."""
+
+    def __init__(self, client: AsyncCloudTableClient, name: str) -> None:
+        validate_table_name(name)
+        self.client = client
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"AsyncCloudTable({self.name!r})"
+
+    # ------------------------------------------------------------ the table itself
+
+    async def create(self, *, operation_context: OperationContext | None = None) -> None:
+        """Create the table; raises :class:`~tablesdk.ConflictError` if it exists."""
+        await self.client.create_table(self.name, operation_context=operation_context)
+
+    async def create_if_not_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+        """Create the table unless it exists; True when this call created it."""
+        return await self.client.create_table_if_not_exists(self.name, operation_context=operation_context)
+
+    async def delete(self, *, operation_context: OperationContext | None = None) -> None:
+        """Delete the table; raises :class:`~tablesdk.ResourceNotFoundError` if it does not exist."""
+        await self.client.delete_table(self.name, operation_context=operation_context)
+
+    async def delete_if_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+        """Delete the table if it exists; True when this call deleted it."""
+        return await self.client.delete_table_if_exists(self.name, operation_context=operation_context)
+
+    async def exists(self, *, operation_context: OperationContext | None = None) -> bool:
+        """Whether the table exists."""
+        return await self.client.table_exists(self.name, operation_context=operation_context)
+
+    async def get_acl(self, *, operation_context: OperationContext | None = None) -> dict[str, AccessPolicy]:
+        """The table's stored access policies, by policy id."""
+        return await self.client.get_table_acl(self.name, operation_context=operation_context)
+
+    async def set_acl(
+        self, policies: dict[str, AccessPolicy], *, operation_context: OperationContext | None = None
+    ) -> None:
+        """Replace the table's stored access policies; ``{}`` removes them all."""
+        await self.client.set_table_acl(self.name, policies, operation_context=operation_context)
+
+    # ------------------------------------------------------------ actions
+
+    async def execute(
+        self, operation: TableOperation[R], *, operation_context: OperationContext | None = None
+    ) -> TableResult[R]:
+        """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error."""
+        if operation.kind is BatchOperationKind.RETRIEVE:
+            try:
+                payload = await self.client.get_entity_payload(
+                    self.name, operation.partition_key, operation.row_key,
+                    select=operation.select, operation_context=operation_context,
+                )
+            except ResourceNotFoundError as error:
+                if not is_missing_entity(error):
+                    raise
+                return operation.retrieved(None)
+            return operation.retrieved(payload)
+        answer = await self.client.execute_operation(
+            operation.to_batch_operation(self.name), operation_context=operation_context
+        )
+        return operation.result(answer)
+
+    async def execute_batch(
+        self,
+        batch: TableBatchOperation[R],
+        *,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> list[TableResult[R]]:
+        """Execute ``batch`` as one entity group transaction; one result per operation, in order."""
+        answers = await self.client.execute_batch(
+            batch.to_batch_operations(self.name), retry_policy=retry_policy, operation_context=operation_context
+        )
+        return batch.results(answers)
+
+    # ------------------------------------------------------------ entity operations (as the client's)
+
+    @overload
+    def create_query(self) -> AsyncTableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+
+    def create_query(self, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
+        """An async query over this table materialising ``entity_type`` (no tracking)."""
+        return self.client.create_query(self.name, entity_type)
+
+    def get_table_service_context(self, **options: Any) -> AsyncTableContext:
+        """A new async context bound to this table (its methods take no table argument)."""
+        return AsyncTableContext(self.client.get_table_service_context(**options), self.name)
+
+    async def query_entity_payloads(
+        self,
+        *,
+        filter: str | None = None,
+        select: Sequence[str] | None = None,
+        top: int | None = None,
+        continuation_token: ContinuationToken | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
+        """One page of Query Entities as payloads, with the token of the next page."""
+        return await self.client.query_entity_payloads(
+            self.name, filter=filter, select=select, top=top, continuation_token=continuation_token,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+        )
+
+    async def get_entity_payload(
+        self,
+        partition_key: str,
+        row_key: str,
+        *,
+        select: Sequence[str] | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> EntityPayload:
+        """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent."""
+        return await self.client.get_entity_payload(
+            self.name, partition_key, row_key, select=select, retry_policy=retry_policy,
+            operation_context=operation_context, request_hook=request_hook,
+        )
+
+    async def bulk_insert(
+        self,
+        entities: Iterable[TableEntity | DynamicEntity],
+        mode: BulkMode = "insert",
+        max_concurrency: int = 8,
+        progress: ProgressCallback | None = None,
+        *,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write many entities as concurrent entity group transactions (see the client's ``bulk_insert``)."""
+        return await self.client.bulk_insert(
+            self.name, entities, mode, max_concurrency, progress, retry_policy=retry_policy
+        )
+
+    @overload
+    async def get_entity(
+        self, partition_key: str, row_key: str,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> DynamicEntity: ...
+
+    @overload
+    async def get_entity(
+        self, partition_key: str, row_key: str, entity_type: type[E],
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> E: ...
+
+    async def get_entity(
+        self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+    ) -> AnyEntity:
+        """One entity by its keys, materialised as ``entity_type`` (untracked)."""
+        entity: AnyEntity = await self.client.get_entity(
+            self.name, partition_key, row_key, entity_type, select=select, operation_context=operation_context
+        )
+        return entity
+
+    async def insert_entity(
+        self, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+    ) -> str | None:
+        """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
+        return await self.client.insert_entity(self.name, entity, operation_context=operation_context)
+
+    async def update_entity(
+        self,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        etag: str | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> str | None:
+        """Merge (default) or replace an existing entity, conditional on ``etag`` (default ``entity.etag``)."""
+        return await self.client.update_entity(
+            self.name, entity, mode=mode, etag=etag, operation_context=operation_context
+        )
+
+    async def upsert_entity(
+        self,
+        entity: TableEntity | DynamicEntity,
+        *,
+        mode: str = "merge",
+        operation_context: OperationContext | None = None,
+    ) -> str | None:
+        """Insert or merge (default) / insert or replace an entity."""
+        return await self.client.upsert_entity(self.name, entity, mode=mode, operation_context=operation_context)
+
+    async def delete_entity(
+        self,
+        entity: TableEntity | DynamicEntity | None = None,
+        *,
+        partition_key: str | None = None,
+        row_key: str | None = None,
+        etag: str | None = None,
+        operation_context: OperationContext | None = None,
+    ) -> None:
+        """Delete an entity, conditional on its ETag (``etag="*"``: whatever the stored version)."""
+        await self.client.delete_entity(
+            self.name, entity, partition_key=partition_key, row_key=row_key, etag=etag,
+            operation_context=operation_context,
+        )
+
+
+class AsyncTableContext:
+    """An :class:`~tablesdk.aio.AsyncTableServiceContext` bound to one table (``context`` is the context)."""
+
+    def __init__(self, context: AsyncTableServiceContext, table: str) -> None:
+        self.context = context
+        self.table = table
+
+    def add_object(self, entity: AnyEntity) -> None:
+        """Track ``entity`` for insertion at the next save."""
+        self.context.add_object(self.table, entity)
+
+    def attach_to(self, entity: AnyEntity, etag: str | None = None) -> None:
+        """Track an entity read elsewhere, as unchanged, with ``etag`` (default ``entity.etag``)."""
+        self.context.attach_to(self.table, entity, etag)
+
+    def upsert_object(self, entity: AnyEntity, replace: bool = False) -> None:
+        """Track ``entity`` for an insert-or-merge (``replace``: insert-or-replace) at the next save."""
+        self.context.upsert_object(self.table, entity, replace)
+
+    def update_object(self, entity: AnyEntity) -> None:
+        """Mark a tracked entity changed."""
+        self.context.update_object(entity)
+
+    def delete_object(self, entity: AnyEntity) -> None:
+        """Mark a tracked entity for deletion."""
+        self.context.delete_object(entity)
+
+    def detach(self, entity: AnyEntity) -> bool:
+        """Stop tracking ``entity``; True when it was tracked."""
+        return self.context.detach(entity)
+
+    @overload
+    def create_query(self) -> AsyncTableQuery[DynamicEntity]: ...
+
+    @overload
+    def create_query(self, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+
+    def create_query(self, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
+        """A tracked async query over the table."""
+        return self.context.create_query(self.table, entity_type)
+
+    @overload
+    async def get(self, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+
+    @overload
+    async def get(self, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+
+    async def get(self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity) -> Any:
+        """Point lookup of one entity, tracked per the context's ``merge_option``."""
+        return await self.context.get(self.table, partition_key, row_key, entity_type)
+
+    async def save_changes(self, options: SaveChangesOptions | None = None) -> DataServiceResponse:
+        """Save the pending changes (see :meth:`tablesdk.aio.AsyncTableServiceContext.save_changes`)."""
+        if options is None:
+            return await self.context.save_changes()
+        return await self.context.save_changes(options)
+
+    def __repr__(self) -> str:
+        return f"AsyncTableContext({self.table!r})"
