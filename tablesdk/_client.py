@@ -24,6 +24,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._operations import (
+    user_agent_header,
     LOCATION_MODES,
     MAX_URI_SEGMENT_LENGTH,
     Call,
@@ -35,7 +36,6 @@ from ._operations import (
     query_string,
     run_flow,
 )
-from ._version import __version__
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from ._edm import EntityPayload
@@ -102,6 +102,10 @@ class CloudTableClient(ClientCore):
     ``"primary_then_secondary"`` (first attempt on the primary, retries
     alternating between the two, as the Microsoft clients do) or
     ``"secondary_only"``. Writes always go to the primary.
+
+    ``user_agent`` is the application's token for the ``User-Agent`` header,
+    sent ahead of ``tablesdk/<version> Python/<version> (<platform>)`` as the
+    Azure SDKs do (e.g. ``user_agent="orders-api/2.1"``).
     """
 
     #: Queries from this client may run pages on several threads at once (one pooled,
@@ -125,6 +129,7 @@ class CloudTableClient(ClientCore):
         sender: Sender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         location_mode: str = "primary_only",
+        user_agent: str | None = None,
     ) -> None:
         super().__init__(
             account, payload_format=payload_format, api_version=api_version,
@@ -138,7 +143,7 @@ class CloudTableClient(ClientCore):
             pool_size=pool_size,
             timeout=timeout,
             server_timeout=server_timeout,
-            user_agent=f"tablesdk/{__version__}",
+            user_agent=user_agent_header(user_agent),
             trust_env=trust_env,
             sender=sender,
             max_response_bytes=max_response_bytes,

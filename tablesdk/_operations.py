@@ -18,6 +18,8 @@ the flows themselves.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -54,6 +56,7 @@ from ._errors import (
     ResourceNotFoundError,
     TableErrorCode,
     TableServiceError,
+    TableValidationError,
     error_for_status,
 )
 from ._filter import FilterLike, as_filter, prop, render_filter
@@ -72,6 +75,7 @@ from ._service import (
     serialize_service_properties,
 )
 from ._transport import OperationContext
+from ._version import __version__
 
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
@@ -188,6 +192,36 @@ def check_listing_cycle(token: ContinuationToken, seen: set[str]) -> None:
 
 def _not_found() -> ResourceNotFoundError:
     return ResourceNotFoundError("The specified resource does not exist.", status_code=404, error_code=TableErrorCode.RESOURCE_NOT_FOUND.value)
+
+
+def user_agent_header(application: str | None) -> str:
+    """The ``User-Agent`` the clients send: ``[application ]tablesdk/<v> Python/<v> (<platform>)``.
+
+    As in the Azure SDKs, the application's token comes first, so it survives in
+    server logs that cut a long header. It must be printable ASCII without
+    control characters (it is a header value) and at most 256 characters.
+    """
+    base = f"tablesdk/{__version__} Python/{_python_version()} ({_platform()})"
+    if application is None:
+        return base
+    if not isinstance(application, str) or not application.strip():
+        raise TableValidationError("user_agent", "a non-empty str", f"got {application!r}")
+    if len(application) > 256 or not all(" " <= c <= "~" for c in application):
+        raise TableValidationError(
+            "user_agent", "at most 256 printable ASCII characters (it is sent as a header)", repr(application[:40])
+        )
+    return f"{application.strip()} {base}"
+
+
+@functools.cache
+def _platform() -> str:
+    import platform
+
+    return platform.platform(terse=True)
+
+
+def _python_version() -> str:
+    return "%d.%d.%d" % sys.version_info[:3]
 
 
 class ClientCore:

@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .._operations import Call, ClientCore, Flow, arun_flow, check_listing_cycle, error_from_response
-from .._version import __version__
+from .._operations import (
+    Call, ClientCore, Flow, arun_flow, check_listing_cycle, error_from_response, user_agent_header,
+)
 from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
@@ -48,7 +49,7 @@ class AsyncCloudTableClient(ClientCore):
     Takes the options of :class:`tablesdk.CloudTableClient` (``payload_format``,
     ``api_version``, ``retry_policy``, ``timeout``, ``server_timeout``,
     ``operation_deadline``, ``json_metadata``, ``echo_content``, ``trust_env``,
-    ``max_response_bytes``, ``location_mode``). ``pool_size`` (default 100)
+    ``max_response_bytes``, ``location_mode``, ``user_agent``). ``pool_size`` (default 100)
     bounds the open connections, and requests beyond it wait for a free one;
     ``sender`` replaces the HTTP layer (an :class:`~tablesdk.aio.AiohttpSender`
     by default). Use it as ``async with`` (or ``await client.close()``); it
@@ -72,6 +73,7 @@ class AsyncCloudTableClient(ClientCore):
         sender: AsyncSender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         location_mode: str = "primary_only",
+        user_agent: str | None = None,
     ) -> None:
         super().__init__(
             account, payload_format=payload_format, api_version=api_version,
@@ -85,7 +87,7 @@ class AsyncCloudTableClient(ClientCore):
             pool_size=pool_size,
             timeout=timeout,
             server_timeout=server_timeout,
-            user_agent=f"tablesdk/{__version__}",
+            user_agent=user_agent_header(user_agent),
             trust_env=trust_env,
             sender=sender,
             max_response_bytes=max_response_bytes,
