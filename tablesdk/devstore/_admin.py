@@ -122,14 +122,19 @@ def acl_from_json(text: str | None) -> list[StoredPolicy]:
 def render_acl(policies: list[StoredPolicy]) -> bytes:
     parts = [_DECL, "<SignedIdentifiers>"]
     for policy in policies:
-        parts.append(f"<SignedIdentifier><Id>{escape(policy.id)}</Id><AccessPolicy>")
-        if policy.start:
-            parts.append(f"<Start>{escape(policy.start)}</Start>")
-        if policy.expiry:
-            parts.append(f"<Expiry>{escape(policy.expiry)}</Expiry>")
-        if policy.permission:
-            parts.append(f"<Permission>{escape(policy.permission)}</Permission>")
-        parts.append("</AccessPolicy></SignedIdentifier>")
+        parts.append(f"<SignedIdentifier><Id>{escape(policy.id)}</Id>")
+        # An identifier without start, expiry or permission has no access policy: the service
+        # leaves the element out rather than writing an empty one.
+        if policy.start or policy.expiry or policy.permission:
+            parts.append("<AccessPolicy>")
+            if policy.start:
+                parts.append(f"<Start>{escape(policy.start)}</Start>")
+            if policy.expiry:
+                parts.append(f"<Expiry>{escape(policy.expiry)}</Expiry>")
+            if policy.permission:
+                parts.append(f"<Permission>{escape(policy.permission)}</Permission>")
+            parts.append("</AccessPolicy>")
+        parts.append("</SignedIdentifier>")
     parts.append("</SignedIdentifiers>")
     return "".join(parts).encode("utf-8")
 

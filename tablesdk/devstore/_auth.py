@@ -119,6 +119,16 @@ def _auth_failed(detail: str) -> PipelineError:
     return pipeline_error("AuthenticationFailed", detail=detail)
 
 
+def _same_signature(expected: str, given: str) -> bool:
+    """Constant-time comparison of a computed base64 signature with the one sent.
+
+    ``hmac.compare_digest`` refuses ``str`` with non-ASCII characters (TypeError),
+    and a signature sent as ``é`` or as ``sig=%FF%FE`` (decoded to U+FFFD) is just
+    a wrong signature: compare the UTF-8 bytes.
+    """
+    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "surrogatepass"))
+
+
 # ------------------------------------------------------------------ grants
 
 #: operation -> (table SAS letters needed (all of), account SAS alternatives (any of each group), srt)
@@ -259,7 +269,7 @@ def authenticate(
             )
         else:
             to_sign = shared_key_lite_string_to_sign(date, resource)
-        if hmac.compare_digest(sign(key, to_sign), signature):
+        if _same_signature(sign(key, to_sign), signature):
             return AuthResult(scheme)
     shown = (
         shared_key_string_to_sign(method, headers.get("content-md5", ""), headers.get("content-type", ""),
@@ -334,7 +344,7 @@ def _verify_sas(
         if not q.get("tn"):
             raise _auth_failed("A table service SAS must name its table (tn).")
         to_sign = table_sas_string_to_sign(account, q)
-    if not hmac.compare_digest(sign(key, to_sign), q.get("sig", "")):
+    if not _same_signature(sign(key, to_sign), q.get("sig", "")):
         raise _auth_failed(
             "Signature did not match. String to sign used was " + to_sign.replace("\n", "\\n")
         )
@@ -354,8 +364,12 @@ def _verify_sas(
     if protocol == "https" and not secure:
         raise pipeline_error("AuthorizationProtocolMismatch")
     ip_range = q.get("sip", "")
-    if ip_range and not _ip_allowed(ip_range, client_ip):
-        raise pipeline_error("AuthorizationSourceIPMismatch", client_ip)
+    if ip_range:
+        bounds = _ipv4_range(ip_range)
+        if bounds is None:  # the service takes IPv4 addresses only (one, or low-high)
+            raise _auth_failed(f"The signed IP range '{ip_range}' is not an IPv4 address or range.")
+        if not _ip_in(bounds, client_ip):
+            raise pipeline_error("AuthorizationSourceIPMismatch", client_ip)
     permissions = q.get("sp", "")
     if is_account:
         services = q.get("ss", "")
@@ -371,12 +385,27 @@ def _verify_sas(
     return AuthResult("SAS", sas=grant, version_override=version)
 
 
-def _ip_allowed(ip_range: str, client_ip: str) -> bool:
+def _ipv4_range(ip_range: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address] | None:
+    """(low, high) of a SAS ``sip`` (``a.b.c.d`` or ``low-high``); None when it is not IPv4."""
+    low_text, _, high_text = ip_range.partition("-")
+    try:
+        low = ipaddress.IPv4Address(low_text.strip())
+        high = ipaddress.IPv4Address(high_text.strip()) if high_text else low
+    except ValueError:
+        return None
+    return low, high
+
+
+def _ip_in(bounds: tuple[ipaddress.IPv4Address, ipaddress.IPv4Address], client_ip: str) -> bool:
+    """Whether the client is inside the range; an IPv6 client never is (IPv4 and IPv6
+    addresses do not compare: that was a TypeError, a 500)."""
     try:
         client = ipaddress.ip_address(client_ip)
-        low_text, _, high_text = ip_range.partition("-")
-        low = ipaddress.ip_address(low_text)
-        high = ipaddress.ip_address(high_text) if high_text else low
-        return low <= client <= high  # type: ignore[operator]
     except ValueError:
         return False
+    if not isinstance(client, ipaddress.IPv4Address):
+        mapped = client.ipv4_mapped
+        if mapped is None:
+            return False
+        client = mapped
+    return bounds[0] <= client <= bounds[1]

@@ -8,7 +8,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, MAX_BODY, Request, Response, TableService
 from ._storage import Storage
@@ -41,6 +41,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     do_POST = do_PUT = do_DELETE = do_MERGE = do_PATCH = do_HEAD = do_OPTIONS = do_GET
+
+    def __getattr__(self, name: str) -> Callable[[], None]:
+        # Any other method (BREW, TRACE, CONNECT) is served too: the service answers it with its
+        # own 405 UnsupportedHttpVerb error body, not the standard library's 501 HTML page.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def _read_body(self) -> tuple[bytes, bool]:
         """(body, too_large). Handles Content-Length and chunked transfer coding."""

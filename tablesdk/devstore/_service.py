@@ -39,7 +39,8 @@ from ._wire import (
     json_entities_minimal, json_entity, json_table, json_tables, key_path, odata_error_json, odata_error_xml, storage_error_xml,
 )
 
-__all__ = ["Request", "Response", "TableService", "KNOWN_VERSIONS", "DEVSTORE_ACCOUNT", "DEVSTORE_KEY"]
+__all__ = ["Request", "Response", "TableService", "KNOWN_VERSIONS", "HTTP_METHODS", "DEVSTORE_ACCOUNT",
+           "DEVSTORE_KEY"]
 
 log = logging.getLogger("tablesdk.devstore")
 
@@ -55,6 +56,8 @@ KNOWN_VERSIONS = frozenset("""
 2023-08-03 2023-11-03 2024-02-04 2024-05-04 2024-08-04 2024-11-04 2025-01-05 2025-05-05 2025-07-05
 2025-11-05 2026-02-06 2026-04-06 2026-06-06
 """.split())
+#: The HTTP methods the service serves; any other (BREW, TRACE, CONNECT, lower-case get) is 405.
+HTTP_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "MERGE", "PATCH", "OPTIONS"})
 V_UPSERT = "2011-08-18"  # Insert Or Replace / Insert Or Merge (PUT/MERGE without If-Match)
 V_JSON = "2013-08-15"  # JSON payloads and the Prefer header
 V_NO_ATOM = "2015-12-11"  # Atom refused from here on
@@ -291,6 +294,16 @@ def _entity_keys(segment: str) -> tuple[str, str]:
     return named["PartitionKey"], named["RowKey"]
 
 
+def _resource_segment(rest: str) -> str:
+    """The resource part of a path after the account: ``Table(...)`` from ``/Table(...)/more``.
+
+    The service treats ``/<table>/<more>`` as an operation on that table, so only the
+    first segment names the resource.
+    """
+    path = rest.split("?", 1)[0]
+    return (path[1:] if path.startswith("/") else path).split("/", 1)[0]
+
+
 def check_table_name(name: Any) -> str:
     if not isinstance(name, str):
         raise error("InvalidInput")
@@ -441,6 +454,8 @@ class TableService:
         version: str | None = None
         try:
             query = _query_dict(req.raw_query)
+            if req.method not in HTTP_METHODS:  # case-sensitive, as HTTP methods are
+                raise error("UnsupportedHttpVerb")
             rest, secondary = self._split_account(req.raw_path)
             if req.method.upper() == "OPTIONS" and "origin" in req.headers:
                 # A CORS preflight: answered from the stored rules before (and without) authentication.
@@ -459,7 +474,8 @@ class TableService:
             if req.body_too_large or len(req.body) > MAX_BODY:
                 raise error("RequestBodyTooLarge")
             if secondary and req.method.upper() not in ("GET", "HEAD"):
-                raise pipeline_error("InsufficientAccountPermissions")  # the secondary is read-only
+                # the secondary is read-only; the service says so in the request's format
+                raise error("InsufficientAccountPermissions", message="Write operations are not allowed.")
             response = self._route(call, rest)
         except PipelineError as exc:
             response = self._pipeline_error(exc, request_id)
@@ -585,10 +601,7 @@ class TableService:
 
     def _route(self, call: Call, rest: str) -> Response:
         method = self._method(call)
-        path = rest.split("?", 1)[0]
-        segment = path[1:] if path.startswith("/") else path
-        if "/" in segment:
-            raise error("InvalidUri")
+        segment = _resource_segment(rest)
         if segment == "":
             return self._service_level(call, method)
         if segment == "$batch":
@@ -619,6 +632,7 @@ class TableService:
             if method == "GET":
                 return self._get_table(call, table)
             raise error("MethodNotAllowed")
+        check_table_name(name)  # an entity or ACL operation on a name no table can have: 400, not 404
         if "comp" in call.query:
             if call.query["comp"] != "acl" or inner.strip():
                 raise error("InvalidQueryParameterValue")
@@ -884,10 +898,11 @@ class TableService:
             fmt = negotiate(headers, call.query, call.version) if prefer != "return-no-content" else None
         else:
             prefer, fmt = None, None
+        keys_from_url = kind != "insert"  # typed body keys are ignored there, refused on insert
         if body_format(headers, call.version) == "json":
-            pk, rk, props = parse_json_entity(parse_json_body(call.req.body))
+            pk, rk, props = parse_json_entity(parse_json_body(call.req.body), keys_from_url=keys_from_url)
         else:
-            pk, rk, props = parse_atom_entity(call.req.body)
+            pk, rk, props = parse_atom_entity(call.req.body, keys_from_url=keys_from_url)
         if keys is not None:
             if (pk is not None and pk != keys[0]) or (rk is not None and rk != keys[1]):
                 raise error("InvalidInput")  # the body's keys must be those of the URL
@@ -1013,7 +1028,7 @@ class TableService:
         if method != "GET":
             raise error("InvalidInput", message="A batch operation outside a change set must be a query.")
         sub, rest = self._sub_call(call, method, url, headers, body, None)
-        segment = rest.split("?", 1)[0]
+        segment = _resource_segment(rest)
         point = "(" in segment and segment.rstrip().endswith(")") and not segment.rstrip().endswith("()")
         if not point:
             flt = _filter(sub.query)
@@ -1097,15 +1112,15 @@ class TableService:
 
     def _batch_prepare(self, sub: Call, rest: str) -> WriteOp:
         method = self._method(sub)
-        path = rest.split("?", 1)[0]
-        segment = path[1:] if path.startswith("/") else path
-        if method not in ("POST", "PUT", "MERGE", "DELETE") or "/" in segment or segment in ("", "$batch"):
+        segment = _resource_segment(rest)
+        if method not in ("POST", "PUT", "MERGE", "DELETE") or segment in ("", "$batch"):
             raise error("InvalidInput", message="A change set may only hold insert, update, merge and "
                                                 "delete operations on entities.")
         head, paren, tail = segment.partition("(")
         table = unquote(head)
         if table.lower() == "tables":
             raise error("InvalidInput", message="A change set may only hold entity operations.")
+        check_table_name(table)
         inner = unquote(paren + tail)[1:-1] if paren else ""
         keys = _entity_keys(inner) if inner.strip() else None
         if sub.sas is not None:

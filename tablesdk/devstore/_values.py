@@ -99,6 +99,19 @@ def _bad_value(name: str) -> ServiceError:
     return error("InvalidInput", message=BAD_BODY)
 
 
+def _finite(number: float) -> float:
+    """``number`` when it is a double; a numeral beyond Double's range (``1e999``) is refused.
+
+    Python reads such a numeral as infinity; the service refuses it as invalid input
+    (400 InvalidInput, "An error occurred while processing this request.", as reported
+    against Azurite in its issue 2387), so it never silently becomes a different value.
+    Infinity and NaN are only written as the strings ``"Infinity"``/``"NaN"``.
+    """
+    if math.isinf(number) or math.isnan(number):
+        raise ValueError("double out of range")
+    return number
+
+
 # ------------------------------------------------------------------ canonical forms
 
 def canonical_datetime(text: str) -> str:
@@ -264,6 +277,9 @@ def _json_typed(name: str, edm: str, value: Any) -> tuple[str, Any]:
             if isinstance(value, str):
                 return edm, value
         elif edm == INT32:
+            # The service also takes the numeral as a string ("12345"), as it does for Int64.
+            if isinstance(value, str) and _INT_RE.match(value.strip()):
+                value = int(value.strip())
             if isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX:
                 return edm, value
         elif edm == INT64:
@@ -273,17 +289,19 @@ def _json_typed(name: str, edm: str, value: Any) -> tuple[str, Any]:
                     return edm, number
         elif edm == DOUBLE:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return edm, float(value)
+                return edm, _finite(float(value))
             if isinstance(value, str):
                 if value in _DOUBLE_SPECIAL:
                     return edm, _DOUBLE_SPECIAL[value]
                 if _DOUBLE_RE.match(value):
-                    return edm, float(value)
+                    return edm, _finite(float(value))
         elif edm == BOOLEAN:
             if isinstance(value, bool):
                 return edm, value
-            if value in ("true", "false"):
-                return edm, value == "true"
+            # as a string in any case ("True", "false"), as .NET's Boolean.Parse reads it
+            lowered = value.strip().lower() if isinstance(value, str) else None
+            if lowered in ("true", "false"):
+                return edm, lowered == "true"
         elif edm == DATETIME:
             return edm, canonical_datetime(value)
         elif edm == GUID:
@@ -306,16 +324,22 @@ def _json_untyped(name: str, value: Any) -> tuple[str, Any]:
             return INT32, value
         raise _bad_value(name)
     if isinstance(value, float):
-        return DOUBLE, value
+        try:
+            return DOUBLE, _finite(value)
+        except ValueError:
+            raise _bad_value(name) from None
     raise _bad_value(name)
 
 
-def parse_json_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props]:
+def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tuple[Any, Any, Props]:
     """(PartitionKey, RowKey, properties) from a JSON entity object.
 
     Keys are returned as found (None when absent) for the caller to check;
     ``odata.*`` members and Timestamp are ignored; null values are dropped, as
-    the service does not store nulls.
+    the service does not store nulls. A key typed other than Edm.String is
+    refused (an insert), or, with ``keys_from_url`` (update, merge and the
+    upserts, whose keys are the URL's), ignored: the service answers those 204
+    and keeps the keys as the URL's strings.
     """
     pk: Any = None
     rk: Any = None
@@ -351,7 +375,12 @@ def parse_json_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props]:
         props[key] = typed
     for prop, edm in annotations.items():
         if prop in ("PartitionKey", "RowKey") and edm != STRING:
-            raise error("InvalidInput", message=BAD_BODY)
+            if not keys_from_url:
+                raise error("InvalidInput", message=BAD_BODY)
+            if prop == "PartitionKey":
+                pk = None
+            else:
+                rk = None
     return pk, rk, props
 
 
@@ -414,7 +443,7 @@ def _atom_typed(name: str, edm: str, text: str) -> tuple[str, Any]:
             if stripped in _DOUBLE_SPECIAL:
                 return edm, _DOUBLE_SPECIAL[stripped]
             if _DOUBLE_RE.match(stripped):
-                return edm, float(stripped)
+                return edm, _finite(float(stripped))
         elif edm == BOOLEAN:
             lowered = text.strip().lower()
             if lowered in ("true", "1"):
@@ -432,8 +461,12 @@ def _atom_typed(name: str, edm: str, text: str) -> tuple[str, Any]:
     raise _bad_value(name)
 
 
-def parse_atom_entity(body: bytes) -> tuple[Any, Any, Props]:
-    """(PartitionKey, RowKey, properties) from an Atom ``<entry>`` body."""
+def parse_atom_entity(body: bytes, *, keys_from_url: bool = False) -> tuple[Any, Any, Props]:
+    """(PartitionKey, RowKey, properties) from an Atom ``<entry>`` body.
+
+    ``keys_from_url``: as for :func:`parse_json_entity`, typed keys are ignored
+    instead of refused.
+    """
     props_el = _atom_properties(body)
     pk: Any = None
     rk: Any = None
@@ -456,6 +489,8 @@ def parse_atom_entity(body: bytes) -> tuple[Any, Any, Props]:
             continue
         if name in ("PartitionKey", "RowKey"):
             if edm != STRING:
+                if keys_from_url:
+                    continue  # the URL's keys are used
                 raise error("InvalidInput", message=BAD_BODY)
             if name == "PartitionKey":
                 pk = None if is_null else text

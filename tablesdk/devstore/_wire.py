@@ -83,8 +83,20 @@ def key_path(table: str, pk: str, rk: str) -> str:
     return f"{table}(PartitionKey='{_quote_key(pk)}',RowKey='{_quote_key(rk)}')"
 
 
+def _js_safe(text: str) -> str:
+    """JSON text with U+2028/U+2029 written as escapes, as the client writes them.
+
+    They are valid raw in JSON but end a line in JavaScript, and some readers
+    split on them; in JSON they can only stand inside strings, so the escape is
+    always the same text.
+    """
+    if "\u2028" in text or "\u2029" in text:
+        return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return text
+
+
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _js_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")
 
 
 # ------------------------------------------------------------------ JSON
@@ -171,7 +183,7 @@ def json_entities_minimal(base: str, table: str, rows: Iterable[tuple[str, str, 
             parts.append(members)
         parts.append("}")
     parts.append("]}")
-    return "".join(parts).encode("utf-8")
+    return _js_safe("".join(parts)).encode("utf-8")
 
 
 def _json_table_dict(fmt: Format, base: str, name: str) -> dict[str, Any]:

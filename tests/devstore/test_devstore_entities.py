@@ -433,7 +433,9 @@ def test_method_not_allowed(client: Client, table: str) -> None:
 
 
 def test_unknown_resources(client: Client) -> None:
-    resp = client.request("GET", "a/b/c")
+    resp = client.request("GET", "a/b/c")  # an operation on table "a", whose name is too short
+    assert resp.status_code == 400 and error_code(resp) == "OutOfRangeInput"
+    resp = client.request("GET", "", params={"comp": "list"})
     assert resp.status_code == 400 and error_code(resp) == "InvalidUri"
     acl = client.request("GET", "sometable", params={"comp": "acl"})
     assert acl.status_code == 404 and error_code(acl) == "TableNotFound"

@@ -64,7 +64,7 @@ def test_json_types_with_and_without_annotations() -> None:
         {"L": "12a", "L@odata.type": "Edm.Int64"},
         {"I": 2147483648},  # no annotation: Int32, out of range
         {"I": 2147483648, "I@odata.type": "Edm.Int32"},
-        {"I": "5", "I@odata.type": "Edm.Int32"},
+        {"I": "5.0", "I@odata.type": "Edm.Int32"},  # "5" is an Int32 (test_devstore_service_answers)
         {"I": True, "I@odata.type": "Edm.Int32"},
         {"G": "xyz", "G@odata.type": "Edm.Guid"},
         {"X": "@@@", "X@odata.type": "Edm.Binary"},
