@@ -23,16 +23,11 @@ from ._auth import (
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk import BulkInsertError, BulkResult, EntityOutcome
 from ._client import CloudTableClient, SendingRequest
-from ._context import (
-    DataServiceResponse,
-    EntityDescriptor,
-    EntityStates,
-    MergeOption,
-    OperationResponse,
-    SaveChangesOptions,
-    TableServiceContext,
-    UnsavedChangesWarning,
-)
+from ._context import TableServiceContext
+from ._merge import MergeOption
+from ._save_plan import DataServiceResponse, OperationResponse, SaveChangesOptions
+from ._tracking import EntityDescriptor, EntityStates
+from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entity import DynamicEntity, TableEntity
 from ._errors import (

@@ -29,13 +29,9 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from .._context import (
-    DataServiceResponse,
-    MergeOption,
-    ResolveType,
-    SaveChangesOptions,
-    _TrackingContext,
-)
+from .._merge import MergeOption
+from .._save_plan import DataServiceResponse, SaveChangesOptions
+from .._tracking_context import ResolveType, TrackingContext
 from .._entity import AnyEntity, DynamicEntity, E, validate_table_name
 from .._filter import prop
 from .._query import ContinuationToken, ResultSegment, TableQuery
@@ -49,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncTableServiceContext"]
 
 
-class AsyncTableServiceContext(_TrackingContext):
+class AsyncTableServiceContext(TrackingContext):
     """A unit of work over one :class:`~tablesdk.aio.AsyncCloudTableClient`.
 
     Options and events are those of :class:`tablesdk.TableServiceContext`
@@ -176,4 +172,4 @@ class AsyncTableServiceContext(_TrackingContext):
             return await self.client._run(self._f_point_batch(self.client, query.description))
 
     def __repr__(self) -> str:
-        return f"AsyncTableServiceContext(tracked={len(self._by_object)}, merge_option={self.merge_option.name})"
+        return f"AsyncTableServiceContext(tracked={len(self._identities)}, merge_option={self.merge_option.name})"

@@ -161,27 +161,29 @@ def test_a_page_of_payloads_reads_as_they_are() -> None:
 
 # ---------------------------------------------------------------- pages tracked by a context
 
-from tablesdk._context import EntityStates, MergeOption, _TrackingContext  # noqa: E402
+from tablesdk._merge import MergeOption  # noqa: E402
+from tablesdk._tracking_context import TrackingContext  # noqa: E402
 from tablesdk._query import TableQuery  # noqa: E402
 
 
-def _tracked(ctx: _TrackingContext) -> list[Any]:
+def _tracked(ctx: TrackingContext) -> list[Any]:
     """Everything the context knows, in the order it learnt it."""
     out = []
     for d in ctx.entities:
         slots = [(name, getattr(d, name)) for name in type(d).__slots__ if name != "entity"]
         out.append((type(d.entity).__name__, _state(d.entity), repr(slots)))
-    return [out, list(ctx._by_identity), [id(d.entity) for d in ctx._by_identity.values()] == list(ctx._by_object)]
+    by_identity, by_object = ctx._identities.by_identity, ctx._identities.by_object
+    return [out, list(by_identity), [id(d.entity) for d in by_identity.values()] == list(by_object)]
 
 
 def _track_both(entity_type: type, body: bytes, select: tuple[str, ...] | None, before: list[Any]) -> None:
     """The page tracked at once gives the context and the results that tracking each entity gives."""
     runs = []
     for by_page in (True, False):
-        ctx = _TrackingContext(merge_option=MergeOption.APPEND_ONLY)
+        ctx = TrackingContext(merge_option=MergeOption.APPEND_ONLY)
         query: TableQuery[Any] = TableQuery(None, "tab", entity_type, select=select)  # type: ignore[arg-type]
         for entity in before:  # tracked already, as a previous query or attach_to left them
-            ctx._track("tab", entity_from_payload(entity_type, entity), None, EntityStates.UNCHANGED, from_service=True)
+            ctx._identities.track("tab", entity_from_payload(entity_type, entity), None, from_service=True)
         codec = JsonFormat("nometadata" if select == ("Name",) else "minimalmetadata")
         if by_page:
             results = ctx._materialize_page(query, codec.parse_entity_page(body))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -16,6 +17,7 @@ from tablesdk import (
     ConflictError,
     DataServiceRequestError,
     DynamicEntity,
+    EntityDescriptor,
     EntityStates,
     MergeOption,
     PreconditionFailedError,
@@ -25,6 +27,8 @@ from tablesdk import (
     TableServiceContext,
     prop,
 )
+
+import tablesdk._tracking as tracking_module
 
 from fake_service import CONNECTION_STRING, FakeTableService, error_reply
 
@@ -55,6 +59,20 @@ def ctx(client: CloudTableClient) -> TableServiceContext:
 
 def blog(rk: str = "Oct-29", text: str = "Hello", rating: int = 3, pk: str = "Channel9") -> Blog:
     return Blog(PartitionKey=pk, RowKey=rk, Text=text, Rating=rating)
+
+
+@pytest.fixture(autouse=True)
+def descriptors_change_only_through_their_methods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here also checks that each write to a descriptor comes from tablesdk/_tracking.py
+    (its methods, its identity map), never from a context or save plan setting a slot by hand."""
+    home = tracking_module.__file__
+
+    def guarded(descriptor: EntityDescriptor, name: str, value: object) -> None:
+        writer = sys._getframe(1).f_code.co_filename
+        assert writer == home, f"EntityDescriptor.{name} set in {writer}: call an EntityDescriptor method"
+        object.__setattr__(descriptor, name, value)
+
+    monkeypatch.setattr(EntityDescriptor, "__setattr__", guarded)
 
 
 def last_headers(service: FakeTableService) -> dict[str, str]:

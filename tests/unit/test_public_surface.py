@@ -74,7 +74,13 @@ def test_an_error_from_the_service_compares_with_the_enum() -> None:
 ENTITY_STATE = {"_values", "_types", "_wire_types", "__dict__"}
 
 
-@pytest.mark.parametrize("module", ["_context.py", "aio/_context.py", "_client.py", "_operations.py", "_bulk.py"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "_context.py", "aio/_context.py", "_tracking.py", "_merge.py", "_save_plan.py", "_tracking_context.py",
+        "_client.py", "_operations.py", "_bulk.py",
+    ],
+)
 def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
     import ast
 

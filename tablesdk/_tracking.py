@@ -1,0 +1,329 @@
+"""What a unit of work knows of each entity, with no I/O.
+
+:class:`EntityDescriptor` holds one entity's table, ETag, state and what was last read of
+it, and its methods are the only code that moves it from one state to another (added,
+modified, upserted, deleted, saved, refreshed by a query, detached). :class:`IdentityMap`
+finds the descriptor of an object or of an identity and keeps both lookups in step.
+
+The lowest of the context modules: it imports none of the others (``_merge``,
+``_save_plan``, ``_tracking_context``, ``_context``), which all build on it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable
+from enum import Enum
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, Union
+
+from ._edm import EdmType, EntityPage, EntityPayload
+from ._entity import DynamicEntity, TableEntity, _plain_attributes, validate_key, validate_table_name
+
+__all__ = [
+    "Entity",
+    "Identity",
+    "ReadingEntity",
+    "WritingEntity",
+    "EntityStates",
+    "PENDING_STATES",
+    "EntityDescriptor",
+    "IdentityMap",
+    "untyped_names",
+]
+
+Entity = Union[TableEntity, DynamicEntity]
+#: (table, PartitionKey, RowKey): what the service identifies an entity by.
+Identity = tuple[str, str, str]
+#: A ``reading_entity`` hook: called with each entity a query materialised and the payload it came from.
+ReadingEntity = Callable[[Entity, EntityPayload], None]
+#: A ``writing_entity`` hook: called with each entity a save serialises and its payload (which it may change).
+WritingEntity = Callable[[Entity, EntityPayload], None]
+
+_NEW_OBJECT = object.__new__
+_PARTITION_KEY = attrgetter("PartitionKey")
+_ROW_KEY = attrgetter("RowKey")
+
+
+class EntityStates(Enum):
+    """The state of a tracked entity."""
+
+    DETACHED = "Detached"
+    UNCHANGED = "Unchanged"
+    ADDED = "Added"
+    MODIFIED = "Modified"
+    DELETED = "Deleted"
+
+
+#: The states of the entities the next save sends.
+PENDING_STATES = frozenset({EntityStates.ADDED, EntityStates.MODIFIED, EntityStates.DELETED})
+
+
+class EntityDescriptor:
+    """What a context knows of one entity: its table, ETag and state.
+
+    ``upsert`` is None, ``"merge"`` or ``"replace"`` for entities registered with
+    ``upsert_object``. ``identity`` is (table, PartitionKey, RowKey).
+    """
+
+    __slots__ = ("entity", "table", "etag", "state", "upsert", "snapshot", "partial", "untyped", "_identity", "_order")
+
+    def __init__(self, entity: Entity, table: str, etag: str | None, state: EntityStates) -> None:
+        self.entity = entity
+        self.table = table
+        self.etag = etag
+        self.state = state
+        self.upsert: str | None = None
+        #: Property values when the entity was last in sync with the service (None: never).
+        self.snapshot: dict[str, Any] | None = None
+        #: True while the entity is known only through a projection ($select): replacing it would
+        #: delete the properties that were not selected.
+        self.partial = False
+        #: Properties read without a type (JSON nometadata): writing them back would store strings.
+        self.untyped: frozenset[str] = frozenset()
+        self._identity: Identity = (table, entity.PartitionKey, entity.RowKey)
+        #: The place of its pending change in the save (a later change is sent later); 0 while UNCHANGED.
+        self._order = 0
+
+    @property
+    def identity(self) -> Identity:
+        """(table, PartitionKey, RowKey) as the entity was registered."""
+        return self._identity
+
+    @classmethod
+    def _read_unchanged(
+        cls, entities: list[Any], table: str, etags: list[str | None], identities: list[Identity],
+        snapshots: list[dict[str, Any]], partial: bool, untyped: Iterable[frozenset[str]],
+    ) -> list[EntityDescriptor]:
+        """What ``__init__`` (state UNCHANGED) and then :meth:`mark_read` make, for a page of
+        queried entities: each slot set for the whole page in one C pass (``__init__`` is a
+        Python call per entity)."""
+        descriptors = list(map(_NEW_OBJECT, repeat(cls, len(entities))))
+        columns: tuple[Iterable[Any], ...] = (  # in the order of __slots__, one for each (zip checks the count)
+            entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), snapshots, repeat(partial),
+            untyped, identities, repeat(0),
+        )
+        for name, column in zip(cls.__slots__, columns, strict=True):
+            deque(map(setattr, descriptors, repeat(name), column), 0)
+        return descriptors
+
+    # ------------------------------------------------------------ changes marked by the application
+
+    def mark_added(self, order: int) -> None:
+        """``add_object``: the next save inserts the entity (the ``order``-th change queued)."""
+        self.state = EntityStates.ADDED
+        self._order = order
+
+    def mark_modified(self, order: int) -> None:
+        """``update_object``: an UNCHANGED entity becomes MODIFIED, queued at ``order``; an ADDED
+        or MODIFIED one already has its change queued and keeps it (and its place)."""
+        if self.state is EntityStates.DELETED:
+            raise ValueError("cannot update an entity marked for deletion")
+        if self.state is EntityStates.UNCHANGED:
+            self.state = EntityStates.MODIFIED
+            self._order = order
+
+    def mark_upsert(self, replace: bool, order: int) -> None:
+        """``upsert_object``: the next save inserts or merges (``replace``: inserts or replaces)
+        the entity, with no condition, whatever change was queued before."""
+        self.state = EntityStates.MODIFIED
+        self.upsert = "replace" if replace else "merge"
+        self._order = order
+
+    def mark_deleted(self, order: int) -> None:
+        """``delete_object`` of an entity the service has: the next save deletes it (a queued
+        upsert is dropped). An ADDED entity is detached instead: the service never had it."""
+        self.state = EntityStates.DELETED
+        self.upsert = None
+        self._order = order
+
+    def mark_detached(self) -> None:
+        """The context no longer tracks the entity (:meth:`IdentityMap.forget` calls it)."""
+        self.state = EntityStates.DETACHED
+
+    # ------------------------------------------------------------ what the service said
+
+    def mark_read(self, values: dict[str, Any], *, partial: bool, untyped: frozenset[str]) -> None:
+        """First read from the service: ``values`` (kept as they are, not copied) is what the
+        service holds, ``partial`` says they came through a projection, ``untyped`` names the
+        properties read without a type."""
+        self.snapshot = values
+        self.partial = partial
+        self.untyped = untyped
+
+    def mark_saved(self, sent: dict[str, Any] | None, *, merged: bool, etag: str | None, timestamp: Any) -> None:
+        """A save applied the entity's insert, update or upsert: it is UNCHANGED.
+
+        ``sent`` is the values the request carried (None: none), now known to be the
+        service's; after a merge (``merged``) the service may hold more than was sent, so they
+        go on top of what was known. ``etag`` and ``timestamp`` are the service's, when its
+        answer gave them. (A saved delete detaches the entity instead.)
+        """
+        if sent is not None:
+            known = dict(self.snapshot or {}) if merged else {}
+            known.update(sent)
+            self.snapshot = known
+        self.state = EntityStates.UNCHANGED
+        self.upsert = None
+        if etag:
+            self.take_etag(etag)
+        if timestamp is not None:
+            self.entity.Timestamp = timestamp
+
+    def take_etag(self, etag: str | None) -> None:
+        """The entity is now the service's version ``etag``; the entity object carries it too."""
+        self.etag = etag
+        self.entity.etag = etag
+
+    def discard_changes(self) -> None:
+        """The service's values replaced the local ones (OVERWRITE_CHANGES): nothing is pending."""
+        self.state = EntityStates.UNCHANGED
+        self.upsert = None
+
+    def read_in_full(self, values: dict[str, Any]) -> None:
+        """The whole entity was read again: ``values`` is the new snapshot, and it is no longer
+        known only through a projection (an entity marked DELETED keeps its flag: it is not
+        written again)."""
+        if self.state is not EntityStates.DELETED:
+            self.partial = False
+        self.snapshot = values
+
+    def read_in_part(self, values: dict[str, Any]) -> None:
+        """A projection was read again: the selected ``values`` join the snapshot; it says
+        nothing of the other properties."""
+        self.snapshot = {**(self.snapshot or {}), **values}
+
+    def found_untyped(self, names: frozenset[str]) -> None:
+        """``names`` were read without a type: writing them back unchanged is refused."""
+        if names:
+            self.untyped = self.untyped | names
+
+    def __repr__(self) -> str:
+        return (
+            f"EntityDescriptor(table={self.table!r}, PartitionKey={self._identity[1]!r}, "
+            f"RowKey={self._identity[2]!r}, state={self.state.name}, etag={self.etag!r})"
+        )
+
+
+def untyped_names(entity: Entity, values: dict[str, Any], types: dict[str, EdmType]) -> frozenset[str]:
+    """Properties the wire gave no type for and the entity class does not declare either."""
+    if len(types) >= len(values):  # every property typed: nothing to look for
+        return frozenset()
+    declared = entity.__declared__ if isinstance(entity, TableEntity) else {}
+    return frozenset(
+        name for name in values
+        if name not in types and name not in declared and name not in ("PartitionKey", "RowKey", "Timestamp")
+    )
+
+
+class IdentityMap:
+    """The tracked entities: one descriptor per object and per identity, found by either.
+
+    ``by_object`` (keyed by ``id(entity)``) keeps the order entities became tracked;
+    ``by_identity`` is what a query's results are matched against. Only :meth:`track`,
+    :meth:`track_page` and :meth:`forget` change them, so the two stay in step.
+    """
+
+    def __init__(self) -> None:
+        self.by_object: dict[int, EntityDescriptor] = {}
+        self.by_identity: dict[Identity, EntityDescriptor] = {}
+        self._order = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self.by_object)
+
+    def next_order(self) -> int:
+        """The place of the next change queued: changes are sent in the order they were marked."""
+        return next(self._order)
+
+    def get(self, entity: Entity) -> EntityDescriptor | None:
+        """The descriptor of ``entity`` (this very object), or None if untracked."""
+        return self.by_object.get(id(entity))
+
+    def require(self, entity: Entity, action: str) -> EntityDescriptor:
+        """The descriptor of ``entity``; ValueError naming ``action`` when it is not tracked."""
+        descriptor = self.by_object.get(id(entity))
+        if descriptor is None or descriptor.entity is not entity:
+            raise ValueError(
+                f"cannot {action}: the context is not tracking this entity "
+                f"(PartitionKey={entity.PartitionKey!r}, RowKey={entity.RowKey!r}); "
+                "add_object, attach_to or query it first"
+            )
+        return descriptor
+
+    def pending(self) -> list[EntityDescriptor]:
+        """The descriptors whose change the next save sends, in the order the changes were marked."""
+        pending = [d for d in self.by_object.values() if d.state in PENDING_STATES]
+        pending.sort(key=lambda d: d._order)
+        return pending
+
+    def track(self, table: str, entity: Entity, etag: str | None, *, from_service: bool = False) -> EntityDescriptor:
+        """Register ``entity`` of ``table`` as UNCHANGED with ``etag`` (the caller then marks
+        what it is: added, upserted, read). ``from_service``: the service returned it, so its
+        type, table and keys need no checking."""
+        if not from_service:
+            if not isinstance(entity, (TableEntity, DynamicEntity)):
+                raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
+            validate_table_name(table)
+            validate_key("PartitionKey", entity.PartitionKey)
+            validate_key("RowKey", entity.RowKey)
+        if id(entity) in self.by_object:
+            raise ValueError(
+                f"the context is already tracking this entity (PartitionKey={entity.PartitionKey!r}, "
+                f"RowKey={entity.RowKey!r}); detach it first"
+            )
+        identity = (table, entity.PartitionKey, entity.RowKey)
+        if identity in self.by_identity:
+            raise ValueError(
+                "the context is already tracking a different entity with the same identity "
+                f"(table={table!r}, PartitionKey={entity.PartitionKey!r}, RowKey={entity.RowKey!r})"
+            )
+        descriptor = EntityDescriptor(entity, table, etag, EntityStates.UNCHANGED)
+        self.by_object[id(entity)] = descriptor
+        self.by_identity[identity] = descriptor
+        return descriptor
+
+    def forget(self, descriptor: EntityDescriptor) -> None:
+        """Stop tracking ``descriptor``'s entity: it becomes DETACHED."""
+        descriptor.mark_detached()
+        self.by_object.pop(id(descriptor.entity), None)
+        if self.by_identity.get(descriptor._identity) is descriptor:
+            del self.by_identity[descriptor._identity]
+
+    def track_page(self, table: str, entities: list[Any], page: EntityPage, projected: bool) -> bool:
+        """Track the entities read from ``page`` as :meth:`track` then
+        :meth:`EntityDescriptor.mark_read` would, one by one, when none of their identities is
+        tracked yet and no two are alike: the descriptors made and registered a page at a time.
+        False, with nothing changed, for any other page (or an entity class that may read its
+        keys other than as the page holds them)."""
+        if not entities:
+            return True
+        values = page.values
+        pks = list(map(dict.get, values, repeat("PartitionKey")))
+        rks = list(map(dict.get, values, repeat("RowKey")))
+        entity_type = type(entities[0])
+        if issubclass(entity_type, DynamicEntity):
+            if list(map(_PARTITION_KEY, entities)) != pks or list(map(_ROW_KEY, entities)) != rks:
+                return False  # a subclass that changes its keys as they are set: entity by entity
+        elif not _plain_attributes(entity_type):
+            return False
+        keys: list[Any] = list(zip(repeat(table), pks, rks))  # the identities track would register
+        try:
+            if len(set(keys)) != len(keys) or not self.by_identity.keys().isdisjoint(keys):
+                return False
+        except TypeError:  # a key JSON gave as an array or object: entity by entity reports it in order
+            return False
+        ids = list(map(id, entities))
+        if not self.by_object.keys().isdisjoint(ids):
+            return False
+        types = page.types
+        if all(map(int.__ge__, map(len, types), map(len, values))):
+            untyped: Iterable[frozenset[str]] = repeat(frozenset())  # every property typed, as untyped_names finds
+        else:
+            untyped = list(map(untyped_names, entities, values, types))
+        descriptors = EntityDescriptor._read_unchanged(entities, table, page.etags, keys, values, projected, untyped)
+        self.by_object.update(zip(ids, descriptors))
+        self.by_identity.update(zip(keys, descriptors))
+        return True
