@@ -21,13 +21,11 @@ from ._auth import (
 )
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk import BulkInsertError, BulkResult, EntityOutcome
-from ._client import CloudTableClient, SendingRequest
+from ._client import CloudTableClient
 from ._context import (
-    DataServiceResponse,
     EntityDescriptor,
     EntityStates,
     MergeOption,
-    OperationResponse,
     SaveChangesOptions,
     TableServiceContext,
     UnsavedChangesWarning,
@@ -40,7 +38,6 @@ from ._errors import (
     ConflictError,
     ConnectionFailedError,
     ContinuationCycleError,
-    DataServiceRequestError,
     PreconditionFailedError,
     RequestTimeoutError,
     ResourceNotFoundError,
@@ -51,7 +48,17 @@ from ._errors import (
     TableValidationError,
 )
 from ._filter import col, prop
-from ._http import AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender, Timeout
+from ._http import (
+    AttemptState,
+    HttpRequest,
+    HttpResponse,
+    MockSender,
+    RequestsSender,
+    SendError,
+    Sender,
+    SendingRequest,
+    Timeout,
+)
 from ._query import (
     ContinuationToken,
     EmptyResultError,
@@ -63,6 +70,7 @@ from ._query import (
     reverse_ticks,
 )
 from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable
+from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 from ._transport import OperationContext
 

@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import Enum, Flag
 from itertools import repeat
 from operator import attrgetter
@@ -45,10 +44,11 @@ from ._entity import (
     validate_key,
     validate_table_name,
 )
-from ._errors import BatchError, DataServiceRequestError, ResourceNotFoundError, ResponseDecodeError, TableServiceError
+from ._errors import BatchError, ResourceNotFoundError, ResponseDecodeError, TableServiceError
 from ._filter import prop
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import NoRetry, RetryPolicy
+from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._transport import OperationContext
 
 if TYPE_CHECKING:
@@ -175,80 +175,6 @@ class EntityDescriptor:
         return (
             f"EntityDescriptor(table={self.table!r}, PartitionKey={self._identity[1]!r}, "
             f"RowKey={self._identity[2]!r}, state={self.state.name}, etag={self.etag!r})"
-        )
-
-
-@dataclass
-class OperationResponse:
-    """The outcome of one change sent (or not sent) by ``save_changes``.
-
-    ``sent`` is False for changes that were never attempted because an earlier
-    one failed (or a batch was refused); ``error`` is the per-status
-    :class:`~tablesdk._errors.TableServiceError` of a failed change.
-    """
-
-    entity: Entity
-    table: str
-    operation: str
-    status_code: int | None = None
-    etag: str | None = None
-    error: TableServiceError | None = None
-    sent: bool = False
-
-    @property
-    def succeeded(self) -> bool:
-        """True when the change was applied by the service."""
-        return self.sent and self.error is None and self.status_code is not None and self.status_code < 400
-
-
-class DataServiceResponse(Sequence[OperationResponse]):
-    """The outcome of a ``save_changes``: one :class:`OperationResponse` per change.
-
-    ``is_batch`` tells whether the changes went as one entity group
-    transaction; then ``batch_status_code`` is the transaction's status and
-    ``failed_index`` the index of the operation the service blamed, if any.
-    """
-
-    def __init__(
-        self,
-        responses: list[OperationResponse],
-        *,
-        is_batch: bool = False,
-        batch_status_code: int | None = None,
-        failed_index: int | None = None,
-    ) -> None:
-        self._responses = responses
-        self.is_batch = is_batch
-        self.batch_status_code = batch_status_code
-        self.failed_index = failed_index
-
-    @overload
-    def __getitem__(self, index: int) -> OperationResponse: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[OperationResponse]: ...
-
-    def __getitem__(self, index: int | slice) -> OperationResponse | Sequence[OperationResponse]:
-        return self._responses[index]
-
-    def __len__(self) -> int:
-        return len(self._responses)
-
-    @property
-    def errors(self) -> list[OperationResponse]:
-        """The responses of the changes that failed."""
-        return [r for r in self._responses if r.error is not None]
-
-    @property
-    def has_errors(self) -> bool:
-        """Whether any change failed."""
-        return any(r.error is not None for r in self._responses)
-
-    def __repr__(self) -> str:
-        ok = sum(1 for r in self._responses if r.succeeded)
-        return (
-            f"DataServiceResponse(operations={len(self._responses)}, succeeded={ok}, "
-            f"failed={len(self.errors)}, batch={self.is_batch})"
         )
 
 

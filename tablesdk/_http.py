@@ -42,7 +42,9 @@ __all__ = [
     "HttpRequest",
     "HttpResponse",
     "MockSender",
+    "RequestHook",
     "RequestsSender",
+    "SendingRequest",
     "SendError",
     "Sender",
     "Timeout",
@@ -144,6 +146,24 @@ class HttpResponse:
             f"HttpResponse(status={self.status!r}, request_id={self.request_id!r}, "
             f"body=<{len(self.body)} bytes>)"
         )
+
+
+@dataclass
+class SendingRequest:
+    """A request about to be signed and sent, as a ``sending_request`` hook sees it.
+
+    Hooks may add or change ``headers`` (the Storage Client Library adds ``x-ms-version`` this way);
+    the request is signed after the hooks run. It lives here, under the operations that build it
+    and the contexts and clients that take hooks, so that none of them imports another for it.
+    """
+
+    method: str
+    url: str
+    headers: dict[str, str]
+
+
+#: A ``sending_request`` hook: called with each request before it is signed.
+RequestHook = Callable[[SendingRequest], None]
 
 
 class SendError(Exception):
