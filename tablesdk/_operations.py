@@ -25,7 +25,6 @@ from urllib.parse import quote
 
 from ._auth import MIN_TOKEN_VERSION, BearerTokenCredential
 from ._batch import (
-    BatchAnswer,
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
@@ -35,6 +34,7 @@ from ._batch import (
     prefer_value,
     supports_prefer,
 )
+from ._batch_answer import BatchAnswer
 from ._edm import EntityPage, EntityPayload
 from ._entity import (
     AnyEntity,
