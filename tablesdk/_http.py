@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, Union, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import urllib3.exceptions
@@ -35,6 +34,7 @@ from requests.auth import AuthBase
 from requests.structures import CaseInsensitiveDict
 
 from ._errors import require_positive_int
+from ._redaction import strip_query
 
 __all__ = [
     "AttemptState",
@@ -111,7 +111,7 @@ class HttpRequest:
 
     def __repr__(self) -> str:
         size = "None" if self.body is None else f"<{len(self.body)} bytes>"
-        return f"HttpRequest(method={self.method!r}, url={_strip_query(self.url)!r}, body={size})"
+        return f"HttpRequest(method={self.method!r}, url={strip_query(self.url)!r}, body={size})"
 
 
 @dataclass(repr=False)
@@ -208,11 +208,6 @@ class Sender(Protocol):
     def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
         """Send ``request`` with the client ``timeout`` and return the whole response."""
         ...
-
-
-def _strip_query(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
 def workers_within_pool(caller: str, name: str, workers: int, pool_size: int, *, stacklevel: int) -> int:

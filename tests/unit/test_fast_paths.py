@@ -243,11 +243,11 @@ def test_json_bodies_carry_what_to_json_value_gives_for_every_type() -> None:
 
 # ------------------------------------------------------------------ secrets in answers
 
-from tablesdk._transport import _secrets  # noqa: E402
+from tablesdk._redaction import attempt_secrets  # noqa: E402
 
 
 def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> None:
-    secrets = _secrets({"Authorization": "SharedKey acct:abcdEFGH1234+/xyzWXYZ5678=="}, "https://a/t?sig=QWERTYuiop%2B12")
+    secrets = attempt_secrets({"Authorization": "SharedKey acct:abcdEFGH1234+/xyzWXYZ5678=="}, "https://a/t?sig=QWERTYuiop%2B12")
     assert secrets is not None
     plain = "HTTP/1.1 204 No Content; request 8d1f0c2e-0000-0000-0000-000000000000"
     assert secrets.sub("***", plain) == plain and secrets.search(plain) is None
