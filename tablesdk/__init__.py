@@ -22,10 +22,10 @@ from ._auth import (
 )
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk import BulkInsertError, BulkResult, EntityOutcome
-from ._client import CloudTableClient, SendingRequest
+from ._client import CloudTableClient
 from ._context import TableServiceContext
 from ._merge import MergeOption
-from ._save_plan import DataServiceResponse, OperationResponse, SaveChangesOptions
+from ._save_plan import SaveChangesOptions
 from ._tracking import EntityDescriptor, EntityStates
 from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
@@ -36,7 +36,6 @@ from ._errors import (
     ConflictError,
     ConnectionFailedError,
     ContinuationCycleError,
-    DataServiceRequestError,
     PreconditionFailedError,
     RequestTimeoutError,
     ResourceNotFoundError,
@@ -47,7 +46,17 @@ from ._errors import (
     TableValidationError,
 )
 from ._filter import col, prop
-from ._http import AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender, Timeout
+from ._http import (
+    AttemptState,
+    HttpRequest,
+    HttpResponse,
+    MockSender,
+    RequestsSender,
+    SendError,
+    Sender,
+    SendingRequest,
+    Timeout,
+)
 from ._query import (
     ContinuationToken,
     EmptyResultError,
@@ -60,6 +69,7 @@ from ._query import (
 )
 from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable
 from ._table import CloudTable, TableContext
+from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 from ._transport import OperationContext
 

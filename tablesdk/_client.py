@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -43,7 +42,7 @@ from ._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_na
 from ._filter import FilterLike
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import ExponentialRetry, RetryPolicy
-from ._http import DEFAULT_MAX_RESPONSE_BYTES, Sender
+from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
 from ._service import AccessPolicy, ServiceProperties, ServiceStats
 from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport
 
@@ -60,22 +59,6 @@ T = TypeVar("T")
 _query_string = query_string
 _error_from_response = error_from_response
 __all__ += ["path_can_carry_keys"]
-
-
-@dataclass
-class SendingRequest:
-    """A request about to be signed and sent, as a ``sending_request`` hook sees it.
-
-    Hooks may add or change ``headers`` (the Storage Client Library adds ``x-ms-version`` this way);
-    the request is signed after the hooks run.
-    """
-
-    method: str
-    url: str
-    headers: dict[str, str]
-
-
-RequestHook = Callable[[SendingRequest], None]
 
 
 class CloudTableClient(ClientCore):

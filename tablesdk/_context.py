@@ -29,7 +29,8 @@ from ._filter import prop
 from ._merge import MergeOption
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import NoRetry, RetryPolicy
-from ._save_plan import DataServiceResponse, SaveChangesOptions
+from ._save_outcome import DataServiceResponse
+from ._save_plan import SaveChangesOptions
 from ._tracking import Entity
 from ._tracking_context import ResolveType, TrackingContext
 from ._transport import OperationContext
@@ -37,9 +38,7 @@ from ._transport import OperationContext
 if TYPE_CHECKING:
     from ._client import CloudTableClient
 
-# DataServiceResponse is defined in _save_plan; it is named here too for the modules that
-# import it from this one (tablesdk._errors, for its annotations).
-__all__ = ["TableServiceContext", "DataServiceResponse"]
+__all__ = ["TableServiceContext"]
 
 
 class TableServiceContext(TrackingContext):
@@ -55,7 +54,7 @@ class TableServiceContext(TrackingContext):
     of each queried entity), ``echo_content`` (ask for inserted entities back).
 
     Events, as lists of callables: ``sending_request`` (each gets a
-    :class:`~tablesdk._client.SendingRequest` whose headers it may change),
+    :class:`~tablesdk.SendingRequest` whose headers it may change),
     ``reading_entity`` (entity, payload) after an entity is materialised,
     ``writing_entity`` (entity, payload) before an entity is serialised (the
     payload may be changed).
@@ -95,7 +94,7 @@ class TableServiceContext(TrackingContext):
     ) -> DataServiceResponse:
         """Send every pending change and return the outcome of each.
 
-        Raises :class:`~tablesdk._errors.DataServiceRequestError` (its
+        Raises :class:`~tablesdk.DataServiceRequestError` (its
         ``.response`` lists what succeeded, what failed and what was not sent)
         when any change failed. Failed and unsent changes stay pending and are
         sent again by the next ``save_changes``; applied ones become UNCHANGED

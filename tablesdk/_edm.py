@@ -51,6 +51,8 @@ __all__ = [
     "INT64_MIN",
     "INT64_MAX",
     "MAX_PROPERTY_BYTES",
+    "MAX_ENTITY_BYTES",
+    "MAX_KEY_BYTES",
     "infer_edm_type",
     "check_value",
     "check_text",
@@ -67,6 +69,10 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: Strings are measured in UTF-16 bytes, binary in bytes (the service's 64 KiB rule).
 MAX_PROPERTY_BYTES = 64 * 1024
+#: An entity's size limit (1 MiB) and a key's (1 KiB, UTF-16): service limits the bundled emulator
+#: enforces too, kept here because it may import nothing of the client but this module.
+MAX_ENTITY_BYTES = 1024 * 1024
+MAX_KEY_BYTES = 1024
 DATETIME_MIN = datetime(1601, 1, 1, tzinfo=timezone.utc)
 DATETIME_MAX = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
 

@@ -41,6 +41,8 @@ from ._edm import (
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    MAX_ENTITY_BYTES,
+    MAX_KEY_BYTES,
     MAX_PROPERTY_BYTES,
     EdmDateTime,
     EdmType,
@@ -84,8 +86,6 @@ SYSTEM_PROPERTIES = ("PartitionKey", "RowKey", "Timestamp")
 MAX_PROPERTIES = 255
 MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - len(SYSTEM_PROPERTIES)
 MAX_PROPERTY_NAME_LENGTH = 255
-MAX_ENTITY_BYTES = 1024 * 1024
-MAX_KEY_BYTES = 1024
 
 _FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20)) | frozenset(
     chr(c) for c in range(0x7F, 0xA0)

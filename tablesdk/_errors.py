@@ -10,10 +10,7 @@ message and the request id are kept.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._context import DataServiceResponse
+from typing import Any
 
 __all__ = [
     "TableErrorCode",
@@ -25,7 +22,6 @@ __all__ = [
     "AuthenticationError",
     "RequestTimeoutError",
     "ConnectionFailedError",
-    "DataServiceRequestError",
     "BatchError",
     "TableValidationError",
     "ResponseDecodeError",
@@ -195,29 +191,6 @@ class ConnectionFailedError(TableServiceError):
     """
 
     refused: bool = False
-
-
-class DataServiceRequestError(TableServiceError):
-    """A ``save_changes`` that did not fully succeed.
-
-    ``response`` is the :class:`~tablesdk._context.DataServiceResponse` listing every
-    operation's outcome (succeeded, failed, not sent); ``status_code`` and
-    ``error_code`` are those of the first failure.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        response: DataServiceResponse,
-        status_code: int | None = None,
-        error_code: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        super().__init__(
-            message, status_code=status_code, error_code=error_code, request_id=request_id
-        )
-        self.response = response
 
 
 class BatchError(TableServiceError):

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from time import monotonic
 from typing import Protocol, Union, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import urllib3.exceptions
@@ -36,6 +35,7 @@ from requests.auth import AuthBase
 from requests.structures import CaseInsensitiveDict
 
 from ._errors import require_positive_int
+from ._redaction import strip_query
 
 __all__ = [
     "AttemptState",
@@ -43,7 +43,9 @@ __all__ = [
     "HttpRequest",
     "HttpResponse",
     "MockSender",
+    "RequestHook",
     "RequestsSender",
+    "SendingRequest",
     "SendError",
     "Sender",
     "Timeout",
@@ -110,7 +112,7 @@ class HttpRequest:
 
     def __repr__(self) -> str:
         size = "None" if self.body is None else f"<{len(self.body)} bytes>"
-        return f"HttpRequest(method={self.method!r}, url={_strip_query(self.url)!r}, body={size})"
+        return f"HttpRequest(method={self.method!r}, url={strip_query(self.url)!r}, body={size})"
 
 
 @dataclass(repr=False)
@@ -145,6 +147,24 @@ class HttpResponse:
             f"HttpResponse(status={self.status!r}, request_id={self.request_id!r}, "
             f"body=<{len(self.body)} bytes>)"
         )
+
+
+@dataclass
+class SendingRequest:
+    """A request about to be signed and sent, as a ``sending_request`` hook sees it.
+
+    Hooks may add or change ``headers`` (the Storage Client Library adds ``x-ms-version`` this way);
+    the request is signed after the hooks run. It lives here, under the operations that build it
+    and the contexts and clients that take hooks, so that none of them imports another for it.
+    """
+
+    method: str
+    url: str
+    headers: dict[str, str]
+
+
+#: A ``sending_request`` hook: called with each request before it is signed.
+RequestHook = Callable[[SendingRequest], None]
 
 
 class SendError(Exception):
@@ -189,11 +209,6 @@ class Sender(Protocol):
     def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
         """Send ``request`` with the client ``timeout`` and return the whole response."""
         ...
-
-
-def _strip_query(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
 def workers_within_pool(caller: str, name: str, workers: int, pool_size: int, *, stacklevel: int) -> int:

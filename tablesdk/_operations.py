@@ -27,7 +27,6 @@ from urllib.parse import quote
 
 from ._auth import MIN_TOKEN_VERSION, BearerTokenCredential
 from ._batch import (
-    BatchAnswer,
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
@@ -37,6 +36,7 @@ from ._batch import (
     prefer_value,
     supports_prefer,
 )
+from ._batch_answer import BatchAnswer
 from ._edm import EntityPage, EntityPayload
 from ._entity import (
     AnyEntity,
@@ -61,7 +61,7 @@ from ._errors import (
 )
 from ._filter import FilterLike, as_filter, prop, render_filter
 from ._formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
-from ._http import HttpResponse
+from ._http import HttpResponse, RequestHook, SendingRequest
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
 from ._service import (
@@ -79,7 +79,6 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
-    from ._client import RequestHook
 
 __all__ = [
     "Call",
@@ -284,8 +283,6 @@ class ClientCore:
 
     def _http_parts(self, call: Call) -> tuple[str, dict[str, str], tuple[str, ...]]:
         """The URL, headers and read locations of ``call``, after the request hook ran."""
-        from ._client import SendingRequest
-
         url = f"{call.endpoint or self.table_endpoint}/{call.path}"
         if call.query:
             url += "?" + query_string(call.query)

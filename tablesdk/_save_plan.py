@@ -2,25 +2,24 @@
 they go in, what each outcome does to its descriptor, and the outcome of the whole save.
 
 :class:`SavePlan` is driven the same way by the sync and async contexts (see its
-docstring); :class:`DataServiceResponse` and :class:`OperationResponse` are what a save
-returns. Builds on ``_tracking`` only among the context modules, and never imports a
-client, so a low layer (the errors) can name :class:`DataServiceResponse`.
+docstring); what a save returns and raises (:class:`DataServiceResponse`,
+:class:`OperationResponse`, :class:`DataServiceRequestError`) is in ``_save_outcome``.
+Builds on ``_tracking`` only among the context modules, and never imports a client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from enum import Flag
-from typing import overload
 
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityProperty
 from ._entity import entity_to_payload, loose_properties
-from ._errors import BatchError, DataServiceRequestError, ResponseDecodeError, TableServiceError
+from ._errors import BatchError, ResponseDecodeError, TableServiceError
+from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._tracking import Entity, EntityDescriptor, EntityStates, IdentityMap, WritingEntity
 
-__all__ = ["SaveChangesOptions", "OperationResponse", "DataServiceResponse", "SavePlan"]
+__all__ = ["SaveChangesOptions", "SavePlan"]
 
 
 class SaveChangesOptions(Flag):
@@ -38,80 +37,6 @@ class SaveChangesOptions(Flag):
     BATCH = 1
     CONTINUE_ON_ERROR = 2
     REPLACE_ON_UPDATE = 4
-
-
-@dataclass
-class OperationResponse:
-    """The outcome of one change sent (or not sent) by ``save_changes``.
-
-    ``sent`` is False for changes that were never attempted because an earlier
-    one failed (or a batch was refused); ``error`` is the per-status
-    :class:`~tablesdk._errors.TableServiceError` of a failed change.
-    """
-
-    entity: Entity
-    table: str
-    operation: str
-    status_code: int | None = None
-    etag: str | None = None
-    error: TableServiceError | None = None
-    sent: bool = False
-
-    @property
-    def succeeded(self) -> bool:
-        """True when the change was applied by the service."""
-        return self.sent and self.error is None and self.status_code is not None and self.status_code < 400
-
-
-class DataServiceResponse(Sequence[OperationResponse]):
-    """The outcome of a ``save_changes``: one :class:`OperationResponse` per change.
-
-    ``is_batch`` tells whether the changes went as one entity group
-    transaction; then ``batch_status_code`` is the transaction's status and
-    ``failed_index`` the index of the operation the service blamed, if any.
-    """
-
-    def __init__(
-        self,
-        responses: list[OperationResponse],
-        *,
-        is_batch: bool = False,
-        batch_status_code: int | None = None,
-        failed_index: int | None = None,
-    ) -> None:
-        self._responses = responses
-        self.is_batch = is_batch
-        self.batch_status_code = batch_status_code
-        self.failed_index = failed_index
-
-    @overload
-    def __getitem__(self, index: int) -> OperationResponse: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[OperationResponse]: ...
-
-    def __getitem__(self, index: int | slice) -> OperationResponse | Sequence[OperationResponse]:
-        return self._responses[index]
-
-    def __len__(self) -> int:
-        return len(self._responses)
-
-    @property
-    def errors(self) -> list[OperationResponse]:
-        """The responses of the changes that failed."""
-        return [r for r in self._responses if r.error is not None]
-
-    @property
-    def has_errors(self) -> bool:
-        """Whether any change failed."""
-        return any(r.error is not None for r in self._responses)
-
-    def __repr__(self) -> str:
-        ok = sum(1 for r in self._responses if r.succeeded)
-        return (
-            f"DataServiceResponse(operations={len(self._responses)}, succeeded={ok}, "
-            f"failed={len(self.errors)}, batch={self.is_batch})"
-        )
 
 
 class SavePlan:

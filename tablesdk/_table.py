@@ -26,7 +26,9 @@ from ._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._client import CloudTableClient, RequestHook
-    from ._context import DataServiceResponse, SaveChangesOptions, TableServiceContext
+    from ._context import TableServiceContext
+    from ._save_outcome import DataServiceResponse
+    from ._save_plan import SaveChangesOptions
 
 __all__ = ["CloudTable", "TableContext", "is_missing_entity"]
 

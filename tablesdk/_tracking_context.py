@@ -24,7 +24,8 @@ from ._errors import BatchError, ResourceNotFoundError, TableServiceError
 from ._merge import MergeOption, refresh_tracked
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
-from ._save_plan import DataServiceResponse, SaveChangesOptions, SavePlan
+from ._save_outcome import DataServiceResponse
+from ._save_plan import SaveChangesOptions, SavePlan
 from ._tracking import (
     Entity,
     EntityDescriptor,

@@ -35,17 +35,16 @@ outcome was unknown gets ``ambiguous_retry = True``, since the first attempt may
 have done the work. Reads are never flagged.
 
 Secrets never leave this module: the ``sig`` value of a SAS URL is replaced by
-``REDACTED`` (:func:`redact_url`) wherever a URL is logged or recorded, the
-``Authorization`` header is never logged, exception messages carry no query
-string, and the request's own signature is scrubbed from server error messages
-that echo it. urllib3's own DEBUG lines, which include the request path and
-query, pass through a redacting filter as well.
+``REDACTED`` wherever a URL is logged or recorded, the ``Authorization`` header is
+never logged, exception messages carry no query string, and the request's own
+signature is scrubbed from server error messages and headers that echo it; the
+redaction itself (and the filter urllib3's DEBUG lines pass through) is
+:mod:`tablesdk._redaction`.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -53,7 +52,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from types import TracebackType
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ._version import __version__
 from ._errors import BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
@@ -67,6 +66,16 @@ from ._http import (
     Sender,
     Timeout,
     check_max_response_bytes,
+)
+from ._redaction import (
+    SecretPattern,
+    attempt_secrets,
+    install_log_filter,
+    redact_text,
+    redact_url,
+    scrub_error,
+    scrub_headers,
+    strip_query,
 )
 from ._retry import RetryPolicy
 
@@ -89,8 +98,6 @@ __all__ = [
     "mark_ambiguous",
     "prepare_request",
     "sign_attempt",
-    "redact_url",
-    "redact_text",
     "DEFAULT_USER_AGENT",
     "DEFAULT_TIMEOUT",
 ]
@@ -105,55 +112,7 @@ DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)
 
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _AMBIGUOUS_STATUSES = frozenset({404, 409, 412})
-_SIG_IN_URL = re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
-_SIG_IN_TEXT = re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
-_QUERY_IN_TEXT = re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
-_REDACTED = "REDACTED"
 
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with the value of any ``sig`` query parameter replaced by ``REDACTED``.
-
-    Use it wherever a URL may reach a log, a repr or an exception: a SAS
-    signature is a bearer secret.
-    """
-    return _SIG_IN_URL.sub(r"\1" + _REDACTED, url)
-
-
-def redact_text(text: str) -> str:
-    """Redact ``sig=`` values and drop query strings of URLs found in free ``text``."""
-    text = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
-    return _QUERY_IN_TEXT.sub(r"\1?...", text)
-
-
-def _strip_query(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-
-
-class _RedactingFilter(logging.Filter):
-    """Rewrites third-party log records (urllib3 logs request paths) to hide SAS signatures."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is not ours to fix
-            return True
-        if "sig=" in message.lower():
-            record.msg = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, message)
-            record.args = ()
-        return True
-
-
-_THIRD_PARTY_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.connection")
-_FILTER = _RedactingFilter()
-
-
-def _install_log_filter() -> None:
-    for name in _THIRD_PARTY_LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
 
 
 @dataclass
@@ -245,115 +204,6 @@ def _with_server_timeout(url: str, seconds: int) -> str:
         return url
     query = f"{parts.query}&timeout={seconds}" if parts.query else f"timeout={seconds}"
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
-
-
-def _get_header(headers: dict[str, str], name: str) -> str | None:
-    lowered = name.lower()
-    for key, value in headers.items():
-        if key.lower() == lowered:
-            return value
-    return None
-
-
-def _secrets(headers: dict[str, str], url: str) -> _SecretPattern | None:
-    """One pattern matching every secret of this attempt, however a server re-escapes it.
-
-    The secrets are the ``Authorization`` value and its signature and the SAS
-    ``sig``; a server may echo them decoded, as sent, or with its own
-    percent-escapes (``%2b`` for ``%2B``), so each character that may travel
-    escaped matches itself or its escape in either case.
-    """
-    found: list[str] = []
-    auth = _get_header(headers, "Authorization")
-    if auth:
-        found.append(auth)
-        credential = auth.split(" ", 1)[-1]
-        found.append(credential)
-        if ":" in credential:
-            found.append(credential.rsplit(":", 1)[1])
-    for param in urlsplit(url).query.split("&"):
-        name, _, value = param.partition("=")
-        if name.lower() == "sig" and value:
-            found.append(unquote(value))
-    # Longest first, so a whole header is replaced before its parts; skip tiny values.
-    secrets = sorted({s for s in found if len(s) >= 8}, key=len, reverse=True)
-    if not secrets:
-        return None
-    return _SecretPattern(secrets)
-
-
-_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
-
-
-class _SecretPattern:
-    """The secrets of one attempt as a pattern, compiled only for a text that may hold one.
-
-    Compiling costs about a millisecond and is needed per attempt (signatures
-    differ), while answers almost never echo a secret. ASCII letters and digits
-    match only themselves in every escaping, so a text can hold a secret only if
-    it holds that secret's longest run of them: that substring test comes first.
-    """
-
-    __slots__ = ("_secrets", "_needles", "_pattern")
-
-    def __init__(self, secrets: list[str]) -> None:
-        self._secrets = secrets
-        self._needles = [max(_ALNUM_RUN.findall(secret) or [""], key=len) for secret in secrets]
-        self._pattern: re.Pattern[str] | None = None
-
-    def _compiled(self, text: str) -> re.Pattern[str] | None:
-        if not any(needle in text for needle in self._needles):
-            return None
-        if self._pattern is None:
-            self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets))
-        return self._pattern
-
-    def search(self, text: str) -> re.Match[str] | None:
-        """Where a secret occurs in ``text``, or None."""
-        pattern = self._compiled(text)
-        return None if pattern is None else pattern.search(text)
-
-    def sub(self, replacement: str, text: str) -> str:
-        """``text`` with every secret replaced."""
-        pattern = self._compiled(text)
-        return text if pattern is None else pattern.sub(replacement, text)
-
-
-def _any_escaping(secret: str) -> str:
-    parts: list[str] = []
-    for ch in secret:
-        if ch.isascii() and ch.isalnum():
-            parts.append(ch)
-            continue
-        escapes = "".join(f"[{h.upper()}{h.lower()}]" for h in f"{ord(ch):02X}") if ord(ch) < 256 else ""
-        space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
-        parts.append(f"(?:{re.escape(ch)}|%{escapes}{space})" if escapes else re.escape(ch))
-    return "".join(parts)
-
-
-def _scrub(text: str, secrets: _SecretPattern | None) -> str:
-    if secrets is not None:
-        text = secrets.sub(_REDACTED, text)
-    return _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
-
-
-def _scrub_error(error: TableServiceError, secrets: _SecretPattern | None) -> None:
-    message = _scrub(error.message, secrets)
-    if message != error.message:
-        error.message = message
-    error.args = tuple(_scrub(a, secrets) if isinstance(a, str) else a for a in error.args)
-
-
-def _scrub_headers(response: HttpResponse, secrets: _SecretPattern | None) -> None:
-    """Redact secrets a server echoed in any response header (request id, error code, ...).
-
-    Everything downstream (request ids in errors, logs, recorded attempts and
-    operation results) reads the headers, so this is the one place to do it.
-    """
-    headers = response.headers
-    for name, value in list(headers.items()):
-        if (secrets is not None and secrets.search(value)) or "sig=" in value.lower():
-            headers[name] = _scrub(value, secrets)
 
 
 # ---------------------------------------------------------------- decisions (no I/O)
@@ -523,8 +373,8 @@ class RetryLoop:
     def answered(self, signed: HttpRequest, response: HttpResponse) -> AttemptResult:
         """Classify a response: a success (status < 300 that ``check`` accepts) or an error."""
         url = redact_url(signed.url)
-        secrets = _secrets(signed.headers, signed.url)
-        _scrub_headers(response, secrets)
+        secrets = attempt_secrets(signed.headers, signed.url)
+        scrub_headers(response.headers, secrets)
         request_id = response.request_id
         if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
             try:
@@ -546,7 +396,7 @@ class RetryLoop:
 
     def failed(self, signed: HttpRequest, exc: SendError) -> AttemptResult:
         """Turn a sender's failure into the error of this attempt (raises ValueError for a bad request)."""
-        where = f"{signed.method} {_strip_query(signed.url)}"
+        where = f"{signed.method} {strip_query(signed.url)}"
         reason = redact_text(exc.reason)
         if exc.invalid:  # an invalid URL or header: a programming error, never retried
             raise ValueError(f"cannot send {where}: {reason}")
@@ -561,11 +411,11 @@ class RetryLoop:
         error.client_request_id = self.client_request_id
         return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
 
-    def _own(self, error: TableServiceError, request_id: str | None, secrets: _SecretPattern | None) -> None:
+    def _own(self, error: TableServiceError, request_id: str | None, secrets: SecretPattern | None) -> None:
         if error.request_id is None:
             error.request_id = request_id
         error.client_request_id = self.client_request_id
-        _scrub_error(error, secrets)
+        scrub_error(error, secrets)
 
     def settle(self, result: AttemptResult, start: float, end: float) -> Step:
         """Decide what follows the attempt ``result`` (started at ``start``, ended at ``end``)."""
@@ -634,7 +484,7 @@ class RetryLoop:
 
     def _deadline_error(self, attempts: int, last: TableServiceError | None) -> RequestTimeoutError:
         text = (
-            f"{self.request.method} {_strip_query(self.request.url)}: deadline of {self.deadline} s exceeded "
+            f"{self.request.method} {strip_query(self.request.url)}: deadline of {self.deadline} s exceeded "
             f"after {attempts} attempt{'s' if attempts != 1 else ''}"
         )
         if last is not None:
@@ -718,7 +568,7 @@ class Transport:
         self._sender: Sender = sender if sender is not None else RequestsSender(
             pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes
         )
-        _install_log_filter()
+        install_log_filter()
 
     @property
     def retry_policy(self) -> RetryPolicy:

@@ -23,7 +23,7 @@ from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, TableEntity
 from .._filter import FilterLike
-from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse
+from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._retry import ExponentialRetry, RetryPolicy
 from .._service import AccessPolicy, ServiceProperties, ServiceStats
@@ -34,7 +34,6 @@ from ._query import AsyncTableQuery
 
 if TYPE_CHECKING:
     from .._account import CloudStorageAccount
-    from .._client import RequestHook
     from ._context import AsyncTableServiceContext
     from ._table import AsyncCloudTable
 

@@ -30,7 +30,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
 from .._merge import MergeOption
-from .._save_plan import DataServiceResponse, SaveChangesOptions
+from .._save_outcome import DataServiceResponse
+from .._save_plan import SaveChangesOptions
 from .._tracking_context import ResolveType, TrackingContext
 from .._entity import AnyEntity, DynamicEntity, E, validate_table_name
 from .._filter import prop
@@ -103,7 +104,7 @@ class AsyncTableServiceContext(TrackingContext):
         """Send every pending change and return the outcome of each (no retries).
 
         The rules of :meth:`tablesdk.TableServiceContext.save_changes`: raises
-        :class:`~tablesdk._errors.DataServiceRequestError` when a change failed;
+        :class:`~tablesdk.DataServiceRequestError` when a change failed;
         failed and unsent changes stay pending.
         """
         return await self._save(options, NoRetry(), operation_context)

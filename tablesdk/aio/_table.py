@@ -24,7 +24,8 @@ from ._query import AsyncTableQuery
 
 if TYPE_CHECKING:
     from .._client import RequestHook
-    from .._context import DataServiceResponse, SaveChangesOptions
+    from .._save_outcome import DataServiceResponse
+    from .._save_plan import SaveChangesOptions
     from ._client import AsyncCloudTableClient
     from ._context import AsyncTableServiceContext
 

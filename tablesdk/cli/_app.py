@@ -26,7 +26,7 @@ from .._client import CloudTableClient
 from .._entity import DynamicEntity, entity_from_payload
 from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
 from .._retry import ExponentialRetry, NoRetry
-from .._transport import redact_text
+from .._redaction import redact_text
 from ._export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
 from ._files import FILE_FORMATS, parse_entity_text, payload_json, read_csv, read_jsonl
 from ._progress import Progress, progress_wanted

@@ -34,8 +34,17 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from .._edm import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, MAX_PROPERTY_BYTES, EdmType, parse_datetime
-from .._entity import MAX_ENTITY_BYTES, MAX_KEY_BYTES
+from .._edm import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_ENTITY_BYTES,
+    MAX_KEY_BYTES,
+    MAX_PROPERTY_BYTES,
+    EdmType,
+    parse_datetime,
+)
 from ._errors import BAD_BODY, ServiceError, error
 
 __all__ = [

@@ -21,9 +21,9 @@ from tablesdk._batch import (
     BatchOperationResult,
     build_batch_request,
     entity_path,
-    parse_batch_response,
     validate_batch,
 )
+from tablesdk._batch_answer import parse_batch_response
 from tablesdk._edm import EdmType, EntityPayload
 from tablesdk._errors import (
     BatchError,

@@ -90,7 +90,7 @@ def test_edm_datetime_constructor_keeps_its_keyword_and_class_default() -> None:
 
 # ------------------------------------------------------------------ batch response headers
 
-from tablesdk._batch import _read_headers, _read_headers_by_line  # noqa: E402
+from tablesdk._batch_answer import _read_headers, _read_headers_by_line  # noqa: E402
 
 HEADER_BLOCKS = [
     b"HTTP/1.1 204 No Content\r\nContent-ID: 1\r\nETag: W/\"datetime'2024'\"\r\nX-Content-Type-Options: nosniff\r\n\r\nrest",
@@ -243,11 +243,11 @@ def test_json_bodies_carry_what_to_json_value_gives_for_every_type() -> None:
 
 # ------------------------------------------------------------------ secrets in answers
 
-from tablesdk._transport import _secrets  # noqa: E402
+from tablesdk._redaction import attempt_secrets  # noqa: E402
 
 
 def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> None:
-    secrets = _secrets({"Authorization": "SharedKey acct:abcdEFGH1234+/xyzWXYZ5678=="}, "https://a/t?sig=QWERTYuiop%2B12")
+    secrets = attempt_secrets({"Authorization": "SharedKey acct:abcdEFGH1234+/xyzWXYZ5678=="}, "https://a/t?sig=QWERTYuiop%2B12")
     assert secrets is not None
     plain = "HTTP/1.1 204 No Content; request 8d1f0c2e-0000-0000-0000-000000000000"
     assert secrets.sub("***", plain) == plain and secrets.search(plain) is None
@@ -702,13 +702,8 @@ def test_template_bodies_leave_out_timestamp_wherever_it_is(where: int) -> None:
 
 from pathlib import Path  # noqa: E402
 
-from tablesdk._batch import (  # noqa: E402
-    BatchOperation,
-    BatchOperationKind,
-    _general_results,
-    _standard_results,
-    parse_batch_response,
-)
+from tablesdk._batch import BatchOperation, BatchOperationKind  # noqa: E402
+from tablesdk._batch_answer import _general_results, _standard_results, parse_batch_response  # noqa: E402
 
 _WIRE = Path(__file__).parent.parent / "wire" / "data"
 

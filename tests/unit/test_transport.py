@@ -38,9 +38,8 @@ from tablesdk._transport import (
     OperationContext,
     RequestAttempt,
     Transport,
-    redact_text,
-    redact_url,
 )
+from tablesdk._redaction import redact_text, redact_url
 
 BASE = "http://acct.table.example/"
 URL = BASE + "Blogs"

@@ -27,8 +27,8 @@ from tablesdk._batch import (
     BatchOperation,
     BatchOperationKind,
     build_batch_request,
-    parse_batch_response,
 )
+from tablesdk._batch_answer import parse_batch_response
 from tablesdk._edm import EdmType, EntityPayload
 from tablesdk._errors import (
     BatchError,

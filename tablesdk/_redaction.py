@@ -1,0 +1,196 @@
+"""Keeping secrets out of logs, reprs and errors.
+
+The secrets are the account key's signature in ``Authorization``, a bearer token, and
+the ``sig`` of a SAS. :func:`redact_url` and :func:`redact_text` hide them in URLs and
+free text; :func:`attempt_secrets` gathers one attempt's secrets into a pattern that
+:func:`scrub`, :func:`scrub_error` and :func:`scrub_headers` remove from what a server
+echoes back, however it re-escapes them; :func:`install_log_filter` makes urllib3's
+DEBUG lines (which carry the request's path and query) pass through the same redaction.
+
+It imports nothing above the exception hierarchy, so every layer that writes a URL,
+a header or a message where a person may read it (the transport, :mod:`tablesdk._http`'s
+reprs, the command line) uses these and no copy of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import MutableMapping
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from ._errors import TableServiceError
+
+__all__ = [
+    "SecretPattern",
+    "attempt_secrets",
+    "install_log_filter",
+    "redact_text",
+    "redact_url",
+    "scrub",
+    "scrub_error",
+    "scrub_headers",
+    "strip_query",
+]
+
+_SIG_IN_URL = re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
+_SIG_IN_TEXT = re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
+_QUERY_IN_TEXT = re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
+_REDACTED = "REDACTED"
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with the value of any ``sig`` query parameter replaced by ``REDACTED``.
+
+    Use it wherever a URL may reach a log, a repr or an exception: a SAS
+    signature is a bearer secret.
+    """
+    return _SIG_IN_URL.sub(r"\1" + _REDACTED, url)
+
+
+def redact_text(text: str) -> str:
+    """Redact ``sig=`` values and drop query strings of URLs found in free ``text``."""
+    text = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
+    return _QUERY_IN_TEXT.sub(r"\1?...", text)
+
+
+def strip_query(url: str) -> str:
+    """``url`` without its query and fragment: what an error message or a repr may show of it."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+class _RedactingFilter(logging.Filter):
+    """Rewrites third-party log records (urllib3 logs request paths) to hide SAS signatures."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is not ours to fix
+            return True
+        if "sig=" in message.lower():
+            record.msg = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, message)
+            record.args = ()
+        return True
+
+
+_THIRD_PARTY_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.connection")
+_FILTER = _RedactingFilter()
+
+
+def install_log_filter() -> None:
+    """Put the redacting filter on urllib3's loggers (once; every transport calls this)."""
+    for name in _THIRD_PARTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
+def _get_header(headers: dict[str, str], name: str) -> str | None:
+    lowered = name.lower()
+    for key, value in headers.items():
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+def attempt_secrets(headers: dict[str, str], url: str) -> SecretPattern | None:
+    """One pattern matching every secret of this attempt, however a server re-escapes it.
+
+    The secrets are the ``Authorization`` value and its signature and the SAS
+    ``sig``; a server may echo them decoded, as sent, or with its own
+    percent-escapes (``%2b`` for ``%2B``), so each character that may travel
+    escaped matches itself or its escape in either case.
+    """
+    found: list[str] = []
+    auth = _get_header(headers, "Authorization")
+    if auth:
+        found.append(auth)
+        credential = auth.split(" ", 1)[-1]
+        found.append(credential)
+        if ":" in credential:
+            found.append(credential.rsplit(":", 1)[1])
+    for param in urlsplit(url).query.split("&"):
+        name, _, value = param.partition("=")
+        if name.lower() == "sig" and value:
+            found.append(unquote(value))
+    # Longest first, so a whole header is replaced before its parts; skip tiny values.
+    secrets = sorted({s for s in found if len(s) >= 8}, key=len, reverse=True)
+    if not secrets:
+        return None
+    return SecretPattern(secrets)
+
+
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+class SecretPattern:
+    """The secrets of one attempt as a pattern, compiled only for a text that may hold one.
+
+    Compiling costs about a millisecond and is needed per attempt (signatures
+    differ), while answers almost never echo a secret. ASCII letters and digits
+    match only themselves in every escaping, so a text can hold a secret only if
+    it holds that secret's longest run of them: that substring test comes first.
+    """
+
+    __slots__ = ("_secrets", "_needles", "_pattern")
+
+    def __init__(self, secrets: list[str]) -> None:
+        self._secrets = secrets
+        self._needles = [max(_ALNUM_RUN.findall(secret) or [""], key=len) for secret in secrets]
+        self._pattern: re.Pattern[str] | None = None
+
+    def _compiled(self, text: str) -> re.Pattern[str] | None:
+        if not any(needle in text for needle in self._needles):
+            return None
+        if self._pattern is None:
+            self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets))
+        return self._pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """Where a secret occurs in ``text``, or None."""
+        pattern = self._compiled(text)
+        return None if pattern is None else pattern.search(text)
+
+    def sub(self, replacement: str, text: str) -> str:
+        """``text`` with every secret replaced."""
+        pattern = self._compiled(text)
+        return text if pattern is None else pattern.sub(replacement, text)
+
+
+def _any_escaping(secret: str) -> str:
+    parts: list[str] = []
+    for ch in secret:
+        if ch.isascii() and ch.isalnum():
+            parts.append(ch)
+            continue
+        escapes = "".join(f"[{h.upper()}{h.lower()}]" for h in f"{ord(ch):02X}") if ord(ch) < 256 else ""
+        space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
+        parts.append(f"(?:{re.escape(ch)}|%{escapes}{space})" if escapes else re.escape(ch))
+    return "".join(parts)
+
+
+def scrub(text: str, secrets: SecretPattern | None) -> str:
+    """``text`` without the attempt's ``secrets`` and without any ``sig=`` value."""
+    if secrets is not None:
+        text = secrets.sub(_REDACTED, text)
+    return _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
+
+
+def scrub_error(error: TableServiceError, secrets: SecretPattern | None) -> None:
+    """Scrub ``error``'s message and arguments in place (a server may echo a signature in its message)."""
+    message = scrub(error.message, secrets)
+    if message != error.message:
+        error.message = message
+    error.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in error.args)
+
+
+def scrub_headers(headers: MutableMapping[str, str], secrets: SecretPattern | None) -> None:
+    """Redact secrets a server echoed in any response header (request id, error code, ...).
+
+    Everything downstream (request ids in errors, logs, recorded attempts and
+    operation results) reads the headers, so the retry loop calls this on every answer.
+    """
+    for name, value in list(headers.items()):
+        if (secrets is not None and secrets.search(value)) or "sig=" in value.lower():
+            headers[name] = scrub(value, secrets)
