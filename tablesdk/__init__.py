@@ -47,26 +47,12 @@ from ._errors import (
 )
 from ._filter import col, prop
 from ._http import (
-    AttemptState,
-    HttpRequest,
-    HttpResponse,
-    MockSender,
-    RequestsSender,
-    SendError,
-    Sender,
-    SendingRequest,
-    Timeout,
+    AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender, SendingRequest, Timeout,
 )
-from ._query import (
-    ContinuationToken,
-    EmptyResultError,
-    ResultSegment,
-    TableQuery,
-    datetime_from_reverse_ticks,
-    find_partition_boundaries,
-    fixed_width_key,
-    reverse_ticks,
-)
+from ._continuation import ContinuationToken, ResultSegment
+from ._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
+from ._parallel import find_partition_boundaries
+from ._query import EmptyResultError, TableQuery
 from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable
 from ._table import CloudTable, TableContext
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse

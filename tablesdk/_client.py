@@ -29,7 +29,6 @@ from ._operations import (
     Call,
     ClientCore,
     Flow,
-    check_listing_cycle,
     error_from_response,
     path_can_carry_keys,
     query_string,
@@ -40,6 +39,7 @@ from ._bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from ._edm import EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
 from ._filter import FilterLike
+from ._pager import Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import ExponentialRetry, RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
@@ -275,7 +275,7 @@ class CloudTableClient(ClientCore):
         each request.
         """
         token: ContinuationToken | None = None
-        seen: set[str] = set()
+        pager = Pager(listing=True)
         while True:
             segment = self.list_tables_segmented(
                 token, prefix=prefix, filter=filter, max_results=page_size, operation_context=operation_context
@@ -284,7 +284,7 @@ class CloudTableClient(ClientCore):
             token = segment.continuation_token
             if token is None:
                 return
-            check_listing_cycle(token, seen)
+            pager.follow(token)
 
     def list_tables_segmented(
         self,

@@ -52,7 +52,6 @@ from ._entity import (
 from ._errors import (
     BatchError,
     ConflictError,
-    ContinuationCycleError,
     ResourceNotFoundError,
     TableErrorCode,
     TableServiceError,
@@ -86,7 +85,6 @@ __all__ = [
     "ClientCore",
     "run_flow",
     "arun_flow",
-    "check_listing_cycle",
     "LOCATION_MODES",
     "MAX_URI_SEGMENT_LENGTH",
 ]
@@ -174,19 +172,6 @@ def path_can_carry_keys(table_name: str, partition_key: str, row_key: str) -> bo
     if "%" in partition_key or "%" in row_key:
         return False
     return len(entity_path(table_name, partition_key, row_key)) <= MAX_URI_SEGMENT_LENGTH
-
-
-def check_listing_cycle(token: ContinuationToken, seen: set[str]) -> None:
-    """Raise :class:`ContinuationCycleError` when a table listing is sent a NextTableName it already
-    followed (listing only moves forward: a repeat would list the same tables forever)."""
-    next_name = token.next_table_name or ""
-    if next_name in seen:
-        raise ContinuationCycleError(
-            f"the service sent NextTableName {next_name!r} twice in one listing; "
-            "stopping instead of listing the same tables forever",
-            token=next_name,
-        )
-    seen.add(next_name)
 
 
 def _not_found() -> ResourceNotFoundError:

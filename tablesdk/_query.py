@@ -1,4 +1,4 @@
-"""Queries: :class:`TableQuery`, paging, :class:`ContinuationToken` and :class:`ResultSegment`.
+"""Queries: :class:`TableQuery`, its sources and its iteration.
 
 A :class:`TableQuery` is an immutable description of a query (table, entity
 type, filter, take, select, page size) bound to a :class:`QuerySource` that
@@ -22,33 +22,25 @@ return fewer, or none, with a continuation token at any time):
   used, the next page's undecoded answer: the next request goes out as soon
   as a page's token has arrived; see :meth:`TableQuery.read_ahead`).
 
-The module also holds the white paper's key helpers (section "Tips and
-Tricks"): :func:`reverse_ticks` / :func:`datetime_from_reverse_ticks` for
-newest-first RowKeys and :func:`fixed_width_key` for numbers in keys.
+Which token is followed next, the cycle check, the ``take`` count and when to
+read ahead are decided by a :class:`~tablesdk._pager.Pager`; this module runs
+its requests. Tokens and pages are in :mod:`tablesdk._continuation`, parallel
+scans in :mod:`tablesdk._parallel`, the key helpers in :mod:`tablesdk._keys`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import bisect
-import json
-import queue
 import threading
-from collections import deque
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from itertools import islice
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, runtime_checkable
 
-from ._edm import EdmDateTime, EntityPage
-from ._entity import DynamicEntity, E, validate_table_name
-from ._errors import ContinuationCycleError, TableValidationError, require_positive_int
+from ._continuation import ContinuationToken, FetchedPage, ResultSegment
+from ._entity import E, validate_table_name
+from ._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
-from ._http import HttpResponse, workers_within_pool
+from ._http import workers_within_pool
+from ._pager import PageRequest, Pager
 
 __all__ = [
     "ContinuationToken",
@@ -59,148 +51,15 @@ __all__ = [
     "TableQuery",
     "EmptyResultError",
     "MAX_PAGE_SIZE",
-    "DATETIME_MAX_TICKS",
-    "reverse_ticks",
-    "datetime_from_reverse_ticks",
-    "fixed_width_key",
-    "find_partition_boundaries",
 ]
 
 #: The most entities the service returns in one response (and the largest ``$top``).
 MAX_PAGE_SIZE = 1000
 
-T = TypeVar("T")
-
-
 class EmptyResultError(LookupError):
     """:meth:`TableQuery.first` found no entity (a ``LookupError``, like ``next()`` on nothing)."""
 
 
-# ---------------------------------------------------------------- continuation tokens
-
-
-def _check_cycle(token: ContinuationToken, seen: set[ContinuationToken]) -> None:
-    """Raise :class:`ContinuationCycleError` if ``token`` was seen before in this iteration, else remember it.
-
-    Tokens only move forward through a query, so a repeat (A, B, A) is a cycle
-    that would request the same pages forever.
-    """
-    if token in seen:
-        raise ContinuationCycleError(
-            f"the service sent continuation token {token.to_string()} twice in one query; "
-            "stopping instead of requesting the same pages forever",
-            token=token,
-        )
-    seen.add(token)
-
-_TOKEN_VERSION = "1"
-
-
-@dataclass(frozen=True)
-class ContinuationToken:
-    """Where the next page of a query starts. Treat it as opaque.
-
-    For entity queries the service gives ``next_partition_key`` and
-    ``next_row_key`` (either may be None); for table listing it gives
-    ``next_table_name``. The values may point at no existing entity, and
-    they are only meaningful with the *same* query (filter, select, take).
-
-    :meth:`to_string` gives a URL-safe text that a web application can put in
-    a link or a form and :meth:`from_string` reads it back; any key (empty,
-    unicode, containing ``%`` or quotes) survives the round trip.
-
-    ``target_location`` (``"primary"`` or ``"secondary"``) is set on tokens
-    from a client with a ``location_mode``: the endpoint that produced the page,
-    where the next page is then read too, so one query's pages come from one
-    copy of the data. None (any other client) means the primary.
-    """
-
-    next_partition_key: str | None = None
-    next_row_key: str | None = None
-    next_table_name: str | None = None
-    target_location: str | None = None
-
-    def __post_init__(self) -> None:
-        parts = (self.next_partition_key, self.next_row_key, self.next_table_name)
-        for part in parts:
-            if part is not None and not isinstance(part, str):
-                raise TypeError(f"continuation token parts are str or None, not {type(part).__name__}")
-        if all(part is None for part in parts):
-            raise ValueError("a continuation token needs at least one of its parts")
-        if self.target_location not in (None, "primary", "secondary"):
-            raise ValueError(f"target_location is 'primary', 'secondary' or None, not {self.target_location!r}")
-
-    def to_string(self) -> str:
-        """A URL-safe, versioned text form: ``"1." + base64url(JSON)`` (no padding)."""
-        fields: list[str | None] = [self.next_partition_key, self.next_row_key, self.next_table_name]
-        if self.target_location is not None:  # only pinned tokens carry the fourth field
-            fields.append(self.target_location)
-        payload = json.dumps(fields, ensure_ascii=True, separators=(",", ":"))
-        encoded = base64.urlsafe_b64encode(payload.encode("ascii")).decode("ascii").rstrip("=")
-        return f"{_TOKEN_VERSION}.{encoded}"
-
-    @classmethod
-    def from_string(cls, text: str) -> ContinuationToken:
-        """Read a token written by :meth:`to_string`; ``ValueError`` for anything else."""
-        if not isinstance(text, str):
-            raise ValueError(f"a continuation token string is a str, not {type(text).__name__}")
-        version, dot, body = text.partition(".")
-        if not dot or version != _TOKEN_VERSION:
-            raise ValueError("not a tablesdk continuation token (unknown format or version)")
-        if not body or len(body) % 4 == 1:
-            raise ValueError("not a tablesdk continuation token (bad encoding)")
-        try:
-            standard = body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4)
-            raw = base64.b64decode(standard.encode("ascii"), validate=True)
-            parts = json.loads(raw.decode("ascii"))
-        except (binascii.Error, UnicodeError, ValueError) as exc:
-            raise ValueError("not a tablesdk continuation token (bad encoding)") from exc
-        if (
-            not isinstance(parts, list)
-            or len(parts) not in (3, 4)
-            or not all(part is None or isinstance(part, str) for part in parts)
-            or all(part is None for part in parts[:3])
-            or (len(parts) == 4 and parts[3] not in ("primary", "secondary"))
-        ):
-            raise ValueError("not a tablesdk continuation token (bad contents)")
-        return cls(parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else None)
-
-    def __str__(self) -> str:
-        return self.to_string()
-
-
-@dataclass(frozen=True)
-class ResultSegment(Generic[T]):
-    """One page of results and the token of the next page (None on the last page).
-
-    A page may be empty and still have a token: the service returns such pages
-    (for example at partition-server boundaries); keep going.
-    """
-
-    results: list[T]
-    continuation_token: ContinuationToken | None
-
-    @property
-    def has_more(self) -> bool:
-        """Whether the service said more results may follow."""
-        return self.continuation_token is not None
-
-
-@dataclass(frozen=True)
-class FetchedPage:
-    """One page of a query as it arrived, before its entities are read.
-
-    A source's HTTP stage (sending the request, with retries) gives this to
-    its decode stage (reading the entities, tracking them): the next page's
-    ``continuation_token`` comes from the response headers, so the request of
-    the next page can be sent while this one is decoded. ``response`` holds
-    the undecoded body; a page read whole in its one request (a point query)
-    is in ``page`` instead, with ``response`` None.
-    """
-
-    continuation_token: ContinuationToken | None
-    response: HttpResponse | None = None
-    page: EntityPage | None = None
 
 
 class QuerySource(Protocol[E]):
@@ -255,13 +114,12 @@ class _PageAhead:
     queries on it (a read-ahead queued behind a full pool would wait for the
     iteration that waits for it). When iteration stops early nobody calls
     :meth:`result`: the thread ends with its request, and its page or error
-    is dropped.
+    is dropped. Whether and what to read ahead is the pager's decision (:meth:`Pager.ahead`).
     """
 
-    __slots__ = ("top", "_thread", "_fetched", "_error")
+    __slots__ = ("_thread", "_fetched", "_error")
 
-    def __init__(self, top: int | None, fetch: Callable[[], FetchedPage]) -> None:
-        self.top = top
+    def __init__(self, fetch: Callable[[], FetchedPage]) -> None:
         self._fetched: FetchedPage | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(fetch,), name="tablesdk-read-ahead", daemon=True)
@@ -282,16 +140,6 @@ class _PageAhead:
             raise error
         assert fetched is not None
         return fetched
-
-
-def _handed_out(page: list[T], remaining: int | None) -> Generator[T, None, int | None]:
-    """Yield the entities of ``page``, at most ``remaining`` of them (all when None), and
-    return how many are still wanted after them (None: no cap)."""
-    if remaining is None:
-        yield from page  # the list's own iterator hands out the entities
-        return None
-    yield from islice(page, remaining)
-    return max(remaining - len(page), 0)
 
 
 # ---------------------------------------------------------------- the query
@@ -541,64 +389,42 @@ class TableQuery(Generic[E]):
 
     def _iterate(self) -> Iterator[E]:
         source = self._source
-        remaining = self._take
-        token: ContinuationToken | None = None
-        seen: set[ContinuationToken] = set()
-        while True:
-            segment: ResultSegment[E] | None = source.execute_query_segment(self, token, self.request_top(remaining))
+        pager = Pager(self._take, self.request_top)
+        request: PageRequest | None = pager.first()
+        while request is not None:
+            segment: ResultSegment[E] | None = source.execute_query_segment(self, request.token, request.top)
             assert segment is not None
             token = segment.continuation_token
             page: list[E] | None = segment.results
             segment = None  # keep only the page itself referenced
             assert page is not None
-            remaining = yield from _handed_out(page, remaining)
+            yield from pager.trim(page)
             page = None  # release this page before the next request
-            if remaining == 0 or token is None:
-                return
-            _check_cycle(token, seen)
+            request = pager.next(token)
 
     def _iterate_ahead(self, source: PagedQuerySource[E]) -> Iterator[E]:
         """:meth:`_iterate` with the next page's request in flight while this page is decoded and used."""
-        remaining = self._take
-        seen: set[ContinuationToken] = set()
-        top = self.request_top(remaining)
-        fetched: FetchedPage | None = source.fetch_query_segment(self, None, top)
+        pager = Pager(self._take, self.request_top)
+        request = pager.first()
+        fetched: FetchedPage | None = source.fetch_query_segment(self, request.token, request.top)
         while fetched is not None:
             token = fetched.continuation_token
-            ahead = self._ahead(source, token, top, remaining, seen)
+            ahead = pager.ahead(token)
+            in_flight = None
+            if ahead is not None:
+                in_flight = _PageAhead(partial(source.fetch_query_segment, self, ahead.token, ahead.top))
             page: list[E] | None = source.decode_query_segment(self, fetched).results
             fetched = None  # the undecoded answer is no longer needed
             assert page is not None
-            remaining = yield from _handed_out(page, remaining)
+            yield from pager.trim(page)
             page = None  # release this page before waiting for the next
-            if remaining == 0 or token is None:
+            following = pager.next(token)  # the request read ahead, when there is one
+            if following is None:
                 return
-            _check_cycle(token, seen)
-            if ahead is None:
-                top = self.request_top(remaining)
-                fetched = source.fetch_query_segment(self, token, top)
+            if in_flight is None:
+                fetched = source.fetch_query_segment(self, following.token, following.top)
             else:
-                top, fetched = ahead.top, ahead.result()
-
-    def _ahead(
-        self,
-        source: PagedQuerySource[E],
-        token: ContinuationToken | None,
-        top: int | None,
-        remaining: int | None,
-        seen: set[ContinuationToken],
-    ) -> _PageAhead | None:
-        """The next page's request, started now, when more entities are wanted than the page that
-        just arrived (asked for with ``$top=top``) can hold; else None."""
-        if token is None or token in seen:
-            return None  # the last page; or a cycle, raised when iteration gets there
-        if remaining is None:
-            ahead_top = self._page_size
-        elif top is not None and remaining > top:
-            ahead_top = self.request_top(remaining - top)
-        else:
-            return None
-        return _PageAhead(ahead_top, partial(source.fetch_query_segment, self, token, ahead_top))
+                fetched = in_flight.result()
 
     # -- parallel scans over PartitionKey ranges
 
@@ -654,14 +480,9 @@ class TableQuery(Generic[E]):
         any range is raised here after the others stop.
         """
         workers = self._check_parallel("iter_parallel", workers)
-        whole = self._replace(take=None)
-        if boundaries is None:
-            count = workers * max(1, ranges_per_worker)
-            # The leader holds one connection while probes run: the rest probe.
-            lead = _Lead(whole, lambda: find_partition_boundaries(whole, count, workers=max(1, workers - 1)))
-            return _entities(_ParallelScan([], workers, lead).segments(), self._take)
-        ranges = whole.partition_ranges(boundaries)
-        return _entities(_ParallelScan([(i, q, None) for i, q in enumerate(ranges)], workers).segments(), self._take)
+        from ._parallel import scan_entities  # imported here: _parallel builds on TableQuery
+
+        return scan_entities(self._replace(take=None), self._take, workers, boundaries, ranges_per_worker)
 
     def iter_parallel_segments(
         self,
@@ -684,18 +505,9 @@ class TableQuery(Generic[E]):
         workers = self._check_parallel("iter_parallel_segments", workers)
         if boundaries is None:
             raise TypeError("iter_parallel_segments needs boundaries (see find_partition_boundaries)")
-        ranges = self._replace(take=None).partition_ranges(boundaries)
-        jobs: list[tuple[int, TableQuery[Any], ContinuationToken | None]]
-        if resume is None:
-            jobs = [(index, query, None) for index, query in enumerate(ranges)]
-        else:
-            for index in resume:
-                if not 0 <= index < len(ranges):
-                    raise ValueError(f"resume names range {index}; the boundaries give ranges 0..{len(ranges) - 1}")
-            jobs = [(index, ranges[index], token) for index, token in sorted(resume.items())]
-        if not jobs:
-            return iter(())
-        return _ParallelScan(jobs, workers).segments()
+        from ._parallel import scan_segments  # imported here: _parallel builds on TableQuery
+
+        return scan_segments(self._replace(take=None), workers, boundaries, resume)
 
     def _check_parallel(self, caller: str, workers: int) -> int:
         """The number of workers to run: ``workers``, capped at the source's connection pool."""
@@ -740,502 +552,3 @@ class TableQuery(Generic[E]):
         if not self._read_ahead:
             parts.append("read_ahead=False")
         return f"TableQuery({', '.join(parts)})"
-
-
-# ---------------------------------------------------------------- key helpers
-
-#: ``DateTime.MaxValue.Ticks`` in .NET: 9999-12-31T23:59:59.9999999, in 100 ns ticks since 0001-01-01.
-DATETIME_MAX_TICKS = 3155378975999999999
-
-_TICKS_PER_SECOND = 10_000_000
-_TICKS_PER_DAY = 86_400 * _TICKS_PER_SECOND
-_EPOCH = datetime(1, 1, 1)
-_REVERSE_WIDTH = 19
-
-
-def _ticks(value: datetime) -> int:
-    """.NET ticks (100 ns since 0001-01-01 UTC) of ``value``; naive means UTC."""
-    naive = value.replace(tzinfo=None)
-    delta = naive - _EPOCH
-    ticks = delta.days * _TICKS_PER_DAY + delta.seconds * _TICKS_PER_SECOND + delta.microseconds * 10
-    if isinstance(value, EdmDateTime):
-        ticks += value.ticks_remainder
-    offset = value.utcoffset()
-    if offset:
-        ticks -= (offset.days * 86_400 + offset.seconds) * _TICKS_PER_SECOND + offset.microseconds * 10
-    return ticks
-
-
-def reverse_ticks(dt: datetime) -> str:
-    """``DateTime.MaxValue.Ticks - dt.Ticks`` as 19 zero-padded digits: a newest-first RowKey.
-
-    The white paper's trick for "retrieve latest items first": keys sort
-    ascending, so ``reverse_ticks(later) < reverse_ticks(earlier)``. Ticks are
-    .NET's 100 ns units since 0001-01-01; a naive ``dt`` is UTC, an aware one
-    is converted to UTC, and an :class:`~tablesdk._edm.EdmDateTime`'s seventh
-    fractional digit counts. The result is always 19 digits, so keys of dates
-    after 6831 (18 significant digits) still sort correctly.
-    """
-    if not isinstance(dt, datetime):
-        raise TypeError(f"reverse_ticks takes a datetime, not {type(dt).__name__}")
-    ticks = _ticks(dt)
-    if not 0 <= ticks <= DATETIME_MAX_TICKS:
-        raise TableValidationError("dt", "reverse_ticks needs a UTC time in 0001-01-01..9999-12-31", repr(dt))
-    return str(DATETIME_MAX_TICKS - ticks).zfill(_REVERSE_WIDTH)
-
-
-def datetime_from_reverse_ticks(s: str) -> datetime:
-    """The aware UTC time a :func:`reverse_ticks` key stands for (exactly, to 100 ns).
-
-    Returns an :class:`~tablesdk._edm.EdmDateTime` (a ``datetime``) that keeps
-    the seventh fractional digit; raises ``ValueError`` for anything but 19
-    ASCII digits.
-    """
-    if not isinstance(s, str) or len(s) != _REVERSE_WIDTH or not (s.isascii() and s.isdigit()):
-        raise ValueError(f"a reverse-ticks key is exactly {_REVERSE_WIDTH} ASCII digits, got {s!r}")
-    ticks = DATETIME_MAX_TICKS - int(s)
-    if ticks < 0:
-        raise ValueError(f"{s!r} is above DateTime.MaxValue.Ticks ({DATETIME_MAX_TICKS})")
-    micro_ticks, remainder = divmod(ticks, 10)
-    value = _EPOCH + timedelta(microseconds=micro_ticks)
-    return EdmDateTime(
-        value.year, value.month, value.day, value.hour, value.minute, value.second,
-        value.microsecond, timezone.utc, ticks_remainder=remainder,
-    )
-
-
-def fixed_width_key(n: int, width: int = 19) -> str:
-    """``n`` zero-padded to ``width`` digits, so that string order is numeric order.
-
-    Keys are strings and compare character by character ("92" > "10000"), so
-    numbers in keys need a fixed width ("00092" < "10000"). The default of 19
-    digits holds any non-negative Int64. Raises ``ValueError``
-    (:class:`~tablesdk._errors.TableValidationError`) for a negative ``n`` or one
-    wider than ``width`` digits, naming the limit.
-    """
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise TableValidationError("width", "fixed_width_key width is an int >= 1", repr(width))
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"fixed_width_key takes an int, not {type(n).__name__}")
-    if n < 0:
-        raise TableValidationError(
-            "n", "fixed_width_key takes non-negative numbers (a '-' would sort wrongly)", f"got {n}"
-        )
-    limit = 10**width - 1
-    if n > limit:
-        raise TableValidationError("n", f"fixed_width_key({width} digits) takes 0 <= n <= {limit}", f"got {n}")
-    return str(n).zfill(width)
-
-
-# ---------------------------------------------------------------- parallel range scans
-
-#: Code points the boundary search works in: keys hold no control characters, and
-#: surrogates cannot be sent; keys above U+D7FF all fall in the last range.
-_FIRST_CHAR, _LAST_CHAR = 0x20, 0xD7FF
-#: Characters resolved past the common prefix of the smallest and largest keys.
-_RESOLVED_CHARS = 1
-
-
-def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: int = 8) -> list[str]:
-    """Up to ``count - 1`` PartitionKey boundaries that cut the table into ``count`` ranges.
-
-    The service keeps no statistics of key distribution, so the boundaries are
-    found by probing: each probe is a one-entity query (``$top=1``, only the
-    keys selected) for the first PartitionKey at or above a string, ``workers``
-    probes at a time. Three rounds of probes usually do: the smallest key; the
-    first character position at which any key is larger than it (one probe
-    per position, all at once); and the largest character at that position
-    (probes at the likely ends of character runs: ``9``, ``f``, ``z``, ``F``,
-    ``Z``, ``~``, each with the character after it, narrowed further only when
-    that does not settle it). The boundaries are spread evenly between the
-    smallest key and that prefix of the largest, character by character. The
-    ranges are even in key space, not in entity count; use several ranges per
-    worker (:meth:`TableQuery.iter_parallel` does) when keys cluster. Returns
-    ``[]`` when the table has at most one partition key. The query's filter is
-    not applied to probes (it could make each one scan far).
-    """
-    require_positive_int("count", count)
-    probe_query = TableQuery(query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1)
-
-    def first_key_at(start: str) -> str | None:
-        found = probe_query.where(prop("PartitionKey") >= start) if start else probe_query
-        entity = found.first_or_default()
-        return None if entity is None else str(entity.PartitionKey)
-
-    width = max(1, workers)
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="tablesdk-probe") as pool:
-        lowest = first_key_at("")
-        if lowest is None or count == 1:
-            return []
-        highest = _highest_key_prefix(lowest, lambda starts: list(pool.map(first_key_at, starts)), max(2, width))
-    if highest is None:
-        return []
-    return _spread(lowest, highest, count)
-
-
-def _highest_key_prefix(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> str | None:
-    """The largest key's first characters: one past the prefix it shares with ``lowest``
-    (None when no key is larger than ``lowest``)."""
-    found = _divergence(lowest, probe, width)
-    if found is None:
-        return None
-    position, char = found
-    prefix = lowest[:position]
-    return prefix + chr(_largest_next_char(prefix, char, probe, width))
-
-
-def _divergence(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> tuple[int, int] | None:
-    """The first position at which some key is larger than ``lowest``, and a character found there.
-
-    Every key lies between ``lowest`` and the largest, so all share the prefix
-    those two share. The probe just above ``lowest`` at position ``i``
-    (``lowest[:i]`` and the next character) finds a key exactly from the
-    position where the largest key leaves ``lowest`` on (the probes fall as
-    ``i`` grows), so that position is searched ``width`` positions per round:
-    one round for keys of up to ``width`` characters, two for keys of up to
-    about ``width * width``. None when no key is larger than ``lowest``.
-    """
-    positions = [i for i in range(len(lowest)) if ord(lowest[i]) < _LAST_CHAR] + [len(lowest)]
-    low, high = 0, len(positions)  # the first answering position is in positions[low:high], or none answers
-    answer: str | None = None
-    while low < high:
-        chosen = sorted({low + (high - low) * k // width for k in range(width)})
-        starts = [lowest[:i] + (chr(ord(lowest[i]) + 1) if i < len(lowest) else chr(_FIRST_CHAR))
-                  for i in (positions[j] for j in chosen)]
-        answers = probe(starts)
-        hit = next((n for n, key in enumerate(answers) if key is not None), None)
-        if hit is None:
-            low = chosen[-1] + 1
-        else:
-            answer, high = answers[hit], chosen[hit]
-            low = chosen[hit - 1] + 1 if hit else low
-    if answer is None:
-        return None
-    position = len(_common_prefix(lowest, answer))
-    return position, min(ord(answer[position]), _LAST_CHAR)
-
-
-#: Where runs of key characters usually end, the most common first (digits, lower-case hex
-#: as in GUIDs, lower-case letters, upper-case hex, upper-case letters, printable ASCII):
-#: each is probed with the character after it.
-_RUN_ENDS = tuple(ord(char) for char in "9fzFZ~")
-
-
-def _probe_points(low: int, high: int, width: int) -> list[int]:
-    """Up to ``width`` ascending points in (low, high]: ``low + 1`` first (a run of one
-    character settles in one round), then the ends of character runs and the characters
-    after them (keys of digits, hex or letters settle in one round), then points spread
-    over ASCII, plus U+007F while the interval goes beyond ASCII (keys rarely do)."""
-    top = min(high, 0x7E) if low < 0x7E else high
-    wanted = [low + 1]
-    for end in _RUN_ENDS:
-        wanted += [end, end + 1]
-    slots = max(1, width - 3)
-    step = max(1, (top - low) // (slots + 1))
-    wanted += list(range(low + step, top, step)[:slots]) + [top]
-    if top < high:
-        wanted.append(0x7F)
-    points: list[int] = []
-    for point in wanted:
-        if low < point <= high and point not in points and len(points) < width:
-            points.append(point)
-    return sorted(points)
-
-
-def _largest_next_char(prefix: str, known: int, probe: Callable[[list[str]], list[str | None]], width: int) -> int:
-    """The largest ``c`` such that some key starts with ``prefix + chr(c)``; ``known`` is such a ``c``.
-
-    Each probe answers with an actual key, which narrows the interval further
-    than the point itself.
-    """
-    position = len(prefix)
-    found = low = known
-    high = _LAST_CHAR
-    while high > low:
-        points = _probe_points(low, high, width)
-        answers = probe([prefix + chr(point) for point in points])
-        for point, key in zip(points, answers):
-            if key is not None and key.startswith(prefix) and len(key) > position:
-                found = low = max(low, min(ord(key[position]), _LAST_CHAR))
-            else:  # no key continues prefix at or above point
-                high = min(high, point - 1)
-                break
-    return found
-
-
-def _common_prefix(a: str, b: str) -> str:
-    size = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        size += 1
-    return a[:size]
-
-
-#: Alphabets boundaries are spread over, narrowest first: the first that holds every
-#: character the smallest and largest keys have past their common prefix is used.
-_ALPHABETS = (
-    "0123456789",
-    "0123456789abcdef",
-    "0123456789ABCDEF",
-    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-    "".join(map(chr, range(0x20, 0x7F))),
-    "".join(map(chr, range(_FIRST_CHAR, _LAST_CHAR + 1))),
-)
-
-
-def _spread(lowest: str, highest: str, count: int) -> list[str]:
-    """``count - 1`` strings spread evenly between ``lowest`` and ``highest`` past their common prefix.
-
-    The characters after the common prefix are read as digits in the narrowest
-    alphabet that holds them all (digits, hex, letters and digits, ASCII, any).
-    """
-    shared = _common_prefix(lowest, highest)
-    width = _RESOLVED_CHARS + 1
-    low_tail, high_tail = lowest[len(shared):][:width], highest[len(shared):][:width]
-    alphabet = next(
-        (chars for chars in _ALPHABETS if all(ch in chars for ch in low_tail + high_tail)), _ALPHABETS[-1]
-    )
-    base = len(alphabet)
-
-    def number(tail: str) -> int:
-        value = 0
-        for index in range(width):
-            value = value * base + (max(alphabet.find(tail[index]), 0) if index < len(tail) else 0)
-        return value
-
-    def text(value: int) -> str:
-        chars = []
-        for _ in range(width):
-            value, index = divmod(value, base)
-            chars.append(alphabet[index])
-        return shared + "".join(reversed(chars))
-
-    start, end = number(low_tail), number(high_tail) + base ** (width - len(high_tail))
-    points: list[str] = []
-    for index in range(1, count):
-        point = text(start + (end - start) * index // count)
-        if point > lowest and (not points or point > points[-1]):
-            points.append(point)
-    return points
-
-
-_DONE = object()
-
-#: A range to read: (range index, query, continuation token to start at).
-_Job = tuple[int, TableQuery[Any], ContinuationToken | None]
-
-
-class _ParallelScan(Generic[T]):
-    """Runs range queries on threads and hands their pages to one consumer, in bounded memory.
-
-    ``jobs`` are the ranges to read, all known up front; or, with ``lead``, the
-    first worker reads the query from its start while the boundaries are found
-    on a thread of their own, and the ranges arrive when they are (see :class:`_Lead`).
-    """
-
-    def __init__(self, jobs: Sequence[_Job], workers: int, lead: _Lead | None = None) -> None:
-        self.workers = max(1, workers if lead is not None else min(workers, len(jobs)))
-        self.pages: queue.Queue[Any] = queue.Queue(maxsize=2 * workers)
-        self.stop = threading.Event()
-        self.jobs: deque[_Job] = deque(jobs)
-        self.more = threading.Condition()
-        self.closed = lead is None  # True once no job will be added
-        self.lead = lead
-
-    def add_jobs(self, jobs: Sequence[_Job]) -> None:
-        """Queue the last ``jobs`` (none may follow) and wake the workers waiting for them."""
-        with self.more:
-            self.jobs.extend(jobs)
-            self.closed = True
-            self.more.notify_all()
-
-    def _next_job(self) -> _Job | None:
-        with self.more:
-            while not self.jobs and not self.closed and not self.stop.is_set():
-                self.more.wait(0.05)
-            return self.jobs.popleft() if self.jobs and not self.stop.is_set() else None
-
-    def _put(self, item: Any) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.pages.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read(self, index: int, query: TableQuery[Any], token: ContinuationToken | None) -> bool:
-        """Hand out the pages of ``query`` from ``token`` on; False when the scan stopped first."""
-        seen: set[ContinuationToken] = {token} if token is not None else set()
-        while not self.stop.is_set():
-            segment = query.execute_segmented(token)
-            if segment.continuation_token is not None:
-                _check_cycle(segment.continuation_token, seen)
-            if not self._put((index, segment)):
-                return False
-            token = segment.continuation_token
-            if token is None:
-                return True
-        return False
-
-    def hand_out(self, index: int, segment: ResultSegment[Any]) -> bool:
-        """Hand one page to the consumer; False when the scan stopped first."""
-        return self._put((index, segment))
-
-    def _work(self, leading: bool) -> None:
-        try:
-            if leading and self.lead is not None and not self.lead.run(self):
-                return
-            while not self.stop.is_set():
-                job = self._next_job()
-                if job is None or not self.read(*job):
-                    break
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
-            self._put(exc)
-        finally:
-            self._put(_DONE)
-
-    def _plan(self) -> None:
-        assert self.lead is not None
-        try:
-            self.lead.plan(self)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
-            self._put(exc)
-            self.add_jobs([])
-        finally:
-            self._put(_DONE)
-
-    def segments(self) -> Iterator[tuple[int, ResultSegment[T]]]:
-        """``(range index, page)`` as pages arrive; each range's last page has no continuation token."""
-        threads = [
-            threading.Thread(target=self._work, args=(index == 0,), name=f"tablesdk-scan-{index}", daemon=True)
-            for index in range(self.workers)
-        ]
-        if self.lead is not None:
-            threads.append(threading.Thread(target=self._plan, name="tablesdk-scan-plan", daemon=True))
-        for thread in threads:
-            thread.start()
-        running = len(threads)
-        try:
-            while running:
-                item = self.pages.get()
-                if item is _DONE:
-                    running -= 1
-                    continue
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-                item = None  # release the page before waiting for the next one
-        finally:
-            self.stop.set()
-            for thread in threads:
-                thread.join()
-
-
-def _partition_key(entity: Any) -> str:
-    return str(entity.PartitionKey)
-
-
-class _Lead:
-    """Reading a table from its start while its PartitionKey boundaries are found.
-
-    Probing takes a few round trips in which the workers would idle, so the
-    first worker reads the whole ``query`` page by page meanwhile. When
-    ``find()`` returns the boundaries, the ranges from a cut on go to the
-    workers: the cut is the first boundary past the key the leader last handed
-    out, moved past as many boundaries as its last page spanned (the page in
-    flight likely covers as many). The leader stops at the cut: a page that
-    crosses it is handed out without the entities at or past it (a range
-    reads them), and a page that stops short of it is followed by two fresh
-    queries, the rest of the partition it ended in and the partitions up to
-    the cut (a continuation token is only valid with its own query, so the
-    leader's query cannot be narrowed). A table read to its end before the
-    boundaries arrive needs no ranges.
-    """
-
-    def __init__(self, query: TableQuery[Any], find: Callable[[], list[str]]) -> None:
-        self.query = query
-        self.find = find
-        self.lock = threading.Lock()
-        self.decided = False
-        self.finished = False
-        self.cut: str | None = None
-        self.page_keys: tuple[str, str] | None = None  # PartitionKeys of the last page's first and last entities
-        self.last: tuple[str, str] | None = None  # keys of the last entity handed out
-
-    def plan(self, scan: _ParallelScan[Any]) -> None:
-        """Find the boundaries, choose the cut and queue the ranges past it (on the planning thread)."""
-        boundaries = self.find()
-        ranges = self.query.partition_ranges(boundaries)
-        with self.lock:
-            if self.finished:
-                scan.add_jobs([])
-                return
-            start = 0
-            if self.page_keys is not None:
-                first, last = self.page_keys
-                start = bisect.bisect_right(boundaries, last)
-                start += start - bisect.bisect_right(boundaries, first)
-            self.cut = boundaries[start] if start < len(boundaries) else None
-            self.decided = True
-            # boundaries[start] begins range start + 1
-            scan.add_jobs([(index, ranges[index], None) for index in range(start + 1, len(ranges))] if self.cut else [])
-
-    def run(self, scan: _ParallelScan[Any]) -> bool:
-        """Read from the start up to the cut (the leader's job); False when the scan stopped first."""
-        token: ContinuationToken | None = None
-        seen: set[ContinuationToken] = set()
-        while not scan.stop.is_set():
-            segment = self.query.execute_segmented(token)
-            token = segment.continuation_token
-            if token is not None:
-                _check_cycle(token, seen)
-            with self.lock:
-                cut, results = self.cut, segment.results
-                crossed = cut is not None and bool(results) and _partition_key(results[-1]) >= cut
-                if crossed:
-                    results = [entity for entity in results if _partition_key(entity) < str(cut)]
-                if results:
-                    self.page_keys = (_partition_key(results[0]), _partition_key(results[-1]))
-                    self.last = (self.page_keys[1], str(results[-1].RowKey))
-                done = token is None or crossed
-                if done and not self.decided:
-                    self.finished = True
-                decided, last = self.decided, self.last
-            if not scan.hand_out(0, ResultSegment(results, None if done else token)):
-                return False
-            if done:
-                return True
-            if decided and cut is not None:
-                return self._up_to(cut, last, scan)
-        return False
-
-    def _up_to(self, cut: str, last: tuple[str, str] | None, scan: _ParallelScan[Any]) -> bool:
-        """Read what lies between the last entity handed out and the cut, as fresh queries."""
-        key, row = prop("PartitionKey"), prop("RowKey")
-        if last is None:
-            return scan.read(0, self.query.where(key < cut), None)
-        partition, row_key = last
-        rest_of_partition = self.query.where(key == partition).where(row > row_key)
-        return scan.read(0, rest_of_partition, None) and scan.read(
-            0, self.query.where(key > partition).where(key < cut), None
-        )
-
-
-def _entities(segments: Iterator[tuple[int, ResultSegment[T]]], take: int | None) -> Iterator[T]:
-    remaining = take
-    try:
-        for _, segment in segments:
-            if remaining is None:
-                yield from segment.results  # the list's own iterator hands out the entities
-                continue
-            for entity in segment.results:
-                yield entity
-                remaining -= 1
-                if remaining == 0:
-                    return
-    finally:
-        close = getattr(segments, "close", None)
-        if close is not None:
-            close()  # stops the workers at once when the consumer leaves early

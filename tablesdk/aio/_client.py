@@ -15,15 +15,14 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .._operations import (
-    Call, ClientCore, Flow, arun_flow, check_listing_cycle, error_from_response, user_agent_header,
-)
+from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response, user_agent_header
 from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, TableEntity
 from .._filter import FilterLike
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
+from .._pager import Pager
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._retry import ExponentialRetry, RetryPolicy
 from .._service import AccessPolicy, ServiceProperties, ServiceStats
@@ -175,7 +174,7 @@ class AsyncCloudTableClient(ClientCore):
     ) -> AsyncIterator[str]:
         """Yield table names (``prefix`` and/or ``filter`` on TableName), following continuation lazily."""
         token: ContinuationToken | None = None
-        seen: set[str] = set()
+        pager = Pager(listing=True)
         while True:
             segment = await self.list_tables_segmented(
                 token, prefix=prefix, filter=filter, max_results=page_size, operation_context=operation_context
@@ -185,7 +184,7 @@ class AsyncCloudTableClient(ClientCore):
             token = segment.continuation_token
             if token is None:
                 return
-            check_listing_cycle(token, seen)
+            pager.follow(token)
 
     async def list_tables_segmented(
         self,

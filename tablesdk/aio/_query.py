@@ -18,7 +18,9 @@ from typing import Any, Generic, Protocol
 
 from .._entity import E
 from .._filter import Filter, FilterLike
-from .._query import ContinuationToken, EmptyResultError, ResultSegment, TableQuery, _check_cycle
+from .._continuation import ContinuationToken, ResultSegment
+from .._pager import PageRequest, Pager
+from .._query import EmptyResultError, TableQuery
 
 __all__ = ["AsyncTableQuery", "AsyncQuerySource"]
 
@@ -156,24 +158,17 @@ class AsyncTableQuery(Generic[E]):
 
     async def _iterate(self) -> AsyncIterator[E]:
         query = self._query
-        remaining = query.take_count
-        token: ContinuationToken | None = None
-        seen: set[ContinuationToken] = set()
-        while True:
-            segment = await self._source.execute_query_segment(query, token, query.request_top(remaining))
+        pager = Pager(query.take_count, query.request_top)  # the sync query's paging rules
+        request: PageRequest | None = pager.first()
+        while request is not None:
+            segment = await self._source.execute_query_segment(query, request.token, request.top)
             token = segment.continuation_token
             page = segment.results
             del segment  # keep only the page itself referenced
-            for entity in page:
+            for entity in pager.trim(page):
                 yield entity
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        return
             del page  # release this page before the next request
-            if token is None:
-                return
-            _check_cycle(token, seen)  # the sync query's rule: a token seen before is a cycle
+            request = pager.next(token)
 
     async def to_list(self) -> list[E]:
         """Every matching entity, in a list (all pages)."""

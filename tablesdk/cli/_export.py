@@ -24,7 +24,9 @@ from typing import IO
 from .._client import CloudTableClient
 from .._edm import EdmType, EntityPayload
 from .._entity import DynamicEntity, entity_to_payload
-from .._query import ContinuationToken, TableQuery, find_partition_boundaries
+from .._continuation import ContinuationToken
+from .._parallel import find_partition_boundaries
+from .._query import TableQuery
 from ._files import CsvColumns, csv_header, csv_row, json_codec, payload_json
 from ._progress import Progress
 from ._transfer import build_query, pages

@@ -20,7 +20,9 @@ from .._client import CloudTableClient
 from .._edm import EntityPayload
 from .._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from .._errors import BatchError, TableServiceError
-from .._query import ContinuationToken, TableQuery, _check_cycle
+from .._continuation import ContinuationToken
+from .._pager import Pager
+from .._query import TableQuery
 from ._files import EntityLine, payload_json
 from ._progress import Progress
 
@@ -84,29 +86,26 @@ already seen in this run (A, B, A would read the same pages forever).
     so the service prepares it while the caller handles this one: at most two
     pages are held at a time.
     """
-    remaining = query.take_count
+    pager = Pager(query.take_count, query.request_top, start=token)
 
-    def fetch(start: ContinuationToken | None, wanted: int | None) -> Page:
-        return client.query_page_payloads(query, start, query.request_top(wanted), ignore_missing_entity=True)
+    def fetch(start: ContinuationToken | None, top: int | None) -> Page:
+        return client.query_page_payloads(query, start, top, ignore_missing_entity=True)
 
-    seen: set[ContinuationToken] = {token} if token is not None else set()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tablesdk-page") as pool:
-        future = pool.submit(fetch, token, remaining)
+        future = pool.submit(fetch, *pager.first())
         while True:
             payloads, next_token = future.result()
             if next_token is not None:
-                _check_cycle(next_token, seen)  # a token seen before in this export: a cycle
-            if remaining is not None:
-                payloads = payloads[:remaining]
-                remaining -= len(payloads)
-                if remaining == 0:
-                    next_token = None
+                pager.follow(next_token)  # a token seen before in this export: a cycle
+            payloads = pager.trim(payloads)
+            if pager.done:
+                next_token = None
             if next_token is not None:
-                future = pool.submit(fetch, next_token, remaining)
+                # The page arrived decoded, so what is still wanted is known exactly.
+                future = pool.submit(fetch, *pager.request(next_token))
             yield payloads, next_token
             if next_token is None:
                 return
-            token = next_token
 
 
 def count_entities(client: CloudTableClient, query: TableQuery[Any], progress: Progress) -> int:

@@ -37,7 +37,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._formats", "tablesdk._formats.atom", "tablesdk._formats.json", "tablesdk._formats.errors",
         "tablesdk._batch", "tablesdk._batch_answer",
     )),
-    ("queries", ("tablesdk._query", "tablesdk.aio._query")),
+    ("queries", (
+        "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._query", "tablesdk._parallel",
+        "tablesdk.aio._query",
+    )),
     ("operations", ("tablesdk._service", "tablesdk._operations", "tablesdk._client", "tablesdk.aio._client")),
     ("unit of work and bulk loading", (
         "tablesdk._save_outcome", "tablesdk._tracking", "tablesdk._merge", "tablesdk._save_plan",
@@ -66,6 +69,7 @@ ALLOWED: Mapping[tuple[str, str], str] = {
     ("tablesdk.aio._client", "tablesdk.aio._bulk"): "AsyncCloudTableClient.bulk_insert",
     ("tablesdk.aio._client", "tablesdk._bulk"): "AsyncCloudTableClient.bulk_insert: its modes and result types",
     ("tablesdk._client", "tablesdk._table"): "CloudTableClient.get_table_reference",
+    ("tablesdk._query", "tablesdk._parallel"): "TableQuery.iter_parallel / iter_parallel_segments hand out a parallel scan",
     ("tablesdk.aio._client", "tablesdk.aio._table"): "AsyncCloudTableClient.get_table_reference",
     # A package __init__ in front of its own modules: get_format hands out the codecs, which
     # implement the PayloadFormat it defines; parse_error_body is its errors module's.

@@ -25,7 +25,7 @@ from tablesdk import (
 )
 from tablesdk.devstore import DevStore
 from tablesdk._http import HttpRequest, HttpResponse, MockSender
-from tablesdk._query import _highest_key_prefix, _Lead, _ParallelScan
+from tablesdk._parallel import _highest_key_prefix, _Lead, _ParallelScan
 
 
 @pytest.fixture(scope="module")
