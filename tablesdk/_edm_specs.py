@@ -489,7 +489,7 @@ else:  # pragma: no cover
 
 # ---------------------------------------------------------------- the table
 
-_QUOTE = json.encoder.encode_basestring  # type: ignore[attr-defined]  # the C encoder's string writer
+_QUOTE = json.encoder.encode_basestring  # the C encoder's own string writer
 _T = EdmType
 
 _SPECS = (
