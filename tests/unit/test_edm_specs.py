@@ -193,3 +193,13 @@ def test_doubles_and_dates_keep_their_special_forms() -> None:
     assert to_filter_literal(naive, EdmType.DATETIME) == "datetime'2024-01-02T03:04:05.0000000Z'"
     with pytest.raises(TypeError, match="unknown EDM type"):
         to_atom_text(1, "Edm.Int32")  # type: ignore[arg-type]  # an equal str is not an EdmType
+
+
+def test_the_message_for_an_unsendable_value_names_the_classes_in_table_order() -> None:
+    from tablesdk._errors import TableValidationError
+
+    with pytest.raises(TableValidationError) as caught:
+        infer_edm_type(object(), "P")
+    assert "property values must be str, int, float, bool, datetime, uuid.UUID, bytes or EntityProperty" in str(
+        caught.value
+    )
