@@ -27,7 +27,6 @@ import functools
 import inspect
 import sys
 import typing
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from datetime import datetime
@@ -44,7 +43,6 @@ from ._edm import (
     MAX_ENTITY_BYTES,
     MAX_KEY_BYTES,
     MAX_PROPERTY_BYTES,
-    EdmDateTime,
     EdmType,
     EntityPage,
     EntityPayload,
@@ -58,6 +56,8 @@ from ._edm import (
     infer_edm_type,
     value_shape,
 )
+from ._edm_base import utf16_len as _utf16_len
+from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
 
@@ -93,16 +93,20 @@ _FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20
 
 _ENTITY_ATTRIBUTES = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"})
 
-_FIXED_VALUE_SIZES = {
-    EdmType.INT32: 4, EdmType.INT64: 8, EdmType.DOUBLE: 8, EdmType.BOOLEAN: 1,
-    EdmType.DATETIME: 8, EdmType.GUID: 16,
+# Built from the table of EDM types (tablesdk._edm_specs) when this module is imported.
+#: Bytes a value of each type counts in the entity-size formula, before its measured length
+#: (strings and binary add theirs: :func:`_value_size`).
+_SIZES: dict[EdmType, int] = {t: spec.size for t, spec in EDM_SPECS.items()}
+#: The measure of the length of each type's values (0 for every fixed-size type).
+_MEASURES: dict[EdmType, Callable[[Any], int]] = {t: spec.measure for t, spec in EDM_SPECS.items()}
+#: The Python class name of each type, in messages.
+_PYTHON_NAMES: dict[EdmType, str] = {t: spec.python_name for t, spec in EDM_SPECS.items()}
+#: The EDM type each plain class annotation declares (``Rating: int``).
+_ANNOTATION_TYPES: dict[Any, EdmType] = {hint: t for t, spec in EDM_SPECS.items() for hint in spec.declared_by}
+#: The EDM type of a value of exactly each class (what infer_edm_type says); an int's depends on its value.
+_EXACT_TYPES: dict[type, EdmType] = {
+    cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
 }
-
-
-def _utf16_len(text: str) -> int:
-    if text.isascii():
-        return 2 * len(text)
-    return len(text.encode("utf-16-le"))
 
 
 def validate_key(field: str, value: Any) -> None:
@@ -170,11 +174,7 @@ def validate_table_name(name: Any) -> None:
 def _value_size(value: Any, edm_type: EdmType) -> int:
     if value is None:
         return 0
-    if edm_type is EdmType.STRING:
-        return 4 + _utf16_len(value)
-    if edm_type is EdmType.BINARY:
-        return 4 + len(value)
-    return _FIXED_VALUE_SIZES[edm_type]
+    return _SIZES[edm_type] + _MEASURES[edm_type](value)
 
 
 def _fits(value: Any, edm_type: EdmType) -> bool:
@@ -186,10 +186,6 @@ def _fits(value: Any, edm_type: EdmType) -> bool:
 
 
 _INTEGERS = (EdmType.INT32, EdmType.INT64)
-_PYTHON_NAMES = {
-    EdmType.STRING: "str", EdmType.INT32: "int", EdmType.INT64: "int", EdmType.DOUBLE: "float",
-    EdmType.BOOLEAN: "bool", EdmType.DATETIME: "datetime", EdmType.GUID: "uuid.UUID", EdmType.BINARY: "bytes",
-}
 
 
 def _choose_type(
@@ -277,12 +273,6 @@ class DeclaredProperty(PropertyRef):
 
     def __repr__(self) -> str:
         return f"DeclaredProperty({self.name!r}, {self.edm_type})"
-
-
-_ANNOTATION_TYPES: dict[Any, EdmType] = {
-    str: EdmType.STRING, int: EdmType.INT32, float: EdmType.DOUBLE, bool: EdmType.BOOLEAN,
-    datetime: EdmType.DATETIME, uuid.UUID: EdmType.GUID, bytes: EdmType.BINARY,
-}
 
 
 def _edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
@@ -531,13 +521,6 @@ def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | 
             yield name, value, wire_types.get(name), None
 
 
-#: The EDM type of a value of exactly these classes (what infer_edm_type says; int depends on the value).
-_EXACT_TYPES: dict[type, EdmType] = {
-    str: EdmType.STRING, bool: EdmType.BOOLEAN, float: EdmType.DOUBLE, datetime: EdmType.DATETIME,
-    EdmDateTime: EdmType.DATETIME, uuid.UUID: EdmType.GUID, bytes: EdmType.BINARY,
-}
-
-
 # ---------------------------------------------------------------- writing entities of a known shape
 # Entities written together (a bulk load, a batch) mostly share a shape: the same property
 # names, value classes and remembered types. For such a shape everything the rules decide
@@ -548,7 +531,7 @@ _EXACT_TYPES: dict[type, EdmType] = {
 
 _DATETIME_UTC = DATETIME_MIN.tzinfo
 #: Size in the entity-size formula of a value of each plannable type (strings and binary add their length).
-_PLANNED_SIZES = {**_FIXED_VALUE_SIZES, EdmType.STRING: 4, EdmType.BINARY: 4}
+_PLANNED_SIZES = _SIZES
 _INT32_TYPES = (None, EdmType.INT32)
 
 

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timezone
 from typing import Any, ClassVar, Union
 
-from ._edm import EdmDateTime, EdmType, EntityProperty, infer_edm_type, to_filter_literal
+from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
+from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 
 __all__ = [
@@ -541,32 +541,14 @@ def _convert(name: str, value: Any, edm_type: EdmType) -> Any:
             raise _mismatch(name, value, edm_type, "not a GUID") from None
     if edm_type is EdmType.BINARY and isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    expected: dict[EdmType, tuple[type, ...]] = {
-        EdmType.STRING: (str,),
-        EdmType.INT32: (int,),
-        EdmType.INT64: (int,),
-        EdmType.DOUBLE: (float,),
-        EdmType.BOOLEAN: (bool,),
-        EdmType.DATETIME: (datetime,),
-        EdmType.GUID: (uuid.UUID,),
-        EdmType.BINARY: (bytes,),
-    }
-    if not isinstance(value, expected[edm_type]):
+    if not isinstance(value, EDM_SPECS[edm_type].python_class):
         raise _mismatch(name, value, edm_type)
     return value
 
 
 def _order_key(value: Any, edm_type: EdmType) -> Any:
     """A key that sorts like the service compares, or None when unknown."""
-    if edm_type is EdmType.STRING:
-        return value.encode("utf-16-be")
-    if edm_type in (EdmType.INT32, EdmType.INT64, EdmType.DOUBLE):
-        return value
-    if edm_type is EdmType.DATETIME:
-        utc = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-        remainder = value.ticks_remainder if isinstance(value, EdmDateTime) else 0
-        return (utc, remainder)
-    return None
+    return EDM_SPECS[edm_type].order_key(value)
 
 
 # ---------------------------------------------------------------- prefix ranges

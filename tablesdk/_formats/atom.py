@@ -24,27 +24,14 @@ property (JSON carries them).
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 from lxml import etree
 
-from .._edm import (
-    EdmDateTime,
-    EdmType,
-    EntityPayload,
-    b64decode_strict,
-    format_datetime,
-    from_atom_text,
-    guid_from_wire,
-    infer_edm_type,
-    int32_from_wire,
-    int64_from_wire,
-    parse_datetime,
-    to_atom_text,
-)
+from .._edm import EdmType, EntityPayload, format_datetime, infer_edm_type, to_atom_text
+from .._edm_specs import EDM_SPECS, text_as_is
 from .._errors import TableValidationError
 from . import PayloadFormat as PayloadFormat, decodes as decodes
 
@@ -92,35 +79,11 @@ _NEEDS_WORK = re.compile("[^\t\n\x20-\x25\x27-\x3b\x3d\x3f-\ud7ff\ue000-\ufffd\U
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _atom_datetime(text: str) -> EdmDateTime:
-    return parse_datetime(text.strip())  # from_atom_text's strip, then the fast path
-
-
-def _atom_guid(text: str) -> uuid.UUID:
-    return guid_from_wire(text.strip())  # uuid.UUID(text.strip()), as from_atom_text
-
-
-_BOOLEANS = {"true": True, "false": False}  # the service's forms; from_atom_text reads the others
-
-
-def _atom_boolean(text: str) -> bool:
-    value = _BOOLEANS.get(text)
-    return from_atom_text(text, EdmType.BOOLEAN) if value is None else value
-
-
-#: Property text -> Python value, by ``m:type`` (a str key: hashing the EdmType
-#: enum would be a Python-level call). Each converter does what ``from_atom_text``
-#: does for its type; None means the text is the value. ``float`` reads every text
-#: from_atom_text reads as a double (its NaN and infinity spellings included) alike.
+#: Property text -> Python value, by ``m:type`` (a str key: the attribute's text is one),
+#: built from the table of EDM types: each spec's reader, which reads what ``from_atom_text``
+#: does for its type; None means the text is the value (no call).
 _BY_NAME: dict[str, tuple[EdmType, Callable[[str], Any] | None]] = {
-    EdmType.STRING.value: (EdmType.STRING, None),
-    EdmType.INT32.value: (EdmType.INT32, int32_from_wire),
-    EdmType.INT64.value: (EdmType.INT64, int64_from_wire),
-    EdmType.DOUBLE.value: (EdmType.DOUBLE, float),
-    EdmType.BOOLEAN.value: (EdmType.BOOLEAN, _atom_boolean),
-    EdmType.DATETIME.value: (EdmType.DATETIME, _atom_datetime),
-    EdmType.GUID.value: (EdmType.GUID, _atom_guid),
-    EdmType.BINARY.value: (EdmType.BINARY, b64decode_strict),
+    t.value: (t, None if spec.atom_reader is text_as_is else spec.atom_reader) for t, spec in EDM_SPECS.items()
 }
 
 

@@ -27,18 +27,13 @@ cannot encode, raises :class:`~tablesdk._errors.TableValidationError`.
 
 from __future__ import annotations
 
-import binascii
-import functools
 import json
 import operator
-import sys
-import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from datetime import datetime
-from itertools import chain, compress, repeat, starmap
+from itertools import chain, compress, repeat
 from math import isfinite as _isfinite
-from operator import attrgetter, getitem, itemgetter, setitem
+from operator import itemgetter, setitem
 from typing import Any
 
 from .._edm import (
@@ -46,24 +41,17 @@ from .._edm import (
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
-    JSON_ANNOTATED_WRITERS,
-    EdmDateTime,
     EdmType,
     EntityPage,
     EntityPayload,
     ShapeMemo,
     ValueShape,
-    b64decode_strict,
-    format_datetime,
-    from_json_value,
-    guid_from_wire,
     infer_edm_type,
-    int32_from_wire,
-    int64_from_wire,
     parse_datetime,
     to_json_value,
     value_shape,
 )
+from .._edm_specs import EDM_SPECS, ColumnReader
 from .._errors import TableValidationError
 from . import PayloadFormat as PayloadFormat, decodes as decodes
 
@@ -74,43 +62,14 @@ METADATA_LEVELS = ("nometadata", "minimalmetadata", "fullmetadata")
 _ANNOTATION = "@odata.type"
 _ANNOTATION_LEN = len(_ANNOTATION)
 _STRING, _INT32, _INT64 = EdmType.STRING, EdmType.INT32, EdmType.INT64
-_DATETIME, _BOOLEAN = EdmType.DATETIME, EdmType.BOOLEAN
-_DOUBLE, _GUID, _BINARY = EdmType.DOUBLE, EdmType.GUID, EdmType.BINARY
+_DATETIME, _DOUBLE = EdmType.DATETIME, EdmType.DOUBLE
+# Built from the table of EDM types (tablesdk._edm_specs) when this module is imported.
 #: EDM type of an un-annotated JSON value, by its Python type (int is range-checked).
-_PLAIN_TYPES: dict[type, EdmType] = {
-    str: EdmType.STRING, bool: EdmType.BOOLEAN, int: EdmType.INT32, float: EdmType.DOUBLE,
-}
-
-
-def _edm_converter(edm_type: EdmType) -> Callable[[Any], Any]:
-    def convert(value: Any) -> Any:
-        return from_json_value(value, edm_type)
-
-    return convert
-
-
-def _double(value: Any, _convert: Callable[[Any], Any] = _edm_converter(EdmType.DOUBLE)) -> Any:
-    return value if type(value) is float else _convert(value)
-
-
-#: JSON value -> Python value for an annotated property, by wire type name:
-#: ``from_json_value`` with the type dispatch done once, and the common cases
-#: called directly (each does exactly what ``from_json_value`` does for it).
-_CONVERTERS: dict[EdmType, Callable[[Any], Any] | None] = {
-    EdmType.STRING: _edm_converter(EdmType.STRING),  # annotated strings are rare: check the kind
-    EdmType.BOOLEAN: _edm_converter(EdmType.BOOLEAN),
-    EdmType.INT32: int32_from_wire,
-    EdmType.INT64: int64_from_wire,
-    EdmType.DOUBLE: _double,
-    EdmType.DATETIME: parse_datetime,
-    EdmType.GUID: guid_from_wire,
-    EdmType.BINARY: _edm_converter(EdmType.BINARY),
-}
-if sys.version_info >= (3, 11):  # exactly from_json_value's base64.b64decode(validate=True)
-    _CONVERTERS[EdmType.BINARY] = b64decode_strict
-#: Keyed by the wire name (a str: hashing the EdmType enum would be a Python call).
+_PLAIN_TYPES: dict[type, EdmType] = {kind: t for t, spec in EDM_SPECS.items() for kind in spec.json_bare_kinds}
+#: JSON value -> Python value for an annotated property, by wire type name (a str key: the
+#: annotation's text is one): each spec's per-value reader, which reads what ``from_json_value`` does.
 _BY_NAME: dict[str, tuple[EdmType, Callable[[Any], Any] | None]] = {
-    t.value: (t, convert) for t, convert in _CONVERTERS.items()
+    t.value: (t, spec.json_reader) for t, spec in EDM_SPECS.items()
 }
 
 
@@ -199,10 +158,10 @@ class _Plan:
             kind = kind_of[name]
             if kind is _NONE_TYPE or (type_name == "Edm.Double" and kind is float):
                 continue  # nothing to convert (_double gives a float back as it is)
-            conversions.append((name, type_name, _COLUMN_READERS.get(type_name, _each(convert)), convert))
+            conversions.append((name, type_name, _COLUMN_READERS[type_name], convert))
         types = dict(base)
         if "Timestamp" in kind_of and types.get("Timestamp") is not _DATETIME and kind_of["Timestamp"] is str:
-            conversions.append(("Timestamp", "Edm.DateTime", _datetime_column, parse_datetime))
+            conversions.append(("Timestamp", _DATETIME.value, *_TIMESTAMP_READERS))
             types["Timestamp"] = _DATETIME  # the same place in the dict: Timestamp was typed by its kind
         return types, tuple((name, annotated) for name, annotated in integers), tuple(conversions)
 
@@ -281,111 +240,16 @@ def _tuple_getter(keys: tuple[Any, ...]) -> Callable[[Any], tuple[Any, ...]]:
 #: A column reader: the Python values of a column of JSON values (none of them null) of one
 #: type, or None when one of them is not in the form the service writes (each value is then
 #: read by the per-value converter, which reports it as the per-entity path does).
-_ColumnReader = Callable[[list[Any]], "list[Any] | None"]
+_ColumnReader = ColumnReader
 #: How a page of one shape, kinds and annotations is read column by column: its types (shared
 #: by its entities), the integers to range-check (and whether annotated), and the conversions:
 #: (property, type name, column reader, per-value converter).
 _Columns = tuple[
     dict[str, EdmType], tuple[tuple[str, bool], ...], tuple[tuple[str, str, _ColumnReader, Callable[[Any], Any]], ...]
 ]
-
-
-def _each(convert: Callable[[Any], Any]) -> _ColumnReader:
-    def read(column: list[Any]) -> list[Any] | None:
-        return list(map(convert, column))
-
-    return read
-
-
-_NEW_DATETIME_FROM_STATE = datetime.__new__
-_DATETIME_STATE = datetime.__reduce__
-_SECOND = itemgetter(1)
-_TZINFO = attrgetter("tzinfo")
-_FROM_ISO = datetime.fromisoformat
-
-
-def _datetime_column(texts: list[Any]) -> list[Any] | None:
-    """``parse_datetime`` of each text, when every one is in a form its fast path reads.
-
-    The fast path's test (20 to 28 characters, ``Z`` last, ``.`` at 19 unless 20 long) is
-    made on the whole column; ``fromisoformat`` reads each text in C and the EdmDateTime is
-    made from the datetime's pickled state (no argument parsing); only seventh digits are
-    looked at one by one.
-    """
-    lengths = list(map(len, texts))
-    if min(lengths) < 20 or max(lengths) > 28 or not all(map(str.endswith, texts, repeat("Z"))):
-        return None
-    marks = list(map(getitem, texts, repeat(19)))
-    if marks.count(".") + marks.count("Z") != len(texts) or marks.count("Z") != lengths.count(20):
-        return None
-    try:
-        parsed = list(map(_FROM_ISO, texts))
-    except ValueError:
-        return None
-    if set(map(_TZINFO, parsed)) != {_UTC_ZONE}:
-        return None
-    values = list(starmap(_NEW_EDM_DATETIME, map(_SECOND, map(_DATETIME_STATE, parsed))))
-    for index in compress(range(len(texts)), map(int.__eq__, lengths, repeat(28))):
-        digit = texts[index][26]
-        if digit != "0":
-            if not "1" <= digit <= "9":
-                return None
-            values[index].ticks_remainder = ord(digit) - 48
-    return values
-
-
-def _guid_column(texts: list[Any]) -> list[Any] | None:
-    """``guid_from_wire`` of each text, when every one has 36 characters, 32 once hyphens are dropped."""
-    if set(map(len, texts)) != {36}:
-        return None
-    digits = list(map(str.replace, texts, repeat("-"), repeat("")))
-    if set(map(len, digits)) != {32}:
-        return None
-    try:
-        numbers = list(map(int, digits, repeat(16)))
-    except ValueError:
-        return None
-    guids = list(map(_NEW_OBJECT, repeat(uuid.UUID, len(texts))))
-    deque(map(_SET_GUID_INT, guids, numbers), 0)
-    deque(map(_SET_GUID_SAFE, guids, repeat(_UUID_UNKNOWN)), 0)
-    return guids
-
-
-def _int64_column(values: list[Any]) -> list[Any] | None:
-    """``int64_from_wire`` of each value, for a column of texts (the JSON form) of at most 24 characters."""
-    if type(values[0]) is not str or max(map(len, values)) > 24:  # the kinds of a column are all one
-        return None
-    numbers = list(map(int, values))
-    if min(numbers) < INT64_MIN or max(numbers) > INT64_MAX:
-        return None
-    return numbers
-
-
-if sys.version_info >= (3, 11):
-
-    def _binary_column(texts: list[Any]) -> list[Any] | None:
-        return [_A2B(text, strict_mode=True) for text in texts]
-
-else:  # pragma: no cover
-
-    def _binary_column(texts: list[Any]) -> list[Any] | None:
-        return list(map(b64decode_strict, texts))
-
-
-_A2B = binascii.a2b_base64
-_UTC_ZONE = parse_datetime("2000-01-01T00:00:00Z").tzinfo
-# The slot descriptors of uuid.UUID (whose __setattr__ refuses every change): set in C.
-_NEW_OBJECT = object.__new__
-_UUID_UNKNOWN = uuid.SafeUUID.unknown
-_SET_GUID_INT: Callable[[Any, Any], None] = uuid.UUID.__dict__["int"].__set__
-_SET_GUID_SAFE: Callable[[Any, Any], None] = uuid.UUID.__dict__["is_safe"].__set__
-_COLUMN_READERS: dict[str, _ColumnReader] = {
-    "Edm.DateTime": _datetime_column, "Edm.Guid": _guid_column, "Edm.Int64": _int64_column,
-    "Edm.Binary": _binary_column,
-}
-
-#: ``datetime.__new__(EdmDateTime, state, zone)``: a datetime's pickled state read without argument parsing.
-_NEW_EDM_DATETIME = functools.partial(_NEW_DATETIME_FROM_STATE, EdmDateTime)
+#: The column reader of each annotation's type, by wire type name.
+_COLUMN_READERS: dict[str, _ColumnReader] = {t.value: spec.json_column_reader for t, spec in EDM_SPECS.items()}
+_TIMESTAMP_READERS = (EDM_SPECS[_DATETIME].json_column_reader, EDM_SPECS[_DATETIME].json_reader)
 
 
 def _convert(values: dict[str, Any], converts: tuple[tuple[str, str, Callable[[Any], Any]], ...]) -> None:
@@ -527,7 +391,11 @@ def _etags(plan: _Plan, group: list[dict[str, Any]]) -> list[str | None]:
     return [None] * len(group)
 
 
-_WRITERS = JSON_ANNOTATED_WRITERS
+#: The JSON value of each type that travels with an ``@odata.type`` annotation (the general
+#: body looks its writer up once per property instead of testing type by type), and the
+#: types written bare (each is its own value: an equal str is not an EdmType).
+_WRITERS: dict[EdmType, Callable[[Any], Any]] = {t: spec.to_json for t, spec in EDM_SPECS.items() if spec.json_annotated}
+_BARE: dict[EdmType, EdmType] = {t: t for t, spec in EDM_SPECS.items() if not spec.json_annotated}
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
@@ -809,8 +677,6 @@ class JsonFormat(PayloadFormat):
 _KEY_TEXTS: dict[str, tuple[str, str]] = {}
 _MAX_KEY_TEXTS = 4096
 _QUOTE = json.encoder.encode_basestring  # the C encoder's own string writer (ensure_ascii=False)
-_UUID = uuid.UUID
-_BINARY_TEXT = JSON_ANNOTATED_WRITERS[EdmType.BINARY]
 _CALL: Callable[[Callable[[Any], str], Any], str] = getattr(operator, "call", lambda write, value: write(value))
 
 
@@ -840,20 +706,6 @@ class _Template:
         self.doubles = doubles
 
 
-#: Values written as they are by the C encoder, by (EDM type, exact class): text of the JSON value.
-_BARE_WRITERS: dict[tuple[EdmType, type], Callable[[Any], str]] = {
-    (_STRING, str): _QUOTE,
-    (_INT32, int): int.__repr__,
-    (_BOOLEAN, bool): {True: "true", False: "false"}.__getitem__,
-}
-#: Annotated values, by (EDM type, exact class): text inside the JSON string, or the double's number.
-_ANNOTATED_WRITERS: dict[tuple[EdmType, type], Callable[[Any], str]] = {
-    (_INT64, int): int.__repr__,
-    (_DOUBLE, float): float.__repr__,
-    (_GUID, _UUID): _UUID.__str__,
-    (_BINARY, bytes): _BINARY_TEXT,
-    (_BINARY, bytearray): _BINARY_TEXT,
-}
 _NULL_TEXT: Callable[[Any], str] = {None: "null"}.__getitem__
 _NO_TEXT: Callable[[Any], str] = "".format  # str.format ignores the arguments its text has no field for
 
@@ -872,17 +724,15 @@ def _writer(name: str, kind: type, edm_type: EdmType | None) -> tuple[str, Calla
     if type(edm_type) is not EdmType:  # None (inferred by the general path) or a foreign text
         return None
     assert isinstance(edm_type, EdmType)
-    bare = _BARE_WRITERS.get((edm_type, kind))
-    if bare is not None:
-        return key + "%s", bare
-    annotation = texts[1].replace("%", "%%") + _QUOTE(edm_type.value)
-    if edm_type is _DATETIME and issubclass(kind, datetime):
-        return f'{key}"%s",{annotation}', format_datetime
-    written = _ANNOTATED_WRITERS.get((edm_type, kind))
-    if written is None:
+    spec = EDM_SPECS[edm_type]
+    found = spec.json_template(kind)
+    if found is None:
         return None
-    value_text = "%s" if edm_type is _DOUBLE else '"%s"'
-    return f"{key}{value_text},{annotation}", written
+    value_text, write = found
+    if not spec.json_annotated:
+        return key + value_text, write
+    annotation = texts[1].replace("%", "%%") + _QUOTE(edm_type.value)
+    return f"{key}{value_text},{annotation}", write
 
 
 def _make_template(shape: ValueShape) -> _Template | None:
@@ -943,7 +793,7 @@ def _body(payload: EntityPayload) -> dict[str, Any]:
                 raise TableValidationError(name, "Edm.String needs a str", f"got {type(value).__name__}")
             body[name] = value
             continue
-        if edm_type is _INT32 or edm_type is _BOOLEAN:  # bare, as to_json_value gives them
+        if _BARE.get(edm_type) is edm_type:  # Int32, Boolean: bare, as to_json_value gives them
             body[name] = value
             continue
         writer = _WRITERS.get(edm_type)
