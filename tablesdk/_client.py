@@ -46,6 +46,7 @@ from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingReque
 from ._service import AccessPolicy, ServiceProperties, ServiceStats
 from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport
 
+from ._tracing import trace_public_methods
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
     from ._context import TableServiceContext
@@ -576,3 +577,7 @@ class CloudTableClient(ClientCore):
         etag=...)``, where ``etag`` is required (``"*"`` for an unconditional delete).
         """
         self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context))
+
+
+# One span per operation when the application configured OpenTelemetry (tablesdk._tracing).
+trace_public_methods(CloudTableClient, skip=frozenset({"create_query", "get_table_reference", "get_table_service_context", "executor", "close", "decode_query_segment"}))

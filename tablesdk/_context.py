@@ -35,6 +35,7 @@ from ._tracking import Entity
 from ._tracking_context import ResolveType, TrackingContext
 from ._transport import OperationContext
 
+from ._tracing import trace_public_methods
 if TYPE_CHECKING:
     from ._client import CloudTableClient
 
@@ -199,3 +200,7 @@ class TableServiceContext(TrackingContext):
         ``PartitionKey eq X and RowKey eq Y``."""
         with self._exclusive("execute_batch"):
             return self.client._run(self._f_point_batch(self.client, query))
+
+
+# One span per operation that sends, when the application configured OpenTelemetry.
+trace_public_methods(TableServiceContext, only=frozenset({"save_changes", "save_changes_with_retries", "get", "execute_query_segment", "fetch_query_segment", "execute_batch"}))

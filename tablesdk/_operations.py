@@ -73,6 +73,7 @@ from ._service import (
     serialize_acl,
     serialize_service_properties,
 )
+from ._tracing import annotate
 from ._transport import OperationContext
 from ._version import __version__
 
@@ -616,11 +617,16 @@ class ClientCore:
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
         answer = BatchAnswer(operations, self._format)
-        yield Call(
-            "POST", "$batch", headers={"Content-Type": content_type}, body=body,
-            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
-            check=answer, read_only=answer.read_only,
-        )
+        annotate({"tablesdk.batch.operation_count": len(operations)})
+        try:
+            yield Call(
+                "POST", "$batch", headers={"Content-Type": content_type}, body=body,
+                retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+                check=answer, read_only=answer.read_only,
+            )
+        except BatchError as error:
+            annotate({"tablesdk.batch.failed_index": error.failed_index})
+            raise
         return answer.results
 
     # ------------------------------------------------------------ conveniences

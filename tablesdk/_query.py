@@ -30,6 +30,7 @@ scans in :mod:`tablesdk._parallel`, the key helpers in :mod:`tablesdk._keys`.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
@@ -42,6 +43,7 @@ from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_fil
 from ._http import workers_within_pool
 from ._pager import PageRequest, Pager
 
+from ._tracing import trace_public_methods
 __all__ = [
     "ContinuationToken",
     "ResultSegment",
@@ -122,7 +124,11 @@ class _PageAhead:
     def __init__(self, fetch: Callable[[], FetchedPage]) -> None:
         self._fetched: FetchedPage | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fetch,), name="tablesdk-read-ahead", daemon=True)
+        # The caller's context goes with the request (an OpenTelemetry span, a contextvar the
+        # application set), as if the page were fetched on the iterating thread.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(self._run, fetch), name="tablesdk-read-ahead", daemon=True
+        )
         self._thread.start()
 
     def _run(self, fetch: Callable[[], FetchedPage]) -> None:
@@ -552,3 +558,8 @@ class TableQuery(Generic[E]):
         if not self._read_ahead:
             parts.append("read_ahead=False")
         return f"TableQuery({', '.join(parts)})"
+
+
+# One span per call that sends, when the application configured OpenTelemetry; iteration is
+# traced page by page where its source fetches them.
+trace_public_methods(TableQuery, only=frozenset({"execute_segmented", "first", "first_or_default"}))

@@ -24,6 +24,7 @@ from ._retry import RetryPolicy
 from ._service import AccessPolicy
 from ._transport import OperationContext
 
+from ._tracing import trace_public_methods
 if TYPE_CHECKING:
     from ._client import CloudTableClient, RequestHook
     from ._context import TableServiceContext
@@ -311,3 +312,7 @@ class TableContext:
 
     def __repr__(self) -> str:
         return f"TableContext({self.table!r})"
+
+
+# One span per operation when the application configured OpenTelemetry.
+trace_public_methods(CloudTable, skip=frozenset({"create_query", "get_table_service_context"}))

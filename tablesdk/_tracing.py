@@ -11,7 +11,7 @@ Two kinds of span, as the Azure SDKs emit them:
 * one INTERNAL span per public operation, named ``Class.method``
   (``CloudTableClient.insert_entity``, ``TableServiceContext.save_changes``), made by
   :func:`trace_public_methods` on the classes;
-* one CLIENT span per HTTP attempt (:func:`attempt_span`), a child of the operation's,
+* one CLIENT span per HTTP attempt (:func:`traced_attempt`), a child of the operation's,
   with the OpenTelemetry HTTP client attributes, the W3C ``traceparent`` header put on
   the request so the service's logs can be joined, and ``error.type`` set to the
   service's error code on a failure.
@@ -22,31 +22,52 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from ._redaction import redact_url
 from ._version import __version__
 
-__all__ = ["active_tracer", "annotate", "attempt_span", "trace_public_methods", "AttemptSpan"]
+__all__ = ["active_tracer", "annotate", "atraced_attempt", "trace_public_methods", "traced_attempt"]
 
 C = TypeVar("C", bound=type)
+R = TypeVar("R")
+
+
+_UNKNOWN = object()
+#: (provider, its tablesdk tracer or None): the last provider seen and what it gave.
+_last: tuple[object, Any | None] = (_UNKNOWN, None)
 
 
 def active_tracer() -> Any | None:
     """The tablesdk tracer when the application configured a tracer provider, else None (cheaply)."""
+    global _last
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
         return None
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+    # The API keeps the provider set in code in this module global; reading it skips
+    # get_tracer_provider's environment look-up on every call (microseconds). A provider
+    # named only in the environment is set there as soon as the application asks for a tracer.
+    provider: Any = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None:
         return None
-    return provider.get_tracer("tablesdk", __version__)
+    if provider is _UNKNOWN:
+        provider = trace.get_tracer_provider()
+    seen, tracer = _last
+    if provider is seen:
+        return tracer
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        tracer = None
+    else:
+        tracer = provider.get_tracer("tablesdk", __version__)
+    _last = (provider, tracer)
+    return tracer
 
 
-def annotate(**attributes: Any) -> None:
-    """Set attributes (``tablesdk.batch.operation_count=...``) on the current span, if tracing is on."""
+def annotate(attributes: dict[str, Any]) -> None:
+    """Set ``attributes`` (``{"tablesdk.batch.operation_count": 3}``) on the current span, if tracing is on."""
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
         return
@@ -101,14 +122,19 @@ def _fail(span: Any, error: BaseException) -> None:
     span.set_status(Status(StatusCode.ERROR, type(error).__name__))
 
 
-def trace_public_methods(cls: C, *, skip: frozenset[str] = frozenset()) -> C:
-    """Give every public method defined on ``cls`` (sync or async) an operation span named ``Class.method``.
+def trace_public_methods(
+    cls: C, *, skip: frozenset[str] = frozenset(), only: frozenset[str] | None = None
+) -> C:
+    """Give the public methods defined on ``cls`` (sync or async) an operation span named ``Class.method``.
 
-    Generators and builders that send nothing (``create_query``, ``get_table_reference``) are
-    left alone: their requests are traced where they are sent.
+    ``only`` names the methods to trace (default: every public one but ``skip``). Generators
+    are left alone, and so should builders that send nothing (``create_query``): their
+    requests are traced where they are sent.
     """
     for attribute, member in list(vars(cls).items()):
         if attribute.startswith("_") or attribute in skip or not inspect.isfunction(member):
+            continue
+        if only is not None and attribute not in only:
             continue
         if inspect.isgeneratorfunction(member) or inspect.isasyncgenfunction(member):
             continue
@@ -118,50 +144,52 @@ def trace_public_methods(cls: C, *, skip: frozenset[str] = frozenset()) -> C:
     return cls
 
 
-class AttemptSpan:
-    """The CLIENT span of one HTTP attempt (see :func:`attempt_span`)."""
-
-    def __init__(self, span: Any) -> None:
-        self.span = span
-
-    def answered(self, status: int, error: BaseException | None = None) -> None:
-        """The attempt got an answer with ``status``; ``error`` when the answer is an error."""
-        self.span.set_attribute("http.response.status_code", status)
-        if error is not None:
-            _fail(self.span, error)
-
-    def failed(self, error: BaseException) -> None:
-        """No answer arrived (refused, cut, timed out)."""
-        _fail(self.span, error)
-
-
-@contextmanager
-def attempt_span(
-    method: str, redacted_url: str, attempt: int, headers: dict[str, str]
-) -> Iterator[AttemptSpan | None]:
-    """A CLIENT span around one attempt, or None without tracing; puts ``traceparent`` into ``headers``.
-
-    ``redacted_url`` must already have its SAS signature replaced: it becomes ``url.full``.
-    """
-    tracer = active_tracer()
-    if tracer is None:
-        yield None
-        return
-    from opentelemetry import trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    parts = urlsplit(redacted_url)
+def _attempt_attributes(method: str, url: str, attempt: int) -> dict[str, Any]:
+    parts = urlsplit(url)
     attributes: dict[str, Any] = {
         "http.request.method": method,
-        "url.full": redacted_url,
+        "url.full": redact_url(url),
         "server.address": parts.hostname or "",
         "server.port": parts.port or (443 if parts.scheme == "https" else 80),
     }
     if attempt > 1:
         attributes["http.request.resend_count"] = attempt - 1
+    return attributes
+
+
+@contextmanager
+def _attempt_span(tracer: Any, method: str, url: str, attempt: int, headers: dict[str, str]) -> Iterator[Any]:
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
     with tracer.start_as_current_span(
-        method, kind=trace.SpanKind.CLIENT, attributes=attributes,
+        method, kind=trace.SpanKind.CLIENT, attributes=_attempt_attributes(method, url, attempt),
         record_exception=False, set_status_on_exception=False,
     ) as span:
+        # The W3C trace context goes out with the request, so the service's logs can be joined to
+        # this trace. It is not signed: Shared Key covers only the x-ms-* headers.
         TraceContextTextMapPropagator().inject(headers, context=trace.set_span_in_context(span))
-        yield AttemptSpan(span)
+        yield span
+
+
+def _record(span: Any, status: int | None, error: BaseException | None) -> None:
+    if status is not None:
+        span.set_attribute("http.response.status_code", status)
+    if error is not None:
+        _fail(span, error)
+
+
+def traced_attempt(tracer: Any, request: Any, attempt: int, run: Callable[[], R]) -> R:
+    """Run one attempt (``run`` returns its :class:`~tablesdk._transport.AttemptResult`) inside a CLIENT span."""
+    with _attempt_span(tracer, request.method, request.url, attempt, request.headers) as span:
+        result = run()
+        _record(span, getattr(result, "status", None), getattr(result, "error", None))
+        return result
+
+
+async def atraced_attempt(tracer: Any, request: Any, attempt: int, run: Callable[[], Awaitable[R]]) -> R:
+    """:func:`traced_attempt` for an awaited attempt."""
+    with _attempt_span(tracer, request.method, request.url, attempt, request.headers) as span:
+        result = await run()
+        _record(span, getattr(result, "status", None), getattr(result, "error", None))
+        return result

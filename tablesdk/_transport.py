@@ -78,6 +78,7 @@ from ._redaction import (
     strip_query,
 )
 from ._retry import RetryPolicy
+from ._tracing import active_tracer, traced_attempt
 
 if TYPE_CHECKING:
     from ._auth import TableCredential
@@ -662,14 +663,23 @@ class Transport:
             attempt_timeout = loop.next_timeout(self._clock())
             start = self._clock()
             signed = sign_attempt(loop.attempt_request(), self._credential)
-            try:
-                result = loop.answered(signed, self._sender.send(signed, attempt_timeout))
-            except SendError as exc:
-                result = loop.failed(signed, exc)
+            tracer = active_tracer()
+            if tracer is None:
+                result = self._attempt(loop, signed, attempt_timeout)
+            else:
+                result = traced_attempt(
+                    tracer, signed, loop.attempt, lambda: self._attempt(loop, signed, attempt_timeout)
+                )
             step = loop.settle(result, start, self._clock())
             if step.delay is None:
                 return step.finish()
             self._sleep(step.delay)
+
+    def _attempt(self, loop: RetryLoop, signed: HttpRequest, timeout: Timeout) -> AttemptResult:
+        try:
+            return loop.answered(signed, self._sender.send(signed, timeout))
+        except SendError as exc:
+            return loop.failed(signed, exc)
 
     def start(
         self,

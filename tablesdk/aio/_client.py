@@ -31,6 +31,7 @@ from ._sender import AsyncSender
 from ._transport import AsyncTransport
 from ._query import AsyncTableQuery
 
+from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._account import CloudStorageAccount
     from ._context import AsyncTableServiceContext
@@ -407,3 +408,7 @@ class AsyncCloudTableClient(ClientCore):
     ) -> None:
         """Delete an entity, conditional on its ETag (see :meth:`tablesdk.CloudTableClient.delete_entity`)."""
         await self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context))
+
+
+# One span per operation when the application configured OpenTelemetry (tablesdk._tracing).
+trace_public_methods(AsyncCloudTableClient, skip=frozenset({"create_query", "get_table_reference", "get_table_service_context", "executor", "close", "decode_query_segment"}))

@@ -40,6 +40,7 @@ from .._retry import NoRetry, RetryPolicy
 from .._transport import OperationContext
 from ._query import AsyncTableQuery
 
+from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from ._client import AsyncCloudTableClient
 
@@ -174,3 +175,7 @@ class AsyncTableServiceContext(TrackingContext):
 
     def __repr__(self) -> str:
         return f"AsyncTableServiceContext(tracked={len(self._identities)}, merge_option={self.merge_option.name})"
+
+
+# One span per operation that sends, when the application configured OpenTelemetry.
+trace_public_methods(AsyncTableServiceContext, only=frozenset({"save_changes", "save_changes_with_retries", "get", "execute_query_segment", "fetch_query_segment", "execute_batch"}))

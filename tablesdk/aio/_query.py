@@ -22,6 +22,7 @@ from .._continuation import ContinuationToken, ResultSegment
 from .._pager import PageRequest, Pager
 from .._query import EmptyResultError, TableQuery
 
+from .._tracing import trace_public_methods
 __all__ = ["AsyncTableQuery", "AsyncQuerySource"]
 
 
@@ -188,3 +189,7 @@ class AsyncTableQuery(Generic[E]):
 
     def __repr__(self) -> str:
         return "Async" + repr(self._query)
+
+
+# One span per call that sends, when the application configured OpenTelemetry.
+trace_public_methods(AsyncTableQuery, only=frozenset({"execute_segmented", "to_list", "first", "first_or_default"}))

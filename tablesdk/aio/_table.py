@@ -22,6 +22,7 @@ from .._table import is_missing_entity
 from .._transport import OperationContext
 from ._query import AsyncTableQuery
 
+from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._client import RequestHook
     from .._save_outcome import DataServiceResponse
@@ -300,3 +301,7 @@ class AsyncTableContext:
 
     def __repr__(self) -> str:
         return f"AsyncTableContext({self.table!r})"
+
+
+# One span per operation when the application configured OpenTelemetry.
+trace_public_methods(AsyncCloudTable, skip=frozenset({"create_query", "get_table_service_context"}))

@@ -25,10 +25,13 @@ from typing import TYPE_CHECKING
 
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout
 from .._retry import RetryPolicy
+from .._tracing import active_tracer, atraced_attempt
 from .._transport import (
     DEFAULT_TIMEOUT,
     DEFAULT_USER_AGENT,
     AnswerCheck,
+    AttemptResult,
+    RetryLoop,
     ErrorParser,
     OperationContext,
     Transport,
@@ -148,14 +151,23 @@ class AsyncTransport:
             attempt_timeout = loop.next_timeout(self._clock())
             start = self._clock()
             signed = sign_attempt(loop.attempt_request(), credential)
-            try:
-                result = loop.answered(signed, await self._sender.send(signed, attempt_timeout))
-            except SendError as exc:
-                result = loop.failed(signed, exc)
+            tracer = active_tracer()
+            if tracer is None:
+                result = await self._attempt(loop, signed, attempt_timeout)
+            else:
+                result = await atraced_attempt(
+                    tracer, signed, loop.attempt, lambda: self._attempt(loop, signed, attempt_timeout)
+                )
             step = loop.settle(result, start, self._clock())
             if step.delay is None:
                 return step.finish()
             await self._sleep(step.delay)
+
+    async def _attempt(self, loop: RetryLoop, signed: HttpRequest, timeout: Timeout) -> AttemptResult:
+        try:
+            return loop.answered(signed, await self._sender.send(signed, timeout))
+        except SendError as exc:
+            return loop.failed(signed, exc)
 
     async def close(self) -> None:
         """Close the HTTP session and its pooled connections."""
