@@ -37,6 +37,23 @@ Every request handled is recorded as a :class:`ProxyEvent` (what the proxy
 did, the status upstream and client saw, request ids): :attr:`FaultProxy.events`
 (which first waits for requests still in hand, so a test can read it right
 after its client call returned). Nothing is logged and nothing is printed.
+
+Ordering without clocks: each :class:`FaultRule` sets threading events as the
+proxy applies it (``received``: the request is in hand, ``forwarded``: the
+upstream answered it, ``handled``: it is recorded), so a test that must act
+while a request is held waits on them instead of sleeping. A client's read
+timeout, though, is a clock: with one timeout for every attempt, the attempts a
+delay fault holds must outlast it while the clean ones must not, which no
+single value guarantees on a busy machine. :class:`FaultSender` (and
+:class:`AsyncFaultSender`) resolve that: wrapped around a client's sender, they
+ask the proxy, before each attempt goes out, which fault it will meet
+(:meth:`FaultProxy.decide`) and tag the request with that decision
+(:data:`DECISION_HEADER`, removed before forwarding), so the attempts a delay
+fault holds get a short read timeout and every other attempt keeps the
+client's own (in the tests a generous one: a failure detector only). Delays are
+then given as an upper bound: the proxy holds the request until the client
+gives up. A read timeout on a clean attempt is then never a race but a fault a
+test asks for (a DELAY_BEFORE_ANSWER rule for that attempt).
 """
 
 from __future__ import annotations
@@ -52,10 +69,12 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -64,6 +83,11 @@ __all__ = [
     "FaultRule",
     "ProxyEvent",
     "FaultProxy",
+    "Decision",
+    "DECISION_HEADER",
+    "DELAY_FAULTS",
+    "FaultSender",
+    "AsyncFaultSender",
     "replace_table_endpoint",
 ]
 
@@ -93,6 +117,12 @@ class Fault(str, enum.Enum):
 
 #: Faults after which the request has reached the server: a write may have been applied.
 AMBIGUOUS_FAULTS = frozenset({Fault.DELAY_BEFORE_ANSWER, Fault.FORWARD_THEN_RESET, Fault.TRUNCATE})
+#: Faults that hold a request until the client gives up (or ``delay`` runs out).
+DELAY_FAULTS = frozenset({Fault.DELAY_BEFORE_FORWARD, Fault.DELAY_BEFORE_ANSWER})
+#: The request header by which a :class:`FaultSender` tells the proxy which of its
+#: decisions an attempt carries. The proxy removes it before recording and forwarding
+#: (it is added after signing and is part of no signature).
+DECISION_HEADER = "X-Fault-Proxy-Decision"
 
 _ERROR_ANSWERS = {
     Fault.SERVER_BUSY: (503, "Service Unavailable", "ServerBusy", "The server is busy."),
@@ -115,6 +145,12 @@ class FaultRule:
     ``method`` (case-insensitive) and ``path`` (a regex searched in the raw
     request target, path and query) narrow the match; None matches anything.
     ``remaining`` counts down as the rule fires.
+
+    The signals (set the first time the rule fires, never cleared) order a test's
+    actions after the proxy's: ``received`` once the proxy has the request in hand
+    and has chosen this rule for it (a delay fault is now holding it), ``forwarded``
+    once the upstream has answered it (DELAY_BEFORE_ANSWER is now holding the
+    answer), ``handled`` once the proxy is done with it and has recorded it.
     """
 
     fault: Fault
@@ -123,6 +159,9 @@ class FaultRule:
     path: re.Pattern[str] | None = None
     delay: float = 3.0
     remaining: int = field(init=False)
+    received: threading.Event = field(init=False, repr=False, compare=False, default_factory=threading.Event)
+    forwarded: threading.Event = field(init=False, repr=False, compare=False, default_factory=threading.Event)
+    handled: threading.Event = field(init=False, repr=False, compare=False, default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.remaining = self.times
@@ -173,6 +212,22 @@ class ProxyEvent:
             if key.lower() == lowered:
                 return value
         return None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the proxy will do to one attempt a :class:`FaultSender` is about to send.
+
+    ``rule`` is the rule it will apply (None: forward cleanly); ``id`` is the value of
+    :data:`DECISION_HEADER` that ties the attempt to it.
+    """
+
+    id: str
+    rule: FaultRule | None
+
+    @property
+    def fault(self) -> Fault | None:
+        return self.rule.fault if self.rule is not None else None
 
 
 def replace_table_endpoint(connection_string: str, endpoint: str) -> str:
@@ -368,8 +423,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle_inner(self) -> None:
         proxy = self.server.proxy
         body = self._read_body()
-        rule = proxy._take(self.command, self.path)
+        decision_id = self.headers.get(DECISION_HEADER)
+        if decision_id is not None:
+            del self.headers[DECISION_HEADER]  # the harness's tag: neither recorded nor forwarded
+            rule = proxy._decided(decision_id, self.command, self.path)
+        else:
+            rule = proxy._take(self.command, self.path)
         event = proxy._new_event(self, len(body), rule)
+        if rule is not None:
+            rule.received.set()
         try:
             self._apply(rule, event, body)
         except Exception as exc:  # upstream down, client gone ...: record, and drop the connection
@@ -377,7 +439,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             event.end = time.monotonic()
-            proxy._record(event)
+            proxy._record(event, decision_id)
+            if rule is not None:
+                rule.handled.set()
 
     def _apply(self, rule: FaultRule | None, event: ProxyEvent, body: bytes) -> None:
         fault = rule.fault if rule is not None else None
@@ -404,6 +468,8 @@ class _Handler(BaseHTTPRequestHandler):
         event.forwarded = True
         event.upstream_status = status
         event.request_id = next((v for k, v in headers if k.lower() == "x-ms-request-id"), None)
+        if rule is not None:
+            rule.forwarded.set()
 
         if fault is Fault.FORWARD_THEN_RESET:
             self._abort()
@@ -473,6 +539,10 @@ class FaultProxy:
         self._in_flight = 0
         self._accepted = 0
         self._connections: set[socket.socket] = set()
+        # Decisions handed to FaultSenders: id -> rule, until the tagged request arrives;
+        # and the ids not yet recorded (an attempt on its way, or in hand).
+        self._decisions: dict[str, FaultRule | None] = {}
+        self._unrecorded: set[str] = set()
         self._stopping = threading.Event()
         self._finished = threading.Event()
         self._server: _Server | None = None
@@ -533,6 +603,10 @@ class FaultProxy:
         """True once :meth:`close` (by the test or at the end of ``lifetime``) has finished."""
         return self._finished.is_set()
 
+    def wait_closed(self, timeout: float = 30.0) -> bool:
+        """Wait until :meth:`close` has finished; False if that took longer than ``timeout``."""
+        return self._finished.wait(timeout)
+
     @property
     def port(self) -> int:
         if self._server is None:
@@ -581,6 +655,28 @@ class FaultProxy:
             self._rules.append(rule)
         return rule
 
+    def decide(self, method: str, target: str) -> Decision:
+        """Take, now, the rule the next request for ``method`` and ``target`` would meet.
+
+        For an attempt about to be sent with :data:`DECISION_HEADER` set to the
+        returned decision's ``id`` (what :class:`FaultSender` does): the proxy applies
+        exactly this rule (or none) to that request whenever it arrives, whatever else
+        arrives first, and :attr:`events` waits for it to be recorded.
+        """
+        with self._lock:
+            rule = self._take_locked(method, target)
+            decision = Decision(uuid.uuid4().hex, rule)
+            self._decisions[decision.id] = rule
+            self._unrecorded.add(decision.id)
+        return decision
+
+    def withdraw(self, decision: Decision) -> None:
+        """Forget ``decision``: its attempt never reached the proxy (its rule is not given back)."""
+        with self._idle:
+            self._decisions.pop(decision.id, None)
+            self._unrecorded.discard(decision.id)
+            self._idle.notify_all()
+
     def clear(self) -> None:
         """Forget every rule (already recorded events stay)."""
         with self._lock:
@@ -598,10 +694,12 @@ class FaultProxy:
     def events(self) -> list[ProxyEvent]:
         """Every request handled so far, in arrival order (a copy).
 
-        Waits (up to 2 s) for requests still being handled first: a client may
-        hold its answer a moment before the proxy has finished recording it.
+        Waits first (up to 30 s, a bound for a stuck proxy only) until no request is
+        being handled and every attempt a :class:`FaultSender` announced has been
+        recorded: a client may hold its answer, or have given up on an attempt, before
+        the proxy has finished with it, or even read it.
         """
-        self.wait_idle(timeout=2.0)
+        self.wait_idle(timeout=30.0)
         with self._lock:
             return sorted(self._events, key=lambda e: e.seq)
 
@@ -612,8 +710,10 @@ class FaultProxy:
             return self._accepted
 
     def count(self, action: Fault | str | None = None) -> int:
-        """How many requests were handled (with ``action``, when given: a Fault or ``"forward"``)."""
-        self.wait_idle(timeout=2.0)
+        """How many requests were handled (with ``action``, when given: a Fault or ``"forward"``).
+
+        Waits as :attr:`events` does."""
+        self.wait_idle(timeout=30.0)
         with self._lock:
             if action is None:
                 return len(self._events)
@@ -621,10 +721,11 @@ class FaultProxy:
             return sum(1 for e in self._events if e.action == name)
 
     def wait_idle(self, timeout: float = 5.0) -> bool:
-        """Wait until no request is being handled; False if that took longer than ``timeout``."""
+        """Wait until no request is being handled and every decided attempt is recorded;
+        False if that took longer than ``timeout``."""
         deadline = time.monotonic() + timeout
         with self._idle:
-            while self._in_flight:
+            while self._in_flight or (self._unrecorded and not self._stopping.is_set()):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -635,11 +736,20 @@ class FaultProxy:
 
     def _take(self, method: str, target: str) -> FaultRule | None:
         with self._lock:
-            for rule in self._rules:
-                if rule.matches(method, target):
-                    rule.remaining -= 1
-                    return rule
-            return None
+            return self._take_locked(method, target)
+
+    def _take_locked(self, method: str, target: str) -> FaultRule | None:
+        for rule in self._rules:
+            if rule.matches(method, target):
+                rule.remaining -= 1
+                return rule
+        return None
+
+    def _decided(self, decision_id: str, method: str, target: str) -> FaultRule | None:
+        with self._lock:
+            if decision_id in self._decisions:
+                return self._decisions.pop(decision_id)
+            return self._take_locked(method, target)  # a tag this proxy never issued: match as usual
 
     def _new_event(self, handler: _Handler, body_length: int, rule: FaultRule | None) -> ProxyEvent:
         with self._lock:
@@ -656,9 +766,12 @@ class FaultProxy:
             start=time.monotonic(),
         )
 
-    def _record(self, event: ProxyEvent) -> None:
-        with self._lock:
+    def _record(self, event: ProxyEvent, decision_id: str | None = None) -> None:
+        with self._idle:
             self._events.append(event)
+            if decision_id is not None:
+                self._unrecorded.discard(decision_id)
+                self._idle.notify_all()
 
     def _begin(self) -> None:
         with self._lock:
@@ -686,3 +799,92 @@ class FaultProxy:
     def __repr__(self) -> str:
         state = "closed" if self._stopping.is_set() else ("running" if self._server is not None else "new")
         return f"FaultProxy(upstream={self.upstream!r}, {state}, events={len(self._events)}, pending={self.pending})"
+
+
+
+# ---------------------------------------------------------------- senders that ask the proxy first
+
+
+def _request_target(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def _attempt_timeout(decision: Decision, timeout: float | tuple[float, float], impatience: float | None) -> Any:
+    """The client's ``timeout`` for the attempt, with the read part cut to ``impatience``
+    when a delay fault will hold it (the proxy holds it until the client gives up)."""
+    if impatience is None or decision.fault not in DELAY_FAULTS:
+        return timeout
+    connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+    return (connect, min(read, impatience))
+
+
+def _never_sent(exc: BaseException) -> bool:
+    state = getattr(exc, "state", None)  # tablesdk's SendError says whether the request left
+    return getattr(state, "name", None) == "NOT_SENT"
+
+
+class FaultSender:
+    """A tablesdk sender (``sender=`` of a client) around ``inner`` that lets ``proxy`` decide
+    each attempt's fault before it is sent (see the module docstring).
+
+    An attempt the proxy will hold with a delay fault is sent with its read timeout cut
+    to ``impatience`` seconds; every other attempt with the client's timeout unchanged
+    (``impatience=None``: every attempt, for tests of the client's own timeouts, which
+    still get the exact accounting of :attr:`FaultProxy.events`).
+    The decision travels in :data:`DECISION_HEADER`, added to a copy of the signed
+    request. Other attributes are ``inner``'s.
+    """
+
+    def __init__(self, inner: Any, proxy: FaultProxy, *, impatience: float | None = 0.3) -> None:
+        self.inner = inner
+        self.proxy = proxy
+        self.impatience = impatience
+
+    def send(self, request: Any, timeout: Any) -> Any:
+        decision, tagged = _decide_and_tag(self.proxy, request)
+        try:
+            return self.inner.send(tagged, _attempt_timeout(decision, timeout, self.impatience))
+        except BaseException as exc:
+            if _never_sent(exc):
+                self.proxy.withdraw(decision)
+            raise
+
+    def close(self) -> None:
+        close: Callable[[], None] | None = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class AsyncFaultSender:
+    """:class:`FaultSender` for ``tablesdk.aio`` (``inner`` is an AsyncSender)."""
+
+    def __init__(self, inner: Any, proxy: FaultProxy, *, impatience: float | None = 0.3) -> None:
+        self.inner = inner
+        self.proxy = proxy
+        self.impatience = impatience
+
+    async def send(self, request: Any, timeout: Any) -> Any:
+        decision, tagged = _decide_and_tag(self.proxy, request)
+        try:
+            return await self.inner.send(tagged, _attempt_timeout(decision, timeout, self.impatience))
+        except BaseException as exc:
+            if _never_sent(exc):
+                self.proxy.withdraw(decision)
+            raise
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _decide_and_tag(proxy: FaultProxy, request: Any) -> tuple[Decision, Any]:
+    decision = proxy.decide(request.method, _request_target(request.url))
+    tagged = request.copy()
+    tagged.headers[DECISION_HEADER] = decision.id
+    return decision, tagged

@@ -186,7 +186,10 @@ async def test_the_async_transport_retries_through_the_shared_loop(sender: Aioht
 
 
 async def test_cancelling_a_request_cancels_the_exchange(sender: AiohttpSender) -> None:
+    received = asyncio.Event()
+
     async def slow(head: bytes, writer: asyncio.StreamWriter) -> None:
+        received.set()
         await asyncio.sleep(1)
         await answer(204)(head, writer)
 
@@ -194,7 +197,7 @@ async def test_cancelling_a_request_cancels_the_exchange(sender: AiohttpSender) 
     base = await server.start()
     try:
         task = asyncio.ensure_future(sender.send(HttpRequest("GET", f"{base}/t"), 5.0))
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(received.wait(), 30)  # cancel mid-exchange: the server has the request
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -8,6 +8,7 @@ bounded.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -17,7 +18,18 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from faults import AMBIGUOUS_FAULTS, Fault, FaultProxy, replace_table_endpoint
+from faults import (
+    AMBIGUOUS_FAULTS,
+    DECISION_HEADER,
+    AsyncFaultSender,
+    Fault,
+    FaultProxy,
+    FaultSender,
+    replace_table_endpoint,
+)
+from requests.structures import CaseInsensitiveDict
+
+from tablesdk._http import AttemptState, HttpRequest, HttpResponse, SendError
 
 BODY = b'{"value": "' + b"x" * 88 + b'"}'  # 100 bytes
 
@@ -222,14 +234,15 @@ def test_truncate_of_an_empty_answer_cuts_the_status_line(proxy: FaultProxy, ups
 def test_delay_before_forward_drops_the_request_when_the_client_gives_up(
     proxy: FaultProxy, upstream: ThreadingHTTPServer
 ) -> None:
-    proxy.inject(Fault.DELAY_BEFORE_FORWARD, delay=10.0)
+    rule = proxy.inject(Fault.DELAY_BEFORE_FORWARD, delay=20.0)
     conn = _conn(proxy, timeout=0.3)
     started = time.monotonic()
     with pytest.raises(socket.timeout):
         _request(conn, "POST", "/acct/Tbl", b"{}")
     conn.close()
+    assert rule.handled.wait(30)  # the proxy may not even have read the request when we gave up
     event = proxy.events[0]
-    assert time.monotonic() - started < 3.0  # the proxy noticed the close; it did not sit out 10 s
+    assert time.monotonic() - started < 15.0  # the proxy noticed the close; it did not sit out 20 s
     assert event.client_gave_up and not event.forwarded
     assert upstream.seen == []  # type: ignore[attr-defined]
 
@@ -266,11 +279,12 @@ def test_latency_delays_every_forwarded_request_and_overlaps_across_connections(
 
 
 def test_delay_before_answer_forwards_then_drops_the_answer(proxy: FaultProxy, upstream: ThreadingHTTPServer) -> None:
-    proxy.inject(Fault.DELAY_BEFORE_ANSWER, delay=10.0)
+    rule = proxy.inject(Fault.DELAY_BEFORE_ANSWER, delay=10.0)
     conn = _conn(proxy, timeout=0.3)
     with pytest.raises(socket.timeout):
         _request(conn, "POST", "/acct/Tbl", b"{}")
     conn.close()
+    assert rule.handled.wait(30)
     event = proxy.events[0]
     assert event.forwarded and event.client_gave_up and event.upstream_status == 201
     assert event.client_status is None
@@ -280,10 +294,7 @@ def test_delay_before_answer_forwards_then_drops_the_answer(proxy: FaultProxy, u
 def test_bounded_lifetime_and_arguments(upstream: ThreadingHTTPServer) -> None:
     proxy = FaultProxy(f"http://127.0.0.1:{upstream.server_address[1]}", lifetime=0.2).start()
     port = proxy.port
-    deadline = time.monotonic() + 5
-    while not proxy.closed and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert proxy.closed
+    assert proxy.wait_closed(30) and proxy.closed
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
     proxy.close()  # idempotent
@@ -299,7 +310,7 @@ def test_bounded_lifetime_and_arguments(upstream: ThreadingHTTPServer) -> None:
 
 def test_close_releases_a_pending_delay(upstream: ThreadingHTTPServer) -> None:
     proxy = FaultProxy(f"http://127.0.0.1:{upstream.server_address[1]}").start()
-    proxy.inject(Fault.DELAY_BEFORE_ANSWER, delay=20.0)
+    rule = proxy.inject(Fault.DELAY_BEFORE_ANSWER, delay=20.0)
     conn = _conn(proxy, timeout=10)
     errors: list[BaseException] = []
 
@@ -311,7 +322,7 @@ def test_close_releases_a_pending_delay(upstream: ThreadingHTTPServer) -> None:
 
     worker = threading.Thread(target=call)
     worker.start()
-    time.sleep(0.2)
+    assert rule.forwarded.wait(30)  # the answer is now held
     started = time.monotonic()
     proxy.close()
     worker.join(timeout=5)
@@ -325,3 +336,117 @@ def test_replace_table_endpoint() -> None:
         "DefaultEndpointsProtocol=http;AccountName=a;AccountKey=k==;TableEndpoint=http://127.0.0.1:9/a;"
     )
     assert replace_table_endpoint("AccountName=a;AccountKey=k==", "http://x/a").endswith(";TableEndpoint=http://x/a;")
+
+
+# ------------------------------------------------------------------ decisions taken before sending (FaultSender)
+
+
+def test_a_decided_attempt_meets_its_fault_whatever_arrives_first(
+    proxy: FaultProxy, upstream: ThreadingHTTPServer
+) -> None:
+    proxy.inject(Fault.SERVER_BUSY, times=1, method="POST")
+    busy = proxy.decide("POST", "/acct/Tbl")
+    clean = proxy.decide("POST", "/acct/Tbl")
+    assert (busy.fault, clean.fault, proxy.pending) == (Fault.SERVER_BUSY, None, 0)
+    conn = _conn(proxy)
+    response, _ = _request(conn, "POST", "/acct/Tbl", b"{}", {DECISION_HEADER: clean.id})
+    assert response.status == 201  # arrived first, but was decided clean
+    response, _ = _request(conn, "POST", "/acct/Tbl", b"{}", {DECISION_HEADER: busy.id})
+    assert response.status == 503
+    assert [e.action for e in proxy.events] == ["forward", "server_busy"]
+    # The tag is the harness's own: neither forwarded nor recorded.
+    _, _, headers, _ = upstream.seen[0]  # type: ignore[attr-defined]
+    assert all(name.lower() != DECISION_HEADER.lower() for name, _ in headers)
+    assert all(e.header(DECISION_HEADER) is None for e in proxy.events)
+
+
+def test_events_wait_for_a_decided_attempt_still_on_its_way(proxy: FaultProxy) -> None:
+    decision = proxy.decide("GET", "/acct/Tbl")
+    go = threading.Event()
+
+    def late_sender() -> None:
+        go.wait(30)
+        _request(_conn(proxy), "GET", "/acct/Tbl", headers={DECISION_HEADER: decision.id})
+
+    worker = threading.Thread(target=late_sender)
+    worker.start()
+    go.set()
+    assert [e.action for e in proxy.events] == ["forward"]  # not []: it waited for the attempt
+    worker.join(timeout=30)
+    withdrawn = proxy.decide("GET", "/acct/Tbl")
+    proxy.withdraw(withdrawn)  # never sent: nothing to wait for
+    assert proxy.wait_idle(timeout=0) and proxy.count() == 1
+
+
+class _Recorder:
+    """An inner sender that records what it was asked to send."""
+
+    def __init__(self, error: SendError | None = None) -> None:
+        self.sent: list[tuple[HttpRequest, object]] = []
+        self.error = error
+        self.closed = False
+        self.pool_size = 7
+
+    def send(self, request: HttpRequest, timeout: object) -> HttpResponse:
+        self.sent.append((request, timeout))
+        if self.error is not None:
+            raise self.error
+        return HttpResponse(200, CaseInsensitiveDict(), b"")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _AsyncRecorder(_Recorder):
+    async def send(self, request: HttpRequest, timeout: object) -> HttpResponse:  # type: ignore[override]
+        return _Recorder.send(self, request, timeout)
+
+    async def close(self) -> None:  # type: ignore[override]
+        self.closed = True
+
+
+def test_fault_sender_cuts_the_read_timeout_of_held_attempts_only(proxy: FaultProxy) -> None:
+    proxy.inject(Fault.DELAY_BEFORE_ANSWER, times=1, path=r"/Tbl$")
+    inner = _Recorder()
+    sender = FaultSender(inner, proxy, impatience=0.3)
+    request = HttpRequest("POST", f"{proxy.endpoint}/Tbl", {"x-ms-client-request-id": "c"}, b"{}")
+    sender.send(request, (10.0, 30.0))
+    sender.send(request, (10.0, 30.0))
+    sender.send(request, 5.0)
+    assert [timeout for _, timeout in inner.sent] == [(10.0, 0.3), (10.0, 30.0), 5.0]
+    assert all(sent.header(DECISION_HEADER) for sent, _ in inner.sent)
+    assert request.header(DECISION_HEADER) is None  # the caller's request is untouched
+    assert sender.pool_size == 7
+    sender.close()
+    assert inner.closed
+    proxy.inject(Fault.DELAY_BEFORE_FORWARD, times=1)
+    patient_inner = _Recorder()
+    FaultSender(patient_inner, proxy, impatience=None).send(request, (10.0, 30.0))
+    assert patient_inner.sent[0][1] == (10.0, 30.0)
+
+
+def test_fault_sender_withdraws_an_attempt_that_was_never_sent(proxy: FaultProxy) -> None:
+    refused = SendError("refused", state=AttemptState.NOT_SENT, refused=True)
+    with pytest.raises(SendError):
+        FaultSender(_Recorder(refused), proxy).send(HttpRequest("GET", f"{proxy.endpoint}/Tbl", {}, None), 1.0)
+    assert proxy.wait_idle(timeout=0)  # nothing left to wait for
+    lost = SendError("reset", state=AttemptState.UNKNOWN)
+    with pytest.raises(SendError):
+        FaultSender(_Recorder(lost), proxy).send(HttpRequest("GET", f"{proxy.endpoint}/Tbl", {}, None), 1.0)
+    assert not proxy.wait_idle(timeout=0)  # it may still arrive: the proxy waits for it
+
+
+def test_async_fault_sender_asks_the_proxy_too(proxy: FaultProxy) -> None:
+    proxy.inject(Fault.DELAY_BEFORE_FORWARD, times=1)
+    inner = _AsyncRecorder()
+    sender = AsyncFaultSender(inner, proxy, impatience=0.2)
+    request = HttpRequest("GET", f"{proxy.endpoint}/Tbl", {}, None)
+
+    async def run() -> None:
+        await sender.send(request, (1.0, 9.0))
+        await sender.send(request, (1.0, 9.0))
+        await sender.close()
+
+    asyncio.run(run())
+    assert [timeout for _, timeout in inner.sent] == [(1.0, 0.2), (1.0, 9.0)]
+    assert inner.closed
