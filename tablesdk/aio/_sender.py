@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from requests.structures import CaseInsensitiveDict
 
 from .._errors import require_positive_int
+from .._extras import install_hint
 from .._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -75,7 +76,7 @@ def import_aiohttp() -> Any:
     try:
         import aiohttp
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("tablesdk.aio needs aiohttp: install it with `pip install tablesdk[aio]`") from exc
+        raise ImportError(f"tablesdk.aio needs aiohttp: {install_hint('aio')}") from exc
     return aiohttp
 
 

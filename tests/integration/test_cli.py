@@ -292,7 +292,7 @@ def test_without_the_cli_extra_it_says_how_to_install() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=REPO, check=False, timeout=60)
     assert result.returncode == 2
-    assert b"pip install 'tablesdk[cli]'" in result.stderr
+    assert b"pip install 'click>=8.1' 'rich>=13'" in result.stderr and b"pip install '.[cli]'" in result.stderr
 
 
 # ---------------------------------------------------------------- tables and single entities
