@@ -53,3 +53,20 @@ def test_the_documented_wheel_name_is_this_version() -> None:
     for path in (ROOT / "README.md", ROOT / "docs" / "async.md", ROOT / "docs" / "cli.md"):
         names = set(re.findall(r"tablesdk-[\w.]+-py3-none-any\.whl", path.read_text(encoding="utf-8")))
         assert names == {wheel}, path
+
+
+def test_ci_runs_the_wheel_check_after_the_tests() -> None:
+    import subprocess
+
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "bash scripts/test.sh" in ci and "bash scripts/wheel-check.sh" in ci
+    assert ci.index("scripts/test.sh ||") < ci.index("scripts/wheel-check.sh ||")  # both run, whatever the first gave
+    script = ROOT / "scripts" / "wheel-check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text(encoding="utf-8")
+    for step in ("-m build", "twine check", "-m venv", "--help", "samples/microblog.py"):
+        assert step in text
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    dev = {requirement.split(">")[0] for requirement in config["options.extras_require"]["dev"].split()}
+    assert {"build", "twine"} <= dev
