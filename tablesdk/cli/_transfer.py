@@ -213,9 +213,13 @@ class ExistingKeys:
             return set()
         (low_pk, low_rk), (high_pk, high_rk) = min(keys), max(keys)
         pk, rk = prop("PartitionKey"), prop("RowKey")
-        in_range = ((pk > low_pk) | ((pk == low_pk) & (rk >= low_rk))) & (
-            (pk < high_pk) | ((pk == high_pk) & (rk <= high_rk))
-        )
+        # Plain key bounds at the top level are what the service scans by (a filter of ORs
+        # alone is evaluated over the whole table); the ORs narrow the edge partitions.
+        if low_pk == high_pk:
+            in_range = (pk == low_pk) & (rk >= low_rk) & (rk <= high_rk)
+        else:
+            in_range = (pk >= low_pk) & (pk <= high_pk) & (
+                (pk > low_pk) | (rk >= low_rk)) & ((pk < high_pk) | (rk <= high_rk))
         query = self.client.create_query(self.table, DynamicEntity).where(in_range).select("RowKey")
         wanted = set(keys)
         found: set[tuple[str, str]] = set()
