@@ -109,7 +109,7 @@ cmd_install() {
     if [[ ! -f "$AZURITE_DIR/package.json" ]]; then
         printf '{\n  "name": "tablesdk-azurite",\n  "private": true\n}\n' >"$AZURITE_DIR/package.json"
     fi
-    say "installing azurite@$AZURITE_VERSION into $AZURITE_DIR (about 20 s, 365 MB) ..."
+    say "installing azurite@$AZURITE_VERSION into $AZURITE_DIR (about 360 MB; 30 to 60 s measured, longer on a slow network) ..."
     local t0
     t0="$(now)"
     # No progress spinner and no "new npm version" notice: they would land in the test output.

@@ -1,4 +1,4 @@
-"""``python -m tablesdk``: the command line (see docs/cli.md; needs ``pip install 'tablesdk[cli]'``)."""
+"""``python -m tablesdk``: the command line (see docs/cli.md; needs the ``cli`` extra: ``pip install '.[cli]'`` in a checkout)."""
 
 import sys
 

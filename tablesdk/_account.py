@@ -461,7 +461,7 @@ class CloudStorageAccount:
         return CloudTableClient(self, payload_format=payload_format, **kwargs)
 
     def create_async_cloud_table_client(self, payload_format: str = "json", **kwargs: Any) -> AsyncCloudTableClient:
-        """A :class:`~tablesdk.aio.AsyncCloudTableClient` for this account (needs ``tablesdk[aio]``).
+        """A :class:`~tablesdk.aio.AsyncCloudTableClient` for this account (needs the ``aio`` extra).
 
         Takes the options of :meth:`create_cloud_table_client`; use the client
         as ``async with``.

@@ -187,10 +187,13 @@ class ConnectionFailedError(TableServiceError):
     """The connection failed or was cut before a complete response arrived.
 
     ``refused`` is True when nothing accepted the connection (the request was never
-    sent); the built-in retry policies retry that on a short schedule.
+    sent), and ``unresolved`` too when the host name does not resolve (a mistyped
+    account name or endpoint); the built-in retry policies retry both on a short
+    schedule, so such a call fails within seconds.
     """
 
     refused: bool = False
+    unresolved: bool = False
 
 
 class BatchError(TableServiceError):

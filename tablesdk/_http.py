@@ -21,6 +21,7 @@ for).
 
 from __future__ import annotations
 
+import socket
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -173,7 +174,10 @@ class SendError(Exception):
     ``reason`` describes the cause (it may hold URLs: the transport redacts it).
     ``state`` is :attr:`AttemptState.NOT_SENT` when the request cannot have reached the
     server, else :attr:`AttemptState.UNKNOWN`. ``timed_out`` marks a client timeout and
-    ``refused`` a refused connection (retried on a short schedule). ``status`` is set when
+    ``refused`` a connection that could not be made because nothing is there: refused
+    (nothing listens) or, with ``unresolved`` too, a host name that does not resolve (a
+    mistyped account name or endpoint). Waiting minutes fixes neither, so both are retried
+    on the short schedule of :func:`~tablesdk._retry.refused_backoff`. ``status`` is set when
     a response began but its body was refused (larger than the size cap): the server
     did answer, so the attempt counts as answered and is not retried. ``invalid`` marks a
     request that cannot be sent at all (a malformed URL or header): a programming error.
@@ -188,12 +192,14 @@ class SendError(Exception):
         refused: bool = False,
         status: int | None = None,
         invalid: bool = False,
+        unresolved: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.state = state
         self.timed_out = timed_out
-        self.refused = refused
+        self.refused = refused or unresolved
+        self.unresolved = unresolved
         self.status = status
         self.invalid = invalid
 
@@ -298,6 +304,19 @@ def _is_refused(exc: BaseException) -> bool:
     return "refused" in str(inner).lower() or isinstance(inner.__cause__, ConnectionRefusedError)
 
 
+def _unresolved(exc: BaseException) -> str | None:
+    """What to say when a DNS lookup was the failure under ``exc`` (None when it was not)."""
+    inner = _inner(exc)
+    if not isinstance(inner, urllib3.exceptions.NewConnectionError):
+        return None
+    # urllib3 2 raises NameResolutionError from the socket.gaierror; older ones a NewConnectionError.
+    cause = getattr(inner, "_reason", None) or inner.__cause__
+    if not isinstance(inner, urllib3.exceptions.NameResolutionError) and not isinstance(cause, socket.gaierror):
+        return None
+    host = getattr(inner, "_host", None) or getattr(getattr(inner, "conn", None), "host", None) or "?"
+    return f"the host name {host!r} does not resolve ({type(cause).__name__}: {cause})"
+
+
 _FAILURES = (
     requests.ConnectionError,
     requests.Timeout,
@@ -363,6 +382,9 @@ class RequestsSender:
             )
             body = self._read(raw, finish_by)
         except _FAILURES as exc:
+            unresolved = _unresolved(exc)
+            if unresolved is not None:  # a mistyped account name or endpoint: waiting does not fix it
+                raise SendError(unresolved, state=AttemptState.NOT_SENT, unresolved=True) from None
             raise SendError(
                 _exception_reason(exc),
                 state=AttemptState.NOT_SENT if _never_sent(exc) else AttemptState.UNKNOWN,

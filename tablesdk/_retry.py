@@ -20,8 +20,10 @@ Windows Azure Storage Client Library"):
   is ``delta_seconds`` randomised by +/-20%. With the defaults (3 retries,
   delta 30 s, bounds 3 s and 90 s) that gives about 3 s, 33 s and 90 s.
   :class:`LinearRetry` waits the same interval every time and
-  :class:`NoRetry` never retries. A refused connection (nothing listens) is
-  retried on the short :data:`REFUSED_BACKOFF_SECONDS` schedule by both.
+  :class:`NoRetry` never retries. A refused connection (nothing listens) and a
+  host name that does not resolve (a mistyped account name or endpoint: the
+  sender marks it ``refused`` too) are retried on the short
+  :data:`REFUSED_BACKOFF_SECONDS` schedule by both.
 
 Policies hold no per-operation state: the transport passes the number of
 attempts made so far, so one instance can be shared by every operation and
@@ -65,8 +67,9 @@ DEFAULT_MIN_BACKOFF_SECONDS = 3.0
 DEFAULT_MAX_BACKOFF_SECONDS = 90.0
 
 #: Waits before the retries of a refused connection. Nothing listens at the address (an
-#: emulator not started, a wrong port, a server restarting): a back-off of minutes cannot
-#: fix that and only hides it, so the built-in policies retry it on this short schedule
+#: emulator not started, a wrong port, a server restarting), or there is no such address (a
+#: host name that does not resolve: a mistyped account name): a back-off of minutes cannot
+#: fix that and only hides it (a mistyped account name took 119 s to fail), so the built-in policies retry it on this short schedule
 #: (about 3.5 s in all with the default 3 retries) and then report it.
 REFUSED_BACKOFF_SECONDS: tuple[float, ...] = (0.5, 1.0, 2.0)
 
@@ -110,7 +113,7 @@ def is_retryable(error: BaseException) -> bool:
 
 
 def refused_backoff(attempt: int, error: BaseException) -> float | None:
-    """The short wait before retrying a refused connection, or None when ``error`` is no refusal.
+    """The short wait before retrying a refused connection (or an unresolved host name), or None otherwise.
 
     Retry ``n`` waits ``REFUSED_BACKOFF_SECONDS[n - 1]`` (the last value beyond the table).
     """

@@ -409,6 +409,7 @@ class RetryLoop:
         else:
             error = ConnectionFailedError(f"{where}: connection failed ({reason})")
             error.refused = exc.refused
+            error.unresolved = exc.unresolved
         error.client_request_id = self.client_request_id
         return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
 

@@ -1,4 +1,4 @@
-"""tablesdk for asyncio: the same SDK, awaitable (``pip install tablesdk[aio]``).
+"""tablesdk for asyncio: the same SDK, awaitable (the ``aio`` extra: ``pip install '.[aio]'`` in a checkout).
 
 :class:`AsyncCloudTableClient` (from
 ``account.create_async_cloud_table_client()``) has every operation of

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from requests.structures import CaseInsensitiveDict
 
 from .._errors import require_positive_int
+from .._extras import install_hint
 from .._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -75,7 +76,7 @@ def import_aiohttp() -> Any:
     try:
         import aiohttp
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("tablesdk.aio needs aiohttp: install it with `pip install tablesdk[aio]`") from exc
+        raise ImportError(f"tablesdk.aio needs aiohttp: {install_hint('aio')}") from exc
     return aiohttp
 
 
@@ -177,8 +178,11 @@ class AiohttpSender:
             raise SendError(_reason(exc), state=AttemptState.NOT_SENT, timed_out=True) from None
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise SendError(_reason(exc), timed_out=True) from None
-        except aiohttp.ClientConnectorError as exc:  # refused, unreachable, TLS: never sent
-            raise SendError(_reason(exc), state=AttemptState.NOT_SENT, refused=_refused(exc)) from None
+        except aiohttp.ClientConnectorError as exc:  # refused, unreachable, unresolved, TLS: never sent
+            unresolved = isinstance(exc, getattr(aiohttp, "ClientConnectorDNSError", ()))
+            raise SendError(
+                _reason(exc), state=AttemptState.NOT_SENT, refused=_refused(exc), unresolved=unresolved
+            ) from None
         except (aiohttp.ClientError, OSError) as exc:  # reset, disconnected, truncated body
             raise SendError(_reason(exc)) from None
 

@@ -1,4 +1,4 @@
-"""The ``tablesdk`` command line (``pip install 'tablesdk[cli]'``): see docs/cli.md.
+"""The ``tablesdk`` command line (the ``cli`` extra: ``pip install '.[cli]'`` in a checkout): see docs/cli.md.
 
 :func:`main` is the console script and ``python -m tablesdk``. The commands
 live in :mod:`tablesdk.cli._app` and need click and rich, the ``cli`` extra;
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import sys
 
+from .._extras import install_hint
+
 __all__ = ["main", "INSTALL_HINT"]
 
 #: What to run when the command line's dependencies are missing.
-INSTALL_HINT = "pip install 'tablesdk[cli]'"
+INSTALL_HINT = install_hint("cli")
 
 
 def main(argv: list[str] | None = None) -> int:

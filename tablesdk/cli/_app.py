@@ -8,28 +8,23 @@ error code, what went wrong and what to do; the traceback only with
 
 from __future__ import annotations
 
-import logging
 import os
 from contextlib import AbstractContextManager, nullcontext
 import sys
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import IO, Any
-from urllib.parse import unquote
 
 import click
 
 from .._account import CloudStorageAccount
-from .._auth import SasCredential, SharedKeyCredential
 from .._client import CloudTableClient
 from .._entity import DynamicEntity, entity_from_payload
 from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
-from .._retry import ExponentialRetry, NoRetry
-from .._redaction import redact_text
 from ._export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
 from ._files import FILE_FORMATS, parse_entity_text, payload_json, read_csv, read_jsonl
-from ._progress import Progress, progress_wanted
+from ._options import CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options
+from ._progress import progress_wanted
 from ._transfer import (
     IMPORT_MODES,
     ImportSummary,
@@ -46,6 +41,8 @@ __all__ = ["cli", "run", "EXIT_ERROR", "EXIT_USAGE", "EXIT_PARTIAL"]
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3
+#: Rows ``query`` shows as a grid unless ``--limit`` says otherwise.
+GRID_LIMIT = 100
 
 #: What to do about a service error, by error code (then by status).
 _HINTS_BY_CODE = {
@@ -73,84 +70,6 @@ _HINTS_BY_STATUS = {
 }
 
 
-@dataclass
-class Settings:
-    """The global options, the secrets they hold (for redaction) and the client made from them."""
-
-    connection_string: str | None = None
-    account_name: str | None = None
-    account_key: str | None = None
-    sas_token: str | None = None
-    table_endpoint: str | None = None
-    dev: bool = False
-    payload_format: str = "json"
-    api_version: str | None = None
-    debug: bool = False
-    progress: bool | None = None
-    retries: int | None = None
-    other_connection_strings: list[str] = field(default_factory=list, repr=False)
-    _clients: list[CloudTableClient] = field(default_factory=list, repr=False)
-
-    def secrets(self) -> list[str]:
-        """Every secret text the options hold: keys, SAS tokens and their signatures (also decoded)."""
-        found = [self.account_key, self.sas_token]
-        for connection_string in (self.connection_string, *self.other_connection_strings):
-            for part in (connection_string or "").split(";"):
-                name, _, value = part.partition("=")
-                if name.strip().lower() in ("accountkey", "sharedaccesssignature"):
-                    found.append(value.strip())
-        for token in list(found):
-            for field_ in (token or "").lstrip("?").split("&"):
-                if field_.lower().startswith("sig="):
-                    found.extend((field_[4:], unquote(field_[4:])))
-        return [secret for secret in found if secret and len(secret) >= 4]
-
-    def redact(self, text: str) -> str:
-        """``text`` with every secret replaced, and SAS signatures in URLs removed."""
-        for secret in sorted(self.secrets(), key=len, reverse=True):
-            text = text.replace(secret, "REDACTED")
-        return redact_text(text)
-
-    def account(self) -> CloudStorageAccount:
-        """The account the options describe; ``click.UsageError`` when they describe none."""
-        if self.dev:
-            return CloudStorageAccount.development_storage_account()
-        if self.account_name:
-            if self.account_key and self.sas_token:
-                raise click.UsageError("give --account-key or --sas-token, not both")
-            endpoint = self.table_endpoint or f"https://{self.account_name}.table.core.windows.net"
-            credential = (
-                SharedKeyCredential(self.account_name, self.account_key) if self.account_key
-                else SasCredential(self.sas_token) if self.sas_token else None
-            )
-            return CloudStorageAccount(self.account_name, endpoint, credential)
-        if self.connection_string:
-            return CloudStorageAccount.parse(self.connection_string)
-        raise click.UsageError(
-            "no account: give --connection-string (or set AZURE_STORAGE_CONNECTION_STRING), "
-            "--account-name with --account-key or --sas-token, or --dev for the local emulator"
-        )
-
-    def client(self, account: CloudStorageAccount | None = None, payload_format: str | None = None) -> CloudTableClient:
-        """A client for ``account`` (default: the options' account), closed when the command ends."""
-        options: dict[str, Any] = {"api_version": self.api_version}
-        if self.retries is not None:
-            options["retry_policy"] = ExponentialRetry(self.retries) if self.retries else NoRetry()
-        client = (account or self.account()).create_cloud_table_client(payload_format or self.payload_format, **options)
-        self._clients.append(client)
-        return client
-
-    def progress_for(self, description: str, total: int | None = None) -> Progress:
-        """A progress display for a long command (shown only when wanted)."""
-        return Progress(description, progress_wanted(self.progress), total)
-
-    def close(self) -> None:
-        """Close every client made."""
-        for client in self._clients:
-            client.close()
-        self._clients.clear()
-
-
 _active = Settings()
 
 
@@ -165,8 +84,11 @@ def _settings() -> Settings:
 def describe_error(error: BaseException) -> str:
     """One line saying what went wrong and what to do."""
     if isinstance(error, ConnectionFailedError):
-        return (f"cannot reach the service ({error.message}); check the endpoint, the network, and that "
-                "the service is running (for --dev: `tablesdk serve`)")
+        if error.unresolved:
+            return (f"cannot reach the service ({error.message}); check the account name / endpoint "
+                    "(--account-name, --table-endpoint or the connection string)")
+        return (f"cannot reach the service ({error.message}); check the account name / endpoint, the network, "
+                "and that the service is running (for --dev: `tablesdk serve`)")
     if isinstance(error, TableServiceError):
         head = " ".join(str(part) for part in (error.status_code, error.error_code) if part)
         hint = _HINTS_BY_CODE.get(error.error_code or "") or _HINTS_BY_STATUS.get(error.status_code or 0)
@@ -190,23 +112,6 @@ def report_error(error: BaseException, settings: Settings) -> int:
     sys.stderr.write(settings.redact(f"tablesdk: error: {line}") + "\n")
     sys.stderr.flush()
     return EXIT_ERROR
-
-
-class _RedactingFormatter(logging.Formatter):
-    def __init__(self, settings: Settings) -> None:
-        super().__init__("%(asctime)s %(name)s %(levelname)s %(message)s")
-        self.settings = settings
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self.settings.redact(super().format(record))
-
-
-def _enable_debug(settings: Settings) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter(settings))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
 
 
 class TablesdkGroup(click.Group):
@@ -251,38 +156,35 @@ class TablesdkGroup(click.Group):
 # ---------------------------------------------------------------- the group
 
 
+TablesdkGroup.command_class = TablesdkCommand
+
+
 @click.group(cls=TablesdkGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--connection-string", envvar="AZURE_STORAGE_CONNECTION_STRING", show_envvar=True, metavar="CS",
-              help="Storage connection string.")
-@click.option("--account-name", metavar="NAME", help="Account name (with --account-key or --sas-token).")
-@click.option("--account-key", metavar="KEY", help="Account key (Shared Key signing).")
-@click.option("--sas-token", metavar="SAS", help="Shared access signature (the query string, with or without '?').")
-@click.option("--table-endpoint", metavar="URL", help="Table endpoint for --account-name (default: the public cloud's).")
-@click.option("--dev", is_flag=True, help="Use the local emulator (devstoreaccount1 on 127.0.0.1:10002).")
-@click.option("--format", "payload_format", type=click.Choice(["json", "atom"]), default="json", show_default=True,
-              help="Wire format (atom speaks service version 2015-04-05 unless --api-version says otherwise).")
-@click.option("--api-version", metavar="VERSION", help="x-ms-version to send (default: the format's own).")
-@click.option("--retries", type=click.IntRange(0, 20), metavar="N",
-              help="Retries of a failed request (default: the library's exponential back-off policy; 0: none).")
-@click.option("--progress/--no-progress", default=None, help="Show progress on stderr (default: when it is a terminal).")
-@click.option("--debug", is_flag=True, help="Log requests and show tracebacks on stderr (secrets removed).")
+@global_options
+@click.option("--format", "legacy_format", type=click.Choice(["json", "atom"]), hidden=True,
+              help="Deprecated spelling of --wire-format.")
 @click.version_option(package_name="tablesdk", prog_name="tablesdk")
 @click.pass_context
-def cli(ctx: click.Context, /, **options: Any) -> None:
+def cli(ctx: click.Context, /, legacy_format: str | None, **options: Any) -> None:
     """Scripting against Azure Table storage: tables, entities, queries, import and export.
 
-    Data goes to stdout, messages and progress to stderr.
+    Data goes to stdout, messages and progress to stderr. The connection options may
+    come before the command or after it (tablesdk query T --dev).
     """
     global _active
+    if legacy_format is not None:
+        deprecated_spelling("tablesdk --format", "--wire-format", "the format spoken to the service")
+        if ctx.get_parameter_source("payload_format") is not click.core.ParameterSource.COMMANDLINE:
+            options["payload_format"] = legacy_format
     _active = ctx.obj = Settings(**options)
     if _active.debug:
-        _enable_debug(_active)
+        enable_debug(_active)
 
 
 # ---------------------------------------------------------------- tables
 
 
-@cli.group()
+@cli.group(cls=CommandGroup)
 def tables() -> None:
     """List, create, delete tables, or test whether one exists."""
 
@@ -433,14 +335,17 @@ _SELECT_OPTION = click.option("--select", metavar="A,B", help="Only these proper
 @click.option("--top", type=click.IntRange(min=1), help="At most N entities.")
 @click.option("--output", "-o", type=click.Choice(["table", "json", "jsonl", "csv"]),
               help="table (a grid; the default at a terminal), json, jsonl (default in pipes) or csv.")
-def query_command(table: str, filter_: str | None, select: str | None, top: int | None, output: str | None) -> None:
+@click.option("--limit", type=click.IntRange(min=0), default=GRID_LIMIT, show_default=True,
+              help="Rows the grid shows (0: all); the other outputs print every entity (cap them with --top).")
+def query_command(table: str, filter_: str | None, select: str | None, top: int | None, output: str | None,
+                  limit: int) -> None:
     """Print the entities of TABLE that match --filter."""
     settings = _settings()
     client = settings.client()
     query = build_query(client, table, filter_, _select(select), top)
     output = output or ("table" if sys.stdout.isatty() else "jsonl")
     if output == "table":
-        _print_grid(client, query)
+        _print_grid(client, query, limit)
     elif output == "json":
         _print_json_array(client, query)
     else:
@@ -464,7 +369,13 @@ def _print_json_array(client: CloudTableClient, query: Any) -> None:
     out.flush()
 
 
-def _print_grid(client: CloudTableClient, query: Any) -> None:
+def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
+    """The first ``limit`` entities as a grid, and on stderr how many more there are.
+
+    A grid is for reading: rich lays it out only once every row is in, so a
+    whole table would take minutes and hold every row in memory. Reading stops
+    at the page holding the entity after the last one shown.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -472,8 +383,9 @@ def _print_grid(client: CloudTableClient, query: Any) -> None:
 
     rows: list[dict[str, str]] = []
     columns: dict[str, None] = {"PartitionKey": None, "RowKey": None, "Timestamp": None}
-    for payloads, _ in pages(client, query):
-        for payload in payloads:
+    read, more = 0, False
+    for payloads, token in pages(client, query):
+        for payload in payloads[: limit - len(rows)] if limit else payloads:
             row = {}
             for name, value in payload.values.items():
                 if value is not None:
@@ -481,10 +393,20 @@ def _print_grid(client: CloudTableClient, query: Any) -> None:
                     row[name] = value if edm is EdmType.STRING else to_atom_text(value, edm)
                     columns.setdefault(name, None)
             rows.append(row)
+        read += len(payloads)
+        more = token is not None
+        if limit and read > limit:
+            break
     grid = Table(*columns, show_lines=False)
+    for column in grid.columns:
+        column.overflow = "fold"  # a long value wraps within its cell instead of being cut off
     for row in rows:
         grid.add_row(*(row.get(name, "") for name in columns))
     Console(soft_wrap=False).print(grid)
+    if len(rows) < read:
+        total = f"{read}+" if more else str(read)
+        click.echo(f"tablesdk: showing {len(rows)} of {total} entities; use --limit N to see more, "
+                   "or --output jsonl (or csv) for all", err=True)
 
 
 @cli.command("count")
@@ -501,10 +423,28 @@ def count_command(table: str, filter_: str | None) -> None:
 # ---------------------------------------------------------------- export, import, copy, delete-entities
 
 
-def _file_format(path: str, given: str | None) -> str:
+def _file_format_options(function: Any) -> Any:
+    """--file-format, and its old spelling --format (which before the command means the wire format)."""
+    function = click.option("--format", "legacy_file_format", type=click.Choice(FILE_FORMATS), hidden=True,
+                            help="Deprecated spelling of --file-format.")(function)
+    return click.option("--file-format", "file_format", type=click.Choice(FILE_FORMATS),
+                        help="jsonl or csv (default: from FILE's extension, else jsonl). "
+                             "Not the wire format: that is --wire-format.")(function)
+
+
+def _file_format(path: str, given: str | None, legacy: str | None = None) -> str:
+    if legacy is not None:
+        deprecated_spelling(f"{click.get_current_context().info_name} --format", "--file-format",
+                            "the format of the file")
+        given = given or legacy
     if given:
         return given
     return "csv" if path.lower().endswith(".csv") else "jsonl"
+
+
+def entities_text(count: int) -> str:
+    """``1 entity``, ``2 entities``."""
+    return f"{count} {'entity' if count == 1 else 'entities'}"
 
 
 @cli.command("export")
@@ -512,16 +452,15 @@ def _file_format(path: str, given: str | None) -> str:
 @click.argument("file")
 @_FILTER_OPTION
 @_SELECT_OPTION
-@click.option("--format", "file_format", type=click.Choice(FILE_FORMATS),
-              help="jsonl or csv (default: from FILE's extension, else jsonl).")
+@_file_format_options
 @click.option("--resume", is_flag=True, help="Continue an export that stopped (its state is in FILE.tablesdk-resume).")
 @click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Read N PartitionKey ranges at once.")
 def export_command(table: str, file: str, filter_: str | None, select: str | None, file_format: str | None,
-                   resume: bool, parallel: int) -> None:
+                   legacy_file_format: str | None, resume: bool, parallel: int) -> None:
     """Write the entities of TABLE (matching --filter) to FILE, or to stdout for '-'."""
     settings = _settings()
-    spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format))
+    spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
     client = settings.client()
     try:
         with settings.progress_for(f"exporting {table}") as progress:
@@ -532,7 +471,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
         if file != "-" and os.path.exists(file + RESUME_SUFFIX):
             click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)
         raise
-    click.echo(f"tablesdk: exported {count} entities", err=True)
+    click.echo(f"tablesdk: exported {entities_text(count)}", err=True)
 
 
 def _open_rejects(path: str | None) -> AbstractContextManager[IO[bytes] | None]:
@@ -540,7 +479,8 @@ def _open_rejects(path: str | None) -> AbstractContextManager[IO[bytes] | None]:
 
 
 def _summary_exit(summary: ImportSummary, verb: str, rejects_path: str | None) -> int:
-    click.echo(f"tablesdk: {verb} {summary.written} entities, {summary.failed} failed", err=True)
+    skipped = f", {summary.skipped} skipped (in the table already)" if summary.skipped else ""
+    click.echo(f"tablesdk: {verb} {entities_text(summary.written)}{skipped}, {summary.failed} failed", err=True)
     if not summary.failed:
         return 0
     where = f"see {rejects_path}" if rejects_path else "pass --rejects FILE to keep them"
@@ -581,8 +521,17 @@ _MODE_OPTION = click.option("--mode", type=click.Choice(list(IMPORT_MODES)), def
                             help="insert (fails for existing entities), upsert/merge (insert or merge), "
                                  "replace (insert or replace).")
 _REJECTS_OPTION = click.option("--rejects", metavar="FILE", help="Write the entities that failed here (JSON lines, with their error).")
+_SKIP_EXISTING_OPTION = click.option(
+    "--skip-existing", is_flag=True,
+    help="With --mode insert: an entity already in the table is done, not failed (counted as skipped), "
+         "so an interrupted run can be run again.")
 _WORKERS_OPTION = click.option("--workers", type=click.IntRange(1, 16), default=8, show_default=True,
                                help="Batches sent at once.")
+
+
+def _check_skip_existing(skip_existing: bool, mode: str) -> None:
+    if skip_existing and mode != "insert":
+        raise click.UsageError(f"--skip-existing goes with --mode insert (--mode {mode} overwrites existing entities)")
 
 
 @cli.command("import")
@@ -591,15 +540,17 @@ _WORKERS_OPTION = click.option("--workers", type=click.IntRange(1, 16), default=
 @_MODE_OPTION
 @click.option("--create-table", is_flag=True, help="Create TABLE first if it does not exist.")
 @_REJECTS_OPTION
-@click.option("--format", "file_format", type=click.Choice(FILE_FORMATS),
-              help="jsonl or csv (default: from FILE's extension, else jsonl).")
+@_file_format_options
+@_SKIP_EXISTING_OPTION
 @_WORKERS_OPTION
 def import_command(file: str, table: str, mode: str, create_table: bool, rejects: str | None,
-                   file_format: str | None, workers: int) -> int:
+                   file_format: str | None, legacy_file_format: str | None, skip_existing: bool,
+                   workers: int) -> int:
     """Write the entities of FILE (or stdin for '-') into TABLE, in batches."""
     settings = _settings()
+    _check_skip_existing(skip_existing, mode)
     client = settings.client()
-    file_format = _file_format(file, file_format)
+    file_format = _file_format(file, file_format, legacy_file_format)
     lines = _entity_lines(file, file_format)
     if create_table:
         client.create_table_if_not_exists(table)
@@ -607,7 +558,8 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
     with _open_rejects(rejects) as rejects_file:
         summary = ImportSummary(rejects=rejects_file)
         with settings.progress_for(f"importing into {table}", total) as progress:
-            import_entities(client, table, lines, mode, progress, summary, workers=workers)
+            import_entities(client, table, lines, mode, progress, summary, workers=workers,
+                            skip_existing=skip_existing)
     return _summary_exit(summary, "imported", rejects)
 
 
@@ -615,18 +567,21 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
 @click.argument("source")
 @click.argument("destination")
 @click.option("--to-connection-string", metavar="CS", help="The destination account (default: the same account).")
-@click.option("--to-format", type=click.Choice(["json", "atom"]), help="The destination's wire format (default: --format).")
+@click.option("--to-format", type=click.Choice(["json", "atom"]),
+              help="The destination's wire format (default: --wire-format).")
 @_FILTER_OPTION
 @_SELECT_OPTION
 @_MODE_OPTION
 @click.option("--create-table", is_flag=True, help="Create DESTINATION first if it does not exist.")
 @_REJECTS_OPTION
+@_SKIP_EXISTING_OPTION
 @_WORKERS_OPTION
 def copy_command(source: str, destination: str, to_connection_string: str | None, to_format: str | None,
                  filter_: str | None, select: str | None, mode: str, create_table: bool, rejects: str | None,
-                 workers: int) -> int:
+                 skip_existing: bool, workers: int) -> int:
     """Copy the entities of table SOURCE (matching --filter) into table DESTINATION, streaming."""
     settings = _settings()
+    _check_skip_existing(skip_existing, mode)
     source_client = settings.client()
     target_account = None
     if to_connection_string:
@@ -639,7 +594,8 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
     with _open_rejects(rejects) as rejects_file:
         summary = ImportSummary(rejects=rejects_file)
         with settings.progress_for(f"copying {source} to {destination}") as progress:
-            copy_entities(source_client, query, target, destination, mode, progress, summary, workers=workers)
+            copy_entities(source_client, query, target, destination, mode, progress, summary, workers=workers,
+                          skip_existing=skip_existing)
     return _summary_exit(summary, "copied", rejects)
 
 
@@ -666,7 +622,7 @@ def delete_entities_command(table: str, filter_: str, yes: bool, dry_run: bool) 
 # ---------------------------------------------------------------- serve
 
 
-@cli.command("serve", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+@cli.command("serve", cls=click.Command, context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
                                         "help_option_names": []})
 @click.argument("devstore_args", nargs=-1, type=click.UNPROCESSED)
 def serve_command(devstore_args: tuple[str, ...]) -> int:

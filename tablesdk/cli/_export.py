@@ -12,6 +12,7 @@ the query is done. The state and row files are removed once the export is comple
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from .._entity import DynamicEntity, entity_to_payload
 from .._continuation import ContinuationToken
 from .._parallel import find_partition_boundaries
 from .._query import TableQuery
-from ._files import CsvColumns, csv_header, csv_row, json_codec, payload_json
+from ._files import CsvColumns, csv_header, csv_row, first_row_width, json_codec, pad_csv_rows, payload_json
 from ._progress import Progress
 from ._transfer import build_query, pages
 
@@ -176,17 +177,34 @@ class ExportOutput:
     def _assemble_csv(self) -> None:
         header = csv_header(self.columns).encode("utf-8")
         self.data.seek(0)
-        if self.target == "-":
-            sys.stdout.buffer.write(header)
-            shutil.copyfileobj(self.data, sys.stdout.buffer, 1 << 20)
-            sys.stdout.buffer.flush()
-            self.data.close()
-            return
-        with open(self.target, "wb") as out:
+        out = sys.stdout.buffer if self.target == "-" else open(self.target, "wb")
+        try:
             out.write(header)
-            shutil.copyfileobj(self.data, out, 1 << 20)
+            self._copy_rows(out)
+            out.flush()
+        finally:
+            if out is not sys.stdout.buffer:
+                out.close()
         self.data.close()
-        os.remove(self.target + ROWS_SUFFIX)
+        if self.target != "-":
+            os.remove(self.target + ROWS_SUFFIX)
+
+    def _copy_rows(self, out: IO[bytes]) -> None:
+        """The spooled rows into ``out``; padded with empty cells when columns came after them.
+
+        Columns are only ever added, so when the first row has every column all
+        rows do, and the rows are copied as they are (the usual case, at disk speed).
+        """
+        width = len(self.columns.columns)
+        first = self.data.read(1 << 16).decode("utf-8", "replace")
+        self.data.seek(0)
+        if first_row_width(first) >= width or not first:
+            shutil.copyfileobj(self.data, out, 1 << 20)
+            return
+        rows = io.TextIOWrapper(self.data, encoding="utf-8", newline="")
+        for row in pad_csv_rows(rows, width):
+            out.write(row.encode("utf-8"))
+        rows.detach()
 
     def close(self) -> None:
         """Release the output; an unfinished one stays for ``--resume`` if a page was saved, else goes."""

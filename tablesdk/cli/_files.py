@@ -11,7 +11,8 @@ CSV files have a header row naming each column ``Name`` (Edm.String) or
 DateTime, Int64, NaN and infinite doubles, base64 Binary). Every present value
 is quoted, and an empty *unquoted* cell means the entity has no such property,
 so an empty string and a missing property stay apart. A property seen with two
-types gets one column per type.
+types gets one column per type. Every row has a cell per column: a row with
+fewer (a cut-off line) is refused, not read as an entity lacking the rest.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ __all__ = [
     "CsvColumns",
     "EntityLine",
     "csv_row",
+    "first_row_width",
     "csv_header",
+    "pad_csv_rows",
     "json_codec",
     "parse_entity_text",
     "payload_json",
@@ -227,9 +230,33 @@ def _records(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
         yield start, "".join(pending)  # an unterminated quote: _split_record reports it
 
 
+def pad_csv_rows(rows: Iterable[str], width: int) -> Iterator[str]:
+    """Rows (text lines with their CRLF) written before the last columns were seen, with their empty cells.
+
+    ``csv_row`` writes as many cells as there are columns so far; the header,
+    written last, names ``width``. Rows lack no property they had: they get
+    the empty unquoted cells that mean "no such property".
+    """
+    for _, record in _records(rows):
+        missing = width - len(_split_record(record))
+        yield record + "," * max(0, missing) + "\r\n"
+
+
+def first_row_width(text: str) -> int:
+    """How many cells the first record of ``text`` (rows without a header) has; 0 for none."""
+    first = next(_records(text.splitlines(keepends=True)), None)
+    try:
+        return len(_split_record(first[1])) if first is not None else 0
+    except ValueError:  # ``text`` ends inside the first record: not known
+        return 0
+
+
 def _csv_entity(columns: CsvColumns, cells: list[str | None]) -> DynamicEntity:
-    if len(cells) > len(columns.columns):
-        raise ValueError(f"{len(cells)} cells but the header has {len(columns.columns)} columns")
+    if len(cells) != len(columns.columns):
+        fewer = "" if len(cells) > len(columns.columns) else (
+            " (a cut-off row? a missing property is an empty cell, with its comma)"
+        )
+        raise ValueError(f"{len(cells)} cells but the header has {len(columns.columns)} columns{fewer}")
     values: dict[str, Any] = {}
     types: dict[str, EdmType] = {}
     for (name, edm), cell in zip(columns.columns, cells):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from click.testing import CliRunner
 
 from tablesdk.cli._app import Settings, cli, describe_error
@@ -64,3 +67,29 @@ def test_bad_entity_json_is_a_usage_error_about_the_option() -> None:
     assert result.exit_code == 2
     assert "--entity: not an entity in JSON form: Expecting property name" in result.output
     assert "response" not in result.output
+
+
+def test_a_mistyped_account_name_fails_in_seconds_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import requests
+
+    from test_unresolved_host import dns_failure
+
+    def unresolvable(self: requests.Session, method: str, url: str, **kwargs: Any) -> Any:
+        raise dns_failure()  # what requests raises for myacct.table.core.windows.net; nothing is looked up
+
+    slept: list[float] = []
+    make_client = Settings.client
+
+    def client_without_sleeping(self: Settings, *args: Any, **kwargs: Any) -> Any:
+        client = make_client(self, *args, **kwargs)
+        client.transport._sleep = slept.append
+        return client
+
+    monkeypatch.setattr(requests.Session, "request", unresolvable)
+    monkeypatch.setattr(Settings, "client", client_without_sleeping)
+    result = CliRunner().invoke(cli, ["tables", "list", "--account-name", "myacct", "--account-key", KEY])
+    assert result.exit_code == 1
+    assert sum(slept) < 5  # the short schedule of a refused connection, not 119 s
+    line = result.output.strip()
+    assert "'myacct.table.core.windows.net' does not resolve" in line and "check the account name / endpoint" in line
+    assert KEY not in result.output

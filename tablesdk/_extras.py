@@ -1,0 +1,28 @@
+"""What to install for an optional part of tablesdk, said the same way wherever tablesdk came from.
+
+tablesdk is not on PyPI, so asking pip for the extra of a package named tablesdk finds nothing. A hint that names the
+extra's own packages is true for a checkout, a wheel and an editable install alike; it also names
+the extra, for a reinstall from the checkout or the wheel. setup.cfg's ``extras_require`` holds the
+same lists (a unit test keeps them equal).
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+
+__all__ = ["EXTRAS", "install_hint"]
+
+#: The packages of each optional extra, as setup.cfg declares them.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "cli": ("click>=8.1", "rich>=13"),
+    "aio": ("aiohttp>=3.10",),
+}
+
+
+def install_hint(extra: str) -> str:
+    """The commands that install ``extra``: its packages, or the extra from a checkout or the wheel."""
+    packages = " ".join(f"'{requirement}'" for requirement in EXTRAS[extra])
+    return (
+        f"pip install {packages} (or reinstall tablesdk with the '{extra}' extra: `pip install '.[{extra}]'` "
+        f"in a checkout, `pip install 'tablesdk-{__version__}-py3-none-any.whl[{extra}]'` from the wheel)"
+    )
