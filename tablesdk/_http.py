@@ -371,16 +371,16 @@ class RequestsSender:
         headers = request.headers
         if request.header("Accept-Encoding") is None:
             headers = {**headers, "Accept-Encoding": "identity"}
-        # The read timeout bounds each wait for data and also the whole exchange: a server
-        # that trickles its answer a byte at a time never trips a per-read timeout, and the
-        # transport caps this timeout to what the operation's deadline leaves.
-        finish_by = monotonic() + (timeout[1] if isinstance(timeout, tuple) else timeout)
+        read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
         try:
             raw = self.session.request(
                 request.method, request.url, headers=headers, data=request.body, timeout=timeout,
                 allow_redirects=False, stream=True,
             )
-            body = self._read(raw, finish_by)
+            # The read timeout bounds each wait for data and also the body as a whole: a server
+            # that trickles its answer a byte at a time never trips a per-read timeout, and the
+            # transport caps this timeout to what the operation's deadline leaves.
+            body = self._read(raw, monotonic() + read_timeout)
         except _FAILURES as exc:
             unresolved = _unresolved(exc)
             if unresolved is not None:  # a mistyped account name or endpoint: waiting does not fix it

@@ -163,12 +163,9 @@ class AiohttpSender:
         try:
             async with self._get_session().request(
                 request.method, self._url_type(request.url, encoded=True), headers=headers, data=request.body,
-                # total: the read timeout bounds the whole exchange too, so a trickled answer
-                # cannot outlast it (the transport caps it to what the deadline leaves).
-                timeout=aiohttp.ClientTimeout(total=read, sock_connect=connect, sock_read=read),
-                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(sock_connect=connect, sock_read=read), allow_redirects=False,
             ) as raw:
-                body = await self._read(raw)
+                body = await self._read(raw, read)
                 return HttpResponse(raw.status, CaseInsensitiveDict(raw.headers.items()), body)
         except SendError:
             raise
@@ -186,7 +183,11 @@ class AiohttpSender:
         except (aiohttp.ClientError, OSError) as exc:  # reset, disconnected, truncated body
             raise SendError(_reason(exc)) from None
 
-    async def _read(self, raw: aiohttp.ClientResponse) -> bytes:
+    async def _read(self, raw: aiohttp.ClientResponse, read_timeout: float) -> bytes:
+        # The read timeout bounds each wait for data (sock_read) and the body as a whole: a
+        # trickle returns here with every byte, so the check after each chunk ends it.
+        clock = asyncio.get_running_loop().time
+        finish_by = clock() + read_timeout
         cap = self.max_response_bytes
         declared = raw.content_length
         if declared is not None and declared > cap:
@@ -199,6 +200,13 @@ class AiohttpSender:
                 raw.close()  # the connection holds an unread rest: never reuse it
                 raise self._too_large(raw.status, size)
             chunks.append(chunk)
+            if clock() > finish_by:
+                raw.close()
+                raise SendError(
+                    f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its "
+                    "body read)",
+                    timed_out=True,
+                )
         return b"".join(chunks)
 
     def _too_large(self, status: int, size: int) -> SendError:
