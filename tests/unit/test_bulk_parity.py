@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import pytest
@@ -36,17 +36,50 @@ FAST = LinearRetry(3, 0)  # retries without sleeping
 
 
 class Bulk(Protocol):
-    def __call__(self, service: FakeBatchService, data: list[Any], **options: Any) -> BulkResult: ...
+    def __call__(self, service: FakeBatchService, data: Iterable[Any], **options: Any) -> BulkResult: ...
+
+
+class HoldFirst:
+    """Keeps the first request of a call from being answered until :meth:`release`, and
+    records whether it was still the only request started by then."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.released_on_loop = asyncio.Event()
+        self.started = 0
+        self.alone_when_released: list[bool] = []
+
+    def release(self) -> None:
+        self.released.set()
+        self.released_on_loop.set()  # called on the loop's thread by the async tests
+
+    def sync_wait(self) -> None:
+        self.started += 1
+        if self.started == 1:
+            self.alone_when_released.append(self.released.wait(timeout=10) and self.started == 1)
+
+    async def async_wait(self) -> None:
+        self.started += 1
+        if self.started == 1:
+            try:
+                await asyncio.wait_for(self.released_on_loop.wait(), timeout=10)
+            except TimeoutError:  # the call waits for this answer before reading on
+                self.alone_when_released.append(False)
+            else:
+                self.alone_when_released.append(self.started == 1)
 
 
 class FakeAsyncSender:
     """An AsyncSender handing every request to the fake, after one turn of the loop (so other
     tasks run while a request is out, as they would on a network)."""
 
-    def __init__(self, handler: Callable[[HttpRequest], HttpResponse]) -> None:
+    def __init__(self, handler: Callable[[HttpRequest], HttpResponse], hold: HoldFirst | None) -> None:
         self.handler = handler
+        self.hold = hold
 
     async def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
+        if self.hold is not None:
+            await self.hold.async_wait()
         await asyncio.sleep(0)
         return self.handler(request)
 
@@ -54,16 +87,25 @@ class FakeAsyncSender:
         pass
 
 
-def sync_bulk(service: FakeBatchService, data: list[Any], workers: int = 8, **options: Any) -> BulkResult:
+def sync_bulk(
+    service: FakeBatchService, data: Iterable[Any], workers: int = 8, hold: HoldFirst | None = None, **options: Any
+) -> BulkResult:
+    def answer(request: HttpRequest) -> HttpResponse:
+        if hold is not None:
+            hold.sync_wait()
+        return service.answer(request)
+
     account = CloudStorageAccount.parse(CONNECTION_STRING)
-    with account.create_cloud_table_client(sender=MockSender(service.answer), retry_policy=FAST) as client:
+    with account.create_cloud_table_client(sender=MockSender(answer), retry_policy=FAST) as client:
         return client.bulk_insert(T, data, max_workers=workers, **options)
 
 
-def async_bulk(service: FakeBatchService, data: list[Any], workers: int = 8, **options: Any) -> BulkResult:
+def async_bulk(
+    service: FakeBatchService, data: Iterable[Any], workers: int = 8, hold: HoldFirst | None = None, **options: Any
+) -> BulkResult:
     async def run() -> BulkResult:
         account = CloudStorageAccount.parse(CONNECTION_STRING)
-        sender = FakeAsyncSender(service.answer)
+        sender = FakeAsyncSender(service.answer, hold)
         async with account.create_async_cloud_table_client(sender=sender, retry_policy=FAST) as client:  # type: ignore[arg-type]
             return await client.bulk_insert(T, data, max_concurrency=workers, **options)
 
@@ -117,6 +159,22 @@ def test_a_refused_credential_fails_a_single_batch(bulk: Bulk, service: FakeBatc
     result = bulk(service, entities(3))
     assert len(result.failed) == 3 and all(isinstance(o.error, AuthenticationError) for o in result.failed)
     assert len(service.sent) == 1
+
+
+def test_nothing_else_is_sent_before_the_first_answer(bulk: Bulk, service: FakeBatchService) -> None:
+    hold = HoldFirst()
+    pulled = [0]
+
+    def source() -> Iterator[DynamicEntity]:
+        for i in range(1000):  # ten partitions one after another: a batch is planned every 100 entities
+            pulled[0] += 1
+            if pulled[0] == 500:  # read while the first batch is out: four more batches are planned
+                hold.release()
+            yield DynamicEntity(PartitionKey=f"p{i // 100}", RowKey=f"r{i:05d}", N=i)
+
+    result = bulk(service, source(), hold=hold)
+    assert hold.alone_when_released == [True]
+    assert not result.failed and result.batches == len(service.sent) == 10
 
 
 # --------------------------------------------------------------------------- refusals inside a batch
