@@ -56,6 +56,13 @@ urllib3 does not make a request wait for one of them: a request beyond
 ("Connection pool is full, discarding connection"), i.e. TCP connection churn.
 So ``max_workers`` is capped at the client's ``pool_size`` (with a
 :class:`RuntimeWarning`). ``progress`` is always called on the calling thread.
+
+Code: every rule above is written once, without I/O, in :class:`BulkCall`
+(planning, the first-answer gate, stopping on an answer every batch would get,
+the batches in flight, tallies, progress, the result) and :class:`BulkBatch`
+(one batch's transactions and what each answer means). :func:`bulk_insert` here
+runs them on threads and :func:`tablesdk.aio.bulk_insert` on tasks; neither
+driver decides anything.
 """
 
 from __future__ import annotations
@@ -92,11 +99,18 @@ __all__ = [
     "BULK_MODES",
     "MAX_BUFFERED_BYTES",
     "MAX_BUFFERED_ENTITIES",
+    "AwaitAnswer",
+    "AwaitRoom",
+    "BulkBatch",
+    "BulkCall",
+    "BulkCommand",
     "BulkInsertError",
     "BulkMode",
     "BulkResult",
+    "Collect",
     "EntityOutcome",
     "ProgressCallback",
+    "Start",
     "bulk_insert",
 ]
 
