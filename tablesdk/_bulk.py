@@ -56,6 +56,13 @@ urllib3 does not make a request wait for one of them: a request beyond
 ("Connection pool is full, discarding connection"), i.e. TCP connection churn.
 So ``max_workers`` is capped at the client's ``pool_size`` (with a
 :class:`RuntimeWarning`). ``progress`` is always called on the calling thread.
+
+Code: every rule above is written once, without I/O, in :class:`BulkCall`
+(planning, the first-answer gate, stopping on an answer every batch would get,
+the batches in flight, tallies, progress, the result) and :class:`BulkBatch`
+(one batch's transactions and what each answer means). :func:`bulk_insert` here
+runs them on threads and :func:`tablesdk.aio.bulk_insert` on tasks; neither
+driver decides anything.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,11 +99,18 @@ __all__ = [
     "BULK_MODES",
     "MAX_BUFFERED_BYTES",
     "MAX_BUFFERED_ENTITIES",
+    "AwaitAnswer",
+    "AwaitRoom",
+    "BulkBatch",
+    "BulkCall",
+    "BulkCommand",
     "BulkInsertError",
     "BulkMode",
     "BulkResult",
+    "Collect",
     "EntityOutcome",
     "ProgressCallback",
+    "Start",
     "bulk_insert",
 ]
 
@@ -294,66 +309,64 @@ class _Group:
 _Outcome = tuple[int, Any, "str | None", "BaseException | None"]
 
 
-@dataclass
-class _Report:
-    """What a worker did with one group: an outcome per entity, transactions and requests sent."""
+class BulkBatch:
+    """One planned batch on its way, and what each answer to it means (no I/O).
 
-    outcomes: list[_Outcome]
-    transactions: int = 0
-    requests: int = 0
-
-    def fail(self, items: Iterable[_Item], error: BaseException) -> None:
-        self.outcomes.extend((item.index, item.entity, None, error) for item in items)
-
-
-@dataclass
-class _JobRules:
-    """What every batch of one call shares, and the decisions after each try (no I/O).
-
-    Retries are not decided here: the client's ``execute_batch`` retries a request, and a
-    change set refused inside its ``202``, with the call's policy before it answers.
+    A driver's worker (a thread, a task) repeats: take :meth:`next_operations`
+    (None once every entity has an outcome), send them with the client's
+    ``execute_batch`` and the call's :attr:`BulkCall.policy` under a new
+    :class:`~tablesdk._transport.OperationContext`, and hand the results, or the
+    exception raised, to :meth:`settle`. Retries are not decided here: ``execute_batch``
+    retries a request, and a change set refused inside its ``202``, with the policy
+    before it answers. Then the driver gives the batch to :meth:`BulkCall.answered`.
     """
 
-    table: str
-    kind: BatchOperationKind
-    policy: RetryPolicy
+    __slots__ = ("chunk", "kind", "outcomes", "pending", "requests", "table", "transactions")
 
-    def operations(self, items: list[_Item]) -> list[BatchOperation]:
-        """The batch operations for ``items``, carrying their pre-encoded bodies."""
-        return [
-            BatchOperation(self.kind, self.table, item.partition_key, item.row_key, item.payload, None, body=item.body)
-            for item in items
-        ]
+    def __init__(self, table: str, kind: BatchOperationKind, items: list[_Item]) -> None:
+        self.table = table
+        self.kind = kind
+        self.pending = [items]  # chunks still to send, the next one last
+        self.chunk: list[_Item] = []  # the chunk sent last
+        self.outcomes: list[_Outcome] = []
+        self.transactions = 0  # entity group transactions attempted
+        self.requests = 0  # HTTP requests made for them, with the transport's retries
 
-    def settle(
-        self,
-        chunk: list[_Item],
-        outcome: list[BatchOperationResult] | Exception,
-        context: OperationContext,
-        report: _Report,
-        pending: list[list[_Item]],
-    ) -> None:
-        """Record what sending ``chunk`` did.
+    def next_operations(self) -> list[BatchOperation] | None:
+        """The operations of the next transaction to send, carrying their pre-encoded bodies."""
+        if not self.pending:
+            return None
+        self.chunk = chunk = self.pending.pop()
+        self.transactions += 1
+        kind, table = self.kind, self.table
+        return [BatchOperation(kind, table, item.partition_key, item.row_key, item.payload, None, body=item.body)
+                for item in chunk]
 
-        Entities of a chunk the service refused, but not for their own fault, go back
-        to ``pending`` as a new chunk.
+    def settle(self, outcome: list[BatchOperationResult] | Exception, context: OperationContext) -> None:
+        """Record what sending the last operations did.
+
+        Entities of a chunk the service refused, but not for their own fault, are
+        queued again as a new chunk.
         """
-        report.requests += len(context.attempts)
+        chunk = self.chunk
+        self.requests += len(context.attempts)
         if not isinstance(outcome, Exception):
-            report.outcomes.extend(
-                (item.index, item.entity, result.etag, None) for item, result in zip(chunk, outcome)
-            )
+            self.outcomes.extend((item.index, item.entity, result.etag, None) for item, result in zip(chunk, outcome))
         elif isinstance(outcome, BatchError):
-            pending.extend(_isolate(chunk, outcome, report))
+            self.pending.extend(_isolate(chunk, outcome, self))
         elif isinstance(outcome, TableValidationError) and len(chunk) > 1 and outcome.field == "batch":
             # The exact sizing makes this impossible; never fail good entities for it.
             half = len(chunk) // 2
-            pending.extend((chunk[half:], chunk[:half]))
+            self.pending.extend((chunk[half:], chunk[:half]))
         else:
-            report.fail(chunk, outcome)  # transport errors after retries, anything unexpected: reported
+            self.fail(chunk, outcome)  # transport errors after retries, anything unexpected: reported
+
+    def fail(self, items: Iterable[_Item], error: BaseException) -> None:
+        """Give ``items`` ``error`` as their outcome."""
+        self.outcomes.extend((item.index, item.entity, None, error) for item in items)
 
 
-def _isolate(chunk: list[_Item], exc: BatchError, report: _Report) -> list[list[_Item]]:
+def _isolate(chunk: list[_Item], exc: BatchError, batch: BulkBatch) -> list[list[_Item]]:
     """Fail the entity the service blamed and return the rest of ``chunk`` to send again.
 
     The whole chunk fails when no entity is to blame (no index, a request-wide
@@ -363,41 +376,11 @@ def _isolate(chunk: list[_Item], exc: BatchError, report: _Report) -> list[list[
     cause: TableServiceError = exc.cause if exc.cause is not None else exc
     index = exc.failed_index
     if index is None or exc.ambiguous_retry or _request_wide(cause):
-        report.fail(chunk, cause)
+        batch.fail(chunk, cause)
         return []
-    report.fail((chunk[index],), cause)
+    batch.fail((chunk[index],), cause)
     rest = chunk[:index] + chunk[index + 1:]
     return [rest] if rest else []
-
-
-@dataclass
-class _Job(_JobRules):
-    """A thread worker's job: :class:`_JobRules` plus the client that sends."""
-
-    client: CloudTableClient
-
-    def send(self, items: list[_Item], context: OperationContext) -> list[BatchOperationResult]:
-        """One ``$batch`` request for ``items``, sent with their pre-encoded bodies."""
-        return self.client.execute_batch(self.operations(items), retry_policy=self.policy, operation_context=context)
-
-    def run(self, items: list[_Item]) -> _Report:
-        """Write one batch; isolate failing entities and resend the rest.
-
-        Runs on a worker thread and never raises: every entity gets an outcome.
-        """
-        report = _Report([])
-        pending = [items]
-        while pending:
-            chunk = pending.pop()
-            report.transactions += 1
-            context = OperationContext()
-            outcome: list[BatchOperationResult] | Exception
-            try:
-                outcome = self.send(chunk, context)
-            except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
-                outcome = exc
-            self.settle(chunk, outcome, context, report, pending)
-        return report
 
 
 def _ends_the_call(error: TableServiceError) -> bool:
@@ -483,13 +466,6 @@ def _plan(
         yield take(next(iter(groups)))
 
 
-def _yield_to_workers(in_flight: set[Future[_Report]]) -> None:
-    """Hand the GIL to a worker whose I/O just finished (it would otherwise wait for the
-    interpreter's 5 ms switch interval): +30% with one worker, neutral with more."""
-    if in_flight:
-        time.sleep(0)
-
-
 #: An outcome's input position (a C key for sorting them).
 _INDEX = attrgetter("index")
 
@@ -520,17 +496,17 @@ class _Tally:
         self.outcomes.append(outcome)
         self.done += 1
 
-    def add(self, report: _Report) -> None:
-        """Take in what a worker did with one batch, and report progress."""
-        self.transactions += report.transactions
-        self.requests += report.requests
-        for index, entity, etag, error in report.outcomes:
+    def add(self, batch: BulkBatch) -> None:
+        """Take in what was done with one batch, and report progress."""
+        self.transactions += batch.transactions
+        self.requests += batch.requests
+        for index, entity, etag, error in batch.outcomes:
             if etag is not None:
                 entity.etag = etag
             if self.fatal is None and isinstance(error, TableServiceError) and _ends_the_call(error):
                 self.fatal = error
             self.outcomes.append(EntityOutcome(index, entity, etag, error))
-        self.done += len(report.outcomes)
+        self.done += len(batch.outcomes)
         if self.progress is not None:
             self.reported = self.done
             self.progress(self.done, self.total)
@@ -545,7 +521,199 @@ class _Tally:
         return BulkResult(succeeded, failed, self.transactions, self.requests, elapsed)
 
 
-# ---------------------------------------------------------------- entry point
+# ---------------------------------------------------------------- the call (no I/O)
+
+
+class Start:
+    """Command: start writing ``batch`` (on a worker), without waiting for it."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: BulkBatch) -> None:
+        self.batch = batch
+
+
+class AwaitAnswer:
+    """Command: wait until ``batch`` is written, and hand it to :meth:`BulkCall.answered`."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: BulkBatch) -> None:
+        self.batch = batch
+
+
+class AwaitRoom:
+    """Command: hand every batch written to :meth:`BulkCall.answered`, waiting until at
+    most ``in_flight`` batches are still being written."""
+
+    __slots__ = ("in_flight",)
+
+    def __init__(self, in_flight: int) -> None:
+        self.in_flight = in_flight
+
+
+class Collect:
+    """Command: hand the batches already written to :meth:`BulkCall.answered`, without waiting
+    (an async driver lets the loop run once first)."""
+
+    __slots__ = ()
+
+
+#: What :meth:`BulkCall.commands` asks its driver to do.
+BulkCommand = Start | AwaitAnswer | AwaitRoom | Collect
+_COLLECT = Collect()
+
+
+class BulkCall:
+    """The decisions of one ``bulk_insert`` call, with no I/O of its own.
+
+    The constructor checks the arguments (raising for a bad mode, table name or
+    ``progress``). A driver (the thread one here, the asyncio one in
+    :mod:`tablesdk.aio._bulk`) runs :meth:`commands`, which reads and plans the
+    input on the driver's thread and yields what to do: :class:`Start` a batch's
+    worker (which sends it, see :class:`BulkBatch`), or take in the written
+    batches (:class:`AwaitAnswer`, :class:`AwaitRoom`, :class:`Collect`), giving
+    each to :meth:`answered`. Then :meth:`result`. The rules that live here:
+
+    * **first answer first**: the first batch goes out alone; up to ``window``
+      batches planned meanwhile wait for its answer (planning goes on);
+    * **an answer that ends the call** (the table is missing or being deleted,
+      the credential is refused): every batch not yet started fails with it,
+      unsent;
+    * **at most ``window`` batches in flight**;
+    * tallies, progress calls and the :class:`BulkResult`.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        entities: Iterable[Any],
+        mode: BulkMode,
+        progress: ProgressCallback | None,
+        policy: RetryPolicy,
+        fmt: PayloadFormat,
+        table_endpoint: str,
+        api_version: str,
+    ) -> None:
+        kind = BULK_MODES.get(mode) if isinstance(mode, str) else None
+        if kind is None:
+            raise ValueError(f"mode must be one of {sorted(BULK_MODES)}, not {mode!r}")
+        validate_table_name(table)
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+        self.table = table
+        self.kind = kind
+        #: The retry policy of every ``execute_batch`` of the call.
+        self.policy = policy
+        self.started = time.perf_counter()
+        self.in_flight = 0  # batches started and not yet answered
+        self._entities = entities
+        self._format = fmt
+        self._request_base = (table_endpoint, api_version)
+        self._tally = _Tally(len(entities) if isinstance(entities, Sized) else None, progress)
+        self._first: BulkBatch | None = None
+        self._first_answered = False
+
+    def commands(self, window: int, pause: Callable[[], object] | None = None) -> Iterator[BulkCommand]:
+        """Plan the input and yield what the driver does next, keeping at most ``window``
+        batches in flight; the driver hands each written batch to :meth:`answered` before
+        it resumes this.
+
+        ``pause`` is called every eight entities while batches are in flight (the
+        thread driver hands the interpreter to its workers there).
+        """
+        endpoint, api_version = self._request_base
+        sizer = _BatchSizer(endpoint, self.table, self.kind, self._format, api_version)
+        pause_while_busy = None if pause is None else self._pauser(pause)
+        held: list[BulkBatch] | None = []  # planned after the first batch, None once released
+        for step in _plan(self._entities, self._format, sizer, pause_while_busy):
+            if isinstance(step, EntityOutcome):
+                self._tally.failed_before_sending(step)
+                continue
+            batch = BulkBatch(self.table, self.kind, step)
+            if self._first is None:
+                self._first = batch
+                self.in_flight += 1
+                yield Start(batch)
+            elif held is None:
+                yield from self._start(batch, window)
+            else:
+                held.append(batch)
+                if not self._first_answered:
+                    yield _COLLECT
+                if self._first_answered or len(held) >= window:
+                    yield from self._release(held, window)
+                    held = None
+        if held is not None:
+            yield from self._release(held, window)
+        if self.in_flight:
+            yield AwaitRoom(0)
+
+    def answered(self, batch: BulkBatch) -> None:
+        """Take in a written batch (calls ``progress``, whose exception propagates)."""
+        self.in_flight -= 1
+        if batch is self._first:
+            self._first_answered = True
+        self._tally.add(batch)
+
+    def result(self) -> BulkResult:
+        """The :class:`BulkResult` of the call, once every batch was answered."""
+        return self._tally.result(time.perf_counter() - self.started)
+
+    def _pauser(self, pause: Callable[[], object]) -> Callable[[], None]:
+        def pause_while_busy() -> None:
+            if self.in_flight:
+                pause()
+        return pause_while_busy
+
+    def _release(self, held: list[BulkBatch], window: int) -> Iterator[BulkCommand]:
+        if self._first is not None and not self._first_answered:
+            yield AwaitAnswer(self._first)
+        for batch in held:
+            yield from self._start(batch, window)
+
+    def _start(self, batch: BulkBatch, window: int) -> Iterator[BulkCommand]:
+        fatal = self._tally.fatal
+        if fatal is not None:  # every batch would get the same answer: fail the rest unsent
+            batch.fail(batch.pending.pop(), fatal)
+            self._tally.add(batch)
+            return
+        self.in_flight += 1
+        yield Start(batch)
+        if self.in_flight >= window:
+            yield AwaitRoom(window - 1)
+
+
+# ---------------------------------------------------------------- the thread driver
+
+
+@dataclass
+class _Job:
+    """A worker thread's part: send the transactions of one batch (the batch decides them)."""
+
+    client: CloudTableClient
+    policy: RetryPolicy
+
+    def send(self, operations: list[BatchOperation], context: OperationContext) -> list[BatchOperationResult]:
+        """One ``$batch`` request for ``operations``."""
+        return self.client.execute_batch(operations, retry_policy=self.policy, operation_context=context)
+
+    def run(self, batch: BulkBatch) -> BulkBatch:
+        """Write one batch; never raises: every entity gets an outcome."""
+        while (operations := batch.next_operations()) is not None:
+            context = OperationContext()
+            outcome: list[BatchOperationResult] | Exception
+            try:
+                outcome = self.send(operations, context)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+                outcome = exc
+            batch.settle(outcome, context)
+        return batch
+
+
+#: Hands the interpreter to a worker whose I/O just finished (it would otherwise wait for the
+#: interpreter's 5 ms switch interval): +30% with one worker, neutral with more.
+_YIELD_TO_WORKERS = partial(time.sleep, 0)
 
 
 def bulk_insert(
@@ -581,88 +749,30 @@ def bulk_insert(
     duplicate keys), are reported in :attr:`BulkResult.failed`; call
     :meth:`BulkResult.raise_on_error` to turn them into an exception.
     """
-    kind = BULK_MODES.get(mode) if isinstance(mode, str) else None
-    if kind is None:
-        raise ValueError(f"mode must be one of {sorted(BULK_MODES)}, not {mode!r}")
-    validate_table_name(table)
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+    policy = retry_policy if retry_policy is not None else client.retry_policy
+    call = BulkCall(table, entities, mode, progress, policy, client.format, client.table_endpoint, client.api_version)
     workers = workers_within_pool("bulk_insert", "max_workers", max_workers, client.transport.pool_size, stacklevel=2)
+    job = _Job(client, call.policy)
+    writing: dict[BulkBatch, Future[BulkBatch]] = {}
 
-    started = time.perf_counter()
-    total = len(entities) if isinstance(entities, Sized) else None
-    job = _Job(table, kind, retry_policy if retry_policy is not None else client.retry_policy, client)
-    sizer = _BatchSizer(client.table_endpoint, table, kind, client.format, client.api_version)
-    tally = _Tally(total, progress)
-    in_flight: set[Future[_Report]] = set()
-
-    def harvest(finished: Iterable[Future[_Report]]) -> None:
+    def take_in(finished: Iterable[Future[BulkBatch]]) -> None:
         for future in finished:
-            in_flight.discard(future)
-            tally.add(future.result())  # _Job.run never raises
+            batch = future.result()  # _Job.run never raises
+            del writing[batch]
+            call.answered(batch)
 
-    def send(batch: list[_Item]) -> None:
-        if tally.fatal is not None:  # every batch would get the same answer: fail the rest unsent
-            unsent = _Report([])
-            unsent.fail(batch, tally.fatal)
-            tally.add(unsent)
-            return
-        in_flight.add(pool.submit(job.run, batch))
-        if len(in_flight) >= 2 * workers:
-            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            harvest(finished)
-
-    gate = _FirstAnswerGate(2 * workers)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tablesdk-bulk")
     try:
-        for step in _plan(entities, client.format, sizer, pause=lambda: _yield_to_workers(in_flight)):
-            if isinstance(step, EntityOutcome):
-                tally.failed_before_sending(step)
-            elif gate.first is None:
-                gate.first = pool.submit(job.run, step)
-                in_flight.add(gate.first)
+        for command in call.commands(2 * workers, _YIELD_TO_WORKERS):
+            if isinstance(command, Start):
+                writing[command.batch] = pool.submit(job.run, command.batch)
+            elif isinstance(command, AwaitRoom):
+                while len(writing) > command.in_flight:
+                    take_in(wait(writing.values(), return_when=FIRST_COMPLETED)[0])
+            elif isinstance(command, AwaitAnswer):
+                take_in(wait((writing[command.batch],))[0])
             else:
-                for batch in gate.admit(step, harvest):
-                    send(batch)
-        for batch in gate.release(harvest):
-            send(batch)
-        while in_flight:
-            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            harvest(finished)
+                take_in([future for future in writing.values() if future.done()])
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return tally.result(time.perf_counter() - started)
-
-
-class _FirstAnswerGate:
-    """Holds the batches planned after the first one until the first answer is in.
-
-    The first answer may be one that every batch would get (a missing table, a
-    refused credential), so nothing else is sent before it. The calling thread
-    keeps planning (validating and encoding entities) meanwhile instead of
-    idling for a round trip; up to ``limit`` planned batches wait here.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.first: Future[_Report] | None = None
-        self.waiting: list[list[_Item]] | None = []  # None once the first answer is in
-
-    def admit(self, batch: list[_Item], harvest: Callable[[Iterable[Future[_Report]]], None]) -> list[list[_Item]]:
-        """The batches that may be sent now: ``batch`` and those held, once the first answer is in."""
-        if self.waiting is None:
-            return [batch]
-        self.waiting.append(batch)
-        assert self.first is not None
-        if self.first.done() or len(self.waiting) >= self.limit:
-            return self.release(harvest)
-        return []
-
-    def release(self, harvest: Callable[[Iterable[Future[_Report]]], None]) -> list[list[_Item]]:
-        """Wait for the first answer, take it in, and hand over every held batch."""
-        held, self.waiting = self.waiting, None
-        if held is None:  # released before
-            return []
-        if self.first is not None:
-            harvest(wait([self.first])[0])
-        return held
+    return call.result()
