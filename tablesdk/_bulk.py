@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
+import contextvars
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
@@ -765,7 +766,8 @@ def bulk_insert(
     try:
         for command in call.commands(2 * workers, _YIELD_TO_WORKERS):
             if isinstance(command, Start):
-                writing[command.batch] = pool.submit(job.run, command.batch)
+                # each batch runs in a copy of the caller's context (its tracing span, contextvars)
+                writing[command.batch] = pool.submit(contextvars.copy_context().run, job.run, command.batch)
             elif isinstance(command, AwaitRoom):
                 while len(writing) > command.in_flight:
                     take_in(wait(writing.values(), return_when=FIRST_COMPLETED)[0])

@@ -20,6 +20,7 @@ tracked entity), ``_save_plan`` (a save's requests and outcomes) and ``_tracking
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
@@ -123,7 +124,7 @@ class TableServiceContext(TrackingContext):
 
     def begin_save_changes(self, options: SaveChangesOptions = SaveChangesOptions.NONE) -> Future[DataServiceResponse]:
         """Run :meth:`save_changes` on the client's executor; returns a Future."""
-        return self.client.executor().submit(self.save_changes, options)
+        return self.client.executor().submit(contextvars.copy_context().run, self.save_changes, options)
 
     def _save(
         self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
@@ -169,7 +170,7 @@ class TableServiceContext(TrackingContext):
 
     def begin_execute(self, query: TableQuery[E]) -> Future[list[E]]:
         """Run ``query`` to completion on the client's executor; returns a Future of the list."""
-        return self.client.executor().submit(list, query)
+        return self.client.executor().submit(contextvars.copy_context().run, _to_list, query)
 
     def execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
@@ -204,3 +205,7 @@ class TableServiceContext(TrackingContext):
 
 # One span per operation that sends, when the application configured OpenTelemetry.
 trace_public_methods(TableServiceContext, only=frozenset({"save_changes", "save_changes_with_retries", "get", "execute_query_segment", "fetch_query_segment", "execute_batch"}))
+
+
+def _to_list(query: TableQuery[E]) -> list[E]:
+    return list(query)

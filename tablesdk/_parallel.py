@@ -17,6 +17,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
@@ -312,11 +313,16 @@ class _ParallelScan(Generic[T]):
     def segments(self) -> Iterator[tuple[int, ResultSegment[T]]]:
         """``(range index, page)`` as pages arrive; each range's last page has no continuation token."""
         threads = [
-            threading.Thread(target=self._work, args=(index == 0,), name=f"tablesdk-scan-{index}", daemon=True)
+            threading.Thread(
+                target=contextvars.copy_context().run, args=(self._work, index == 0), name=f"tablesdk-scan-{index}",
+                daemon=True,
+            )
             for index in range(self.workers)
         ]
         if self.lead is not None:
-            threads.append(threading.Thread(target=self._plan, name="tablesdk-scan-plan", daemon=True))
+            threads.append(threading.Thread(
+                target=contextvars.copy_context().run, args=(self._plan,), name="tablesdk-scan-plan", daemon=True
+            ))
         for thread in threads:
             thread.start()
         running = len(threads)

@@ -266,3 +266,16 @@ def test_without_opentelemetry_nothing_of_it_is_imported() -> None:
     )
     _run(blocker, "assert not [m for m in sys.modules if m.startswith('opentelemetry')]\n"
          "assert seen[0].header('traceparent') is None")
+
+
+def test_a_sync_bulk_load_keeps_its_workers_under_its_span(exporter: InMemorySpanExporter, store: DevStore) -> None:
+    client = CloudStorageAccount.parse(store.connection_string).create_cloud_table_client()
+    client.create_table_if_not_exists("SyncBulk")
+    exporter.clear()
+    entities = [DynamicEntity(PartitionKey=f"p{n % 3}", RowKey=str(n)) for n in range(30)]
+    assert client.bulk_insert("SyncBulk", entities, max_workers=3).total == 30
+    spans = exporter.get_finished_spans()
+    [root] = [s for s in spans if s.name == "CloudTableClient.bulk_insert"]
+    posts = [s for s in spans if s.kind is SpanKind.CLIENT]
+    assert len(posts) == 3  # one batch per partition, sent from the worker threads
+    assert all(p.context.trace_id == root.context.trace_id for p in posts)
