@@ -81,6 +81,7 @@ from ._entity import DynamicEntity, TableEntity, entity_to_payload, validate_tab
 from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
 from ._formats import PayloadFormat
 from ._http import workers_within_pool
+from ._options import TableRequestOptions, resolve_retry_policy
 from ._retry import RetryPolicy
 from ._transport import OperationContext
 
@@ -375,10 +376,13 @@ class _Job(_JobRules):
     """A thread worker's job: :class:`_JobRules` plus the client that sends."""
 
     client: CloudTableClient
+    options: TableRequestOptions | None = None  # the call's request options, on every batch
 
     def send(self, items: list[_Item], context: OperationContext) -> list[BatchOperationResult]:
         """One ``$batch`` request for ``items``, sent with their pre-encoded bodies."""
-        return self.client.execute_batch(self.operations(items), retry_policy=self.policy, operation_context=context)
+        return self.client.execute_batch(
+            self.operations(items), retry_policy=self.policy, operation_context=context, options=self.options
+        )
 
     def run(self, items: list[_Item]) -> _Report:
         """Write one batch; isolate failing entities and resend the rest.
@@ -557,6 +561,7 @@ def bulk_insert(
     progress: ProgressCallback | None = None,
     *,
     retry_policy: RetryPolicy | None = None,
+    options: TableRequestOptions | None = None,
 ) -> BulkResult:
     """Write ``entities`` into ``table`` as concurrent entity group transactions.
 
@@ -565,7 +570,8 @@ def bulk_insert(
     (Insert Or Replace). ``entities`` may be any iterable (a generator is read
     once, lazily); their order across partitions is not kept. ``max_workers``
     batches run at once (capped at the client's ``pool_size``, with a
-    :class:`RuntimeWarning`). ``retry_policy`` defaults to the client's.
+    :class:`RuntimeWarning`). ``retry_policy`` defaults to the one of ``options``
+    (request options every batch is sent with), then to the client's.
 
     ``progress(done, total)`` is called on the calling thread after each batch
     finishes, and once more at the end if needed, with the number of entities
@@ -591,7 +597,7 @@ def bulk_insert(
 
     started = time.perf_counter()
     total = len(entities) if isinstance(entities, Sized) else None
-    job = _Job(table, kind, retry_policy if retry_policy is not None else client.retry_policy, client)
+    job = _Job(table, kind, resolve_retry_policy(retry_policy, options, client.retry_policy), client, options)
     sizer = _BatchSizer(client.table_endpoint, table, kind, client.format, client.api_version)
     tally = _Tally(total, progress)
     in_flight: set[Future[_Report]] = set()

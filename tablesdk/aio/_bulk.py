@@ -36,6 +36,7 @@ from .._bulk import (
     _Report,
     _Tally,
 )
+from .._options import TableRequestOptions, resolve_retry_policy
 from .._entity import DynamicEntity, TableEntity, validate_table_name
 from .._errors import require_positive_int
 from .._retry import RetryPolicy
@@ -52,6 +53,7 @@ class _AsyncJob(_JobRules):
     """A task's job: the shared rules plus the async client that sends."""
 
     client: AsyncCloudTableClient
+    options: TableRequestOptions | None = None  # the call's request options, on every batch
 
     async def run(self, items: list[_Item]) -> _Report:
         """Write one batch; isolate failing entities and resend the rest. Never raises
@@ -65,7 +67,8 @@ class _AsyncJob(_JobRules):
             outcome: list[BatchOperationResult] | Exception
             try:
                 outcome = await self.client.execute_batch(
-                    self.operations(chunk), retry_policy=self.policy, operation_context=context
+                    self.operations(chunk), retry_policy=self.policy, operation_context=context,
+                    options=self.options,
                 )
             except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
                 outcome = exc
@@ -86,10 +89,11 @@ async def bulk_insert(
     progress: ProgressCallback | None = None,
     *,
     retry_policy: RetryPolicy | None = None,
+    options: TableRequestOptions | None = None,
 ) -> BulkResult:
     """Write ``entities`` into ``table`` as concurrent entity group transactions.
 
-    ``mode``, ``progress``, ``retry_policy`` and the result are those of
+    ``mode``, ``progress``, ``retry_policy``, ``options`` and the result are those of
     :func:`tablesdk._bulk.bulk_insert`; ``max_concurrency`` transactions run at
     once as tasks (requests beyond the client's ``pool_size`` wait for a
     connection). ``progress`` is called on the loop, between batches. Raises
@@ -104,7 +108,7 @@ async def bulk_insert(
     limit = _check_concurrency(max_concurrency)
 
     started = time.perf_counter()
-    job = _AsyncJob(table, kind, retry_policy if retry_policy is not None else client.retry_policy, client)
+    job = _AsyncJob(table, kind, resolve_retry_policy(retry_policy, options, client.retry_policy), client, options)
     sizer = _BatchSizer(client.table_endpoint, table, kind, client.format, client.api_version)
     tally = _Tally(len(entities) if isinstance(entities, Sized) else None, progress)
     in_flight: set[asyncio.Task[_Report]] = set()

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._tracing",
     )),
     ("one exchange", ("tablesdk._http", "tablesdk.aio._sender")),
-    ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport")),
+    ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options")),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter", "tablesdk._entity",
     )),
