@@ -541,6 +541,48 @@ class CloudTableClient(ClientCore):
             options=check_options(options),
         )
 
+    def delete_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_workers: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of ``table_name`` matching ``filter`` (every entity when None).
+
+        The table is scanned for keys only, and each page's entities are deleted as entity
+        group transactions per partition (up to 100 each, ``max_workers`` at once).
+        Deletes are unconditional unless ``conditional``: then each carries the ETag
+        the scan read, and an entity changed since fails with
+        :class:`~tablesdk.PreconditionFailedError`. One
+        :class:`~tablesdk.EntityOutcome` per entity scanned (an entity already gone
+        counts as deleted); ``progress(done, None)`` after each batch, on the calling
+        thread. Errors of the scan (a missing table) raise.
+        """
+        from ._deleting import delete_entities
+
+        return delete_entities(
+            self, table_name, filter, progress=progress, max_workers=max_workers, conditional=conditional,
+            options=options,
+        )
+
+    def count_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of ``table_name`` match ``filter`` (all when None), reading only
+        their keys (``$select=RowKey``); ``progress(counted, None)`` after each page."""
+        from ._deleting import count_entities
+
+        return count_entities(self, table_name, filter, progress=progress, options=options)
+
     # ------------------------------------------------------------ conveniences
 
     @overload

@@ -19,6 +19,7 @@ from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, TableEntity
 from ._errors import ResourceNotFoundError, TableErrorCode
+from ._filter import FilterLike
 from ._options import TableRequestOptions
 from ._query import ContinuationToken, TableQuery
 from ._retry import RetryPolicy
@@ -206,6 +207,30 @@ class CloudTable:
         return self.client.bulk_insert(
             self.name, entities, mode, max_workers, progress, retry_policy=retry_policy, options=options
         )
+
+    def delete_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_workers: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
+        return self.client.delete_entities(
+            self.name, filter, progress=progress, max_workers=max_workers, conditional=conditional, options=options
+        )
+
+    def count_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of this table match ``filter``, reading only their keys."""
+        return self.client.count_entities(self.name, filter, progress=progress, options=options)
 
     @overload
     def get_entity(

@@ -390,6 +390,38 @@ class AsyncCloudTableClient(ClientCore):
             options=check_options(options),
         )
 
+    async def delete_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_concurrency: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of ``table_name`` matching ``filter``
+        (:meth:`tablesdk.CloudTableClient.delete_entities`), ``max_concurrency`` batches at once."""
+        from ._deleting import delete_entities
+
+        return await delete_entities(
+            self, table_name, filter, progress=progress, max_concurrency=max_concurrency,
+            conditional=conditional, options=options,
+        )
+
+    async def count_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of ``table_name`` match ``filter``, reading only their keys."""
+        from ._deleting import count_entities
+
+        return await count_entities(self, table_name, filter, progress=progress, options=options)
+
     # ------------------------------------------------------------ conveniences
 
     @overload

@@ -15,6 +15,7 @@ from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
 from .._errors import ResourceNotFoundError
+from .._filter import FilterLike
 from .._options import TableRequestOptions
 from .._query import ContinuationToken
 from .._retry import RetryPolicy
@@ -198,6 +199,30 @@ class AsyncCloudTable:
         return await self.client.bulk_insert(
             self.name, entities, mode, max_concurrency, progress, retry_policy=retry_policy, options=options
         )
+
+    async def delete_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_concurrency: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
+        return await self.client.delete_entities(
+            self.name, filter, progress=progress, max_concurrency=max_concurrency, conditional=conditional, options=options
+        )
+
+    async def count_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of this table match ``filter``, reading only their keys."""
+        return await self.client.count_entities(self.name, filter, progress=progress, options=options)
 
     @overload
     async def get_entity(
