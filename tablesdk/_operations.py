@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from ._auth import MIN_TOKEN_VERSION, BearerTokenCredential
+from ._auth import check_token_credential, require_credential
 from ._batch import (
     BatchOperation,
     BatchOperationKind,
@@ -241,11 +241,11 @@ class ClientCore:
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
-        _check_has_credential(account)
+        require_credential(account.credential, account.account_name)
         self.account = account
         self.table_endpoint = account.table_endpoint.rstrip("/")
         self.api_version = api_version or self._format.default_api_version
-        _check_token_credential(account, self._format.name, self.api_version)
+        check_token_credential(account.credential, self._format.name, self.api_version)
         self.echo_content = echo_content
         self.operation_deadline = operation_deadline
         self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
@@ -762,18 +762,6 @@ def _delete_target(
     return pk, rk, condition
 
 
-def _check_has_credential(account: CloudStorageAccount) -> None:
-    """Refuse an account without a credential: the Table service has no anonymous access,
-    so every request would be answered 403."""
-    if account.credential is not None:
-        return
-    raise ValueError(
-        f"account {account.account_name!r} has no credential, and the Table service has no anonymous "
-        "access: add AccountKey=<base64 key> or SharedAccessSignature=<SAS token> to the connection "
-        "string (or give CloudStorageAccount a credential)"
-    )
-
-
 def _one_entity(fmt: PayloadFormat, body: bytes, etag: str | None) -> EntityPayload:
     return require_keys([fmt.parse_entity(body, etag)], body)[0]
 
@@ -797,22 +785,6 @@ def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:
     if not parts:
         return None
     return render_filter(parts[0] if len(parts) == 1 else parts[0] & parts[1])
-
-
-def _check_token_credential(account: CloudStorageAccount, payload_format: str, api_version: str) -> None:
-    """An Entra ID token is accepted from 2019-02-02 on, which is JSON-only: refuse what cannot work."""
-    if not isinstance(account.credential, BearerTokenCredential):
-        return
-    if payload_format != "json":
-        raise ValueError(
-            "payload_format='atom' cannot be used with a token credential: the service accepts "
-            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on, and those versions speak JSON only"
-        )
-    if api_version < MIN_TOKEN_VERSION:
-        raise ValueError(
-            f"api_version {api_version} cannot be used with a token credential: the service accepts "
-            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on"
-        )
 
 
 def error_from_response(response: HttpResponse) -> TableServiceError:
