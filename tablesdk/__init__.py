@@ -58,6 +58,7 @@ from ._table import CloudTable, TableContext
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 from ._transport import OperationContext
+from ._options import TableRequestOptions
 
 __all__ = [
     "__version__",
@@ -98,6 +99,7 @@ __all__ = [
     "RetryPolicy",
     "is_retryable",
     "OperationContext",
+    "TableRequestOptions",
     "SendingRequest",
     "HttpRequest",
     "HttpResponse",

@@ -41,6 +41,8 @@ from urllib.parse import parse_qsl, quote, urlsplit
 from ._errors import TableValidationError
 
 __all__ = [
+    "check_token_credential",
+    "require_credential",
     "TableCredential",
     "SharedKeyCredential",
     "SharedKeyLiteCredential",
@@ -628,3 +630,34 @@ def generate_account_sas(
         ("sig", signature),
     ]
     return _sas_query_string(query)
+
+
+# ---------------------------------------------------------------- what a client accepts
+
+
+def require_credential(credential: object | None, account_name: str) -> None:
+    """Refuse an account without a credential: the Table service has no anonymous access,
+    so every request would be answered 403."""
+    if credential is not None:
+        return
+    raise ValueError(
+        f"account {account_name!r} has no credential, and the Table service has no anonymous "
+        "access: add AccountKey=<base64 key> or SharedAccessSignature=<SAS token> to the connection "
+        "string (or give CloudStorageAccount a credential)"
+    )
+
+
+def check_token_credential(credential: object | None, payload_format: str, api_version: str) -> None:
+    """An Entra ID token is accepted from 2019-02-02 on, which is JSON-only: refuse what cannot work."""
+    if not isinstance(credential, BearerTokenCredential):
+        return
+    if payload_format != "json":
+        raise ValueError(
+            "payload_format='atom' cannot be used with a token credential: the service accepts "
+            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on, and those versions speak JSON only"
+        )
+    if api_version < MIN_TOKEN_VERSION:
+        raise ValueError(
+            f"api_version {api_version} cannot be used with a token credential: the service accepts "
+            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on"
+        )

@@ -90,6 +90,7 @@ from ._entity import DynamicEntity, TableEntity, entity_to_payload, validate_tab
 from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
 from ._formats import PayloadFormat
 from ._http import workers_within_pool
+from ._options import TableRequestOptions, resolve_retry_policy
 from ._retry import RetryPolicy
 from ._transport import OperationContext
 
@@ -694,10 +695,13 @@ class _Job:
 
     client: CloudTableClient
     policy: RetryPolicy
+    options: TableRequestOptions | None = None  # the call's request options, on every batch
 
     def send(self, operations: list[BatchOperation], context: OperationContext) -> list[BatchOperationResult]:
         """One ``$batch`` request for ``operations``."""
-        return self.client.execute_batch(operations, retry_policy=self.policy, operation_context=context)
+        return self.client.execute_batch(
+            operations, retry_policy=self.policy, operation_context=context, options=self.options
+        )
 
     def run(self, batch: BulkBatch) -> BulkBatch:
         """Write one batch; never raises: every entity gets an outcome."""
@@ -726,6 +730,7 @@ def bulk_insert(
     progress: ProgressCallback | None = None,
     *,
     retry_policy: RetryPolicy | None = None,
+    options: TableRequestOptions | None = None,
 ) -> BulkResult:
     """Write ``entities`` into ``table`` as concurrent entity group transactions.
 
@@ -734,7 +739,8 @@ def bulk_insert(
     (Insert Or Replace). ``entities`` may be any iterable (a generator is read
     once, lazily); their order across partitions is not kept. ``max_workers``
     batches run at once (capped at the client's ``pool_size``, with a
-    :class:`RuntimeWarning`). ``retry_policy`` defaults to the client's.
+    :class:`RuntimeWarning`). ``retry_policy`` defaults to the one of ``options``
+    (request options every batch is sent with), then to the client's.
 
     ``progress(done, total)`` is called on the calling thread after each batch
     finishes, and once more at the end if needed, with the number of entities
@@ -750,10 +756,10 @@ def bulk_insert(
     duplicate keys), are reported in :attr:`BulkResult.failed`; call
     :meth:`BulkResult.raise_on_error` to turn them into an exception.
     """
-    policy = retry_policy if retry_policy is not None else client.retry_policy
+    policy = resolve_retry_policy(retry_policy, options, client.retry_policy)
     call = BulkCall(table, entities, mode, progress, policy, client.format, client.table_endpoint, client.api_version)
     workers = workers_within_pool("bulk_insert", "max_workers", max_workers, client.transport.pool_size, stacklevel=2)
-    job = _Job(client, call.policy)
+    job = _Job(client, call.policy, options)
     writing: dict[BulkBatch, Future[BulkBatch]] = {}
 
     def take_in(finished: Iterable[Future[BulkBatch]]) -> None:

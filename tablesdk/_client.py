@@ -39,6 +39,7 @@ from ._bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from ._edm import EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
 from ._filter import FilterLike
+from ._options import TableRequestOptions, check_options
 from ._pager import Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import ExponentialRetry, RetryPolicy
@@ -159,8 +160,9 @@ class CloudTableClient(ClientCore):
 
     # ------------------------------------------------------------ plumbing
 
-    def _run(self, flow: Flow[T]) -> T:
-        return run_flow(flow, self._send_call)
+    def _run(self, flow: Flow[T], options: TableRequestOptions | None = None) -> T:
+        """Run ``flow``; every request it sends gets ``options`` (the call's request options)."""
+        return run_flow(flow, self._send_call, check_options(options))
 
     def _send_call(self, call: Call) -> HttpResponse:
         url, headers, locations = self._http_parts(call)
@@ -169,12 +171,11 @@ class CloudTableClient(ClientCore):
             url,
             headers=headers,
             body=call.body,
-            retry_policy=call.retry_policy,
-            deadline=self.operation_deadline,
             operation_context=call.operation_context,
             locations=locations,
             check=call.check,
             read_only=call.read_only,
+            **self._send_options(call),
         )
 
     def _send(
@@ -226,12 +227,16 @@ class CloudTableClient(ClientCore):
 
     # ------------------------------------------------------------ tables
 
-    def create_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+    def create_table(
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Create a table; raises :class:`ConflictError` (TableAlreadyExists) if it exists."""
-        self._run(self._f_create_table(table_name, operation_context))
+        self._run(self._f_create_table(table_name, operation_context), options)
 
     def create_table_if_not_exists(
-        self, table_name: str, *, operation_context: OperationContext | None = None
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> bool:
         """Create a table unless it exists; True when this call created it.
 
@@ -243,21 +248,28 @@ class CloudTableClient(ClientCore):
         :class:`ConflictError` is raised with ``ambiguous_retry`` set, since this
         call may have created the table.
         """
-        return self._run(self._f_create_table_if_not_exists(table_name, operation_context))
+        return self._run(self._f_create_table_if_not_exists(table_name, operation_context), options)
 
-    def delete_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+    def delete_table(
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Delete a table; raises :class:`ResourceNotFoundError` if it does not exist."""
-        self._run(self._f_delete_table(table_name, operation_context))
+        self._run(self._f_delete_table(table_name, operation_context), options)
 
     def delete_table_if_exists(
-        self, table_name: str, *, operation_context: OperationContext | None = None
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> bool:
         """Delete a table if it exists; True when this call deleted it."""
-        return self._run(self._f_delete_table_if_exists(table_name, operation_context))
+        return self._run(self._f_delete_table_if_exists(table_name, operation_context), options)
 
-    def table_exists(self, table_name: str, *, operation_context: OperationContext | None = None) -> bool:
+    def table_exists(
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Whether the table exists."""
-        return self._run(self._f_table_exists(table_name, operation_context))
+        return self._run(self._f_table_exists(table_name, operation_context), options)
 
     def list_tables(
         self,
@@ -266,6 +278,7 @@ class CloudTableClient(ClientCore):
         filter: FilterLike | None = None,
         page_size: int | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> Iterator[str]:
         """Yield table names, following continuation (NextTableName) lazily.
 
@@ -279,7 +292,8 @@ class CloudTableClient(ClientCore):
         pager = Pager(listing=True)
         while True:
             segment = self.list_tables_segmented(
-                token, prefix=prefix, filter=filter, max_results=page_size, operation_context=operation_context
+                token, prefix=prefix, filter=filter, max_results=page_size,
+                operation_context=operation_context, options=options
             )
             yield from segment.results
             token = segment.continuation_token
@@ -295,6 +309,7 @@ class CloudTableClient(ClientCore):
         filter: FilterLike | None = None,
         max_results: int | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> ResultSegment[str]:
         """One page of Query Tables: the names and the token of the next page (None on the last).
 
@@ -303,15 +318,16 @@ class CloudTableClient(ClientCore):
         so a page can be resumed later (with the same ``prefix`` and ``filter``).
         ``max_results`` is 1-1000 (the service's page limit, its default).
         """
-        return self._run(self._f_list_tables_segmented(token, prefix, filter, max_results, operation_context))
+        return self._run(self._f_list_tables_segmented(token, prefix, filter, max_results, operation_context), options)
 
     # ------------------------------------------------------------ access policies, service level
 
     def get_table_acl(
-        self, table_name: str, *, operation_context: OperationContext | None = None
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> dict[str, AccessPolicy]:
         """The table's stored access policies (Get Table ACL), by policy id."""
-        return self._run(self._f_get_table_acl(table_name, operation_context))
+        return self._run(self._f_get_table_acl(table_name, operation_context), options)
 
     def set_table_acl(
         self,
@@ -319,51 +335,64 @@ class CloudTableClient(ClientCore):
         policies: dict[str, AccessPolicy],
         *,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> None:
         """Replace the table's stored access policies (Set Table ACL); ``{}`` removes them all.
 
         At most 5 policies, ids of 1-64 characters, permissions from ``"raud"``:
         checked before sending. A SAS naming a removed policy stops working.
         """
-        self._run(self._f_set_table_acl(table_name, policies, operation_context))
+        self._run(self._f_set_table_acl(table_name, policies, operation_context), options)
 
-    def get_service_properties(self, *, operation_context: OperationContext | None = None) -> ServiceProperties:
+    def get_service_properties(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> ServiceProperties:
         """The Table service's analytics logging, hour and minute metrics and CORS rules."""
-        return self._run(self._f_get_service_properties(operation_context))
+        return self._run(self._f_get_service_properties(operation_context), options)
 
     def set_service_properties(
-        self, properties: ServiceProperties, *, operation_context: OperationContext | None = None
+        self, properties: ServiceProperties,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> None:
         """Set the Table service's properties; sections left None keep their current values.
 
         The service's limits (5 CORS rules, 64 origins, 64 + 2 headers, 2 KiB of
         CORS settings, retention 1-365 days) are checked before sending.
         """
-        self._run(self._f_set_service_properties(properties, operation_context))
+        self._run(self._f_set_service_properties(properties, operation_context), options)
 
-    def get_service_stats(self, *, operation_context: OperationContext | None = None) -> ServiceStats:
+    def get_service_stats(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> ServiceStats:
         """Geo-replication status and last sync time, from the account's secondary endpoint.
 
         Only RA-GRS accounts have a readable secondary; on others the request fails.
         """
-        return self._run(self._f_get_service_stats(operation_context))
+        return self._run(self._f_get_service_stats(operation_context), options)
 
     # ------------------------------------------------------------ queries
 
     @overload
-    def create_query(self, table_name: str) -> TableQuery[DynamicEntity]: ...
+    def create_query(
+        self, table_name: str, *, options: TableRequestOptions | None = None
+    ) -> TableQuery[DynamicEntity]: ...
 
     @overload
-    def create_query(self, table_name: str, entity_type: type[E]) -> TableQuery[E]: ...
+    def create_query(
+        self, table_name: str, entity_type: type[E], *, options: TableRequestOptions | None = None
+    ) -> TableQuery[E]: ...
 
-    def create_query(self, table_name: str, entity_type: type[Any] = DynamicEntity) -> TableQuery[Any]:
+    def create_query(
+        self, table_name: str, entity_type: type[Any] = DynamicEntity, *, options: TableRequestOptions | None = None
+    ) -> TableQuery[Any]:
         """A query over ``table_name`` materialising ``entity_type`` (no tracking).
 
         Typed by the entity class: ``create_query("Blogs", Blog)`` is a ``TableQuery[Blog]``;
-        without a class it is a ``TableQuery[DynamicEntity]``.
+        without a class it is a ``TableQuery[DynamicEntity]``. Its requests are sent with
+        ``options`` (as :meth:`TableQuery.with_options`).
         """
         validate_table_name(table_name)
-        return TableQuery(self, table_name, entity_type)
+        return TableQuery(self, table_name, entity_type, options=options)
 
     def get_table_reference(self, table_name: str) -> CloudTable:
         """The table ``table_name`` as a :class:`~tablesdk.CloudTable` (no request is sent)."""
@@ -387,12 +416,13 @@ class CloudTableClient(ClientCore):
         continuation_token: ContinuationToken | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> tuple[list[EntityPayload], ContinuationToken | None]:
         """One page of Query Entities as payloads, with the token of the next page."""
         return self._run(self._f_page_payloads(self._f_fetch_entity_page(
             table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
-        )))
+        )), options)
 
     def get_entity_payload(
         self,
@@ -403,6 +433,7 @@ class CloudTableClient(ClientCore):
         select: Sequence[str] | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> EntityPayload:
         """One entity by its keys; raises :class:`ResourceNotFoundError` if absent.
@@ -411,7 +442,7 @@ class CloudTableClient(ClientCore):
         """
         return self._run(self._f_get_entity_payload(
             table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook
-        ))
+        ), options)
 
     def query_page_payloads(
         self,
@@ -432,7 +463,7 @@ class CloudTableClient(ClientCore):
         """
         return self._run(self._f_page_payloads(self._f_fetch_page(
             query, continuation_token, top, ignore_missing_entity, ignore_missing_table, request_hook
-        )))
+        )), query.request_options)
 
     def execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
@@ -441,14 +472,14 @@ class CloudTableClient(ClientCore):
 
         A point query for a missing entity is an empty page; a missing table raises.
         """
-        return self._run(self._f_execute_query_segment(query, continuation_token, top))
+        return self._run(self._f_execute_query_segment(query, continuation_token, top), query.request_options)
 
     def fetch_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> FetchedPage:
         """The HTTP stage of :meth:`execute_query_segment`: the page's answer, not decoded, and the next
         page's token (:class:`~tablesdk._query.PagedQuerySource`; safe on any thread)."""
-        return self._run(self._f_fetch_page(query, continuation_token, top, True, False, None))
+        return self._run(self._f_fetch_page(query, continuation_token, top, True, False, None), query.request_options)
 
     def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
         """The decode stage of :meth:`execute_query_segment`: the entities of ``fetched``."""
@@ -462,6 +493,7 @@ class CloudTableClient(ClientCore):
         *,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> BatchOperationResult:
         """Send one entity operation as its own request.
@@ -469,7 +501,7 @@ class CloudTableClient(ClientCore):
         Operations on keys the URL path cannot carry go out as a one-operation
         entity group transaction instead (same semantics, different address).
         """
-        return self._run(self._f_execute_operation(operation, retry_policy, operation_context, request_hook))
+        return self._run(self._f_execute_operation(operation, retry_policy, operation_context, request_hook), options)
 
     def execute_batch(
         self,
@@ -477,6 +509,7 @@ class CloudTableClient(ClientCore):
         *,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> list[BatchOperationResult]:
         """Send ``operations`` as one entity group transaction (all or nothing).
@@ -484,7 +517,7 @@ class CloudTableClient(ClientCore):
         Limits are checked before sending. A refused transaction raises
         :class:`~tablesdk._errors.BatchError` with the failing operation's index.
         """
-        return self._run(self._f_execute_batch(operations, retry_policy, operation_context, request_hook))
+        return self._run(self._f_execute_batch(operations, retry_policy, operation_context, request_hook), options)
 
     def bulk_insert(
         self,
@@ -495,43 +528,94 @@ class CloudTableClient(ClientCore):
         progress: ProgressCallback | None = None,
         *,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write many entities, any partitions, as concurrent entity group transactions.
 
         ``mode``: ``"insert"`` (409 if the entity exists), ``"merge"`` (insert or
         merge) or ``"replace"`` (insert or replace). Per-entity outcomes are in
         the result's ``succeeded`` and ``failed``; see :func:`tablesdk._bulk.bulk_insert`.
+        Every batch is sent with ``options`` (``retry_policy`` wins over theirs).
         """
         return bulk_insert(
-            self, table_name, entities, mode, max_workers, progress, retry_policy=retry_policy
+            self, table_name, entities, mode, max_workers, progress, retry_policy=retry_policy,
+            options=check_options(options),
         )
+
+    def delete_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_workers: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of ``table_name`` matching ``filter`` (every entity when None).
+
+        The table is scanned for keys only, and each page's entities are deleted as entity
+        group transactions per partition (up to 100 each, ``max_workers`` at once).
+        Deletes are unconditional unless ``conditional``: then each carries the ETag
+        the scan read, and an entity changed since fails with
+        :class:`~tablesdk.PreconditionFailedError`. One
+        :class:`~tablesdk.EntityOutcome` per entity scanned (an entity already gone
+        counts as deleted); ``progress(done, None)`` after each batch, on the calling
+        thread. Errors of the scan (a missing table) raise.
+        """
+        from ._deleting import delete_entities
+
+        return delete_entities(
+            self, table_name, filter, progress=progress, max_workers=max_workers, conditional=conditional,
+            options=options,
+        )
+
+    def count_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of ``table_name`` match ``filter`` (all when None), reading only
+        their keys (``$select=RowKey``); ``progress(counted, None)`` after each page."""
+        from ._deleting import count_entities
+
+        return count_entities(self, table_name, filter, progress=progress, options=options)
 
     # ------------------------------------------------------------ conveniences
 
     @overload
     def get_entity(
         self, table_name: str, partition_key: str, row_key: str,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> DynamicEntity: ...
 
     @overload
     def get_entity(
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[E],
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> E: ...
 
     def get_entity(
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> AnyEntity:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
-        return self._run(self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context))
+        return self._run(
+            self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context), options
+        )
 
     def insert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, table_name: str, entity: TableEntity | DynamicEntity,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
-        return self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context))
+        return self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context), options)
 
     def update_entity(
         self,
@@ -541,12 +625,13 @@ class CloudTableClient(ClientCore):
         mode: str = "merge",
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Merge (default) or replace an existing entity, conditional on ``etag``.
 
         ``etag`` defaults to ``entity.etag``; pass ``"*"`` for an unconditional write.
         """
-        return self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context))
+        return self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context), options)
 
     def upsert_entity(
         self,
@@ -555,9 +640,10 @@ class CloudTableClient(ClientCore):
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Insert or merge (default) / insert or replace an entity."""
-        return self._run(self._f_upsert_entity(table_name, entity, mode, operation_context))
+        return self._run(self._f_upsert_entity(table_name, entity, mode, operation_context), options)
 
     def delete_entity(
         self,
@@ -568,6 +654,7 @@ class CloudTableClient(ClientCore):
         row_key: str | None = None,
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> None:
         """Delete an entity, conditional on its ETag, like :meth:`update_entity`.
 
@@ -576,7 +663,7 @@ class CloudTableClient(ClientCore):
         stored version. By keys: ``delete_entity(table, partition_key=..., row_key=...,
         etag=...)``, where ``etag`` is required (``"*"`` for an unconditional delete).
         """
-        self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context))
+        self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context), options)
 
 
 # One span per operation when the application configured OpenTelemetry (tablesdk._tracing).

@@ -29,6 +29,7 @@ from ._entity import DynamicEntity, E, validate_table_name
 from ._filter import prop
 from ._merge import MergeOption
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._options import TableRequestOptions, resolve_retry_policy
 from ._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions
@@ -93,6 +94,7 @@ class TableServiceContext(TrackingContext):
         options: SaveChangesOptions = SaveChangesOptions.NONE,
         *,
         operation_context: OperationContext | None = None,
+        request_options: TableRequestOptions | None = None,
     ) -> DataServiceResponse:
         """Send every pending change and return the outcome of each.
 
@@ -104,7 +106,8 @@ class TableServiceContext(TrackingContext):
         :meth:`save_changes_with_retries`. ``operation_context`` records every
         request attempt the save makes.
         """
-        return self._save(options, NoRetry(), operation_context)
+        policy = resolve_retry_policy(None, request_options, NoRetry())
+        return self._save(options, policy, operation_context, request_options)
 
     def save_changes_with_retries(
         self,
@@ -112,6 +115,7 @@ class TableServiceContext(TrackingContext):
         retry_policy: RetryPolicy | None = None,
         *,
         operation_context: OperationContext | None = None,
+        request_options: TableRequestOptions | None = None,
     ) -> DataServiceResponse:
         """``save_changes`` with each request retried by ``retry_policy`` (default: the client's).
 
@@ -119,18 +123,31 @@ class TableServiceContext(TrackingContext):
         attempt whose outcome was unknown has ``error.ambiguous_retry`` set: the
         first attempt may have been applied (see docs/retries.md).
         """
-        policy = retry_policy if retry_policy is not None else self.client.retry_policy
-        return self._save(options, policy, operation_context)
+        policy = resolve_retry_policy(retry_policy, request_options, self.client.retry_policy)
+        return self._save(options, policy, operation_context, request_options)
 
-    def begin_save_changes(self, options: SaveChangesOptions = SaveChangesOptions.NONE) -> Future[DataServiceResponse]:
+    def begin_save_changes(
+        self,
+        options: SaveChangesOptions = SaveChangesOptions.NONE,
+        *,
+        request_options: TableRequestOptions | None = None,
+    ) -> Future[DataServiceResponse]:
         """Run :meth:`save_changes` on the client's executor; returns a Future."""
-        return self.client.executor().submit(contextvars.copy_context().run, self.save_changes, options)
+        return self.client.executor().submit(
+            contextvars.copy_context().run, self.save_changes, options, request_options=request_options
+        )
 
     def _save(
-        self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
+        self,
+        options: SaveChangesOptions,
+        retry_policy: RetryPolicy,
+        operation_context: OperationContext | None,
+        request_options: TableRequestOptions | None,
     ) -> DataServiceResponse:
         with self._exclusive("save_changes"):
-            return self.client._run(self._f_save(self.client, options, retry_policy, operation_context))
+            return self.client._run(
+                self._f_save(self.client, options, retry_policy, operation_context), request_options
+            )
 
     # ------------------------------------------------------------ queries
 
@@ -149,13 +166,19 @@ class TableServiceContext(TrackingContext):
         return TableQuery(self, table, entity_type)
 
     @overload
-    def get(self, table: str, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+    def get(
+        self, table: str, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
 
     @overload
-    def get(self, table: str, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+    def get(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
 
     def get(
-        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
     ) -> Entity | None:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
@@ -164,7 +187,7 @@ class TableServiceContext(TrackingContext):
         """
         query = self.create_query(table, entity_type).where(
             (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
-        )
+        ).with_options(request_options)
         results = self.execute_query_segment(query, None, None).results
         return results[0] if results else None
 
@@ -177,7 +200,9 @@ class TableServiceContext(TrackingContext):
     ) -> ResultSegment[E]:
         """One page of ``query`` with tracking applied (the QuerySource protocol)."""
         with self._exclusive("a query"):
-            return self.client._run(self._f_query_segment(self.client, query, continuation_token, top))
+            return self.client._run(
+                self._f_query_segment(self.client, query, continuation_token, top), query.request_options
+            )
 
     def fetch_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
@@ -188,7 +213,9 @@ class TableServiceContext(TrackingContext):
         the next page while this one is decoded: the ``sending_request`` hooks
         of that request run there.
         """
-        return self.client._run(self._f_fetch_segment(self.client, query, continuation_token, top))
+        return self.client._run(
+            self._f_fetch_segment(self.client, query, continuation_token, top), query.request_options
+        )
 
     def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
         """The decode stage: ``fetched``'s entities materialised and tracked, one thread at a time."""
@@ -198,9 +225,9 @@ class TableServiceContext(TrackingContext):
     def execute_batch(self, query: TableQuery[E]) -> list[E]:
         """Run a point query inside an entity group transaction (the Azure Storage team's workaround
         for keys the URL path cannot carry). The query's filter must be exactly
-        ``PartitionKey eq X and RowKey eq Y``."""
+        ``PartitionKey eq X and RowKey eq Y``. It is sent with the query's request options."""
         with self._exclusive("execute_batch"):
-            return self.client._run(self._f_point_batch(self.client, query))
+            return self.client._run(self._f_point_batch(self.client, query), query.request_options)
 
 
 # One span per operation that sends, when the application configured OpenTelemetry.

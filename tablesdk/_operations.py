@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from ._auth import MIN_TOKEN_VERSION, BearerTokenCredential
+from ._auth import check_token_credential, require_credential
 from ._batch import (
     BatchOperation,
     BatchOperationKind,
@@ -61,6 +61,7 @@ from ._errors import (
 from ._filter import FilterLike, as_filter, prop, render_filter
 from ._formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
 from ._http import HttpResponse, RequestHook, SendingRequest
+from ._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
 from ._service import (
@@ -92,10 +93,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Where reads go: the primary only (default), the primary with retries alternating to the
-#: read-only secondary of an RA-GRS account, or the secondary only. Writes always go to the primary.
-LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
-
 #: HTTP.sys refuses URI path segments longer than this (white paper section 2).
 MAX_URI_SEGMENT_LENGTH = 260
 
@@ -118,19 +115,34 @@ class Call:
     check: Callable[[HttpResponse], None] | None = None  # may refuse a 2xx (a batch's change set)
     read_only: bool = False  # a POST that changes nothing (a point query in a $batch)
     pinned: str | None = None  # "primary"/"secondary": where the continuation token being followed came from
+    options: TableRequestOptions | None = None  # the call's overrides of the client's defaults (set by run_flow)
 
 
 #: An operation: yields the calls it needs, receives their answers, returns its result.
 Flow = Generator[Call, HttpResponse, T]
 
 
-def run_flow(flow: Flow[T], send: Callable[[Call], HttpResponse]) -> T:
-    """Run ``flow`` to its result, sending each call with ``send`` (errors are thrown into the flow)."""
+def _with_options(call: Call, options: TableRequestOptions | None) -> Call:
+    """``call`` carrying the operation's request options (a call that has its own keeps them).
+
+    The flow keeps the call it yielded, so after the ``yield`` it can see which options
+    were in force (the location mode decides whether a continuation token is pinned)."""
+    if call.options is None:
+        call.options = options
+    return call
+
+
+def run_flow(
+    flow: Flow[T], send: Callable[[Call], HttpResponse], options: TableRequestOptions | None = None
+) -> T:
+    """Run ``flow`` to its result, sending each call with ``send`` (errors are thrown into the flow).
+
+    ``options`` go on every call of the flow: one operation, one set of request options."""
     try:
         call = next(flow)
         while True:
             try:
-                response = send(call)
+                response = send(_with_options(call, options))
             except Exception as exc:  # noqa: BLE001 - the flow decides; it re-raises what it does not handle
                 call = flow.throw(exc)
             else:
@@ -140,14 +152,16 @@ def run_flow(flow: Flow[T], send: Callable[[Call], HttpResponse]) -> T:
         return result
 
 
-async def arun_flow(flow: Flow[T], send: Callable[[Call], Awaitable[HttpResponse]]) -> T:
+async def arun_flow(
+    flow: Flow[T], send: Callable[[Call], Awaitable[HttpResponse]], options: TableRequestOptions | None = None
+) -> T:
     """:func:`run_flow` for an awaitable ``send``. Cancellation is not thrown into the flow:
     it leaves the operation where it was."""
     try:
         call = next(flow)
         while True:
             try:
-                response = await send(call)
+                response = await send(_with_options(call, options))
             except Exception as exc:  # noqa: BLE001 - the flow decides; it re-raises what it does not handle
                 call = flow.throw(exc)
             else:
@@ -228,11 +242,11 @@ class ClientCore:
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
-        _check_has_credential(account)
+        require_credential(account.credential, account.account_name)
         self.account = account
         self.table_endpoint = account.table_endpoint.rstrip("/")
         self.api_version = api_version or self._format.default_api_version
-        _check_token_credential(account, self._format.name, self.api_version)
+        check_token_credential(account.credential, self._format.name, self.api_version)
         self.echo_content = echo_content
         self.operation_deadline = operation_deadline
         self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
@@ -280,15 +294,39 @@ class ClientCore:
             request = SendingRequest(call.method, url, headers)
             call.request_hook(request)
             url, headers = request.url, request.headers
-        locations = self._read_locations(call.method, url, call.pinned) if call.endpoint is None else ()
+        locations = (
+            self._read_locations(call.method, url, call.pinned, self._mode_of(call)) if call.endpoint is None else ()
+        )
         return url, headers, locations
 
-    def _read_locations(self, method: str, url: str, pinned: str | None = None) -> tuple[str, ...]:
+    def _mode_of(self, call: Call) -> str:
+        """The location mode of ``call``: its options', else the client's."""
+        mode = call.options.location_mode if call.options is not None else None
+        return mode or self._location_mode
+
+    def _send_options(self, call: Call) -> dict[str, Any]:
+        """The per-call settings of ``Transport.send`` for ``call``: the call's own retry policy
+        (an explicit ``retry_policy=``), else its options'; the options' timeouts; the options'
+        deadline, else the client's ``operation_deadline``. None leaves the transport's default."""
+        options = call.options
+        if options is None:
+            return {"retry_policy": call.retry_policy, "deadline": self.operation_deadline}
+        return {
+            "retry_policy": call.retry_policy if call.retry_policy is not None else options.retry_policy,
+            "timeout": options.timeout,
+            "server_timeout": options.server_timeout,
+            "deadline": options.deadline if options.deadline is not None else self.operation_deadline,
+        }
+
+    def _read_locations(
+        self, method: str, url: str, pinned: str | None = None, mode: str | None = None
+    ) -> tuple[str, ...]:
         """The endpoints a read's attempts cycle through under the location mode (none: primary only).
 
         ``pinned`` is the location a continuation token came from: the next page is read there.
+        ``mode`` is the call's location mode (default: the client's).
         """
-        mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", self._location_mode)
+        mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", mode or self._location_mode)
         if mode == "primary_only" or method.upper() not in _READ_METHODS:
             return ()
         if not url.startswith(self.table_endpoint + "/"):
@@ -298,9 +336,9 @@ class ClientCore:
             return (secondary,)
         return (url, secondary)
 
-    def _answered_from(self, response: HttpResponse) -> str | None:
-        """Which endpoint answered a read, for its continuation token (None: no location mode in use)."""
-        if self._location_mode == "primary_only":
+    def _answered_from(self, response: HttpResponse, call: Call) -> str | None:
+        """Which endpoint answered ``call``, a read, for its continuation token (None: no location mode in use)."""
+        if self._mode_of(call) == "primary_only":
             return None
         return "secondary" if response.url.startswith(self.account.secondary_table_endpoint + "/") else "primary"
 
@@ -377,14 +415,15 @@ class ClientCore:
             params.append(("$top", str(max_results)))
         if token is not None and token.next_table_name:
             params.append(("NextTableName", token.next_table_name))
-        response = yield Call("GET", "Tables", query=params, operation_context=operation_context,
-                              pinned=token.target_location if token is not None else None)
+        call = Call("GET", "Tables", query=params, operation_context=operation_context,
+                    pinned=token.target_location if token is not None else None)
+        response = yield call
         names = decoded(response, self._format.parse_tables)
         next_name = response.headers.get("x-ms-continuation-NextTableName")
         if not next_name:
             return ResultSegment(names, None)
         return ResultSegment(names, ContinuationToken(next_table_name=next_name,
-                                                      target_location=self._answered_from(response)))
+                                                      target_location=self._answered_from(response, call)))
 
     # ------------------------------------------------------------ access policies, service level
 
@@ -462,17 +501,18 @@ class ClientCore:
                 params.append(("NextPartitionKey", continuation_token.next_partition_key))
             if continuation_token.next_row_key is not None:
                 params.append(("NextRowKey", continuation_token.next_row_key))
-        response = yield Call(
+        call = Call(
             "GET", f"{table_name}()", query=params,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
             pinned=continuation_token.target_location if continuation_token is not None else None,
         )
+        response = yield call
         npk = response.headers.get("x-ms-continuation-NextPartitionKey")
         nrk = response.headers.get("x-ms-continuation-NextRowKey")
         token = None
         if npk or nrk:
             token = ContinuationToken(next_partition_key=npk, next_row_key=nrk,
-                                      target_location=self._answered_from(response))
+                                      target_location=self._answered_from(response, call))
         return FetchedPage(token, response)
 
     def _decode_page(self, fetched: FetchedPage) -> EntityPage:
@@ -728,18 +768,6 @@ def _delete_target(
     return pk, rk, condition
 
 
-def _check_has_credential(account: CloudStorageAccount) -> None:
-    """Refuse an account without a credential: the Table service has no anonymous access,
-    so every request would be answered 403."""
-    if account.credential is not None:
-        return
-    raise ValueError(
-        f"account {account.account_name!r} has no credential, and the Table service has no anonymous "
-        "access: add AccountKey=<base64 key> or SharedAccessSignature=<SAS token> to the connection "
-        "string (or give CloudStorageAccount a credential)"
-    )
-
-
 def _one_entity(fmt: PayloadFormat, body: bytes, etag: str | None) -> EntityPayload:
     return require_keys([fmt.parse_entity(body, etag)], body)[0]
 
@@ -763,22 +791,6 @@ def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:
     if not parts:
         return None
     return render_filter(parts[0] if len(parts) == 1 else parts[0] & parts[1])
-
-
-def _check_token_credential(account: CloudStorageAccount, payload_format: str, api_version: str) -> None:
-    """An Entra ID token is accepted from 2019-02-02 on, which is JSON-only: refuse what cannot work."""
-    if not isinstance(account.credential, BearerTokenCredential):
-        return
-    if payload_format != "json":
-        raise ValueError(
-            "payload_format='atom' cannot be used with a token credential: the service accepts "
-            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on, and those versions speak JSON only"
-        )
-    if api_version < MIN_TOKEN_VERSION:
-        raise ValueError(
-            f"api_version {api_version} cannot be used with a token credential: the service accepts "
-            f"Entra ID tokens from version {MIN_TOKEN_VERSION} on"
-        )
 
 
 def error_from_response(response: HttpResponse) -> TableServiceError:

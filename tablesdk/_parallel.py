@@ -59,7 +59,9 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
     not applied to probes (it could make each one scan far).
     """
     require_positive_int("count", count)
-    probe_query = TableQuery(query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1)
+    probe_query = TableQuery(
+        query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1, options=query.request_options
+    )
 
     def first_key_at(start: str) -> str | None:
         found = probe_query.where(prop("PartitionKey") >= start) if start else probe_query

@@ -41,6 +41,7 @@ from ._entity import E, validate_table_name
 from ._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from ._http import workers_within_pool
+from ._options import TableRequestOptions, check_options
 from ._pager import PageRequest, Pager
 
 from ._tracing import trace_public_methods
@@ -201,7 +202,9 @@ class TableQuery(Generic[E]):
     :meth:`first_or_default` is called.
     """
 
-    __slots__ = ("_source", "_table", "_entity_type", "_filter", "_take", "_select", "_page_size", "_read_ahead")
+    __slots__ = (
+        "_source", "_table", "_entity_type", "_filter", "_take", "_select", "_page_size", "_read_ahead", "_options",
+    )
 
     def __init__(
         self,
@@ -214,6 +217,7 @@ class TableQuery(Generic[E]):
         select: tuple[str, ...] | list[str] | None = None,
         page_size: int | None = None,
         read_ahead: bool = True,
+        options: TableRequestOptions | None = None,
     ) -> None:
         validate_table_name(table)
         self._source: QuerySource[E] = source
@@ -224,6 +228,7 @@ class TableQuery(Generic[E]):
         self._select = _check_select(select)
         self._page_size = None if page_size is None else _check_page_size(page_size)
         self._read_ahead = _check_read_ahead(read_ahead)
+        self._options = check_options(options)
 
     def _replace(self, **changes: Any) -> TableQuery[E]:
         values: dict[str, Any] = {
@@ -232,6 +237,7 @@ class TableQuery(Generic[E]):
             "select": self._select,
             "page_size": self._page_size,
             "read_ahead": self._read_ahead,
+            "options": self._options,
         }
         values.update(changes)
         return TableQuery(self._source, self._table, self._entity_type, **values)
@@ -278,7 +284,20 @@ class TableQuery(Generic[E]):
         """Whether iteration reads the next page ahead (see :meth:`read_ahead`)."""
         return self._read_ahead
 
+    @property
+    def request_options(self) -> TableRequestOptions | None:
+        """The request options every page of this query is sent with (:meth:`with_options`), or None."""
+        return self._options
+
     # -- builders
+
+    def with_options(self, options: TableRequestOptions | None) -> TableQuery[E]:
+        """A new query whose requests are sent with ``options`` (None: the source's defaults).
+
+        They override the client's timeouts, deadline, retry policy and location mode for
+        every page of this query, and of the ranges of its parallel scans.
+        """
+        return self._replace(options=check_options(options))
 
     def where(self, expr: FilterLike | bool) -> TableQuery[E]:
         """A new query whose filter is this one's AND ``expr`` (an expression or raw text).

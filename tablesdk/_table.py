@@ -19,6 +19,8 @@ from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, TableEntity
 from ._errors import ResourceNotFoundError, TableErrorCode
+from ._filter import FilterLike
+from ._options import TableRequestOptions
 from ._query import ContinuationToken, TableQuery
 from ._retry import RetryPolicy
 from ._service import AccessPolicy
@@ -54,47 +56,61 @@ class CloudTable:
 
     # ------------------------------------------------------------ the table itself
 
-    def create(self, *, operation_context: OperationContext | None = None) -> None:
+    def create(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Create the table; raises :class:`~tablesdk.ConflictError` if it exists."""
-        self.client.create_table(self.name, operation_context=operation_context)
+        self.client.create_table(self.name, operation_context=operation_context, options=options)
 
-    def create_if_not_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+    def create_if_not_exists(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Create the table unless it exists; True when this call created it."""
-        return self.client.create_table_if_not_exists(self.name, operation_context=operation_context)
+        return self.client.create_table_if_not_exists(self.name, operation_context=operation_context, options=options)
 
-    def delete(self, *, operation_context: OperationContext | None = None) -> None:
+    def delete(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Delete the table; raises :class:`~tablesdk.ResourceNotFoundError` if it does not exist."""
-        self.client.delete_table(self.name, operation_context=operation_context)
+        self.client.delete_table(self.name, operation_context=operation_context, options=options)
 
-    def delete_if_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+    def delete_if_exists(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Delete the table if it exists; True when this call deleted it."""
-        return self.client.delete_table_if_exists(self.name, operation_context=operation_context)
+        return self.client.delete_table_if_exists(self.name, operation_context=operation_context, options=options)
 
-    def exists(self, *, operation_context: OperationContext | None = None) -> bool:
+    def exists(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Whether the table exists."""
-        return self.client.table_exists(self.name, operation_context=operation_context)
+        return self.client.table_exists(self.name, operation_context=operation_context, options=options)
 
-    def get_acl(self, *, operation_context: OperationContext | None = None) -> dict[str, AccessPolicy]:
+    def get_acl(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> dict[str, AccessPolicy]:
         """The table's stored access policies, by policy id."""
-        return self.client.get_table_acl(self.name, operation_context=operation_context)
+        return self.client.get_table_acl(self.name, operation_context=operation_context, options=options)
 
     def set_acl(
-        self, policies: dict[str, AccessPolicy], *, operation_context: OperationContext | None = None
+        self, policies: dict[str, AccessPolicy],
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> None:
         """Replace the table's stored access policies; ``{}`` removes them all."""
-        self.client.set_table_acl(self.name, policies, operation_context=operation_context)
+        self.client.set_table_acl(self.name, policies, operation_context=operation_context, options=options)
 
     # ------------------------------------------------------------ actions
 
     def execute(
-        self, operation: TableOperation[R], *, operation_context: OperationContext | None = None
+        self, operation: TableOperation[R],
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> TableResult[R]:
         """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error."""
         if operation.kind is BatchOperationKind.RETRIEVE:
             try:
                 payload = self.client.get_entity_payload(
                     self.name, operation.partition_key, operation.row_key,
-                    select=operation.select, operation_context=operation_context,
+                    select=operation.select, operation_context=operation_context, options=options,
                 )
             except ResourceNotFoundError as error:
                 if not is_missing_entity(error):
@@ -102,7 +118,7 @@ class CloudTable:
                 return operation.retrieved(None)
             return operation.retrieved(payload)
         answer = self.client.execute_operation(
-            operation.to_batch_operation(self.name), operation_context=operation_context
+            operation.to_batch_operation(self.name), operation_context=operation_context, options=options
         )
         return operation.result(answer)
 
@@ -112,6 +128,7 @@ class CloudTable:
         *,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> list[TableResult[R]]:
         """Execute ``batch`` as one entity group transaction; one result per operation, in order.
 
@@ -119,21 +136,24 @@ class CloudTable:
         operation's ``failed_index``; nothing was written.
         """
         answers = self.client.execute_batch(
-            batch.to_batch_operations(self.name), retry_policy=retry_policy, operation_context=operation_context
+            batch.to_batch_operations(self.name), retry_policy=retry_policy,
+            operation_context=operation_context, options=options
         )
         return batch.results(answers)
 
     # ------------------------------------------------------------ entity operations (as the client's)
 
     @overload
-    def create_query(self) -> TableQuery[DynamicEntity]: ...
+    def create_query(self, *, options: TableRequestOptions | None = None) -> TableQuery[DynamicEntity]: ...
 
     @overload
-    def create_query(self, entity_type: type[E]) -> TableQuery[E]: ...
+    def create_query(self, entity_type: type[E], *, options: TableRequestOptions | None = None) -> TableQuery[E]: ...
 
-    def create_query(self, entity_type: type[Any] = DynamicEntity) -> TableQuery[Any]:
-        """A query over this table materialising ``entity_type`` (no tracking)."""
-        return self.client.create_query(self.name, entity_type)
+    def create_query(
+        self, entity_type: type[Any] = DynamicEntity, *, options: TableRequestOptions | None = None
+    ) -> TableQuery[Any]:
+        """A query over this table materialising ``entity_type`` (no tracking), sent with ``options``."""
+        return self.client.create_query(self.name, entity_type, options=options)
 
     def get_table_service_context(self, **options: Any) -> TableContext:
         """A new context bound to this table (its methods take no table argument)."""
@@ -148,12 +168,13 @@ class CloudTable:
         continuation_token: ContinuationToken | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> tuple[list[EntityPayload], ContinuationToken | None]:
         """One page of Query Entities as payloads, with the token of the next page."""
         return self.client.query_entity_payloads(
             self.name, filter=filter, select=select, top=top, continuation_token=continuation_token,
-            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            retry_policy=retry_policy, operation_context=operation_context, options=options, request_hook=request_hook,
         )
 
     def get_entity_payload(
@@ -164,12 +185,13 @@ class CloudTable:
         select: Sequence[str] | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> EntityPayload:
         """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent."""
         return self.client.get_entity_payload(
             self.name, partition_key, row_key, select=select, retry_policy=retry_policy,
-            operation_context=operation_context, request_hook=request_hook,
+            operation_context=operation_context, options=options, request_hook=request_hook,
         )
 
     def bulk_insert(
@@ -180,37 +202,69 @@ class CloudTable:
         progress: ProgressCallback | None = None,
         *,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write many entities as concurrent entity group transactions (see the client's ``bulk_insert``)."""
-        return self.client.bulk_insert(self.name, entities, mode, max_workers, progress, retry_policy=retry_policy)
+        return self.client.bulk_insert(
+            self.name, entities, mode, max_workers, progress, retry_policy=retry_policy, options=options
+        )
+
+    def delete_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_workers: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
+        return self.client.delete_entities(
+            self.name, filter, progress=progress, max_workers=max_workers, conditional=conditional, options=options
+        )
+
+    def count_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of this table match ``filter``, reading only their keys."""
+        return self.client.count_entities(self.name, filter, progress=progress, options=options)
 
     @overload
     def get_entity(
         self, partition_key: str, row_key: str,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> DynamicEntity: ...
 
     @overload
     def get_entity(
         self, partition_key: str, row_key: str, entity_type: type[E],
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> E: ...
 
     def get_entity(
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> AnyEntity:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         entity: AnyEntity = self.client.get_entity(
-            self.name, partition_key, row_key, entity_type, select=select, operation_context=operation_context
+            self.name, partition_key, row_key, entity_type, select=select,
+            operation_context=operation_context, options=options
         )
         return entity
 
     def insert_entity(
-        self, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, entity: TableEntity | DynamicEntity,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
-        return self.client.insert_entity(self.name, entity, operation_context=operation_context)
+        return self.client.insert_entity(self.name, entity, operation_context=operation_context, options=options)
 
     def update_entity(
         self,
@@ -219,9 +273,11 @@ class CloudTable:
         mode: str = "merge",
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Merge (default) or replace an existing entity, conditional on ``etag`` (default ``entity.etag``)."""
-        return self.client.update_entity(self.name, entity, mode=mode, etag=etag, operation_context=operation_context)
+        return self.client.update_entity(self.name, entity, mode=mode, etag=etag,
+        operation_context=operation_context, options=options)
 
     def upsert_entity(
         self,
@@ -229,9 +285,11 @@ class CloudTable:
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Insert or merge (default) / insert or replace an entity."""
-        return self.client.upsert_entity(self.name, entity, mode=mode, operation_context=operation_context)
+        return self.client.upsert_entity(self.name, entity, mode=mode,
+        operation_context=operation_context, options=options)
 
     def delete_entity(
         self,
@@ -241,11 +299,12 @@ class CloudTable:
         row_key: str | None = None,
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> None:
         """Delete an entity, conditional on its ETag (``etag="*"``: whatever the stored version)."""
         self.client.delete_entity(
             self.name, entity, partition_key=partition_key, row_key=row_key, etag=etag,
-            operation_context=operation_context,
+            operation_context=operation_context, options=options,
         )
 
 
@@ -295,20 +354,30 @@ class TableContext:
         return self.context.create_query(self.table, entity_type)
 
     @overload
-    def get(self, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+    def get(
+        self, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
 
     @overload
-    def get(self, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+    def get(
+        self, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
 
-    def get(self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity) -> Any:
+    def get(
+        self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
+    ) -> Any:
         """Point lookup of one entity, tracked per the context's ``merge_option``."""
-        return self.context.get(self.table, partition_key, row_key, entity_type)
+        return self.context.get(self.table, partition_key, row_key, entity_type, request_options=request_options)
 
-    def save_changes(self, options: SaveChangesOptions | None = None) -> DataServiceResponse:
+    def save_changes(
+        self, options: SaveChangesOptions | None = None, *, request_options: TableRequestOptions | None = None
+    ) -> DataServiceResponse:
         """Save the pending changes (see :meth:`tablesdk.TableServiceContext.save_changes`)."""
         if options is None:
-            return self.context.save_changes()
-        return self.context.save_changes(options)
+            return self.context.save_changes(request_options=request_options)
+        return self.context.save_changes(options, request_options=request_options)
 
     def __repr__(self) -> str:
         return f"TableContext({self.table!r})"

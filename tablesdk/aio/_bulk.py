@@ -35,6 +35,7 @@ from .._bulk import (
 )
 from .._entity import DynamicEntity, TableEntity
 from .._errors import require_positive_int
+from .._options import TableRequestOptions, resolve_retry_policy
 from .._retry import RetryPolicy
 from .._transport import OperationContext
 
@@ -44,13 +45,17 @@ if TYPE_CHECKING:
 __all__ = ["bulk_insert"]
 
 
-async def _write(client: AsyncCloudTableClient, policy: RetryPolicy, batch: BulkBatch) -> BulkBatch:
+async def _write(
+    client: AsyncCloudTableClient, policy: RetryPolicy, options: TableRequestOptions | None, batch: BulkBatch
+) -> BulkBatch:
     """Write one batch (a task); never raises but for cancellation: every entity gets an outcome."""
     while (operations := batch.next_operations()) is not None:
         context = OperationContext()
         outcome: list[BatchOperationResult] | Exception
         try:
-            outcome = await client.execute_batch(operations, retry_policy=policy, operation_context=context)
+            outcome = await client.execute_batch(
+                operations, retry_policy=policy, operation_context=context, options=options
+            )
         except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
             outcome = exc
         batch.settle(outcome, context)
@@ -66,16 +71,17 @@ async def bulk_insert(
     progress: ProgressCallback | None = None,
     *,
     retry_policy: RetryPolicy | None = None,
+    options: TableRequestOptions | None = None,
 ) -> BulkResult:
     """Write ``entities`` into ``table`` as concurrent entity group transactions.
 
-    ``mode``, ``progress``, ``retry_policy`` and the result are those of
+    ``mode``, ``progress``, ``retry_policy``, ``options`` and the result are those of
     :func:`tablesdk._bulk.bulk_insert`; ``max_concurrency`` transactions run at
     once as tasks (requests beyond the client's ``pool_size`` wait for a
     connection). ``progress`` is called on the loop, between batches. Raises
     only for bad arguments, before any request.
     """
-    policy = retry_policy if retry_policy is not None else client.retry_policy
+    policy = resolve_retry_policy(retry_policy, options, client.retry_policy)
     call = BulkCall(table, entities, mode, progress, policy, client.format, client.table_endpoint, client.api_version)
     limit = require_positive_int("max_concurrency", max_concurrency)
     writing: dict[BulkBatch, asyncio.Task[BulkBatch]] = {}
@@ -89,7 +95,7 @@ async def bulk_insert(
     try:
         for command in call.commands(limit):
             if isinstance(command, Start):
-                writing[command.batch] = asyncio.ensure_future(_write(client, call.policy, command.batch))
+                writing[command.batch] = asyncio.ensure_future(_write(client, call.policy, options, command.batch))
                 await asyncio.sleep(0)  # let the new task start its request while the input is read
             elif isinstance(command, AwaitRoom):
                 while len(writing) > command.in_flight:

@@ -22,6 +22,7 @@ from .._edm import EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, TableEntity
 from .._filter import FilterLike
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
+from .._options import TableRequestOptions, check_options
 from .._pager import Pager
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._retry import ExponentialRetry, RetryPolicy
@@ -128,42 +129,53 @@ class AsyncCloudTableClient(ClientCore):
 
     # ------------------------------------------------------------ plumbing
 
-    async def _run(self, flow: Flow[T]) -> T:
-        return await arun_flow(flow, self._send_call)
+    async def _run(self, flow: Flow[T], options: TableRequestOptions | None = None) -> T:
+        """Run ``flow``; every request it sends gets ``options`` (the call's request options)."""
+        return await arun_flow(flow, self._send_call, check_options(options))
 
     async def _send_call(self, call: Call) -> HttpResponse:
         url, headers, locations = self._http_parts(call)
         return await self._transport.send(
-            call.method, url, headers=headers, body=call.body, retry_policy=call.retry_policy,
-            deadline=self.operation_deadline, operation_context=call.operation_context, locations=locations,
-            check=call.check, read_only=call.read_only,
+            call.method, url, headers=headers, body=call.body, operation_context=call.operation_context,
+            locations=locations, check=call.check, read_only=call.read_only, **self._send_options(call),
         )
 
     # ------------------------------------------------------------ tables
 
-    async def create_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+    async def create_table(
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Create a table (:meth:`tablesdk.CloudTableClient.create_table`)."""
-        await self._run(self._f_create_table(table_name, operation_context))
+        await self._run(self._f_create_table(table_name, operation_context), options)
 
     async def create_table_if_not_exists(
-        self, table_name: str, *, operation_context: OperationContext | None = None
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> bool:
         """Create a table unless it exists; True when this call created it (the sync rules)."""
-        return await self._run(self._f_create_table_if_not_exists(table_name, operation_context))
+        return await self._run(self._f_create_table_if_not_exists(table_name, operation_context), options)
 
-    async def delete_table(self, table_name: str, *, operation_context: OperationContext | None = None) -> None:
+    async def delete_table(
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Delete a table; :class:`~tablesdk._errors.ResourceNotFoundError` if it does not exist."""
-        await self._run(self._f_delete_table(table_name, operation_context))
+        await self._run(self._f_delete_table(table_name, operation_context), options)
 
     async def delete_table_if_exists(
-        self, table_name: str, *, operation_context: OperationContext | None = None
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> bool:
         """Delete a table if it exists; True when this call deleted it."""
-        return await self._run(self._f_delete_table_if_exists(table_name, operation_context))
+        return await self._run(self._f_delete_table_if_exists(table_name, operation_context), options)
 
-    async def table_exists(self, table_name: str, *, operation_context: OperationContext | None = None) -> bool:
+    async def table_exists(
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Whether the table exists."""
-        return await self._run(self._f_table_exists(table_name, operation_context))
+        return await self._run(self._f_table_exists(table_name, operation_context), options)
 
     async def list_tables(
         self,
@@ -172,13 +184,15 @@ class AsyncCloudTableClient(ClientCore):
         filter: FilterLike | None = None,
         page_size: int | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> AsyncIterator[str]:
         """Yield table names (``prefix`` and/or ``filter`` on TableName), following continuation lazily."""
         token: ContinuationToken | None = None
         pager = Pager(listing=True)
         while True:
             segment = await self.list_tables_segmented(
-                token, prefix=prefix, filter=filter, max_results=page_size, operation_context=operation_context
+                token, prefix=prefix, filter=filter, max_results=page_size,
+                operation_context=operation_context, options=options
             )
             for name in segment.results:
                 yield name
@@ -195,49 +209,65 @@ class AsyncCloudTableClient(ClientCore):
         filter: FilterLike | None = None,
         max_results: int | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> ResultSegment[str]:
         """One page of Query Tables (:meth:`tablesdk.CloudTableClient.list_tables_segmented`)."""
-        return await self._run(self._f_list_tables_segmented(token, prefix, filter, max_results, operation_context))
+        return await self._run(
+            self._f_list_tables_segmented(token, prefix, filter, max_results, operation_context), options
+        )
 
     # ------------------------------------------------------------ access policies, service level
 
     async def get_table_acl(
-        self, table_name: str, *, operation_context: OperationContext | None = None
+        self, table_name: str,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> dict[str, AccessPolicy]:
         """The table's stored access policies, by policy id."""
-        return await self._run(self._f_get_table_acl(table_name, operation_context))
+        return await self._run(self._f_get_table_acl(table_name, operation_context), options)
 
     async def set_table_acl(
-        self, table_name: str, policies: dict[str, AccessPolicy], *, operation_context: OperationContext | None = None
+        self, table_name: str, policies: dict[str, AccessPolicy],
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> None:
         """Replace the table's stored access policies (:meth:`tablesdk.CloudTableClient.set_table_acl`)."""
-        await self._run(self._f_set_table_acl(table_name, policies, operation_context))
+        await self._run(self._f_set_table_acl(table_name, policies, operation_context), options)
 
-    async def get_service_properties(self, *, operation_context: OperationContext | None = None) -> ServiceProperties:
+    async def get_service_properties(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> ServiceProperties:
         """The Table service's logging, metrics and CORS rules."""
-        return await self._run(self._f_get_service_properties(operation_context))
+        return await self._run(self._f_get_service_properties(operation_context), options)
 
     async def set_service_properties(
-        self, properties: ServiceProperties, *, operation_context: OperationContext | None = None
+        self, properties: ServiceProperties,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> None:
         """Set the Table service's properties; sections left None keep their current values."""
-        await self._run(self._f_set_service_properties(properties, operation_context))
+        await self._run(self._f_set_service_properties(properties, operation_context), options)
 
-    async def get_service_stats(self, *, operation_context: OperationContext | None = None) -> ServiceStats:
+    async def get_service_stats(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> ServiceStats:
         """Geo-replication status, from the account's secondary endpoint (RA-GRS accounts)."""
-        return await self._run(self._f_get_service_stats(operation_context))
+        return await self._run(self._f_get_service_stats(operation_context), options)
 
     # ------------------------------------------------------------ queries
 
     @overload
-    def create_query(self, table_name: str) -> AsyncTableQuery[DynamicEntity]: ...
+    def create_query(
+        self, table_name: str, *, options: TableRequestOptions | None = None
+    ) -> AsyncTableQuery[DynamicEntity]: ...
 
     @overload
-    def create_query(self, table_name: str, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+    def create_query(
+        self, table_name: str, entity_type: type[E], *, options: TableRequestOptions | None = None
+    ) -> AsyncTableQuery[E]: ...
 
-    def create_query(self, table_name: str, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
-        """An async query over ``table_name`` materialising ``entity_type`` (no tracking)."""
-        return AsyncTableQuery(self, table_name, entity_type)
+    def create_query(
+        self, table_name: str, entity_type: type[Any] = DynamicEntity, *, options: TableRequestOptions | None = None
+    ) -> AsyncTableQuery[Any]:
+        """An async query over ``table_name`` materialising ``entity_type`` (no tracking), sent with ``options``."""
+        return AsyncTableQuery(self, table_name, entity_type, options=options)
 
     def get_table_reference(self, table_name: str) -> AsyncCloudTable:
         """The table ``table_name`` as an :class:`~tablesdk.aio.AsyncCloudTable` (no request is sent)."""
@@ -261,12 +291,13 @@ class AsyncCloudTableClient(ClientCore):
         continuation_token: ContinuationToken | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> tuple[list[EntityPayload], ContinuationToken | None]:
         """One page of Query Entities as payloads, with the token of the next page."""
         return await self._run(self._f_page_payloads(self._f_fetch_entity_page(
             table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
-        )))
+        )), options)
 
     async def get_entity_payload(
         self,
@@ -277,12 +308,13 @@ class AsyncCloudTableClient(ClientCore):
         select: Sequence[str] | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> EntityPayload:
         """One entity by its keys; :class:`~tablesdk._errors.ResourceNotFoundError` if absent."""
         return await self._run(self._f_get_entity_payload(
             table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook
-        ))
+        ), options)
 
     async def query_page_payloads(
         self,
@@ -297,13 +329,15 @@ class AsyncCloudTableClient(ClientCore):
         """One page of ``query`` as payloads (:meth:`tablesdk.CloudTableClient.query_page_payloads`)."""
         return await self._run(self._f_page_payloads(self._f_fetch_page(
             query, continuation_token, top, ignore_missing_entity, ignore_missing_table, request_hook
-        )))
+        )), query.request_options)
 
     async def execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> ResultSegment[E]:
         """One page of ``query``; a point query for a missing entity is an empty page."""
-        return await self._run(self._f_execute_query_segment(query, continuation_token, top))
+        return await self._run(
+            self._f_execute_query_segment(query, continuation_token, top), query.request_options
+        )
 
     # ------------------------------------------------------------ entity operations
 
@@ -313,10 +347,13 @@ class AsyncCloudTableClient(ClientCore):
         *,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> BatchOperationResult:
         """Send one entity operation as its own request (:meth:`tablesdk.CloudTableClient.execute_operation`)."""
-        return await self._run(self._f_execute_operation(operation, retry_policy, operation_context, request_hook))
+        return await self._run(
+            self._f_execute_operation(operation, retry_policy, operation_context, request_hook), options
+        )
 
     async def execute_batch(
         self,
@@ -324,11 +361,14 @@ class AsyncCloudTableClient(ClientCore):
         *,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> list[BatchOperationResult]:
         """Send ``operations`` as one entity group transaction (all or nothing); a refusal raises
         :class:`~tablesdk._errors.BatchError` with the failing operation's index."""
-        return await self._run(self._f_execute_batch(operations, retry_policy, operation_context, request_hook))
+        return await self._run(
+            self._f_execute_batch(operations, retry_policy, operation_context, request_hook), options
+        )
 
     async def bulk_insert(
         self,
@@ -339,39 +379,84 @@ class AsyncCloudTableClient(ClientCore):
         progress: ProgressCallback | None = None,
         *,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write many entities, any partitions, as concurrent entity group transactions
-        (at most ``max_concurrency`` tasks; see :func:`tablesdk.aio.bulk_insert`)."""
+        (at most ``max_concurrency`` tasks; see :func:`tablesdk.aio.bulk_insert`), each
+        sent with ``options`` (``retry_policy`` wins over theirs)."""
         from ._bulk import bulk_insert
 
-        return await bulk_insert(self, table_name, entities, mode, max_concurrency, progress, retry_policy=retry_policy)
+        return await bulk_insert(
+            self, table_name, entities, mode, max_concurrency, progress, retry_policy=retry_policy,
+            options=check_options(options),
+        )
+
+    async def delete_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_concurrency: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of ``table_name`` matching ``filter``
+        (:meth:`tablesdk.CloudTableClient.delete_entities`), ``max_concurrency`` batches at once."""
+        from ._deleting import delete_entities
+
+        return await delete_entities(
+            self, table_name, filter, progress=progress, max_concurrency=max_concurrency,
+            conditional=conditional, options=options,
+        )
+
+    async def count_entities(
+        self,
+        table_name: str,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of ``table_name`` match ``filter``, reading only their keys."""
+        from ._deleting import count_entities
+
+        return await count_entities(self, table_name, filter, progress=progress, options=options)
 
     # ------------------------------------------------------------ conveniences
 
     @overload
     async def get_entity(
         self, table_name: str, partition_key: str, row_key: str,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> DynamicEntity: ...
 
     @overload
     async def get_entity(
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[E],
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> E: ...
 
     async def get_entity(
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> AnyEntity:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
-        return await self._run(self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context))
+        return await self._run(
+            self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context), options
+        )
 
     async def insert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, table_name: str, entity: TableEntity | DynamicEntity,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
-        return await self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context))
+        return await self._run(
+            self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context), options
+        )
 
     async def update_entity(
         self,
@@ -381,9 +466,10 @@ class AsyncCloudTableClient(ClientCore):
         mode: str = "merge",
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Merge (default) or replace an existing entity, conditional on ``etag`` (default ``entity.etag``)."""
-        return await self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context))
+        return await self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context), options)
 
     async def upsert_entity(
         self,
@@ -392,9 +478,10 @@ class AsyncCloudTableClient(ClientCore):
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Insert or merge (default) / insert or replace an entity."""
-        return await self._run(self._f_upsert_entity(table_name, entity, mode, operation_context))
+        return await self._run(self._f_upsert_entity(table_name, entity, mode, operation_context), options)
 
     async def delete_entity(
         self,
@@ -405,9 +492,12 @@ class AsyncCloudTableClient(ClientCore):
         row_key: str | None = None,
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> None:
         """Delete an entity, conditional on its ETag (see :meth:`tablesdk.CloudTableClient.delete_entity`)."""
-        await self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context))
+        await self._run(
+            self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context), options
+        )
 
 
 # One span per operation when the application configured OpenTelemetry (tablesdk._tracing).

@@ -36,6 +36,7 @@ from .._tracking_context import ResolveType, TrackingContext
 from .._entity import AnyEntity, DynamicEntity, E, validate_table_name
 from .._filter import prop
 from .._query import ContinuationToken, ResultSegment, TableQuery
+from .._options import TableRequestOptions, resolve_retry_policy
 from .._retry import NoRetry, RetryPolicy
 from .._transport import OperationContext
 from ._query import AsyncTableQuery
@@ -101,6 +102,7 @@ class AsyncTableServiceContext(TrackingContext):
         options: SaveChangesOptions = SaveChangesOptions.NONE,
         *,
         operation_context: OperationContext | None = None,
+        request_options: TableRequestOptions | None = None,
     ) -> DataServiceResponse:
         """Send every pending change and return the outcome of each (no retries).
 
@@ -108,7 +110,8 @@ class AsyncTableServiceContext(TrackingContext):
         :class:`~tablesdk.DataServiceRequestError` when a change failed;
         failed and unsent changes stay pending.
         """
-        return await self._save(options, NoRetry(), operation_context)
+        policy = resolve_retry_policy(None, request_options, NoRetry())
+        return await self._save(options, policy, operation_context, request_options)
 
     async def save_changes_with_retries(
         self,
@@ -116,16 +119,23 @@ class AsyncTableServiceContext(TrackingContext):
         retry_policy: RetryPolicy | None = None,
         *,
         operation_context: OperationContext | None = None,
+        request_options: TableRequestOptions | None = None,
     ) -> DataServiceResponse:
         """``save_changes`` with each request retried by ``retry_policy`` (default: the client's)."""
-        policy = retry_policy if retry_policy is not None else self.client.retry_policy
-        return await self._save(options, policy, operation_context)
+        policy = resolve_retry_policy(retry_policy, request_options, self.client.retry_policy)
+        return await self._save(options, policy, operation_context, request_options)
 
     async def _save(
-        self, options: SaveChangesOptions, retry_policy: RetryPolicy, operation_context: OperationContext | None
+        self,
+        options: SaveChangesOptions,
+        retry_policy: RetryPolicy,
+        operation_context: OperationContext | None,
+        request_options: TableRequestOptions | None,
     ) -> DataServiceResponse:
         with self._exclusive("save_changes"):
-            return await self.client._run(self._f_save(self.client, options, retry_policy, operation_context))
+            return await self.client._run(
+                self._f_save(self.client, options, retry_policy, operation_context), request_options
+            )
 
     # ------------------------------------------------------------ queries
 
@@ -141,13 +151,19 @@ class AsyncTableServiceContext(TrackingContext):
         return AsyncTableQuery(self, table, entity_type)
 
     @overload
-    async def get(self, table: str, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+    async def get(
+        self, table: str, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
 
     @overload
-    async def get(self, table: str, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+    async def get(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
 
     async def get(
-        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
     ) -> AnyEntity | None:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
@@ -156,7 +172,7 @@ class AsyncTableServiceContext(TrackingContext):
         """
         query = self.create_query(table, entity_type).where(
             (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
-        )
+        ).with_options(request_options)
         results = (await self.execute_query_segment(query.description, None, None)).results
         return results[0] if results else None
 
@@ -165,13 +181,18 @@ class AsyncTableServiceContext(TrackingContext):
     ) -> ResultSegment[E]:
         """One page of ``query`` with tracking applied (the async query source protocol)."""
         with self._exclusive("a query"):
-            return await self.client._run(self._f_query_segment(self.client, query, continuation_token, top))
+            return await self.client._run(
+                self._f_query_segment(self.client, query, continuation_token, top), query.request_options
+            )
 
     async def execute_batch(self, query: AsyncTableQuery[E]) -> list[E]:
         """Run a point query inside an entity group transaction (the workaround for keys the
-        URL path cannot carry); the filter must be exactly ``PartitionKey eq X and RowKey eq Y``."""
+        URL path cannot carry); the filter must be exactly ``PartitionKey eq X and RowKey eq Y``.
+        It is sent with the query's request options (:meth:`AsyncTableQuery.with_options`)."""
         with self._exclusive("execute_batch"):
-            return await self.client._run(self._f_point_batch(self.client, query.description))
+            return await self.client._run(
+                self._f_point_batch(self.client, query.description), query.request_options
+            )
 
     def __repr__(self) -> str:
         return f"AsyncTableServiceContext(tracked={len(self._identities)}, merge_option={self.merge_option.name})"

@@ -19,6 +19,7 @@ from typing import Any, Generic, Protocol
 from .._entity import E
 from .._filter import Filter, FilterLike
 from .._continuation import ContinuationToken, ResultSegment
+from .._options import TableRequestOptions
 from .._pager import PageRequest, Pager
 from .._query import EmptyResultError, TableQuery
 
@@ -69,10 +70,12 @@ class AsyncTableQuery(Generic[E]):
         take: int | None = None,
         select: tuple[str, ...] | list[str] | None = None,
         page_size: int | None = None,
+        options: TableRequestOptions | None = None,
     ) -> None:
         self._source: AsyncQuerySource[E] = source
         self._query: TableQuery[E] = TableQuery(
-            _AWAIT_ONLY, table, entity_type, filter=filter, take=take, select=select, page_size=page_size
+            _AWAIT_ONLY, table, entity_type, filter=filter, take=take, select=select, page_size=page_size,
+            options=options,
         )
 
     @classmethod
@@ -119,6 +122,11 @@ class AsyncTableQuery(Generic[E]):
         """The projected property names, or None for all."""
         return self._query.select_columns
 
+    @property
+    def request_options(self) -> TableRequestOptions | None:
+        """The request options every page of this query is sent with, or None."""
+        return self._query.request_options
+
     def filter_string(self) -> str | None:
         """The ``$filter`` text to send, or None."""
         return self._query.filter_string()
@@ -140,6 +148,10 @@ class AsyncTableQuery(Generic[E]):
     def page_size(self, m: int) -> AsyncTableQuery[E]:
         """A new query asking for pages of at most ``m`` (1..1000) entities."""
         return self._wrap(self._source, self._query.page_size(m))
+
+    def with_options(self, options: TableRequestOptions | None) -> AsyncTableQuery[E]:
+        """A new query whose requests are sent with ``options`` (:meth:`tablesdk.TableQuery.with_options`)."""
+        return self._wrap(self._source, self._query.with_options(options))
 
     # -- execution
 

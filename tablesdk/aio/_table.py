@@ -15,6 +15,8 @@ from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
 from .._errors import ResourceNotFoundError
+from .._filter import FilterLike
+from .._options import TableRequestOptions
 from .._query import ContinuationToken
 from .._retry import RetryPolicy
 from .._service import AccessPolicy
@@ -47,47 +49,62 @@ class AsyncCloudTable:
 
     # ------------------------------------------------------------ the table itself
 
-    async def create(self, *, operation_context: OperationContext | None = None) -> None:
+    async def create(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Create the table; raises :class:`~tablesdk.ConflictError` if it exists."""
-        await self.client.create_table(self.name, operation_context=operation_context)
+        await self.client.create_table(self.name, operation_context=operation_context, options=options)
 
-    async def create_if_not_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+    async def create_if_not_exists(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Create the table unless it exists; True when this call created it."""
-        return await self.client.create_table_if_not_exists(self.name, operation_context=operation_context)
+        return await self.client.create_table_if_not_exists(self.name,
+        operation_context=operation_context, options=options)
 
-    async def delete(self, *, operation_context: OperationContext | None = None) -> None:
+    async def delete(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> None:
         """Delete the table; raises :class:`~tablesdk.ResourceNotFoundError` if it does not exist."""
-        await self.client.delete_table(self.name, operation_context=operation_context)
+        await self.client.delete_table(self.name, operation_context=operation_context, options=options)
 
-    async def delete_if_exists(self, *, operation_context: OperationContext | None = None) -> bool:
+    async def delete_if_exists(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Delete the table if it exists; True when this call deleted it."""
-        return await self.client.delete_table_if_exists(self.name, operation_context=operation_context)
+        return await self.client.delete_table_if_exists(self.name, operation_context=operation_context, options=options)
 
-    async def exists(self, *, operation_context: OperationContext | None = None) -> bool:
+    async def exists(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> bool:
         """Whether the table exists."""
-        return await self.client.table_exists(self.name, operation_context=operation_context)
+        return await self.client.table_exists(self.name, operation_context=operation_context, options=options)
 
-    async def get_acl(self, *, operation_context: OperationContext | None = None) -> dict[str, AccessPolicy]:
+    async def get_acl(
+        self, *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
+    ) -> dict[str, AccessPolicy]:
         """The table's stored access policies, by policy id."""
-        return await self.client.get_table_acl(self.name, operation_context=operation_context)
+        return await self.client.get_table_acl(self.name, operation_context=operation_context, options=options)
 
     async def set_acl(
-        self, policies: dict[str, AccessPolicy], *, operation_context: OperationContext | None = None
+        self, policies: dict[str, AccessPolicy],
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> None:
         """Replace the table's stored access policies; ``{}`` removes them all."""
-        await self.client.set_table_acl(self.name, policies, operation_context=operation_context)
+        await self.client.set_table_acl(self.name, policies, operation_context=operation_context, options=options)
 
     # ------------------------------------------------------------ actions
 
     async def execute(
-        self, operation: TableOperation[R], *, operation_context: OperationContext | None = None
+        self, operation: TableOperation[R],
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> TableResult[R]:
         """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error."""
         if operation.kind is BatchOperationKind.RETRIEVE:
             try:
                 payload = await self.client.get_entity_payload(
                     self.name, operation.partition_key, operation.row_key,
-                    select=operation.select, operation_context=operation_context,
+                    select=operation.select, operation_context=operation_context, options=options,
                 )
             except ResourceNotFoundError as error:
                 if not is_missing_entity(error):
@@ -95,7 +112,7 @@ class AsyncCloudTable:
                 return operation.retrieved(None)
             return operation.retrieved(payload)
         answer = await self.client.execute_operation(
-            operation.to_batch_operation(self.name), operation_context=operation_context
+            operation.to_batch_operation(self.name), operation_context=operation_context, options=options
         )
         return operation.result(answer)
 
@@ -105,24 +122,30 @@ class AsyncCloudTable:
         *,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> list[TableResult[R]]:
         """Execute ``batch`` as one entity group transaction; one result per operation, in order."""
         answers = await self.client.execute_batch(
-            batch.to_batch_operations(self.name), retry_policy=retry_policy, operation_context=operation_context
+            batch.to_batch_operations(self.name), retry_policy=retry_policy,
+            operation_context=operation_context, options=options
         )
         return batch.results(answers)
 
     # ------------------------------------------------------------ entity operations (as the client's)
 
     @overload
-    def create_query(self) -> AsyncTableQuery[DynamicEntity]: ...
+    def create_query(self, *, options: TableRequestOptions | None = None) -> AsyncTableQuery[DynamicEntity]: ...
 
     @overload
-    def create_query(self, entity_type: type[E]) -> AsyncTableQuery[E]: ...
+    def create_query(
+        self, entity_type: type[E], *, options: TableRequestOptions | None = None
+    ) -> AsyncTableQuery[E]: ...
 
-    def create_query(self, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
-        """An async query over this table materialising ``entity_type`` (no tracking)."""
-        return self.client.create_query(self.name, entity_type)
+    def create_query(
+        self, entity_type: type[Any] = DynamicEntity, *, options: TableRequestOptions | None = None
+    ) -> AsyncTableQuery[Any]:
+        """An async query over this table materialising ``entity_type`` (no tracking), sent with ``options``."""
+        return self.client.create_query(self.name, entity_type, options=options)
 
     def get_table_service_context(self, **options: Any) -> AsyncTableContext:
         """A new async context bound to this table (its methods take no table argument)."""
@@ -137,12 +160,13 @@ class AsyncCloudTable:
         continuation_token: ContinuationToken | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> tuple[list[EntityPayload], ContinuationToken | None]:
         """One page of Query Entities as payloads, with the token of the next page."""
         return await self.client.query_entity_payloads(
             self.name, filter=filter, select=select, top=top, continuation_token=continuation_token,
-            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            retry_policy=retry_policy, operation_context=operation_context, options=options, request_hook=request_hook,
         )
 
     async def get_entity_payload(
@@ -153,12 +177,13 @@ class AsyncCloudTable:
         select: Sequence[str] | None = None,
         retry_policy: RetryPolicy | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> EntityPayload:
         """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent."""
         return await self.client.get_entity_payload(
             self.name, partition_key, row_key, select=select, retry_policy=retry_policy,
-            operation_context=operation_context, request_hook=request_hook,
+            operation_context=operation_context, options=options, request_hook=request_hook,
         )
 
     async def bulk_insert(
@@ -169,39 +194,69 @@ class AsyncCloudTable:
         progress: ProgressCallback | None = None,
         *,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write many entities as concurrent entity group transactions (see the client's ``bulk_insert``)."""
         return await self.client.bulk_insert(
-            self.name, entities, mode, max_concurrency, progress, retry_policy=retry_policy
+            self.name, entities, mode, max_concurrency, progress, retry_policy=retry_policy, options=options
         )
+
+    async def delete_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        max_concurrency: int = 4,
+        conditional: bool = False,
+        options: TableRequestOptions | None = None,
+    ) -> BulkResult:
+        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
+        return await self.client.delete_entities(
+            self.name, filter, progress=progress, max_concurrency=max_concurrency, conditional=conditional, options=options
+        )
+
+    async def count_entities(
+        self,
+        filter: FilterLike | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> int:
+        """How many entities of this table match ``filter``, reading only their keys."""
+        return await self.client.count_entities(self.name, filter, progress=progress, options=options)
 
     @overload
     async def get_entity(
         self, partition_key: str, row_key: str,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> DynamicEntity: ...
 
     @overload
     async def get_entity(
         self, partition_key: str, row_key: str, entity_type: type[E],
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> E: ...
 
     async def get_entity(
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
-        *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
+        *, select: Sequence[str] | None = None,
+        operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
     ) -> AnyEntity:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         entity: AnyEntity = await self.client.get_entity(
-            self.name, partition_key, row_key, entity_type, select=select, operation_context=operation_context
+            self.name, partition_key, row_key, entity_type, select=select,
+            operation_context=operation_context, options=options
         )
         return entity
 
     async def insert_entity(
-        self, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, entity: TableEntity | DynamicEntity,
+        *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
-        return await self.client.insert_entity(self.name, entity, operation_context=operation_context)
+        return await self.client.insert_entity(self.name, entity, operation_context=operation_context, options=options)
 
     async def update_entity(
         self,
@@ -210,10 +265,11 @@ class AsyncCloudTable:
         mode: str = "merge",
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Merge (default) or replace an existing entity, conditional on ``etag`` (default ``entity.etag``)."""
         return await self.client.update_entity(
-            self.name, entity, mode=mode, etag=etag, operation_context=operation_context
+            self.name, entity, mode=mode, etag=etag, operation_context=operation_context, options=options
         )
 
     async def upsert_entity(
@@ -222,9 +278,11 @@ class AsyncCloudTable:
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> str | None:
         """Insert or merge (default) / insert or replace an entity."""
-        return await self.client.upsert_entity(self.name, entity, mode=mode, operation_context=operation_context)
+        return await self.client.upsert_entity(self.name, entity, mode=mode,
+        operation_context=operation_context, options=options)
 
     async def delete_entity(
         self,
@@ -234,11 +292,12 @@ class AsyncCloudTable:
         row_key: str | None = None,
         etag: str | None = None,
         operation_context: OperationContext | None = None,
+        options: TableRequestOptions | None = None,
     ) -> None:
         """Delete an entity, conditional on its ETag (``etag="*"``: whatever the stored version)."""
         await self.client.delete_entity(
             self.name, entity, partition_key=partition_key, row_key=row_key, etag=etag,
-            operation_context=operation_context,
+            operation_context=operation_context, options=options,
         )
 
 
@@ -284,20 +343,30 @@ class AsyncTableContext:
         return self.context.create_query(self.table, entity_type)
 
     @overload
-    async def get(self, partition_key: str, row_key: str) -> DynamicEntity | None: ...
+    async def get(
+        self, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
 
     @overload
-    async def get(self, partition_key: str, row_key: str, entity_type: type[E]) -> E | None: ...
+    async def get(
+        self, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
 
-    async def get(self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity) -> Any:
+    async def get(
+        self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
+    ) -> Any:
         """Point lookup of one entity, tracked per the context's ``merge_option``."""
-        return await self.context.get(self.table, partition_key, row_key, entity_type)
+        return await self.context.get(self.table, partition_key, row_key, entity_type, request_options=request_options)
 
-    async def save_changes(self, options: SaveChangesOptions | None = None) -> DataServiceResponse:
+    async def save_changes(
+        self, options: SaveChangesOptions | None = None, *, request_options: TableRequestOptions | None = None
+    ) -> DataServiceResponse:
         """Save the pending changes (see :meth:`tablesdk.aio.AsyncTableServiceContext.save_changes`)."""
         if options is None:
-            return await self.context.save_changes()
-        return await self.context.save_changes(options)
+            return await self.context.save_changes(request_options=request_options)
+        return await self.context.save_changes(options, request_options=request_options)
 
     def __repr__(self) -> str:
         return f"AsyncTableContext({self.table!r})"

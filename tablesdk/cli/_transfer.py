@@ -1,8 +1,8 @@
 """The long-running commands: export, import, copy, count and delete-entities.
 
 Everything here is built on the client's public operations: queries page by
-page (``query_page_payloads``), writes through ``bulk_insert``, deletes as
-entity group transactions (``execute_batch``). Memory stays flat: one query
+page (``query_page_payloads``), writes through ``bulk_insert``, counts and
+deletes through ``count_entities`` and ``delete_entities``. Memory stays flat: one query
 page at a time on the way out, ``bulk_insert``'s own bounded buffering (fed in
 chunks, so the per-entity outcomes it keeps stay bounded too) on the way in.
 """
@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .._batch import MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind
 from .._client import CloudTableClient
 from .._edm import EntityPayload
 from .._entity import DynamicEntity, entity_from_payload, entity_to_payload
-from .._errors import BatchError, TableServiceError
+from .._errors import TableServiceError
 from .._continuation import ContinuationToken
 from .._pager import Pager
 from .._query import TableQuery
@@ -119,12 +118,8 @@ already seen in this run (A, B, A would read the same pages forever).
 
 
 def count_entities(client: CloudTableClient, query: TableQuery[Any], progress: Progress) -> int:
-    """How many entities ``query`` matches (only the keys are transferred)."""
-    count = 0
-    for payloads, _ in pages(client, query.select("RowKey")):
-        count += len(payloads)
-        progress.update(count)
-    return count
+    """How many entities ``query`` matches (the library's ``count_entities``: only the keys are transferred)."""
+    return client.count_entities(query.table, query.filter, progress=lambda counted, _total: progress.update(counted))
 
 
 # ---------------------------------------------------------------- import
@@ -347,61 +342,17 @@ def copy_entities(
 # ---------------------------------------------------------------- delete-entities
 
 
-def _delete_batch(client: CloudTableClient, operations: list[BatchOperation]) -> int:
-    """Delete one batch of one partition; an entity already gone is skipped. Returns entities deleted."""
-    while operations:
-        try:
-            client.execute_batch(operations)
-            return len(operations)
-        except BatchError as exc:
-            index = exc.failed_index
-            cause = exc.cause or exc
-            if index is None or cause.status_code != 404 or cause.error_code == "TableNotFound":
-                raise
-            operations = operations[:index] + operations[index + 1:]  # deleted meanwhile: nothing to do
-    return 0
-
-
-def _delete_batches(table: str, payloads: list[EntityPayload]) -> Iterator[list[BatchOperation]]:
-    groups: dict[str, list[BatchOperation]] = {}
-    for payload in payloads:
-        pk, rk = payload.values["PartitionKey"], payload.values["RowKey"]
-        group = groups.setdefault(pk, [])
-        group.append(BatchOperation(BatchOperationKind.DELETE, table, pk, rk, None, "*"))
-        if len(group) == MAX_BATCH_OPERATIONS:
-            yield groups.pop(pk)
-    yield from groups.values()
-
-
 def delete_entities(
     client: CloudTableClient, query: TableQuery[Any], progress: Progress, *, workers: int = 4
 ) -> int:
-    """Delete every entity ``query`` matches, as entity group transactions per partition.
-
-    Pages are read one at a time; their entities are deleted in batches of up
-    to 100 of one partition, ``workers`` batches at once. Returns the number deleted.
-    """
-    deleted = 0
-    in_flight: set[Future[int]] = set()
-
-    def harvest(done: Iterable[Future[int]]) -> None:
-        nonlocal deleted
-        for future in done:
-            in_flight.discard(future)
-            deleted += future.result()
-        progress.update(deleted)
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tablesdk-delete") as pool:
-        try:
-            for payloads, _ in pages(client, query.select("RowKey")):
-                for operations in _delete_batches(query.table, payloads):
-                    in_flight.add(pool.submit(_delete_batch, client, operations))
-                    if len(in_flight) >= 2 * workers:
-                        harvest(wait(in_flight, return_when=FIRST_COMPLETED)[0])
-            while in_flight:
-                harvest(wait(in_flight, return_when=FIRST_COMPLETED)[0])
-        finally:
-            for future in in_flight:
-                future.cancel()
-    return deleted
-
+    """Delete every entity ``query`` matches with the library's ``delete_entities`` (entity group
+    transactions per partition, ``workers`` at once). Returns the number deleted; the first
+    entity that could not be deleted raises its error."""
+    result = client.delete_entities(
+        query.table, query.filter, progress=lambda done, _total: progress.update(done), max_workers=workers
+    )
+    if result.failed:
+        error = result.failed[0].error
+        assert error is not None
+        raise error
+    return len(result.succeeded)

@@ -28,10 +28,10 @@ PACKAGE = "tablesdk"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", (
         "tablesdk._version", "tablesdk._errors", "tablesdk._redaction", "tablesdk._auth", "tablesdk._account",
-        "tablesdk._tracing",
+        "tablesdk._tracing", "tablesdk._extras",
     )),
     ("one exchange", ("tablesdk._http", "tablesdk.aio._sender")),
-    ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport")),
+    ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options")),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter", "tablesdk._entity",
     )),
@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("unit of work and bulk loading", (
         "tablesdk._save_outcome", "tablesdk._tracking", "tablesdk._merge", "tablesdk._save_plan",
         "tablesdk._tracking_context", "tablesdk._context", "tablesdk.aio._context", "tablesdk._bulk", "tablesdk.aio._bulk",
-        "tablesdk._actions", "tablesdk._table", "tablesdk.aio._table",
+        "tablesdk._deleting", "tablesdk.aio._deleting", "tablesdk._actions", "tablesdk._table", "tablesdk.aio._table",
     )),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
@@ -71,6 +71,8 @@ ALLOWED: Mapping[tuple[str, str], str] = {
     ("tablesdk.aio._client", "tablesdk.aio._bulk"): "AsyncCloudTableClient.bulk_insert",
     ("tablesdk.aio._client", "tablesdk._bulk"): "AsyncCloudTableClient.bulk_insert: its modes and result types",
     ("tablesdk._client", "tablesdk._table"): "CloudTableClient.get_table_reference",
+    ("tablesdk._client", "tablesdk._deleting"): "CloudTableClient.delete_entities / count_entities",
+    ("tablesdk.aio._client", "tablesdk.aio._deleting"): "AsyncCloudTableClient.delete_entities / count_entities",
     ("tablesdk._query", "tablesdk._parallel"): "TableQuery.iter_parallel / iter_parallel_segments hand out a parallel scan",
     ("tablesdk.aio._client", "tablesdk.aio._table"): "AsyncCloudTableClient.get_table_reference",
     # A package __init__ in front of its own modules: get_format hands out the codecs, which
