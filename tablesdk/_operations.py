@@ -53,6 +53,7 @@ from ._errors import (
     BatchError,
     ConflictError,
     ResourceNotFoundError,
+    ResponseDecodeError,
     TableErrorCode,
     TableServiceError,
     TableValidationError,
@@ -60,6 +61,7 @@ from ._errors import (
 )
 from ._filter import FilterLike, as_filter, prop, render_filter
 from ._formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
+from ._formats.errors import body_excerpt
 from ._http import HttpResponse, RequestHook, SendingRequest
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
@@ -472,7 +474,7 @@ class ClientCore:
         if npk or nrk:
             token = ContinuationToken(next_partition_key=npk, next_row_key=nrk,
                                       target_location=self._answered_from(response))
-        return FetchedPage(token, response)
+        return FetchedPage(token, response, selected=tuple(select) if select else None)
 
     def _decode_page(self, fetched: FetchedPage) -> EntityPage:
         """The decode stage of a page: its entities read from the body (no I/O; the caller's thread)."""
@@ -480,7 +482,9 @@ class ClientCore:
         if response is None:
             assert fetched.page is not None, "a FetchedPage holds a response or a page"
             return fetched.page
-        return decoded(response, lambda body: require_page_keys(self._format.parse_entity_page(body), body))
+        return decoded(
+            response, lambda body: require_page_keys(self._format.parse_entity_page(body), body, fetched.selected)
+        )
 
     def _f_get_entity_payload(
         self,
@@ -496,18 +500,31 @@ class ClientCore:
         validate_key("RowKey", row_key)
         if not path_can_carry_keys(table_name, partition_key, row_key):
             expr = (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
-            payloads, _ = yield from self._f_page_payloads(self._f_fetch_entity_page(
+            fetched = yield from self._f_fetch_entity_page(
                 table_name, expr.render(), select, None, None, retry_policy, operation_context, request_hook
-            ))
-            if not payloads:
+            )
+
+            def the_entity(body: bytes) -> EntityPayload | None:
+                payloads = self._decode_page(fetched).payloads()
+                if len(payloads) > 1:
+                    raise ResponseDecodeError(
+                        f"{len(payloads)} entities answered a query for one pair of keys", excerpt=body_excerpt(body)
+                    )
+                return _the_entity_asked_for(payloads[0], partition_key, row_key, body) if payloads else None
+
+            assert fetched.response is not None
+            found = decoded(fetched.response, the_entity)
+            if found is None:
                 raise _not_found()
-            return payloads[0]
+            return found
         params = [("$select", ",".join(_with_keys(select)))] if select else []
         response = yield Call(
             "GET", entity_path(table_name, partition_key, row_key), query=params,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
-        return decoded(response, lambda body: _one_entity(self._format, body, response.etag))
+        return decoded(response, lambda body: _the_entity_asked_for(
+            _one_entity(self._format, body, response.etag, select), partition_key, row_key, body
+        ))
 
     def _f_fetch_page(
         self,
@@ -734,8 +751,23 @@ def _check_has_credential(account: CloudStorageAccount) -> None:
     )
 
 
-def _one_entity(fmt: PayloadFormat, body: bytes, etag: str | None) -> EntityPayload:
-    return require_keys([fmt.parse_entity(body, etag)], body)[0]
+def _one_entity(
+    fmt: PayloadFormat, body: bytes, etag: str | None, selected: Sequence[str] | None = None
+) -> EntityPayload:
+    return require_keys([fmt.parse_entity(body, etag)], body, selected)[0]
+
+
+def _the_entity_asked_for(payload: EntityPayload, partition_key: str, row_key: str, body: bytes = b"") -> EntityPayload:
+    """``payload`` if it has the keys a point read asked for: the service answers a read of one
+    entity with that entity or 404, so any other entity is an answer it never gives."""
+    values = payload.values
+    if values["PartitionKey"] != partition_key or values["RowKey"] != row_key:
+        raise ResponseDecodeError(
+            f"asked for the entity ({partition_key!r}, {row_key!r}), the answer holds "
+            f"({values['PartitionKey']!r}, {values['RowKey']!r})",
+            excerpt=body_excerpt(body) if body else "",
+        )
+    return payload
 
 
 def _with_keys(select: Iterable[str]) -> list[str]:

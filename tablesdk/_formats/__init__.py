@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from itertools import repeat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol, TypeVar, cast
 
 from .._edm import EntityPage, EntityPayload
@@ -94,23 +94,31 @@ def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
         raise
 
 
-def require_keys(payloads: list[EntityPayload], body: bytes) -> list[EntityPayload]:
-    """``payloads``, after checking each has string PartitionKey and RowKey values.
+def require_keys(
+    payloads: list[EntityPayload], body: bytes, selected: Collection[str] | None = None
+) -> list[EntityPayload]:
+    """``payloads``, after checking each has string PartitionKey and RowKey values
+    and no null property the request did not select.
 
     Every entity the service returns carries its keys (the client always
     selects them), so one without is not an entity: it raises
     :class:`~tablesdk._errors.ResponseDecodeError` instead of becoming a phantom
-    entity with ``PartitionKey=None``.
+    entity with ``PartitionKey=None``. The service stores no nulls: it answers
+    ``null`` (JSON) or ``m:null="true"`` (Atom) only for a property a ``$select``
+    named and the entity does not have, so a null for any other property (or
+    with no ``selected`` names) raises too.
     """
     _require_keys([payload.values for payload in payloads], body)
+    _refuse_unselected_nulls([payload.values for payload in payloads], body, selected)
     return payloads
 
 
-def require_page_keys(page: EntityPage, body: bytes) -> EntityPage:
+def require_page_keys(page: EntityPage, body: bytes, selected: Collection[str] | None = None) -> EntityPage:
     """:func:`require_keys` for a page: both key columns checked in C calls first."""
     values = page.values
     if any(set(map(type, map(dict.get, values, repeat(key)))) - {str} for key in ("PartitionKey", "RowKey")):
         _require_keys(values, body)
+    _refuse_unselected_nulls(values, body, selected)
     return page
 
 
@@ -121,6 +129,28 @@ def _require_keys(entities: list[dict[str, Any]], body: bytes) -> None:
 
             missing = " or ".join(k for k in ("PartitionKey", "RowKey") if type(values.get(k)) is not str)
             raise ResponseDecodeError(f"entity {index} has no string {missing}", excerpt=body_excerpt(body))
+
+
+def _refuse_unselected_nulls(entities: list[dict[str, Any]], body: bytes, selected: Collection[str] | None) -> None:
+    """Raise for a null value of a property ``selected`` does not name (see :func:`require_keys`).
+
+    A body without the text ``null`` holds no null in either format (JSON's literal, Atom's
+    ``m:null``): one C search, so that pages without nulls cost nothing more.
+    """
+    if b"null" not in body:
+        return
+    allowed = frozenset(selected or ())
+    for index, values in enumerate(entities):
+        if None in values.values():
+            for name, value in values.items():
+                if value is None and name not in allowed:
+                    from .errors import body_excerpt
+
+                    raise ResponseDecodeError(
+                        f"entity {index}: property {name!r} is null, and the service stores no nulls "
+                        "(it answers one only for a property a $select named and the entity does not have)",
+                        excerpt=body_excerpt(body),
+                    )
 
 
 class PayloadFormat(ABC):
