@@ -43,7 +43,10 @@ def decodes(method: F) -> F:
         except ResponseDecodeError:
             raise
         except _DECODE_FAILURES as exc:
-            raise _decode_error(exc, body) from None
+            error = _decode_error(exc, body)
+        # Raised outside the handler: ``from None`` would only hide the failure, which would stay
+        # in ``__context__`` (a JSONDecodeError's ``.doc`` is the whole body, secrets included).
+        raise error
 
     return cast(F, wrapper)
 
@@ -58,7 +61,8 @@ def decoding(parse: Callable[[bytes], R]) -> Callable[[bytes], R]:
         except ResponseDecodeError:
             raise
         except _DECODE_FAILURES as exc:
-            raise _decode_error(exc, body) from None
+            error = _decode_error(exc, body)
+        raise error  # outside the handler: see decodes
 
     return wrapper
 
