@@ -200,6 +200,17 @@ def _check_property_name(name: Any) -> None:
         raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
 
 
+def _check_timestamp(value: Any) -> None:
+    """Refuse a Timestamp that is no datetime: the service sets Timestamp and the client never
+    sends it, so a text or a number set there would be neither checked nor stored."""
+    if value is not None and not isinstance(value, datetime):
+        raise TableValidationError(
+            "Timestamp",
+            "Timestamp is set by the service and never sent; it holds the datetime the service gave",
+            f"got {type(value).__name__}",
+        )
+
+
 def validate_table_name(name: Any) -> None:
     """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables'."""
     if not isinstance(name, str):
@@ -495,6 +506,8 @@ class DynamicEntity(MutableMapping[str, Any]):
 
     def __setitem__(self, name: str, value: Any) -> None:
         if name in SYSTEM_PROPERTIES:
+            if name == "Timestamp":
+                _check_timestamp(value)
             setattr(self, name, value)
             return
         if isinstance(value, EntityProperty):

@@ -229,3 +229,25 @@ def test_raw_text_agrees_with_the_emulators_parser(text: str) -> None:
         check_filter_text(text)
     except TableValidationError:
         assert not oracle_accepts(text) or not text.strip(), text
+
+
+# ---------------------------------------------------------------- Timestamp (issue 22.7)
+
+
+@pytest.mark.parametrize("value", ["anything", 5, 1.5])
+def test_a_timestamp_that_is_no_datetime_is_refused(value: Any) -> None:
+    entity = DynamicEntity("p", "r")
+    with pytest.raises(TableValidationError, match="set by the service and never sent"):
+        entity["Timestamp"] = value
+    assert entity.Timestamp is None
+
+
+def test_a_datetime_timestamp_is_kept() -> None:
+    from datetime import datetime, timezone
+
+    entity = DynamicEntity("p", "r")
+    when = datetime(2024, 1, 2, tzinfo=timezone.utc)
+    entity["Timestamp"] = when
+    entity["Timestamp"] = None
+    entity["Timestamp"] = when
+    assert entity["Timestamp"] == when
