@@ -170,7 +170,8 @@ def _hex_digit(digit: str) -> str:
 def _escape_of(ch: str) -> str:
     """``ch`` percent-escaped, the escape's own characters possibly escaped again (``%2B``,
     ``%2b``, ``%252B``, ``%25%32%42``: a URL echoed with every character escaped)."""
-    high, low = f"{ord(ch):02X}"
+    code = f"{ord(ch):02X}"
+    high, low = code[0], code[1]
     return f"(?:%|%25)(?:{_hex_digit(high)})(?:{_hex_digit(low)})"
 
 
