@@ -29,7 +29,7 @@ from ._save_plan import SaveChangesOptions
 from ._tracking import EntityDescriptor, EntityStates
 from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
-from ._entity import DynamicEntity, TableEntity
+from ._entity import DynamicEntity, TableEntity, allow_unfilterable_names
 from ._errors import (
     AuthenticationError,
     BatchError,
@@ -73,6 +73,7 @@ __all__ = [
     "UnsavedChangesWarning",
     "TableEntity",
     "DynamicEntity",
+    "allow_unfilterable_names",
     "EntityProperty",
     "EdmType",
     "EdmDateTime",

@@ -28,7 +28,7 @@ from operator import getitem, itemgetter
 
 from ._batch import MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityPayload
-from ._errors import BatchError, error_for_status
+from ._errors import BatchError, ResponseDecodeError, error_for_status
 from ._formats import PayloadFormat, decoded, parse_error_body, require_keys
 from ._http import HttpResponse
 
@@ -270,7 +270,8 @@ def parse_batch_response(
     ``body`` and ``content_type`` are those of the ``202 Accepted`` answer to
     the request :func:`build_batch_request` made for ``operations``. Inner
     responses are matched to operations by ``Content-ID`` where present and
-    otherwise by order.
+    otherwise by order; a ``Content-ID`` repeated or naming no operation raises
+    :class:`~tablesdk._errors.ResponseDecodeError`.
 
     A refused change set (an inner response with a status outside 2xx) raises
     :class:`~tablesdk._errors.BatchError`: ``failed_index`` from the message's
@@ -331,15 +332,28 @@ def _inner_responses(body: bytes, content_type: str, count: int) -> list[_InnerR
 
 
 def _placed(responses: list[_InnerResponse], count: int) -> list[_InnerResponse]:
-    """``responses`` in operation order: by ``Content-ID`` where present and valid, else by order."""
+    """``responses`` in operation order: by ``Content-ID`` where present, else by order.
+
+    A ``Content-ID`` that names no operation of the request (``0``, ``7`` of 3, ``abc``) or
+    one named twice raises :class:`~tablesdk._errors.ResponseDecodeError`: the request
+    numbered its operations 1..count, the service echoes those numbers, and an answer that
+    does not cannot say which result is which operation's.
+    """
     slots: list[_InnerResponse | None] = [None] * count
     unplaced: list[_InnerResponse] = []
     for response in responses:
         content_id = response.lower.get("content-id", "").strip()
-        if content_id.isdigit() and 1 <= int(content_id) <= count and slots[int(content_id) - 1] is None:
-            slots[int(content_id) - 1] = response
-        else:
+        if not content_id:
             unplaced.append(response)
+        elif not (content_id.isascii() and content_id.isdigit() and 1 <= int(content_id) <= count):
+            raise ResponseDecodeError(
+                f"an operation response has Content-ID {content_id[:20]!r}, and the request numbered its "
+                f"{count} operations 1 to {count}"
+            )
+        elif slots[int(content_id) - 1] is not None:
+            raise ResponseDecodeError(f"two operation responses have Content-ID {content_id}")
+        else:
+            slots[int(content_id) - 1] = response
     remaining = iter(unplaced)
     # Every slot gets one: there are as many responses as slots.
     return [slot if slot is not None else next(remaining) for slot in slots]

@@ -23,7 +23,6 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._operations import (
-    user_agent_header,
     LOCATION_MODES,
     MAX_URI_SEGMENT_LENGTH,
     Call,
@@ -45,7 +44,7 @@ from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import ExponentialRetry, RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
 from ._service import AccessPolicy, ServiceProperties, ServiceStats
-from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport
+from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport, user_agent_header
 
 from ._tracing import trace_public_methods
 if TYPE_CHECKING:

@@ -123,9 +123,11 @@ class FetchedPage:
     ``continuation_token`` comes from the response headers, so the request of
     the next page can be sent while this one is decoded. ``response`` holds
     the undecoded body; a page read whole in its one request (a point query)
-    is in ``page`` instead, with ``response`` None.
+    is in ``page`` instead, with ``response`` None. ``selected`` is the request's
+    ``$select`` (the only properties the service may answer as null).
     """
 
     continuation_token: ContinuationToken | None
     response: HttpResponse | None = None
     page: EntityPage | None = None
+    selected: tuple[str, ...] | None = None

@@ -28,6 +28,8 @@ import inspect
 import sys
 import typing
 from collections import deque
+from contextlib import contextmanager
+from contextvars import ContextVar
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from datetime import datetime
 from itertools import compress, repeat
@@ -60,6 +62,7 @@ from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
+from ._filter_text import filter_name_problem
 
 __all__ = [
     "TableEntity",
@@ -79,6 +82,7 @@ __all__ = [
     "drop_property",
     "validate_key",
     "validate_property_name",
+    "allow_unfilterable_names",
     "validate_table_name",
 ]
 
@@ -133,11 +137,51 @@ _VALID_NAMES: dict[str, int] = {}
 _MAX_VALID_NAMES = 4096
 
 
-def validate_property_name(name: Any) -> None:
-    """Check a custom property name against the service's rules."""
+#: Whether names no $filter can hold may be written (see :func:`allow_unfilterable_names`).
+_UNFILTERABLE_ALLOWED: ContextVar[bool] = ContextVar("tablesdk_unfilterable_names_allowed", default=False)
+
+
+@contextmanager
+def allow_unfilterable_names() -> Iterator[None]:
+    """Inside this block, entities may be written with property names no ``$filter`` can name.
+
+    The service stores a property called ``and``, ``true`` or ``K`` followed by a
+    combining accent, but no query can filter on it (the filter is refused with a
+    400, or, on Azurite, ``true eq 1`` silently matches nothing), so writes refuse
+    such names with a :class:`~tablesdk._errors.TableValidationError`. Use this to
+    write (copy, restore) existing data that has them::
+
+        with tablesdk.allow_unfilterable_names():
+            client.insert_entity("Legacy", entity)
+
+    It applies to the entities converted in this thread or task while the block
+    runs (``insert_entity``, ``save_changes``, ``bulk_insert`` called inside it).
+    Reading such entities never needs it, and filters still refuse the names.
+    """
+    token = _UNFILTERABLE_ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _UNFILTERABLE_ALLOWED.reset(token)
+
+
+def validate_property_name(name: Any, *, allow_unfilterable: bool | None = None) -> None:
+    """Check a custom property name against the service's rules, and that a ``$filter`` can
+    name it (unless ``allow_unfilterable``, by default whether :func:`allow_unfilterable_names`
+    is in effect)."""
     if type(name) is str and name in _VALID_NAMES:
         return
     _check_property_name(name)
+    problem = filter_name_problem(name)
+    if problem is not None:
+        allowed = _UNFILTERABLE_ALLOWED.get() if allow_unfilterable is None else allow_unfilterable
+        if not allowed:
+            raise TableValidationError(
+                name,
+                "no $filter can name this property, so it is not written (the service would store it)",
+                f"{problem}; to write existing data with such names, use tablesdk.allow_unfilterable_names()",
+            )
+        return  # valid only while allowed: not remembered
     if len(_VALID_NAMES) < _MAX_VALID_NAMES:
         _VALID_NAMES[name] = _utf16_len(name)
 
@@ -154,6 +198,17 @@ def _check_property_name(name: Any) -> None:
         raise TableValidationError(name[:40] + "...", "property names are at most 255 characters", f"got {len(name)}")
     if name in SYSTEM_PROPERTIES:
         raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
+
+
+def _check_timestamp(value: Any) -> None:
+    """Refuse a Timestamp that is no datetime: the service sets Timestamp and the client never
+    sends it, so a text or a number set there would be neither checked nor stored."""
+    if value is not None and not isinstance(value, datetime):
+        raise TableValidationError(
+            "Timestamp",
+            "Timestamp is set by the service and never sent; it holds the datetime the service gave",
+            f"got {type(value).__name__}",
+        )
 
 
 def validate_table_name(name: Any) -> None:
@@ -451,6 +506,8 @@ class DynamicEntity(MutableMapping[str, Any]):
 
     def __setitem__(self, name: str, value: Any) -> None:
         if name in SYSTEM_PROPERTIES:
+            if name == "Timestamp":
+                _check_timestamp(value)
             setattr(self, name, value)
             return
         if isinstance(value, EntityProperty):
@@ -593,7 +650,7 @@ def _make_plan(shape: ValueShape) -> _WritePlan | None:
         if edm_type is None:
             return None
         try:
-            validate_property_name(name)
+            validate_property_name(name, allow_unfilterable=False)  # a plan outlives an allowing block
         except TableValidationError:
             return None
         types[name] = edm_type

@@ -37,11 +37,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any, ClassVar, Union
 
 from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
+from ._filter_text import check_filter_text, check_literal_type, filter_name_problem
 
 __all__ = [
     "PropertyRef",
@@ -290,6 +292,7 @@ class RawFilter(Filter):
         stripped = text.strip()
         if not stripped:
             raise TableValidationError("filter", "a raw $filter string must not be empty")
+        check_filter_text(stripped)  # the service's bare 400 InvalidInput does not say where
         self.text = stripped
 
     def render(self) -> str:
@@ -450,9 +453,12 @@ class PropertyRef:
 
     def _compare(self, op: str, other: object) -> Comparison:
         name = self.name
-        if not isinstance(name, str) or not name.isidentifier():
+        if not isinstance(name, str):
+            raise TableValidationError(repr(name), "property names in a filter are str")
+        problem = filter_name_problem(name)
+        if problem is not None:
             raise TableValidationError(
-                repr(name), "property names in a filter are identifiers (letters, digits, '_')"
+                name, "no $filter can name this property (an OData identifier: letters, digits, '_')", problem
             )
         if isinstance(other, PropertyRef):
             raise TypeError(
@@ -652,16 +658,21 @@ def count_comparisons(expr: FilterLike) -> int:
     raise TypeError(f"unknown filter node {type(node).__name__}")
 
 
-def render_filter(expr: FilterLike | None) -> str | None:
+def render_filter(expr: FilterLike | None, declared: Mapping[str, EdmType] | None = None) -> str | None:
     """The ``$filter`` text to send for ``expr`` (None for no filter).
 
     Raises :class:`TableValidationError` when ``expr`` has more than
     :data:`MAX_FILTER_COMPARISONS` comparisons, which the service would
-    refuse; split such a query into several (and merge the results).
+    refuse; split such a query into several (and merge the results); and,
+    given the ``declared`` types of a query's entity class, when a comparison
+    (built or in raw text) has a literal of another type than its property,
+    which the service would answer with no match.
     """
     if expr is None:
         return None
     node = as_filter(expr)
+    if declared:
+        _check_declared_types(node, declared)
     count = count_comparisons(node)
     if count > MAX_FILTER_COMPARISONS:
         raise TableValidationError(
@@ -670,6 +681,18 @@ def render_filter(expr: FilterLike | None) -> str | None:
             f"got {count}",
         )
     return node.render()
+
+
+def _check_declared_types(node: Filter, declared: Mapping[str, EdmType]) -> None:
+    if isinstance(node, Comparison):
+        check_literal_type(node.name, node.edm_type, declared)
+    elif isinstance(node, Junction):
+        for operand in node.operands:
+            _check_declared_types(operand, declared)
+    elif isinstance(node, Not):
+        _check_declared_types(node.operand, declared)
+    elif isinstance(node, RawFilter):
+        check_filter_text(node.text, declared)
 
 
 def point_keys(expr: FilterLike | None) -> tuple[str, str] | None:

@@ -18,8 +18,6 @@ the flows themselves.
 
 from __future__ import annotations
 
-import functools
-import sys
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,13 +51,16 @@ from ._errors import (
     BatchError,
     ConflictError,
     ResourceNotFoundError,
+    ResponseDecodeError,
     TableErrorCode,
     TableServiceError,
-    TableValidationError,
     error_for_status,
 )
 from ._filter import FilterLike, as_filter, prop, render_filter
-from ._formats import PayloadFormat, decoded, decoding, get_format, parse_error_body, require_keys, require_page_keys
+from ._formats import (
+    PayloadFormat, decoded, decoding, get_format, parse_error_body, require_entity, require_keys, require_page_keys,
+)
+from ._formats.errors import body_excerpt
 from ._http import HttpResponse, RequestHook, SendingRequest
 from ._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
@@ -76,7 +77,6 @@ from ._service import (
 )
 from ._tracing import annotate
 from ._transport import OperationContext
-from ._version import __version__
 
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
@@ -191,36 +191,6 @@ def path_can_carry_keys(table_name: str, partition_key: str, row_key: str) -> bo
 
 def _not_found() -> ResourceNotFoundError:
     return ResourceNotFoundError("The specified resource does not exist.", status_code=404, error_code=TableErrorCode.RESOURCE_NOT_FOUND.value)
-
-
-def user_agent_header(application: str | None) -> str:
-    """The ``User-Agent`` the clients send: ``[application ]tablesdk/<v> Python/<v> (<platform>)``.
-
-    As in the Azure SDKs, the application's token comes first, so it survives in
-    server logs that cut a long header. It must be printable ASCII without
-    control characters (it is a header value) and at most 256 characters.
-    """
-    base = f"tablesdk/{__version__} Python/{_python_version()} ({_platform()})"
-    if application is None:
-        return base
-    if not isinstance(application, str) or not application.strip():
-        raise TableValidationError("user_agent", "a non-empty str", f"got {application!r}")
-    if len(application) > 256 or not all(" " <= c <= "~" for c in application):
-        raise TableValidationError(
-            "user_agent", "at most 256 printable ASCII characters (it is sent as a header)", repr(application[:40])
-        )
-    return f"{application.strip()} {base}"
-
-
-@functools.cache
-def _platform() -> str:
-    import platform
-
-    return platform.platform(terse=True)
-
-
-def _python_version() -> str:
-    return "%d.%d.%d" % sys.version_info[:3]
 
 
 class ClientCore:
@@ -513,7 +483,7 @@ class ClientCore:
         if npk or nrk:
             token = ContinuationToken(next_partition_key=npk, next_row_key=nrk,
                                       target_location=self._answered_from(response, call))
-        return FetchedPage(token, response)
+        return FetchedPage(token, response, selected=tuple(select) if select else None)
 
     def _decode_page(self, fetched: FetchedPage) -> EntityPage:
         """The decode stage of a page: its entities read from the body (no I/O; the caller's thread)."""
@@ -521,7 +491,9 @@ class ClientCore:
         if response is None:
             assert fetched.page is not None, "a FetchedPage holds a response or a page"
             return fetched.page
-        return decoded(response, lambda body: require_page_keys(self._format.parse_entity_page(body), body))
+        return decoded(
+            response, lambda body: require_page_keys(self._format.parse_entity_page(body), body, fetched.selected)
+        )
 
     def _f_get_entity_payload(
         self,
@@ -537,18 +509,31 @@ class ClientCore:
         validate_key("RowKey", row_key)
         if not path_can_carry_keys(table_name, partition_key, row_key):
             expr = (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
-            payloads, _ = yield from self._f_page_payloads(self._f_fetch_entity_page(
+            fetched = yield from self._f_fetch_entity_page(
                 table_name, expr.render(), select, None, None, retry_policy, operation_context, request_hook
-            ))
-            if not payloads:
+            )
+
+            def the_entity(body: bytes) -> EntityPayload | None:
+                payloads = self._decode_page(fetched).payloads()
+                if len(payloads) > 1:
+                    raise ResponseDecodeError(
+                        f"{len(payloads)} entities answered a query for one pair of keys", excerpt=body_excerpt(body)
+                    )
+                return require_entity(payloads[0], partition_key, row_key, body) if payloads else None
+
+            assert fetched.response is not None
+            found = decoded(fetched.response, the_entity)
+            if found is None:
                 raise _not_found()
-            return payloads[0]
+            return found
         params = [("$select", ",".join(_with_keys(select)))] if select else []
         response = yield Call(
             "GET", entity_path(table_name, partition_key, row_key), query=params,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
-        return decoded(response, lambda body: _one_entity(self._format, body, response.etag))
+        return decoded(response, lambda body: require_entity(
+            _one_entity(self._format, body, response.etag, select), partition_key, row_key, body
+        ))
 
     def _f_fetch_page(
         self,
@@ -768,8 +753,10 @@ def _delete_target(
     return pk, rk, condition
 
 
-def _one_entity(fmt: PayloadFormat, body: bytes, etag: str | None) -> EntityPayload:
-    return require_keys([fmt.parse_entity(body, etag)], body)[0]
+def _one_entity(
+    fmt: PayloadFormat, body: bytes, etag: str | None, selected: Sequence[str] | None = None
+) -> EntityPayload:
+    return require_keys([fmt.parse_entity(body, etag)], body, selected)[0]
 
 
 def _with_keys(select: Iterable[str]) -> list[str]:

@@ -360,7 +360,7 @@ class TableQuery(Generic[E]):
 
     def filter_string(self) -> str | None:
         """The ``$filter`` text to send, or None; checks the service's comparison limit."""
-        return render_filter(self._filter)
+        return render_filter(self._filter, getattr(self.entity_type, "__declared__", None))
 
     def point_keys(self) -> tuple[str, str] | None:
         """``(PartitionKey, RowKey)`` when the filter is exactly a point query, else None.

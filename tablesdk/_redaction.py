@@ -99,8 +99,8 @@ def attempt_secrets(headers: dict[str, str], url: str) -> SecretPattern | None:
 
     The secrets are the ``Authorization`` value and its signature and the SAS
     ``sig``; a server may echo them decoded, as sent, or with its own
-    percent-escapes (``%2b`` for ``%2B``), so each character that may travel
-    escaped matches itself or its escape in either case.
+    percent-escapes (``%2b`` for ``%2B``, or every character escaped: ``%61`` for
+    ``a``), so each character matches itself or its escape in either case.
     """
     found: list[str] = []
     auth = _get_header(headers, "Authorization")
@@ -142,7 +142,10 @@ class SecretPattern:
 
     def _compiled(self, text: str) -> re.Pattern[str] | None:
         if not any(needle in text for needle in self._needles):
-            return None
+            # A server may percent-encode every character, letters and digits too (%61 for 'a').
+            decoded = unquote(text) if "%" in text else text
+            if decoded is text or not any(needle in decoded for needle in self._needles):
+                return None
         if self._pattern is None:
             self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets))
         return self._pattern
@@ -158,15 +161,30 @@ class SecretPattern:
         return text if pattern is None else pattern.sub(replacement, text)
 
 
+def _hex_digit(digit: str) -> str:
+    """A hex digit of an escape, in either case, or itself escaped (``%32`` for ``2``)."""
+    forms = {digit.upper(), digit.lower()}
+    return "(?:" + "|".join(sorted(f"{re.escape(f)}|%{ord(f):02X}|%{ord(f):02x}" for f in forms)) + ")"
+
+
+def _escape_of(ch: str) -> str:
+    """``ch`` percent-escaped, the escape's own characters possibly escaped again (``%2B``,
+    ``%2b``, ``%252B``, ``%25%32%42``: a URL echoed with every character escaped)."""
+    code = f"{ord(ch):02X}"
+    high, low = code[0], code[1]
+    return f"(?:%|%25)(?:{_hex_digit(high)})(?:{_hex_digit(low)})"
+
+
 def _any_escaping(secret: str) -> str:
     parts: list[str] = []
     for ch in secret:
-        if ch.isascii() and ch.isalnum():
-            parts.append(ch)
-            continue
-        escapes = "".join(f"[{h.upper()}{h.lower()}]" for h in f"{ord(ch):02X}") if ord(ch) < 256 else ""
-        space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
-        parts.append(f"(?:{re.escape(ch)}|%{escapes}{space})" if escapes else re.escape(ch))
+        if ord(ch) >= 256:
+            parts.append(re.escape(ch))
+        elif ch.isascii() and ch.isalnum():  # itself, or escaped by a server that escapes everything
+            parts.append(f"(?:{ch}|{_escape_of(ch)})")
+        else:
+            space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
+            parts.append(f"(?:{re.escape(ch)}|{_escape_of(ch)}{space})")
     return "".join(parts)
 
 

@@ -44,7 +44,9 @@ redaction itself (and the filter urllib3's DEBUG lines pass through) is
 
 from __future__ import annotations
 
+import functools
 import logging
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -55,7 +57,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from ._version import __version__
-from ._errors import BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
+from ._errors import (
+    BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, TableValidationError, require_positive_int,
+)
 from ._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -107,6 +111,36 @@ _LOG = logging.getLogger("tablesdk.transport")
 
 #: ``User-Agent`` sent when the caller does not give one.
 DEFAULT_USER_AGENT = f"tablesdk/{__version__}"
+
+
+def user_agent_header(application: str | None) -> str:
+    """The ``User-Agent`` the clients send: ``[application ]tablesdk/<v> Python/<v> (<platform>)``.
+
+    As in the Azure SDKs, the application's token comes first, so it survives in
+    server logs that cut a long header. It must be printable ASCII without
+    control characters (it is a header value) and at most 256 characters.
+    """
+    base = f"tablesdk/{__version__} Python/{_python_version()} ({_platform()})"
+    if application is None:
+        return base
+    if not isinstance(application, str) or not application.strip():
+        raise TableValidationError("user_agent", "a non-empty str", f"got {application!r}")
+    if len(application) > 256 or not all(" " <= c <= "~" for c in application):
+        raise TableValidationError(
+            "user_agent", "at most 256 printable ASCII characters (it is sent as a header)", repr(application[:40])
+        )
+    return f"{application.strip()} {base}"
+
+
+@functools.cache
+def _platform() -> str:
+    import platform
+
+    return platform.platform(terse=True)
+
+
+def _python_version() -> str:
+    return "%d.%d.%d" % sys.version_info[:3]
 
 #: Default client timeout: 10 s to connect, 60 s between bytes read.
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from itertools import repeat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol, TypeVar, cast
 
 from .._edm import EntityPage, EntityPayload
 from .._errors import ResponseDecodeError
 
 __all__ = ["PayloadFormat", "get_format", "parse_error_body", "decodes", "decoding", "decoded", "require_keys", "require_page_keys",
-           "FORMAT_NAMES"]
+           "require_entity",            "FORMAT_NAMES"]
 
 FORMAT_NAMES = ("json", "atom")
 
@@ -43,7 +43,10 @@ def decodes(method: F) -> F:
         except ResponseDecodeError:
             raise
         except _DECODE_FAILURES as exc:
-            raise _decode_error(exc, body) from None
+            error = _decode_error(exc, body)
+        # Raised outside the handler: ``from None`` would only hide the failure, which would stay
+        # in ``__context__`` (a JSONDecodeError's ``.doc`` is the whole body, secrets included).
+        raise error
 
     return cast(F, wrapper)
 
@@ -58,7 +61,8 @@ def decoding(parse: Callable[[bytes], R]) -> Callable[[bytes], R]:
         except ResponseDecodeError:
             raise
         except _DECODE_FAILURES as exc:
-            raise _decode_error(exc, body) from None
+            error = _decode_error(exc, body)
+        raise error  # outside the handler: see decodes
 
     return wrapper
 
@@ -94,23 +98,31 @@ def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
         raise
 
 
-def require_keys(payloads: list[EntityPayload], body: bytes) -> list[EntityPayload]:
-    """``payloads``, after checking each has string PartitionKey and RowKey values.
+def require_keys(
+    payloads: list[EntityPayload], body: bytes, selected: Collection[str] | None = None
+) -> list[EntityPayload]:
+    """``payloads``, after checking each has string PartitionKey and RowKey values
+    and no null property the request did not select.
 
     Every entity the service returns carries its keys (the client always
     selects them), so one without is not an entity: it raises
     :class:`~tablesdk._errors.ResponseDecodeError` instead of becoming a phantom
-    entity with ``PartitionKey=None``.
+    entity with ``PartitionKey=None``. The service stores no nulls: it answers
+    ``null`` (JSON) or ``m:null="true"`` (Atom) only for a property a ``$select``
+    named and the entity does not have, so a null for any other property (or
+    with no ``selected`` names) raises too.
     """
     _require_keys([payload.values for payload in payloads], body)
+    _refuse_unselected_nulls([payload.values for payload in payloads], body, selected)
     return payloads
 
 
-def require_page_keys(page: EntityPage, body: bytes) -> EntityPage:
+def require_page_keys(page: EntityPage, body: bytes, selected: Collection[str] | None = None) -> EntityPage:
     """:func:`require_keys` for a page: both key columns checked in C calls first."""
     values = page.values
     if any(set(map(type, map(dict.get, values, repeat(key)))) - {str} for key in ("PartitionKey", "RowKey")):
         _require_keys(values, body)
+    _refuse_unselected_nulls(values, body, selected)
     return page
 
 
@@ -121,6 +133,28 @@ def _require_keys(entities: list[dict[str, Any]], body: bytes) -> None:
 
             missing = " or ".join(k for k in ("PartitionKey", "RowKey") if type(values.get(k)) is not str)
             raise ResponseDecodeError(f"entity {index} has no string {missing}", excerpt=body_excerpt(body))
+
+
+def _refuse_unselected_nulls(entities: list[dict[str, Any]], body: bytes, selected: Collection[str] | None) -> None:
+    """Raise for a null value of a property ``selected`` does not name (see :func:`require_keys`).
+
+    A body without the text ``null`` holds no null in either format (JSON's literal, Atom's
+    ``m:null``): one C search, so that pages without nulls cost nothing more.
+    """
+    if b"null" not in body:
+        return
+    allowed = frozenset(selected or ())
+    for index, values in enumerate(entities):
+        if None in values.values():
+            for name, value in values.items():
+                if value is None and name not in allowed:
+                    from .errors import body_excerpt
+
+                    raise ResponseDecodeError(
+                        f"entity {index}: property {name!r} is null, and the service stores no nulls "
+                        "(it answers one only for a property a $select named and the entity does not have)",
+                        excerpt=body_excerpt(body),
+                    )
 
 
 class PayloadFormat(ABC):
@@ -194,3 +228,22 @@ def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str 
     from .errors import parse_error_body as _parse
 
     return _parse(body, content_type)
+
+
+def require_entity(payload: EntityPayload, partition_key: str, row_key: str, body: bytes = b"") -> EntityPayload:
+    """``payload`` if it has the keys a point read asked for: the service answers a read of one
+    entity with that entity or 404, so any other entity is an answer it never gives."""
+    values = payload.values
+    if values["PartitionKey"] != partition_key or values["RowKey"] != row_key:
+        raise ResponseDecodeError(
+            f"asked for the entity ({partition_key!r}, {row_key!r}), the answer holds "
+            f"({values['PartitionKey']!r}, {values['RowKey']!r})",
+            excerpt=_excerpt(body) if body else "",
+        )
+    return payload
+
+
+def _excerpt(body: bytes) -> str:
+    from .errors import body_excerpt
+
+    return body_excerpt(body)

@@ -111,6 +111,18 @@ def parse_xml(body: bytes) -> etree._Element:
     return root
 
 
+def _refuse_repeated_properties(container: etree._Element, prefix: str) -> None:
+    """Raise ValueError if ``container`` (an ``m:properties``) holds a property twice: which
+    value is the entity's would be a guess, and the service never writes one."""
+    seen: set[str] = set()
+    for element in container:
+        tag = element.tag
+        if type(tag) is str and tag.startswith(prefix):
+            if tag in seen:
+                raise ValueError(f"the entry holds the property {tag[len(prefix):]!r} twice")
+            seen.add(tag)
+
+
 def _escape_string(name: str, value: str) -> str:
     """XML text for a string property, or TableValidationError if XML cannot carry it."""
     if _NEEDS_WORK.search(value) is None:
@@ -231,6 +243,7 @@ class AtomFormat(PayloadFormat):
                 continue
             if values is None:
                 continue
+            before = len(values)
             for element in container:
                 tag = element.tag
                 name = names.get(tag)
@@ -274,6 +287,8 @@ class AtomFormat(PayloadFormat):
                     values[name] = convert(text)
                 except (ValueError, TypeError) as exc:
                     raise ValueError(f"property {name!r}: not a valid {type_name} value: {text!r}") from exc
+            if len(values) - before < len(container):  # fewer names than elements: another namespace, or a repeat
+                _refuse_repeated_properties(container, prefix)
         return payloads
 
     @decodes

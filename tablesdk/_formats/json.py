@@ -425,9 +425,50 @@ def _load(body: bytes | str) -> Any:
     if not body:
         raise ValueError("empty JSON body")
     try:
-        return json.loads(body)
+        data = json.loads(body)
     except UnicodeDecodeError as exc:
         raise ValueError(f"JSON body is not valid Unicode: {exc}") from None
+    _refuse_repeated_members(body, data)
+    return data
+
+
+#: The bytes JSON allows between tokens.
+_JSON_WHITESPACE = b" \t\r\n"
+
+
+def _refuse_repeated_members(body: bytes | str, data: Any) -> None:
+    """Raise ValueError if an object of ``body`` names a member twice.
+
+    ``json.loads`` keeps the last of repeated members, and another reader may keep the
+    first: such an answer (``{"PartitionKey": "a", "PartitionKey": "b"}``) does not say
+    which entity it is. The service never writes one. Checked without a hook on every
+    object (which would slow every page by half): each member's name ends with a quote
+    and, after any whitespace, a colon, so the body without whitespace holds at least one
+    ``":`` per member written (more only when a string holds an escaped quote then a
+    colon). When that count equals the members of the entity objects and the top level,
+    no name was repeated; otherwise the body is read again, checking each object.
+    """
+    if type(data) is not dict:
+        return  # not an entity or a feed: refused by the caller
+    members = len(data)
+    items = data.get("value")
+    if type(items) is list and set(map(type, items)) == {dict}:
+        members += sum(map(len, items))
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    if raw.translate(None, _JSON_WHITESPACE).count(b'":') == members:
+        return
+    json.loads(body, object_pairs_hook=_distinct_members)
+
+
+def _distinct_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise ValueError(f"a JSON object names the member {name!r} twice")
+            seen.add(name)
+    return obj
 
 
 class JsonFormat(PayloadFormat):

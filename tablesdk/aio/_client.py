@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response, user_agent_header
+from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response
 from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
@@ -27,7 +27,7 @@ from .._pager import Pager
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._retry import ExponentialRetry, RetryPolicy
 from .._service import AccessPolicy, ServiceProperties, ServiceStats
-from .._transport import DEFAULT_TIMEOUT, OperationContext, Timeout
+from .._transport import DEFAULT_TIMEOUT, OperationContext, Timeout, user_agent_header
 from ._sender import AsyncSender
 from ._transport import AsyncTransport
 from ._query import AsyncTableQuery

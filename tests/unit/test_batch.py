@@ -26,6 +26,7 @@ from tablesdk._batch import (
 from tablesdk._batch_answer import parse_batch_response
 from tablesdk._edm import EdmType, EntityPayload
 from tablesdk._errors import (
+    ResponseDecodeError,
     BatchError,
     ConflictError,
     PreconditionFailedError,
@@ -408,13 +409,15 @@ def test_missing_content_ids_fall_back_to_order() -> None:
     assert [r.etag for r in parse_batch_response(body, CT, ops, FMT)] == ["W/a", "W/b", "W/c"]
 
 
-def test_bogus_content_ids_fall_back_to_order() -> None:
+def test_bogus_content_ids_are_an_undecodable_answer() -> None:
+    # Content-IDs that name no operation cannot say which result is whose (issue 22.4).
     ops = inserts(2)
     body = changeset_response([
         inner("204 No Content", ["Content-ID: 7", "ETag: W/a"]),
         inner("204 No Content", ["Content-ID: x", "ETag: W/b"]),
     ])
-    assert [r.etag for r in parse_batch_response(body, CT, ops, FMT)] == ["W/a", "W/b"]
+    with pytest.raises(ResponseDecodeError, match="Content-ID"):
+        parse_batch_response(body, CT, ops, FMT)
 
 
 def test_inserted_entity_body_is_parsed() -> None:
