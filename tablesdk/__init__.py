@@ -46,6 +46,7 @@ from ._errors import (
     RequestTimeoutError,
     ResourceNotFoundError,
     ResponseDecodeError,
+    SchemaConflictError,
     ServerBusyError,
     TableErrorCode,
     TableServiceError,
@@ -147,6 +148,7 @@ __all__ = [
     "DataServiceRequestError",
     "BatchError",
     "TableValidationError",
+    "SchemaConflictError",
     "ResponseDecodeError",
     "ContinuationCycleError",
 ]

@@ -1,0 +1,709 @@
+"""Tables as columns: query pages read into pyarrow record batches, and Arrow tables written as entities.
+
+pyarrow (and pandas, for :func:`query_to_pandas`) are optional dependencies
+(``pip install tablesdk[arrow]``): they are imported inside the functions here,
+so ``import tablesdk`` never loads them.
+
+Reading (:func:`iter_query_batches`, :func:`query_to_arrow`): each page of the
+query is decoded by the client into an :class:`~tablesdk._edm.EntityPage`
+(values and their EDM types, no entity objects) and turned column by column
+into one ``pyarrow.RecordBatch``; only the current page (and the next page's
+undecoded answer, when the query reads ahead) is held. Each column's Arrow type
+comes from the EDM type of its values (see :data:`ARROW_TYPES`); DateTime is
+``timestamp[ns, UTC]``, which keeps the service's 100 ns ticks (the seventh
+digit :class:`~tablesdk._edm.EdmDateTime` remembers). Every field carries its EDM
+type in its metadata (:data:`EDM_TYPE_KEY`), so a table written back
+(:func:`write_arrow`, a Parquet file) keeps Guid and Int64 apart from String
+and Int32. A property that arrives with two EDM types raises
+:class:`~tablesdk._errors.SchemaConflictError`, or becomes a column of the
+values' wire text with ``on_type_conflict="string"``.
+
+Writing (:func:`write_arrow`): the columns are checked (keys present, types
+supported) before anything is sent, then each row becomes a
+:class:`~tablesdk._entity.DynamicEntity` (nulls left out) for
+:func:`~tablesdk._bulk.bulk_insert`, which validates and sends them in batches.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._bulk import BulkMode, BulkResult, ProgressCallback
+from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
+from ._entity import DynamicEntity
+from ._errors import ContinuationCycleError, SchemaConflictError, TableValidationError
+
+if TYPE_CHECKING:
+    from ._client import CloudTableClient
+    from ._query import ContinuationToken, FetchedPage, TableQuery
+    from ._retry import RetryPolicy
+
+__all__ = [
+    "EDM_TYPE_KEY",
+    "ETAG_COLUMN",
+    "TypeConflict",
+    "arrow_schema_edm_types",
+    "iter_query_batches",
+    "query_to_arrow",
+    "query_to_pandas",
+    "pandas_types_mapper",
+    "write_arrow",
+    "write_pandas",
+]
+
+#: Field metadata key holding a column's EDM type (``b"Edm.Guid"``...): kept by Parquet files.
+EDM_TYPE_KEY = b"tablesdk.edm_type"
+#: The name of the ETag column (``with_etag=True``): the wire's own name, which no property can have.
+ETAG_COLUMN = "odata.etag"
+#: Columns that come first, in this order, when the page has them.
+SYSTEM_COLUMNS = ("PartitionKey", "RowKey", "Timestamp")
+#: What a property that arrives with two EDM types does: raise, or become a column of wire text.
+TypeConflict = Literal["raise", "string"]
+
+_UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
+_KEYS = itemgetter("PartitionKey", "RowKey")
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+    except ImportError as exc:  # pragma: no cover - the test environment has it
+        raise ImportError("Arrow columns need pyarrow: pip install 'tablesdk[arrow]'") from exc
+    return pyarrow
+
+
+def arrow_type_for(edm: EdmType) -> Any:
+    """The Arrow type a column of ``edm`` values is read as."""
+    pa = _pyarrow()
+    return {
+        EdmType.STRING: pa.string(),
+        EdmType.INT32: pa.int32(),
+        EdmType.INT64: pa.int64(),
+        EdmType.DOUBLE: pa.float64(),
+        EdmType.BOOLEAN: pa.bool_(),
+        EdmType.DATETIME: pa.timestamp("ns", tz="UTC"),
+        EdmType.GUID: pa.string(),
+        EdmType.BINARY: pa.binary(),
+    }[edm]
+
+
+def _field(name: str, edm: EdmType | None, arrow_type: Any = None) -> Any:
+    pa = _pyarrow()
+    if arrow_type is None:
+        arrow_type = arrow_type_for(edm) if edm is not None else pa.string()
+    metadata = {EDM_TYPE_KEY: (edm or EdmType.STRING).value.encode()} if name != ETAG_COLUMN else None
+    return pa.field(name, arrow_type, metadata=metadata)
+
+
+def edm_type_of_field(field: Any) -> EdmType | None:
+    """The EDM type a column stands for: its metadata's, else the one its Arrow type maps to (None: unsupported)."""
+    pa = _pyarrow()
+    stated = (field.metadata or {}).get(EDM_TYPE_KEY)
+    if stated is not None:
+        try:
+            return EdmType(stated.decode())
+        except ValueError:
+            pass
+    kind = field.type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return EdmType.STRING
+    if pa.types.is_boolean(kind):
+        return EdmType.BOOLEAN
+    if pa.types.is_int64(kind) or pa.types.is_uint32(kind) or pa.types.is_uint64(kind):
+        return EdmType.INT64
+    if pa.types.is_integer(kind):
+        return EdmType.INT32
+    if pa.types.is_floating(kind):
+        return EdmType.DOUBLE
+    if pa.types.is_timestamp(kind):
+        return EdmType.DATETIME
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        return EdmType.BINARY
+    return None
+
+
+def arrow_schema_edm_types(schema: Any) -> dict[str, EdmType | None]:
+    """Each column of ``schema`` and the EDM type it is written as (None: no EDM type holds it)."""
+    return {field.name: edm_type_of_field(field) for field in schema}
+
+
+# ---------------------------------------------------------------- which EDM types fit which column
+
+def _accepted(field: Any) -> frozenset[EdmType]:
+    """The EDM types whose values an explicit schema's field takes."""
+    edm = edm_type_of_field(field)
+    if edm is EdmType.STRING:
+        return frozenset({EdmType.STRING, EdmType.GUID})
+    if edm is EdmType.INT32 or edm is EdmType.INT64:
+        return frozenset({EdmType.INT32, EdmType.INT64})  # checked against the column's range
+    if edm is EdmType.DOUBLE:
+        return frozenset({EdmType.DOUBLE, EdmType.INT32})  # every Int32 is an exact double
+    return frozenset() if edm is None else frozenset({edm})
+
+
+# ---------------------------------------------------------------- values -> arrays
+
+def _timestamps(values: list[Any], arrow_type: Any) -> Any:
+    """DateTime values as ``arrow_type``; ``ns`` keeps the 100 ns digit (ticks_remainder)."""
+    pa = _pyarrow()
+    import pyarrow.compute as pc
+
+    micro = pa.array(values, type=pa.timestamp("us", tz="UTC"))
+    if arrow_type.unit != "ns":
+        return micro.cast(pa.timestamp(arrow_type.unit, tz=arrow_type.tz), safe=False)  # the unit asked for
+    tenths = pa.array(list(map(getattr, values, repeat("ticks_remainder"), repeat(0))), type=pa.int64())
+    nanos = pc.add_checked(pc.multiply_checked(micro.cast(pa.int64()), 1000), pc.multiply(tenths, 100))
+    return nanos.cast(pa.timestamp("ns", tz=arrow_type.tz))
+
+
+def _array(values: list[Any], edm: EdmType, arrow_type: Any) -> Any:
+    pa = _pyarrow()
+    if edm is EdmType.DATETIME:
+        return _timestamps(values, arrow_type)
+    if edm is EdmType.GUID:
+        values = [None if value is None else str(value) for value in values]
+    return pa.array(values, type=arrow_type)
+
+
+def _wire_text(values: list[Any], edms: list[EdmType | None]) -> list[str | None]:
+    """Each value as the text the service writes it in (a column of mixed EDM types)."""
+    return [
+        None if value is None else value if edm is EdmType.STRING or edm is None else to_atom_text(value, edm)
+        for value, edm in zip(values, edms)
+    ]
+
+
+def _text_of_array(array: Any, edm: EdmType | None) -> Any:
+    """An array read earlier as ``edm`` rewritten as wire text (a later page made its column text)."""
+    pa = _pyarrow()
+    if edm is None or edm is EdmType.STRING or edm is EdmType.GUID:
+        return array.cast(pa.string())
+    if edm is EdmType.DATETIME:
+        texts = [None if ns is None else format_datetime(_datetime_from_ns(ns)) for ns in array.cast(pa.int64()).to_pylist()]
+    else:
+        texts = [None if value is None else to_atom_text(value, edm) for value in array.to_pylist()]
+    return pa.array(texts, type=pa.string())
+
+
+def _datetime_from_ns(nanos: int) -> datetime:
+    micros, rest = divmod(nanos, 1000)
+    value = _EPOCH + timedelta(microseconds=micros)
+    if rest // 100:
+        return EdmDateTime(
+            value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond, _UTC,
+            ticks_remainder=rest // 100,
+        )
+    return value
+
+
+# ---------------------------------------------------------------- pages -> record batches
+
+class _Column:
+    """One column of a scan: its EDM type (None: wire text of mixed types) and Arrow field."""
+
+    __slots__ = ("edm", "field", "keys")
+
+    def __init__(self, edm: EdmType | None, field: Any, keys: tuple[str, str] | None) -> None:
+        self.edm = edm
+        self.field = field
+        self.keys = keys  # a row whose value had this EDM type, for the conflict message
+
+
+class BatchBuilder:
+    """Turns pages of a query into record batches, keeping the scan's schema from page to page.
+
+    Without ``schema`` the columns are the properties seen so far (the system
+    columns first, then the others as they first appear); a batch has every
+    column seen so far, nulls where its page had none. With ``schema`` the
+    columns are exactly its fields; values must fit them (properties it does
+    not name are left out, unless ``strict``, where they raise).
+    """
+
+    def __init__(
+        self,
+        *,
+        schema: Any = None,
+        with_etag: bool = False,
+        on_type_conflict: TypeConflict = "raise",
+        strict: bool = False,
+    ) -> None:
+        if on_type_conflict not in ("raise", "string"):
+            raise ValueError(f"on_type_conflict is 'raise' or 'string', not {on_type_conflict!r}")
+        self.schema = schema
+        self.with_etag = with_etag
+        self.on_type_conflict = on_type_conflict
+        self.strict = strict
+        self.columns: dict[str, _Column] = {}
+        if schema is not None:
+            for field in schema:
+                if field.name != ETAG_COLUMN and edm_type_of_field(field) is None:
+                    raise TypeError(f"schema field {field.name!r}: no EDM type is read as {field.type}")
+                self.columns[field.name] = _Column(edm_type_of_field(field), field, None)
+            self.with_etag = with_etag or ETAG_COLUMN in self.columns
+
+    def output_schema(self) -> Any:
+        """The schema of the batches so far (of every batch, with an explicit schema)."""
+        pa = _pyarrow()
+        if self.schema is not None:
+            if self.with_etag and ETAG_COLUMN not in self.columns:
+                return self.schema.append(pa.field(ETAG_COLUMN, pa.string()))
+            return self.schema
+        names = [name for name in SYSTEM_COLUMNS if name in self.columns]
+        if self.with_etag:
+            names.append(ETAG_COLUMN)
+        names += [name for name in self.columns if name not in SYSTEM_COLUMNS]
+        fields = [pa.field(ETAG_COLUMN, pa.string()) if name == ETAG_COLUMN else self.columns[name].field
+                  for name in names]
+        return pa.schema(fields)
+
+    def empty_schema(self) -> Any:
+        """The schema of a scan that found nothing: the keys and Timestamp (or the explicit schema)."""
+        if self.schema is None:
+            for name, edm in zip(SYSTEM_COLUMNS, (EdmType.STRING, EdmType.STRING, EdmType.DATETIME)):
+                self.columns.setdefault(name, _Column(edm, _field(name, edm), None))
+        return self.output_schema()
+
+    def batch(self, page: EntityPage) -> Any:
+        """The record batch of one page."""
+        pa = _pyarrow()
+        values, types = page.values, page.types
+        arrays: dict[str, Any] = {}
+        wanted: Iterable[str]
+        if self.schema is not None:
+            if self.strict:
+                extra = set(chain.from_iterable(values)).difference(self.columns)
+                if extra:
+                    self._unknown(sorted(extra)[0], values)
+            wanted = self.columns
+        else:
+            names = dict.fromkeys(chain.from_iterable(values))
+            wanted = [*(n for n in SYSTEM_COLUMNS if n in names), *(n for n in names if n not in SYSTEM_COLUMNS)]
+        for name in wanted:
+            if name == ETAG_COLUMN:
+                continue
+            array = self._column(name, values, types)
+            if array is not None:
+                arrays[name] = array
+        if self.with_etag:
+            arrays[ETAG_COLUMN] = pa.array(page.etags, type=pa.string())
+        schema = self.output_schema()
+        count = len(values)
+        columns = [arrays[field.name] if field.name in arrays else pa.nulls(count, type=field.type) for field in schema]
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def _column(self, name: str, values: list[dict[str, Any]], types: list[dict[str, EdmType]]) -> Any:
+        column_values = list(map(dict.get, values, repeat(name)))
+        column_types = list(map(dict.get, types, repeat(name)))
+        kinds = set(column_types)
+        known = self.columns.get(name)
+        if None in kinds:
+            kinds.discard(None)
+            untyped = [i for i, (v, t) in enumerate(zip(column_values, column_types)) if v is not None and t is None]
+            if untyped:
+                if known is None or self.schema is None:
+                    raise SchemaConflictError(
+                        f"property {name!r} came without its EDM type (a JSON nometadata answer?) at "
+                        f"{_keys_text(values[untyped[0]])}: pass schema= to say how to read it",
+                        property_name=name, types=(), keys=_KEYS(values[untyped[0]]),
+                    )
+                column_values, column_types = self._typed_by_schema(name, known, values, column_values, column_types)
+                kinds = set(column_types) - {None}
+        if not kinds:
+            return None  # only nulls: the service stores none, so the property is as good as absent
+        if self.schema is not None:
+            assert known is not None
+            return self._fit(name, known, kinds, values, column_values, column_types)
+        if known is None and len(kinds) == 1:
+            (edm,) = kinds
+            row = next(i for i, v in enumerate(column_values) if v is not None)
+            self.columns[name] = known = _Column(edm, _field(name, edm), _KEYS(values[row]))
+        if known is not None and known.edm is None:  # wire text since an earlier conflict
+            return _pyarrow().array(_wire_text(column_values, column_types), type=known.field.type)
+        if known is not None and kinds == {known.edm}:
+            assert known.edm is not None
+            return self._convert(name, known.edm, known.field.type, values, column_values)
+        return self._conflict(name, known, kinds, values, column_values, column_types)
+
+    def _conflict(
+        self, name: str, known: _Column | None, kinds: set[EdmType], values: list[dict[str, Any]],
+        column_values: list[Any], column_types: list[EdmType | None],
+    ) -> Any:
+        """A property with two EDM types: raise, or make its column wire text from now on."""
+        if self.on_type_conflict == "raise":
+            first: tuple[EdmType, tuple[str, str]]
+            if known is not None and known.edm is not None and known.keys is not None:
+                first = (known.edm, known.keys)
+            else:
+                index = next(i for i, t in enumerate(column_types) if t is not None)
+                first = (column_types[index], _KEYS(values[index]))  # type: ignore[assignment]
+            other = next(i for i, t in enumerate(column_types) if t is not None and t is not first[0])
+            second = (column_types[other], _KEYS(values[other]))
+            raise SchemaConflictError(
+                f"property {name!r} has two EDM types: {first[0].value} at {_keys_text(first[1])} and "
+                f"{second[0].value} at {_keys_text(second[1])} (pass on_type_conflict='string' for a column "
+                "of their wire text, or schema= to choose)",
+                property_name=name, types=(first[0], second[0]), keys=second[1],  # type: ignore[arg-type]
+            )
+        self.columns[name] = _Column(None, _field(name, None), None)
+        return _pyarrow().array(_wire_text(column_values, column_types), type=_pyarrow().string())
+
+    def _fit(
+        self, name: str, column: _Column, kinds: set[EdmType], values: list[dict[str, Any]],
+        column_values: list[Any], column_types: list[EdmType | None],
+    ) -> Any:
+        """The values of an explicit schema's column, each checked to fit it."""
+        accepted = _accepted(column.field)
+        wrong = kinds - accepted
+        if wrong:
+            index = next(i for i, t in enumerate(column_types) if t in wrong)
+            raise SchemaConflictError(
+                f"property {name!r} at {_keys_text(values[index])} is {column_types[index].value} "  # type: ignore[union-attr]
+                f"({_short(column_values[index])}), which does not fit the schema's {column.field.type}",
+                property_name=name, types=(column_types[index],), keys=_KEYS(values[index]),  # type: ignore[arg-type]
+            )
+        edm = column.edm or EdmType.STRING
+        if edm is EdmType.STRING and EdmType.GUID in kinds:
+            column_values = [None if v is None else str(v) for v in column_values]
+        return self._convert(name, edm, column.field.type, values, column_values)
+
+    def _typed_by_schema(
+        self, name: str, column: _Column, values: list[dict[str, Any]],
+        column_values: list[Any], column_types: list[EdmType | None],
+    ) -> tuple[list[Any], list[EdmType | None]]:
+        """Untyped (nometadata) values read as the schema's column says."""
+        edm = column.edm or EdmType.STRING
+        out_values, out_types = [], []
+        for value, stated, row in zip(column_values, column_types, values):
+            if value is not None and stated is None:
+                try:
+                    value = from_json_value(value, edm)
+                except (TypeError, ValueError) as exc:
+                    raise SchemaConflictError(
+                        f"property {name!r} at {_keys_text(row)} ({_short(value)}) cannot be read as "
+                        f"{edm.value} for the schema's {column.field.type}: {exc}",
+                        property_name=name, types=(edm,), keys=_KEYS(row),
+                    ) from None
+                stated = edm
+            out_values.append(value)
+            out_types.append(stated)
+        return out_values, out_types
+
+    def _convert(self, name: str, edm: EdmType, arrow_type: Any, values: list[dict[str, Any]], column_values: list[Any]) -> Any:
+        pa = _pyarrow()
+        try:
+            return _array(column_values, edm, arrow_type)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            pass
+        # Find the value that does not fit (the rare path: one value at a time).
+        for row, value in zip(values, column_values):
+            try:
+                _array([value], edm, arrow_type)
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+                hint = ""
+                if edm is EdmType.DATETIME and getattr(arrow_type, "unit", "") == "ns":
+                    hint = " (timestamp[ns] holds 1677-09-21 to 2262-04-11: pass a schema with " \
+                           "pa.timestamp('us', tz='UTC') for this column)"
+                raise SchemaConflictError(
+                    f"property {name!r} at {_keys_text(row)} ({_short(value)}) does not fit {arrow_type}{hint}: {exc}",
+                    property_name=name, types=(edm,), keys=_KEYS(row),
+                ) from None
+        raise AssertionError("a column that failed to convert converted value by value")  # pragma: no cover
+
+    def _unknown(self, name: str, values: list[dict[str, Any]]) -> None:
+        row = next(v for v in values if name in v)
+        raise SchemaConflictError(
+            f"property {name!r} at {_keys_text(row)} is not in the schema (sampled from the first rows of the "
+            "table): pass schema= with every column, or columns= to read only some",
+            property_name=name, types=(), keys=_KEYS(row),
+        )
+
+    def conform(self, batch: Any, schema: Any) -> Any:
+        """``batch`` (read earlier in the scan) with the scan's final ``schema``: new columns as
+        nulls, a column that became wire text rewritten as text."""
+        pa = _pyarrow()
+        columns = []
+        for field in schema:
+            index = batch.schema.get_field_index(field.name)
+            if index < 0:
+                columns.append(pa.nulls(batch.num_rows, type=field.type))
+                continue
+            array = batch.column(index)
+            if not array.type.equals(field.type) or batch.schema.field(index).metadata != field.metadata:
+                array = _text_of_array(array, edm_type_of_field(batch.schema.field(index)))
+            columns.append(array)
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _keys_text(row: Mapping[str, Any] | tuple[str, str]) -> str:
+    pk, rk = row if isinstance(row, tuple) else _KEYS(row)
+    return f"PartitionKey={pk!r}, RowKey={rk!r}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ---------------------------------------------------------------- the scan
+
+def _pages(query: TableQuery[Any]) -> Iterator[EntityPage]:
+    """The decoded pages of ``query``, following continuation tokens; with read-ahead the next
+    page's request is in flight while this one is used (as entity iteration does)."""
+    source = query.source
+    fetch: Callable[..., FetchedPage] | None = getattr(source, "fetch_query_segment", None)
+    decode: Callable[[FetchedPage], EntityPage] | None = getattr(source, "_decode_page", None)
+    if fetch is None or decode is None:
+        raise TypeError(
+            "Arrow columns need a query from CloudTableClient.create_query "
+            f"({type(source).__name__} makes entities, not pages)"
+        )
+    remaining = query.take_count
+    seen: set[ContinuationToken] = set()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="tablesdk-arrow") if query.reads_ahead else None
+    ahead: Future[FetchedPage] | None = None
+    try:
+        fetched: FetchedPage | None = fetch(query, None, query.request_top(remaining))
+        while fetched is not None:
+            token = fetched.continuation_token
+            if token is not None and token in seen:
+                raise ContinuationCycleError(
+                    f"the service sent continuation token {token} twice in one query", token=token
+                )
+            if pool is not None and token is not None and remaining is None:
+                ahead = pool.submit(fetch, query, token, query.request_top(None))
+            page = decode(fetched)
+            fetched = None
+            if remaining is not None:
+                if len(page) > remaining:
+                    page = EntityPage(page.values[:remaining], page.types[:remaining], page.etags[:remaining])
+                remaining -= len(page)
+            yield page
+            if token is None or remaining == 0:
+                return
+            seen.add(token)
+            if ahead is not None:
+                fetched, ahead = ahead.result(), None
+            else:
+                fetched = fetch(query, token, query.request_top(remaining))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _narrowed(query: TableQuery[Any], schema: Any) -> TableQuery[Any]:
+    """``query`` asking only for the schema's properties (when it selects none itself)."""
+    if schema is None or query.select_columns is not None:
+        return query
+    names = [field.name for field in schema if field.name not in (*SYSTEM_COLUMNS, ETAG_COLUMN)]
+    return query.select(*names, "Timestamp") if names else query.select("Timestamp")
+
+
+def iter_query_batches(
+    query: TableQuery[Any],
+    *,
+    schema: Any = None,
+    with_etag: bool = False,
+    on_type_conflict: TypeConflict = "raise",
+    strict: bool = False,
+) -> Iterator[Any]:
+    """One ``pyarrow.RecordBatch`` per page of ``query`` (see :meth:`TableQuery.iter_arrow_batches`)."""
+    builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
+    for page in _pages(_narrowed(query, schema) if not strict else query):
+        yield builder.batch(page)
+
+
+def query_to_arrow(
+    query: TableQuery[Any],
+    *,
+    schema: Any = None,
+    with_etag: bool = False,
+    on_type_conflict: TypeConflict = "raise",
+    strict: bool = False,
+) -> Any:
+    """Every page of ``query`` as one ``pyarrow.Table`` (see :meth:`TableQuery.to_arrow`)."""
+    pa = _pyarrow()
+    builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
+    batches = [builder.batch(page) for page in _pages(_narrowed(query, schema) if not strict else query)]
+    if not batches or not any(batch.num_rows for batch in batches):
+        final = builder.empty_schema() if not builder.columns or schema is not None else builder.output_schema()
+        return pa.Table.from_batches([], schema=final)
+    final = builder.output_schema()
+    return pa.Table.from_batches([builder.conform(batch, final) for batch in batches], schema=final)
+
+
+def pandas_types_mapper() -> Callable[[Any], Any]:
+    """The ``types_mapper`` for ``pyarrow.Table.to_pandas``: nullable Int32, Int64, boolean and string
+    dtypes, so a missing value is ``pd.NA`` and never turns an integer column into floats."""
+    import pandas as pd
+
+    pa = _pyarrow()
+    mapping = {
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.bool_(): pd.BooleanDtype(),
+        pa.string(): pd.StringDtype(),
+    }
+    return mapping.get
+
+
+def query_to_pandas(query: TableQuery[Any], **options: Any) -> Any:
+    """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`)."""
+    return query_to_arrow(query, **options).to_pandas(types_mapper=pandas_types_mapper())
+
+
+# ---------------------------------------------------------------- Arrow -> entities
+
+#: Columns a table read with :func:`query_to_arrow` has that are not written: the service sets both.
+_NOT_WRITTEN = frozenset({"Timestamp", ETAG_COLUMN})
+
+
+class _Rows:
+    """The rows of an Arrow table as entities, made one record batch at a time (bulk_insert reads
+    them once, and its progress gets the length)."""
+
+    def __init__(self, table: Any, plan: list[tuple[str, EdmType]], chunk: int) -> None:
+        self.table = table
+        self.plan = plan
+        self.chunk = chunk
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    def __iter__(self) -> Iterator[DynamicEntity]:
+        new = DynamicEntity.__new__
+        for batch in self.table.to_batches(max_chunksize=self.chunk):
+            partition_keys = _python_values(batch.column("PartitionKey"), EdmType.STRING)
+            row_keys = _python_values(batch.column("RowKey"), EdmType.STRING)
+            columns = [(name, edm, _python_values(batch.column(name), edm)) for name, edm in self.plan]
+            for row, (pk, rk) in enumerate(zip(partition_keys, row_keys)):
+                entity: DynamicEntity = new(DynamicEntity)
+                entity.PartitionKey, entity.RowKey, entity.Timestamp, entity.etag = pk, rk, None, None
+                bag: dict[str, Any] = {}
+                bag_types: dict[str, EdmType] = {}
+                for name, edm, column in columns:
+                    value = column[row]
+                    if value is not None:
+                        bag[name] = value
+                        bag_types[name] = edm
+                entity._values, entity._types = bag, bag_types
+                yield entity
+
+
+def _python_values(array: Any, edm: EdmType) -> list[Any]:
+    """A column's values as the Python values of ``edm`` (None for nulls)."""
+    pa = _pyarrow()
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if edm is EdmType.DATETIME:
+        if array.type.unit == "ns":
+            return [None if ns is None else _datetime_from_ns(ns) for ns in array.cast(pa.int64()).to_pylist()]
+        values: list[Any] = array.cast(pa.timestamp("us", tz="UTC")).to_pylist()
+        return values
+    if edm is EdmType.GUID:
+        return [None if text is None else _guid(text) for text in array.to_pylist()]
+    if edm is EdmType.DOUBLE:
+        return array.cast(pa.float64()).to_pylist()  # type: ignore[no-any-return]
+    return array.to_pylist()  # type: ignore[no-any-return]
+
+
+def _guid(text: Any) -> Any:
+    try:
+        return uuid.UUID(text)
+    except (TypeError, ValueError, AttributeError):
+        return text  # bulk_insert's check fails this entity alone ("Edm.Guid needs a uuid.UUID")
+
+
+def _write_plan(table: Any, edm_types: Mapping[str, EdmType] | None) -> list[tuple[str, EdmType]]:
+    """(column, EDM type) of every property column; raises before anything is sent when the
+    table cannot be written (keys missing, null or not strings, a column of no EDM type)."""
+    pa = _pyarrow()
+    import pyarrow.compute as pc
+
+    names = table.schema.names
+    overrides = dict(edm_types or {})
+    for name in overrides:
+        if name not in names:
+            raise TableValidationError(name, "edm_types names a column the table does not have")
+    for key in ("PartitionKey", "RowKey"):
+        if key not in names:
+            raise TableValidationError(key, "required: a column of strings")
+        field = table.schema.field(key)
+        if edm_type_of_field(field) not in (EdmType.STRING, EdmType.GUID):
+            raise TableValidationError(key, "keys are strings", f"the column is {field.type}")
+        nulls = table.column(key).null_count
+        if nulls:
+            row = pc.index(pc.is_null(table.column(key)), True).as_py()
+            raise TableValidationError(key, "required: a str (it may be empty)", f"{nulls} nulls, the first in row {row}")
+    plan: list[tuple[str, EdmType]] = []
+    for field in table.schema:
+        if field.name in ("PartitionKey", "RowKey") or field.name in _NOT_WRITTEN:
+            continue
+        edm = overrides.get(field.name) or edm_type_of_field(field)
+        if edm is None:
+            raise TableValidationError(field.name, "no EDM type holds this column's Arrow type", str(field.type))
+        kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        if edm is EdmType.DATETIME and pa.types.is_timestamp(kind) and kind.unit == "ns":
+            _check_ticks(table, field.name)
+        plan.append((field.name, edm))
+    return plan
+
+
+def _check_ticks(table: Any, name: str) -> None:
+    """Edm.DateTime holds 100 ns ticks: a nanosecond value finer than that would be cut."""
+    pa = _pyarrow()
+    import pyarrow.compute as pc
+
+    nanos = table.column(name).cast(pa.int64())
+    finer = pc.not_equal(pc.subtract(nanos, pc.multiply(pc.divide(nanos, 100), 100)), 0)
+    if pc.any(finer).as_py():
+        row = pc.index(finer, True).as_py()
+        keys = (table.column("PartitionKey")[row].as_py(), table.column("RowKey")[row].as_py())
+        raise TableValidationError(
+            name, "Edm.DateTime holds 100 ns ticks", f"a finer value at {_keys_text(keys)}; round it first",
+        )
+
+
+def arrow_rows(table: Any, edm_types: Mapping[str, EdmType] | None = None, chunk: int = 10_000) -> _Rows:
+    """The rows of ``table`` (a ``pyarrow.Table`` or ``RecordBatch``) as entities, checked as a whole first."""
+    pa = _pyarrow()
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"expected a pyarrow.Table or RecordBatch, not {type(table).__name__}")
+    return _Rows(table, _write_plan(table, edm_types), chunk)
+
+
+def write_arrow(
+    client: CloudTableClient,
+    table_name: str,
+    data: Any,
+    mode: BulkMode = "insert",
+    *,
+    edm_types: Mapping[str, EdmType] | None = None,
+    max_workers: int = 8,
+    progress: ProgressCallback | None = None,
+    retry_policy: RetryPolicy | None = None,
+) -> BulkResult:
+    """Write the rows of ``data`` as entities with ``client.bulk_insert`` (see ``CloudTableClient.write_arrow``)."""
+    rows = arrow_rows(data, edm_types)
+    return client.bulk_insert(table_name, rows, mode, max_workers, progress, retry_policy=retry_policy)
+
+
+def pandas_to_arrow(frame: Any) -> Any:
+    """A pandas DataFrame as a ``pyarrow.Table``: a named index (e.g. ``PartitionKey``) becomes a column."""
+    pa = _pyarrow()
+    return pa.Table.from_pandas(frame, preserve_index=None).replace_schema_metadata(None)
+
+
+def write_pandas(client: CloudTableClient, table_name: str, frame: Any, mode: BulkMode = "insert", **options: Any) -> BulkResult:
+    """:func:`write_arrow` of a pandas DataFrame."""
+    return write_arrow(client, table_name, pandas_to_arrow(frame), mode, **options)
