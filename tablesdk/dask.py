@@ -165,6 +165,7 @@ def read_table(
     npartitions: int | None = None,
     boundaries: Sequence[str] | None = None,
     schema: Any = None,
+    sample_size: int = 1000,
     payload_format: str = "json",
 ) -> Any:
     """The entities of ``table`` as a ``dask.dataframe.DataFrame`` indexed by PartitionKey.
@@ -174,7 +175,7 @@ def read_table(
     into about ``npartitions`` (default 8) ranges found by
     :func:`~tablesdk.find_partition_boundaries`; the divisions are ``""``, the boundaries and
     :data:`KEY_CEILING`. Column types are those of :meth:`~tablesdk.TableQuery.to_pandas`,
-    from ``schema`` (a ``pyarrow.Schema``) or else from a sample page: a property a partition
+    from ``schema`` (a ``pyarrow.Schema``) or else from a sample page (``sample_size`` entities at most): a property a partition
     finds that the sample did not have (or a value of another type) raises
     :class:`~tablesdk.SchemaConflictError` when that partition is computed (pass ``schema`` or
     ``columns`` then). Nothing is read but the sample until the frame is computed.
@@ -195,7 +196,7 @@ def read_table(
             raise ValueError("a boundary is above every possible PartitionKey")
         strict = schema is None
         if schema is None:
-            schema = _sample_schema(query)
+            schema = _sample_schema(query.page_size(sample_size))
     schema = _with_keys(schema)
     bounds: list[str | None] = [None, *points, None]
     specs = [
