@@ -302,11 +302,10 @@ class BatchBuilder:
 
     def _column(self, name: str, values: list[dict[str, Any]], types: list[dict[str, EdmType]]) -> Any:
         column_values = list(map(dict.get, values, repeat(name)))
-        column_types = list(map(dict.get, types, repeat(name)))
-        kinds = set(column_types)
+        column_types: list[EdmType | None] = list(map(dict.get, types, repeat(name)))
+        kinds: set[EdmType] = set(filter(None, column_types))
         known = self.columns.get(name)
-        if None in kinds:
-            kinds.discard(None)
+        if None in column_types:
             untyped = [i for i, (v, t) in enumerate(zip(column_values, column_types)) if v is not None and t is None]
             if untyped:
                 if known is None or self.schema is None:
@@ -316,7 +315,7 @@ class BatchBuilder:
                         property_name=name, types=(), keys=_KEYS(values[untyped[0]]),
                     )
                 column_values, column_types = self._typed_by_schema(name, known, values, column_values, column_types)
-                kinds = set(column_types) - {None}
+                kinds = set(filter(None, column_types))
         if not kinds:
             return None  # only nulls: the service stores none, so the property is as good as absent
         if self.schema is not None:
@@ -339,19 +338,17 @@ class BatchBuilder:
     ) -> Any:
         """A property with two EDM types: raise, or make its column wire text from now on."""
         if self.on_type_conflict == "raise":
-            first: tuple[EdmType, tuple[str, str]]
+            typed = [(t, _KEYS(row)) for t, row in zip(column_types, values) if t is not None]
             if known is not None and known.edm is not None and known.keys is not None:
-                first = (known.edm, known.keys)
+                first_type, first_keys = known.edm, known.keys
             else:
-                index = next(i for i, t in enumerate(column_types) if t is not None)
-                first = (column_types[index], _KEYS(values[index]))  # type: ignore[assignment]
-            other = next(i for i, t in enumerate(column_types) if t is not None and t is not first[0])
-            second = (column_types[other], _KEYS(values[other]))
+                first_type, first_keys = typed[0]
+            second_type, second_keys = next(item for item in typed if item[0] is not first_type)
             raise SchemaConflictError(
-                f"property {name!r} has two EDM types: {first[0].value} at {_keys_text(first[1])} and "
-                f"{second[0].value} at {_keys_text(second[1])} (pass on_type_conflict='string' for a column "
+                f"property {name!r} has two EDM types: {first_type.value} at {_keys_text(first_keys)} and "
+                f"{second_type.value} at {_keys_text(second_keys)} (pass on_type_conflict='string' for a column "
                 "of their wire text, or schema= to choose)",
-                property_name=name, types=(first[0], second[0]), keys=second[1],  # type: ignore[arg-type]
+                property_name=name, types=(first_type, second_type), keys=second_keys,
             )
         self.columns[name] = _Column(None, _field(name, None), None)
         return _pyarrow().array(_wire_text(column_values, column_types), type=_pyarrow().string())
@@ -365,10 +362,12 @@ class BatchBuilder:
         wrong = kinds - accepted
         if wrong:
             index = next(i for i, t in enumerate(column_types) if t in wrong)
+            found = column_types[index]
+            assert found is not None
             raise SchemaConflictError(
-                f"property {name!r} at {_keys_text(values[index])} is {column_types[index].value} "  # type: ignore[union-attr]
+                f"property {name!r} at {_keys_text(values[index])} is {found.value} "
                 f"({_short(column_values[index])}), which does not fit the schema's {column.field.type}",
-                property_name=name, types=(column_types[index],), keys=_KEYS(values[index]),  # type: ignore[arg-type]
+                property_name=name, types=(found,), keys=_KEYS(values[index]),
             )
         edm = column.edm or EdmType.STRING
         if edm is EdmType.STRING and EdmType.GUID in kinds:

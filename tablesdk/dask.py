@@ -206,7 +206,8 @@ def read_table(
     meta = pa.Table.from_batches([], schema=schema).to_pandas(types_mapper=pandas_types_mapper())
     meta = meta.set_index("PartitionKey")
     divisions = ("", *points, KEY_CEILING)
-    return dd.from_map(_read_range, specs, meta=meta, divisions=divisions, label="tablesdk-read", enforce_metadata=False)
+    return dd.from_map(  # type: ignore[no-untyped-call]
+        _read_range, specs, meta=meta, divisions=divisions, label="tablesdk-read", enforce_metadata=False)
 
 
 # ---------------------------------------------------------------- writing
@@ -279,17 +280,17 @@ def write_table(
     types as :meth:`~tablesdk.CloudTableClient.write_arrow`. Raises :class:`TableWriteError`
     naming each partition and key not written when any entity failed.
     """
-    import dask
-    from dask.base import tokenize
+    from dask.base import compute, tokenize
+    from dask.delayed import delayed
 
     spec = _WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, max_workers)
     token = tokenize(spec.connection, table, mode, ddf._name)
     parts = ddf.to_delayed()
     tasks = [
-        dask.delayed(_write_partition, pure=True)(part, spec, dask_key_name=f"tablesdk-write-{token}-{index}")
+        delayed(_write_partition, pure=True)(part, spec, dask_key_name=f"tablesdk-write-{token}-{index}")
         for index, part in enumerate(parts)
     ]
-    results = dask.compute(*tasks)
+    results = compute(*tasks)  # type: ignore[no-untyped-call]
     written = [count for count, _ in results]
     failures = {index: items for index, (_, items) in enumerate(results) if items}
     if failures:
