@@ -35,7 +35,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._bulk import BulkMode, BulkResult, ProgressCallback
-from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
+from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, parse_datetime, to_atom_text
 from ._entity import DynamicEntity
 from ._errors import ContinuationCycleError, SchemaConflictError, TableValidationError
 
@@ -245,6 +245,7 @@ class BatchBuilder:
         with_etag: bool = False,
         on_type_conflict: TypeConflict = "raise",
         strict: bool = False,
+        wide_datetimes_as_text: bool = False,
     ) -> None:
         if on_type_conflict not in ("raise", "string"):
             raise ValueError(f"on_type_conflict is 'raise' or 'string', not {on_type_conflict!r}")
@@ -252,6 +253,9 @@ class BatchBuilder:
         self.with_etag = with_etag
         self.on_type_conflict = on_type_conflict
         self.strict = strict
+        #: A DateTime column holding a value beyond timestamp[ns] (before 1677, after 2262) becomes a column of
+        #: its wire text, still marked Edm.DateTime, instead of raising: exact, for files (Parquet export).
+        self.wide_datetimes_as_text = wide_datetimes_as_text
         self.columns: dict[str, _Column] = {}
         if schema is not None:
             for field in schema:
@@ -320,6 +324,8 @@ class BatchBuilder:
             known = self.columns.get(name)
             edm = shared.get(name)
             if edm is not None and known is not None and known.edm is edm:
+                if edm is EdmType.DATETIME:
+                    return self._datetimes(name, known, values, column_values)
                 return self._convert(name, edm, known.field.type, values, column_values)
         column_types: list[EdmType | None] = list(map(dict.get, types, repeat(name)))
         kinds: set[EdmType] = set(filter(None, column_types))
@@ -348,8 +354,22 @@ class BatchBuilder:
             return _pyarrow().array(_wire_text(column_values, column_types), type=known.field.type)
         if known is not None and kinds == {known.edm}:
             assert known.edm is not None
+            if known.edm is EdmType.DATETIME:
+                return self._datetimes(name, known, values, column_values)
             return self._convert(name, known.edm, known.field.type, values, column_values)
         return self._conflict(name, known, kinds, values, column_values, column_types)
+
+    def _datetimes(self, name: str, known: _Column, values: list[dict[str, Any]], column_values: list[Any]) -> Any:
+        pa = _pyarrow()
+        if pa.types.is_string(known.field.type):  # text since a value beyond timestamp[ns]
+            return pa.array([None if v is None else format_datetime(v) for v in column_values], type=pa.string())
+        try:
+            return self._convert(name, EdmType.DATETIME, known.field.type, values, column_values)
+        except SchemaConflictError:
+            if not self.wide_datetimes_as_text:
+                raise
+        known.field = _field(name, EdmType.DATETIME, pa.string())
+        return self._datetimes(name, known, values, column_values)
 
     def _conflict(
         self, name: str, known: _Column | None, kinds: set[EdmType], values: list[dict[str, Any]],
@@ -622,6 +642,8 @@ def _python_values(array: Any, edm: EdmType) -> list[Any]:
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     if edm is EdmType.DATETIME:
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):  # wire text (beyond timestamp[ns])
+            return [None if text is None else parse_datetime(text) for text in array.to_pylist()]
         if array.type.unit == "ns":
             return [None if ns is None else _datetime_from_ns(ns) for ns in array.cast(pa.int64()).to_pylist()]
         values: list[Any] = array.cast(pa.timestamp("us", tz="UTC")).to_pylist()

@@ -28,6 +28,7 @@ from .._errors import ConnectionFailedError, TableServiceError, TableValidationE
 from .._retry import ExponentialRetry, NoRetry
 from .._transport import redact_text
 from ._export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
+from ._parquet import PARQUET, export_parquet, parquet_lines, parquet_rows
 from ._files import FILE_FORMATS, parse_entity_text, payload_json, read_csv, read_jsonl
 from ._progress import Progress, progress_wanted
 from ._transfer import (
@@ -504,6 +505,8 @@ def count_command(table: str, filter_: str | None) -> None:
 def _file_format(path: str, given: str | None) -> str:
     if given:
         return given
+    if path.lower().endswith(".parquet"):
+        return PARQUET
     return "csv" if path.lower().endswith(".csv") else "jsonl"
 
 
@@ -512,8 +515,8 @@ def _file_format(path: str, given: str | None) -> str:
 @click.argument("file")
 @_FILTER_OPTION
 @_SELECT_OPTION
-@click.option("--format", "file_format", type=click.Choice(FILE_FORMATS),
-              help="jsonl or csv (default: from FILE's extension, else jsonl).")
+@click.option("--format", "file_format", type=click.Choice([*FILE_FORMATS, PARQUET]),
+              help="jsonl, csv or parquet (default: from FILE's extension, else jsonl).")
 @click.option("--resume", is_flag=True, help="Continue an export that stopped (its state is in FILE.tablesdk-resume).")
 @click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Read N PartitionKey ranges at once.")
@@ -525,7 +528,10 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     client = settings.client()
     try:
         with settings.progress_for(f"exporting {table}") as progress:
-            count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
+            if spec.file_format == PARQUET:
+                count = export_parquet(client, spec, file, resume=resume, parallel=parallel, progress=progress)
+            else:
+                count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
     except ExportError:  # refused before it started (its message says what to do)
         raise
     except BaseException:
@@ -568,6 +574,8 @@ def _record_estimate(path: str, file_format: str) -> int | None:
     """
     if path == "-" or not os.path.isfile(path):
         return None
+    if file_format == PARQUET:
+        return parquet_rows(path)
     lines, last = 0, b"\n"
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -591,8 +599,8 @@ _WORKERS_OPTION = click.option("--workers", type=click.IntRange(1, 16), default=
 @_MODE_OPTION
 @click.option("--create-table", is_flag=True, help="Create TABLE first if it does not exist.")
 @_REJECTS_OPTION
-@click.option("--format", "file_format", type=click.Choice(FILE_FORMATS),
-              help="jsonl or csv (default: from FILE's extension, else jsonl).")
+@click.option("--format", "file_format", type=click.Choice([*FILE_FORMATS, PARQUET]),
+              help="jsonl, csv or parquet (default: from FILE's extension, else jsonl).")
 @_WORKERS_OPTION
 def import_command(file: str, table: str, mode: str, create_table: bool, rejects: str | None,
                    file_format: str | None, workers: int) -> int:
@@ -600,7 +608,7 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
     settings = _settings()
     client = settings.client()
     file_format = _file_format(file, file_format)
-    lines = _entity_lines(file, file_format)
+    lines = parquet_lines(file) if file_format == PARQUET else _entity_lines(file, file_format)
     if create_table:
         client.create_table_if_not_exists(table)
     total = _record_estimate(file, file_format) if progress_wanted(settings.progress) else None
