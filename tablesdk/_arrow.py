@@ -288,7 +288,6 @@ class BatchBuilder:
 
     def batch(self, page: EntityPage) -> Any:
         """The record batch of one page."""
-        pa = _pyarrow()
         values, types = page.values, page.types
         arrays: dict[str, Any] = {}
         wanted: Iterable[str]
@@ -308,12 +307,47 @@ class BatchBuilder:
             array = self._column(name, values, types, shared)
             if array is not None:
                 arrays[name] = array
+        return self._assemble(arrays, page.etags, len(values))
+
+    def _assemble(self, arrays: dict[str, Any], etags: list[Any], count: int) -> Any:
+        pa = _pyarrow()
         if self.with_etag:
-            arrays[ETAG_COLUMN] = pa.array(page.etags, type=pa.string())
+            arrays[ETAG_COLUMN] = pa.array(etags, type=pa.string())
         schema = self.output_schema()
-        count = len(values)
         columns = [arrays[field.name] if field.name in arrays else pa.nulls(count, type=field.type) for field in schema]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def page_batch(self, fetched: FetchedPage, decode: Callable[[FetchedPage], EntityPage]) -> Any:
+        """The record batch of a fetched page: a JSON page's columns straight from its body when
+        they agree with the scan so far (:mod:`tablesdk._arrow_json`), else :meth:`batch` of the
+        page the client decodes."""
+        if self.schema is None and fetched.response is not None:
+            from ._arrow_json import json_page_columns
+
+            found = json_page_columns(fetched.response)
+            if found is not None:
+                batch = self._from_columns(*found)
+                if batch is not None:
+                    return batch
+        return self.batch(decode(fetched))
+
+    def _from_columns(self, columns: dict[str, tuple[EdmType, Any]], etags: list[Any], count: int) -> Any:
+        """The batch of columns read from a JSON body; None when one disagrees with the scan's column."""
+        for name, (edm, array) in columns.items():
+            known = self.columns.get(name)
+            if known is not None and (known.edm is not edm or not known.field.type.equals(array.type)):
+                return None  # a conflict, or a column kept as text: the general path decides
+        keys = None
+        for name, (edm, array) in columns.items():
+            if name not in self.columns:
+                if keys is None:
+                    import pyarrow.compute as pc
+
+                    keys = (columns["PartitionKey"][1], columns["RowKey"][1])
+                row = pc.index(pc.is_valid(array), True).as_py()
+                where = (keys[0][row].as_py(), keys[1][row].as_py())
+                self.columns[name] = _Column(edm, _field(name, edm, array.type), where)
+        return self._assemble({name: array for name, (_, array) in columns.items()}, etags, count)
 
     def _column(
         self, name: str, values: list[dict[str, Any]], types: list[dict[str, EdmType]], shared: dict[str, EdmType] | None
@@ -378,8 +412,8 @@ class BatchBuilder:
         """A property with two EDM types: raise, or make its column wire text from now on."""
         if self.on_type_conflict == "raise":
             typed = [(t, _KEYS(row)) for t, row in zip(column_types, values) if t is not None]
-            if known is not None and known.edm is not None and known.keys is not None:
-                first_type, first_keys = known.edm, known.keys
+            if known is not None and known.edm is not None:
+                first_type, first_keys = known.edm, known.keys or ("?", "?")
             else:
                 first_type, first_keys = typed[0]
             second_type, second_keys = next(item for item in typed if item[0] is not first_type)
@@ -493,9 +527,9 @@ def _short(value: Any) -> str:
 
 # ---------------------------------------------------------------- the scan
 
-def _pages(query: TableQuery[Any]) -> Iterator[EntityPage]:
-    """The decoded pages of ``query``, following continuation tokens; with read-ahead the next
-    page's request is in flight while this one is used (as entity iteration does)."""
+def _scan(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
+    """The record batches of ``query``'s pages, following continuation tokens; with read-ahead the
+    next page's request is in flight while this one is converted (as entity iteration does)."""
     source = query.source
     fetch: Callable[..., FetchedPage] | None = getattr(source, "fetch_query_segment", None)
     decode: Callable[[FetchedPage], EntityPage] | None = getattr(source, "_decode_page", None)
@@ -518,13 +552,13 @@ def _pages(query: TableQuery[Any]) -> Iterator[EntityPage]:
                 )
             if pool is not None and token is not None and remaining is None:
                 ahead = pool.submit(fetch, query, token, query.request_top(None))
-            page = decode(fetched)
+            batch = builder.page_batch(fetched, decode)
             fetched = None
             if remaining is not None:
-                if len(page) > remaining:
-                    page = EntityPage(page.values[:remaining], page.types[:remaining], page.etags[:remaining])
-                remaining -= len(page)
-            yield page
+                if batch.num_rows > remaining:
+                    batch = batch.slice(0, remaining)
+                remaining -= batch.num_rows
+            yield batch
             if token is None or remaining == 0:
                 return
             seen.add(token)
@@ -555,8 +589,7 @@ def iter_query_batches(
 ) -> Iterator[Any]:
     """One ``pyarrow.RecordBatch`` per page of ``query`` (see :meth:`TableQuery.iter_arrow_batches`)."""
     builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
-    for page in _pages(_narrowed(query, schema) if not strict else query):
-        yield builder.batch(page)
+    yield from _scan(_narrowed(query, schema) if not strict else query, builder)
 
 
 def query_to_arrow(
@@ -570,7 +603,7 @@ def query_to_arrow(
     """Every page of ``query`` as one ``pyarrow.Table`` (see :meth:`TableQuery.to_arrow`)."""
     pa = _pyarrow()
     builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
-    batches = [builder.batch(page) for page in _pages(_narrowed(query, schema) if not strict else query)]
+    batches = list(_scan(_narrowed(query, schema) if not strict else query, builder))
     if not batches or not any(batch.num_rows for batch in batches):
         final = builder.empty_schema() if not builder.columns or schema is not None else builder.output_schema()
         return pa.Table.from_batches([], schema=final)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .._arrow import BatchBuilder, _pages, arrow_rows
+from .._arrow import BatchBuilder, _scan, arrow_rows
 from .._client import CloudTableClient
 from ._export import ExportError, ExportSpec
 from ._files import EntityLine
@@ -39,8 +39,7 @@ def export_parquet(
     builder = BatchBuilder(wide_datetimes_as_text=True)  # exact for every DateTime, 1601 to 9999
     batches = []
     count = 0
-    for page in _pages(query):
-        batch = builder.batch(page)
+    for batch in _scan(query, builder):
         if batch.num_rows:
             batches.append(batch)
             count += batch.num_rows

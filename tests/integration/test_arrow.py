@@ -272,3 +272,22 @@ def test_nometadata_needs_a_schema(devstore_connection_string: str, unique_table
         finally:
             typed.delete_table(unique_table_name)
     assert data.equals(expected) and data.num_rows == 8
+
+
+@pytest.mark.asyncio
+async def test_the_async_client_writes_arrow_and_pandas(devstore_connection_string: str, unique_table_name: str) -> None:
+    account = CloudStorageAccount.parse(devstore_connection_string)
+    async with account.create_async_cloud_table_client() as aclient:
+        await aclient.create_table(unique_table_name)
+        try:
+            result = await aclient.write_arrow(
+                unique_table_name, pa.table({"PartitionKey": ["p"], "RowKey": ["1"], "N": pa.array([5], pa.int64())})
+            )
+            assert len(result.succeeded) == 1
+            frame = pd.DataFrame({"PartitionKey": ["p"], "RowKey": ["2"], "Ok": pd.array([None], dtype="boolean")})
+            assert len((await aclient.write_pandas(unique_table_name, frame)).succeeded) == 1
+            first = await aclient.get_entity(unique_table_name, "p", "1")
+            assert first["N"] == 5 and first.edm_type("N") is EdmType.INT64
+            assert dict(await aclient.get_entity(unique_table_name, "p", "2")) == {}
+        finally:
+            await aclient.delete_table(unique_table_name)

@@ -88,3 +88,82 @@ def test_the_connection_secret_hides_the_key() -> None:
     assert tokenize(secret) == tokenize(ConnectionSecret(CONN.replace(KEY, "b3RoZXI=")))  # the key is not hashed
     copy = pickle.loads(pickle.dumps(secret))
     assert copy.client().account.account_name == "devstoreaccount1"
+
+
+# ---------------------------------------------------------------- JSON pages straight into columns
+
+
+def json_response(items: list[dict[str, object]], content_type: str = "application/json;odata=minimalmetadata") -> object:
+    import json
+
+    from requests.structures import CaseInsensitiveDict
+
+    from tablesdk._http import HttpResponse
+
+    return HttpResponse(200, CaseInsensitiveDict({"content-type": content_type}), json.dumps({"value": items}).encode())
+
+
+def service_items() -> list[dict[str, object]]:
+    """Entities as the service writes them: every EDM type, sparse, annotated where JSON needs it."""
+    items: list[dict[str, object]] = []
+    for n in range(6):
+        item: dict[str, object] = {
+            "odata.etag": f'W/"datetime\'2024-01-01T00%3A00%3A0{n}.1234567Z\'"', "PartitionKey": f"p{n % 2}",
+            "RowKey": f"{n:03d}", "Timestamp": f"2024-01-01T00:00:0{n}.123456{n}Z", "Name": f"n{n}", "Count": n,
+            "Big@odata.type": "Edm.Int64", "Big": str(-(2**63) + n), "Ratio": n / 3, "Ok": n % 2 == 0,
+            "When@odata.type": "Edm.DateTime", "When": ["2020-01-01T00:00:00Z", "2020-01-01T00:00:00.1Z"][n % 2],
+            "Id@odata.type": "Edm.Guid", "Id": "0000000A-0000-0000-0000-00000000000" + str(n),
+            "Blob@odata.type": "Edm.Binary", "Blob": "AAE=",
+        }
+        if n % 3 == 0:
+            del item["Count"]
+        items.append(item)
+    return items
+
+
+def codec_batch(items: list[dict[str, object]]) -> pa.RecordBatch:
+    """The batch of the page as the JSON codec decodes it."""
+    from tablesdk._formats import get_format
+
+    body = json_response(items).body  # type: ignore[attr-defined]
+    return BatchBuilder(with_etag=True).batch(get_format("json").parse_entity_page(body))
+
+
+def test_a_json_page_read_as_columns_equals_the_codec_read() -> None:
+    from tablesdk._arrow_json import json_page_columns
+
+    items = service_items()
+    found = json_page_columns(json_response(items))  # type: ignore[arg-type]
+    assert found is not None
+    builder = BatchBuilder(with_etag=True)
+    fast = builder._from_columns(*found)
+    slow = codec_batch(items)
+    assert fast.equals(slow) and fast.schema.equals(slow.schema, check_metadata=True)
+    assert fast.column("Id").to_pylist()[0] == "0000000a-0000-0000-0000-000000000000"
+
+
+@pytest.mark.parametrize("change", [
+    {"Ratio": "NaN", "Ratio@odata.type": "Edm.Double"},         # a double written as text
+    {"Count": 1.5},                                             # Int32 and Double un-annotated in one column
+    {"When": "1601-01-01T00:00:00.0000000Z"},                   # beyond timestamp[ns]
+    {"When": "2020-01-01T00:00:00"},                            # not the service's form
+    {"Big": "+5"},                                              # int() reads it, the service never writes it
+    {"Id": "{0000000a-0000-0000-0000-000000000000}"},           # a Guid in another form
+    {"Blob": "not base64!"},
+    {"RowKey": 5},
+    {"Nested": {"a": 1}},
+])
+def test_pages_the_columns_cannot_read_alike_go_to_the_codec(change: dict[str, object]) -> None:
+    from tablesdk._arrow_json import json_page_columns
+
+    items = service_items()
+    items[1].update(change)
+    assert json_page_columns(json_response(items)) is None  # type: ignore[arg-type]
+
+
+def test_nometadata_pages_go_to_the_codec() -> None:
+    from tablesdk._arrow_json import json_page_columns
+
+    response = json_response(service_items(), "application/json;odata=nometadata")
+    assert json_page_columns(response) is None  # type: ignore[arg-type]
+    assert json_page_columns(json_response(service_items())) is not None  # type: ignore[arg-type]
