@@ -321,15 +321,38 @@ class BatchBuilder:
         """The record batch of a fetched page: a JSON page's columns straight from its body when
         they agree with the scan so far (:mod:`tablesdk._arrow_json`), else :meth:`batch` of the
         page the client decodes."""
-        if self.schema is None and fetched.response is not None:
+        if fetched.response is not None:
             from ._arrow_json import json_page_columns
 
             found = json_page_columns(fetched.response)
             if found is not None:
-                batch = self._from_columns(*found)
+                batch = self._from_columns(*found) if self.schema is None else self._fit_columns(*found)
                 if batch is not None:
                     return batch
         return self.batch(decode(fetched))
+
+    def _fit_columns(self, columns: dict[str, tuple[EdmType, Any]], etags: list[Any], count: int) -> Any:
+        """:meth:`_from_columns` for an explicit schema: None unless every column fits its field as it is
+        or by a cast Arrow checks (the general path then raises, naming the value that does not fit)."""
+        if self.strict and not set(columns) <= set(self.columns):
+            return None
+        arrays = {}
+        for name, column in self.columns.items():
+            found = columns.get(name)
+            if found is None or name == ETAG_COLUMN:
+                continue
+            edm, array = found
+            if edm not in _accepted(column.field):
+                return None
+            if not array.type.equals(column.field.type):
+                if edm is EdmType.DATETIME:
+                    return None  # another unit: the general path converts it
+                try:
+                    array = array.cast(column.field.type)
+                except (ValueError, TypeError, OverflowError):  # ArrowInvalid is a ValueError
+                    return None
+            arrays[name] = array
+        return self._assemble(arrays, etags, count)
 
     def _from_columns(self, columns: dict[str, tuple[EdmType, Any]], etags: list[Any], count: int) -> Any:
         """The batch of columns read from a JSON body; None when one disagrees with the scan's column."""

@@ -167,3 +167,20 @@ def test_nometadata_pages_go_to_the_codec() -> None:
     response = json_response(service_items(), "application/json;odata=nometadata")
     assert json_page_columns(response) is None  # type: ignore[arg-type]
     assert json_page_columns(json_response(service_items())) is not None  # type: ignore[arg-type]
+
+
+def test_a_json_page_fits_an_explicit_schema_as_the_codec_read_does() -> None:
+    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._formats import get_format
+
+    schema = pa.schema([("RowKey", pa.string()), ("Count", pa.int64()), ("Ratio", pa.float64()), ("Id", pa.string()),
+                        ("When", pa.timestamp("ns", tz="UTC")), ("Absent", pa.bool_())])
+    items = service_items()
+    found = json_page_columns(json_response(items))  # type: ignore[arg-type]
+    assert found is not None
+    fast = BatchBuilder(schema=schema)._fit_columns(*found)
+    body = json_response(items).body  # type: ignore[attr-defined]
+    assert fast is not None and fast.equals(BatchBuilder(schema=schema).batch(get_format("json").parse_entity_page(body)))
+    # a value that does not fit, or a property a strict schema lacks: the general path decides (and raises)
+    assert BatchBuilder(schema=pa.schema([("Big", pa.int32())]))._fit_columns(*found) is None
+    assert BatchBuilder(schema=schema, strict=True)._fit_columns(*found) is None
