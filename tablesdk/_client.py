@@ -542,7 +542,7 @@ class CloudTableClient(ClientCore):
         the entity; Timestamp and ``odata.etag`` columns are not written. Returns the
         :class:`BulkResult`. See docs/data.md.
         """
-        from ._arrow import write_arrow
+        from ._arrow_write import write_arrow
 
         return write_arrow(
             self, table_name, data, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
@@ -561,7 +561,7 @@ class CloudTableClient(ClientCore):
         retry_policy: RetryPolicy | None = None,
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
-        from ._arrow import write_pandas
+        from ._arrow_write import write_pandas
 
         return write_pandas(
             self, table_name, frame, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._account import CloudStorageAccount
-from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, pandas_to_arrow, pandas_types_mapper, query_to_arrow
+from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, pandas_types_mapper, query_to_arrow
+from ._arrow_write import pandas_to_arrow
 from ._bulk import BulkMode
 from ._client import CloudTableClient
 from ._entity import DynamicEntity

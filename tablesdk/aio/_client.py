@@ -361,7 +361,7 @@ class AsyncCloudTableClient(ClientCore):
         """Write each row of ``data`` (a ``pyarrow.Table`` or ``RecordBatch``) as an entity with
         :meth:`bulk_insert` (``max_workers`` batches at once); the columns as
         :meth:`tablesdk.CloudTableClient.write_arrow` takes them, checked before anything is sent."""
-        from .._arrow import arrow_rows
+        from .._arrow_write import arrow_rows
 
         rows = arrow_rows(data, edm_types)
         return await self.bulk_insert(table_name, rows, mode, max_workers, progress, retry_policy=retry_policy)
@@ -378,7 +378,7 @@ class AsyncCloudTableClient(ClientCore):
         retry_policy: RetryPolicy | None = None,
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
-        from .._arrow import pandas_to_arrow
+        from .._arrow_write import pandas_to_arrow
 
         return await self.write_arrow(
             table_name, pandas_to_arrow(frame), mode, edm_types=edm_types, max_workers=max_workers,

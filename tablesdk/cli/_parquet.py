@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .._arrow import BatchBuilder, _scan, arrow_rows
+from .._arrow import BatchBuilder, _scan
+from .._arrow_write import arrow_rows
 from .._client import CloudTableClient
 from ._export import ExportError, ExportSpec
 from ._files import EntityLine

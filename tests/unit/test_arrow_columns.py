@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from tablesdk import EdmDateTime, EdmType, SchemaConflictError
-from tablesdk._arrow import BatchBuilder, arrow_rows
+from tablesdk._arrow import BatchBuilder
+from tablesdk._arrow_write import arrow_rows
 from tablesdk._edm import EntityPage
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
