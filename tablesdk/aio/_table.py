@@ -6,13 +6,13 @@ the sending is awaited.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from .._actions import R, TableBatchOperation, TableOperation, TableResult
 from .._batch import BatchOperationKind
 from .._bulk import BulkMode, BulkResult, ProgressCallback
-from .._edm import EntityPayload
+from .._edm import EdmType, EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
 from .._errors import ResourceNotFoundError
 from .._query import ContinuationToken
@@ -171,6 +171,38 @@ class AsyncCloudTable:
         """Write many entities as concurrent entity group transactions (see the client's ``bulk_insert``)."""
         return await self.client.bulk_insert(
             self.name, entities, mode, max_concurrency, progress, retry_policy=retry_policy
+        )
+
+    async def write_arrow(
+        self,
+        data: Any,
+        mode: BulkMode = "insert",
+        *,
+        edm_types: Mapping[str, EdmType] | None = None,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``)."""
+        return await self.client.write_arrow(
+            self.name, data, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
+            retry_policy=retry_policy,
+        )
+
+    async def write_pandas(
+        self,
+        frame: Any,
+        mode: BulkMode = "insert",
+        *,
+        edm_types: Mapping[str, EdmType] | None = None,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``)."""
+        return await self.client.write_pandas(
+            self.name, frame, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
+            retry_policy=retry_policy,
         )
 
     @overload

@@ -292,3 +292,10 @@ async def test_the_async_client_writes_arrow_and_pandas(devstore_connection_stri
             assert dict(await aclient.get_entity(unique_table_name, "p", "2")) == {}
         finally:
             await aclient.delete_table(unique_table_name)
+
+
+def test_the_table_object_writes_columns(client: CloudTableClient, table: str) -> None:
+    cloud_table = client.get_table_reference(table)
+    cloud_table.write_arrow(pa.table({"PartitionKey": ["p"], "RowKey": ["1"], "N": [1]})).raise_on_error()
+    cloud_table.write_pandas(pd.DataFrame({"PartitionKey": ["p"], "RowKey": ["1"], "M": [2]}), "merge").raise_on_error()
+    assert dict(client.get_entity(table, "p", "1")) == {"N": 1, "M": 2}
