@@ -40,6 +40,7 @@ from ._errors import (
     RequestTimeoutError,
     ResourceNotFoundError,
     ResponseDecodeError,
+    SchemaConflictError,
     ServerBusyError,
     TableErrorCode,
     TableServiceError,
@@ -141,6 +142,7 @@ __all__ = [
     "DataServiceRequestError",
     "BatchError",
     "TableValidationError",
+    "SchemaConflictError",
     "ResponseDecodeError",
     "ContinuationCycleError",
 ]

@@ -18,7 +18,7 @@ class runs them over its thread-blocking transport.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -35,7 +35,7 @@ from ._operations import (
 )
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
-from ._edm import EntityPayload
+from ._edm import EdmType, EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
 from ._filter import FilterLike
 from ._options import TableRequestOptions, check_options
@@ -582,6 +582,52 @@ class CloudTableClient(ClientCore):
         from ._deleting import count_entities
 
         return count_entities(self, table_name, filter, progress=progress, options=options)
+
+    def write_arrow(
+        self,
+        table_name: str,
+        data: Any,
+        mode: BulkMode = "insert",
+        *,
+        edm_types: Mapping[str, EdmType] | None = None,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write each row of ``data`` (a ``pyarrow.Table`` or ``RecordBatch``) as an entity, with :meth:`bulk_insert`.
+
+        PartitionKey and RowKey columns (strings, no nulls) are required; each other column's EDM
+        type follows its Arrow type (int64: Int64, int32: Int32, float64: Double, bool: Boolean,
+        timestamp: DateTime, string: String, binary: Binary; a field's ``tablesdk.edm_type``
+        metadata, as ``to_arrow`` writes it, or ``edm_types`` override that). Nulls are left out of
+        the entity; Timestamp and ``odata.etag`` columns are not written. Returns the
+        :class:`BulkResult`. See docs/data.md.
+        """
+        from ._arrow_write import write_arrow
+
+        return write_arrow(
+            self, table_name, data, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
+            retry_policy=retry_policy,
+        )
+
+    def write_pandas(
+        self,
+        table_name: str,
+        frame: Any,
+        mode: BulkMode = "insert",
+        *,
+        edm_types: Mapping[str, EdmType] | None = None,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
+        from ._arrow_write import write_pandas
+
+        return write_pandas(
+            self, table_name, frame, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
+            retry_policy=retry_policy,
+        )
 
     # ------------------------------------------------------------ conveniences
 

@@ -24,6 +24,7 @@ __all__ = [
     "ConnectionFailedError",
     "BatchError",
     "TableValidationError",
+    "SchemaConflictError",
     "ResponseDecodeError",
     "ContinuationCycleError",
     "error_for_status",
@@ -264,6 +265,24 @@ class ContinuationCycleError(TableServiceError):
     def __init__(self, message: str, *, token: object = None) -> None:
         super().__init__(message)
         self.token = token
+
+
+class SchemaConflictError(TableServiceError, ValueError):
+    """Values read from a table that do not fit one column (``TableQuery.to_arrow`` and the like).
+
+    A property that arrives with two EDM types, a value that does not fit an
+    explicit schema's column, or a property a schema lacks. ``property_name``
+    is the property, ``types`` the EDM types involved and ``keys`` the
+    ``(PartitionKey, RowKey)`` of a row holding the offending value.
+    """
+
+    def __init__(
+        self, message: str, *, property_name: str, types: tuple[Any, ...], keys: tuple[str, str] | None
+    ) -> None:
+        super().__init__(message)
+        self.property_name = property_name
+        self.types = types
+        self.keys = keys
 
 
 class TableValidationError(ValueError):

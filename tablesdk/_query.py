@@ -578,6 +578,39 @@ class TableQuery(Generic[E]):
             parts.append("read_ahead=False")
         return f"TableQuery({', '.join(parts)})"
 
+    # -- columns: pyarrow / pandas (tablesdk._arrow; imported only when called)
+
+    def to_arrow(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
+        """Every matching entity as one ``pyarrow.Table``, built from the pages' values (no entity objects).
+
+        Columns: PartitionKey, RowKey, Timestamp, then each property as it first appears; a
+        column's Arrow type follows its EDM type (DateTime: ``timestamp[ns, UTC]``, Guid: string);
+        a missing value is null. ``with_etag`` adds an ``odata.etag`` column. A property with two
+        EDM types raises :class:`~tablesdk.SchemaConflictError` unless ``on_type_conflict="string"``
+        (a column of wire text). ``schema`` (a ``pyarrow.Schema``) fixes the columns and checks
+        each value fits. See docs/data.md.
+        """
+        from ._arrow import query_to_arrow
+
+        return query_to_arrow(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
+
+    def iter_arrow_batches(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise"
+    ) -> Iterator[Any]:
+        """One ``pyarrow.RecordBatch`` per page (bounded memory); options as :meth:`to_arrow`.
+
+        A batch has every column seen so far in the scan (without ``schema``, later batches may add columns).
+        """
+        from ._arrow import iter_query_batches
+
+        return iter_query_batches(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
+
+    def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame: nullable Int32/Int64/boolean/string dtypes, UTC timestamps."""
+        from ._arrow import query_to_pandas
+
+        return query_to_pandas(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)
+
 
 # One span per call that sends, when the application configured OpenTelemetry; iteration is
 # traced page by page where its source fetches them.

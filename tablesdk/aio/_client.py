@@ -11,14 +11,14 @@ errors; ``list_tables`` is an async iterator.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response
 from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
-from .._edm import EntityPayload
+from .._edm import EdmType, EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, TableEntity
 from .._filter import FilterLike
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
@@ -422,6 +422,44 @@ class AsyncCloudTableClient(ClientCore):
         from ._deleting import count_entities
 
         return await count_entities(self, table_name, filter, progress=progress, options=options)
+
+    async def write_arrow(
+        self,
+        table_name: str,
+        data: Any,
+        mode: BulkMode = "insert",
+        *,
+        edm_types: Mapping[str, EdmType] | None = None,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """Write each row of ``data`` (a ``pyarrow.Table`` or ``RecordBatch``) as an entity with
+        :meth:`bulk_insert` (``max_workers`` batches at once); the columns as
+        :meth:`tablesdk.CloudTableClient.write_arrow` takes them, checked before anything is sent."""
+        from .._arrow_write import arrow_rows
+
+        rows = arrow_rows(data, edm_types)
+        return await self.bulk_insert(table_name, rows, mode, max_workers, progress, retry_policy=retry_policy)
+
+    async def write_pandas(
+        self,
+        table_name: str,
+        frame: Any,
+        mode: BulkMode = "insert",
+        *,
+        edm_types: Mapping[str, EdmType] | None = None,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> BulkResult:
+        """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
+        from .._arrow_write import pandas_to_arrow
+
+        return await self.write_arrow(
+            table_name, pandas_to_arrow(frame), mode, edm_types=edm_types, max_workers=max_workers,
+            progress=progress, retry_policy=retry_policy,
+        )
 
     # ------------------------------------------------------------ conveniences
 

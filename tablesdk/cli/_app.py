@@ -22,6 +22,7 @@ from .._client import CloudTableClient
 from .._entity import DynamicEntity, entity_from_payload
 from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
 from ._export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
+from ._parquet import PARQUET, export_parquet, parquet_lines, parquet_rows
 from ._files import FILE_FORMATS, parse_entity_text, payload_json, read_csv, read_jsonl
 from ._options import CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options
 from ._progress import progress_wanted
@@ -425,10 +426,10 @@ def count_command(table: str, filter_: str | None) -> None:
 
 def _file_format_options(function: Any) -> Any:
     """--file-format, and its old spelling --format (which before the command means the wire format)."""
-    function = click.option("--format", "legacy_file_format", type=click.Choice(FILE_FORMATS), hidden=True,
+    function = click.option("--format", "legacy_file_format", type=click.Choice([*FILE_FORMATS, PARQUET]), hidden=True,
                             help="Deprecated spelling of --file-format.")(function)
-    return click.option("--file-format", "file_format", type=click.Choice(FILE_FORMATS),
-                        help="jsonl or csv (default: from FILE's extension, else jsonl). "
+    return click.option("--file-format", "file_format", type=click.Choice([*FILE_FORMATS, PARQUET]),
+                        help="jsonl, csv or parquet (default: from FILE's extension, else jsonl). "
                              "Not the wire format: that is --wire-format.")(function)
 
 
@@ -439,6 +440,8 @@ def _file_format(path: str, given: str | None, legacy: str | None = None) -> str
         given = given or legacy
     if given:
         return given
+    if path.lower().endswith(".parquet"):
+        return PARQUET
     return "csv" if path.lower().endswith(".csv") else "jsonl"
 
 
@@ -464,7 +467,10 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     client = settings.client()
     try:
         with settings.progress_for(f"exporting {table}") as progress:
-            count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
+            if spec.file_format == PARQUET:
+                count = export_parquet(client, spec, file, resume=resume, parallel=parallel, progress=progress)
+            else:
+                count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
     except ExportError:  # refused before it started (its message says what to do)
         raise
     except BaseException:
@@ -508,6 +514,8 @@ def _record_estimate(path: str, file_format: str) -> int | None:
     """
     if path == "-" or not os.path.isfile(path):
         return None
+    if file_format == PARQUET:
+        return parquet_rows(path)
     lines, last = 0, b"\n"
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -551,7 +559,7 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
     _check_skip_existing(skip_existing, mode)
     client = settings.client()
     file_format = _file_format(file, file_format, legacy_file_format)
-    lines = _entity_lines(file, file_format)
+    lines = parquet_lines(file) if file_format == PARQUET else _entity_lines(file, file_format)
     if create_table:
         client.create_table_if_not_exists(table)
     total = _record_estimate(file, file_format) if progress_wanted(settings.progress) else None

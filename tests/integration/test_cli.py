@@ -685,3 +685,31 @@ def test_connection_options_after_the_command(table_client: CloudTableClient, de
     assert ok(after) == "1\n"
     old = run_cli("--format", "atom", "count", dev_table, connection_string=devstore_connection_string)
     assert ok(old) == "1\n" and b"--format is deprecated: use --wire-format" in old.stderr
+
+
+# ---------------------------------------------------------------- Parquet (docs/data.md)
+
+
+def test_parquet_export_import_round_trip_is_exact(
+    client: CloudTableClient, target: str, connection_string: str, table: str, second_table: str, tmp_path: Path,
+) -> None:
+    import pyarrow.parquet as pq
+
+    fill(client, table, edm_entities())
+    path = tmp_path / "out.parquet"
+    fmt = ["--format", wire_format(target)]
+    result = run_cli(*fmt, "export", table, str(path), connection_string=connection_string)
+    assert b"exported 4 entities" in result.stderr, result.stderr.decode()
+    schema = pq.read_schema(path)
+    assert schema.field("G").metadata == {b"tablesdk.edm_type": b"Edm.Guid"}
+    assert str(schema.field("T").type) == "timestamp[ns, tz=UTC]" and str(schema.field("I64").type) == "int64"
+    result = run_cli(*fmt, "import", str(path), second_table, "--create-table", connection_string=connection_string)
+    ok(result)
+    assert b"imported 4 entities, 0 failed" in result.stderr
+    assert table_contents(client, second_table) == table_contents(client, table)
+    assert table_contents(client, table) == {(e.PartitionKey, e.RowKey): comparable(e) for e in edm_entities()}
+
+
+def test_parquet_export_refuses_stdout_and_resume(dev_env: dict[str, str], dev_table: str) -> None:
+    result = run_cli("export", dev_table, "-", "--format", "parquet", env=dev_env)
+    assert result.returncode != 0 and b"Parquet" in result.stderr

@@ -50,9 +50,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._tracking_context", "tablesdk._context", "tablesdk.aio._context", "tablesdk._bulk", "tablesdk.aio._bulk",
         "tablesdk._deleting", "tablesdk.aio._deleting", "tablesdk._actions", "tablesdk._table", "tablesdk.aio._table",
     )),
+    ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_write")),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
-        "tablesdk.__main__", "tablesdk.testing", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
+        "tablesdk.__main__", "tablesdk.testing", "tablesdk.dask", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
     )),
 )
 
@@ -75,6 +76,9 @@ ALLOWED: Mapping[tuple[str, str], str] = {
     ("tablesdk._client", "tablesdk._deleting"): "CloudTableClient.delete_entities / count_entities",
     ("tablesdk.aio._client", "tablesdk.aio._deleting"): "AsyncCloudTableClient.delete_entities / count_entities",
     ("tablesdk._query", "tablesdk._parallel"): "TableQuery.iter_parallel / iter_parallel_segments hand out a parallel scan",
+    ("tablesdk._query", "tablesdk._arrow"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
+    ("tablesdk._client", "tablesdk._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
+    ("tablesdk.aio._client", "tablesdk._arrow_write"): "AsyncCloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk.aio._table"): "AsyncCloudTableClient.get_table_reference",
     # A package __init__ in front of its own modules: get_format hands out the codecs, which
     # implement the PayloadFormat it defines; parse_error_body is its errors module's.

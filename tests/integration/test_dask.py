@@ -1,0 +1,143 @@
+"""tablesdk.dask on the bundled emulator: a read split in ranges equals the serial scan, writes
+report every failed key, and both run on dask.distributed worker processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import dask
+import pandas as pd
+import pytest
+
+from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EntityProperty, EdmType, prop
+from tablesdk.dask import KEY_CEILING, TableWriteError, read_table, write_table
+
+pytestmark = pytest.mark.integration
+
+DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+@pytest.fixture
+def dev_client(devstore_connection_string: str) -> Iterator[CloudTableClient]:
+    with CloudStorageAccount.parse(devstore_connection_string).create_cloud_table_client() as client:
+        yield client
+
+
+@pytest.fixture
+def source(dev_client: CloudTableClient, unique_table_name: str) -> Iterator[str]:
+    dev_client.create_table(unique_table_name)
+    entities = []
+    for n in range(240):
+        entity = DynamicEntity(f"k{n % 24:02d}", f"{n:04d}", N=n, Name=f"n{n}")
+        if n % 3 == 0:
+            entity["Big"] = EntityProperty(n * 2**33, EdmType.INT64)  # sparse, and Int64 with nulls
+        if n % 4 == 0:
+            entity["Ok"] = n % 8 == 0
+        entities.append(entity)
+    dev_client.bulk_insert(unique_table_name, entities).raise_on_error()
+    yield unique_table_name
+    dev_client.delete_table_if_exists(unique_table_name)
+
+
+def serial(client: CloudTableClient, table: str) -> pd.DataFrame:
+    return client.create_query(table).to_pandas().set_index("PartitionKey")
+
+
+@pytest.mark.parametrize("boundaries", [None, ["k05", "k10", "k11", "k20"], ["k05x", "zz"]])
+def test_a_read_in_ranges_equals_the_serial_scan(
+    devstore_connection_string: str, dev_client: CloudTableClient, source: str, boundaries: list[str] | None
+) -> None:
+    ddf = read_table(devstore_connection_string, source, npartitions=5, boundaries=boundaries)
+    assert ddf.known_divisions and ddf.divisions[0] == "" and ddf.divisions[-1] == KEY_CEILING
+    if boundaries is not None:  # boundaries on existing keys: no duplicates or gaps at the edges
+        assert list(ddf.divisions[1:-1]) == boundaries
+    with dask.config.set(scheduler="sync"):
+        frame = ddf.compute()
+    expected = serial(dev_client, source)
+    pd.testing.assert_frame_equal(frame, expected)
+    assert frame["RowKey"].is_unique and len(frame) == 240
+    assert str(frame["Big"].dtype) == "Int64" and str(frame["Ok"].dtype) == "boolean"
+
+
+def test_filter_columns_and_loc_by_partition(devstore_connection_string: str, dev_client: CloudTableClient, source: str) -> None:
+    ddf = read_table(devstore_connection_string, source, filter=prop("N") >= 100, columns=["N"], boundaries=["k10"])
+    assert list(ddf.columns) == ["RowKey", "Timestamp", "N"]
+    with dask.config.set(scheduler="sync"):
+        frame = ddf.compute()
+        one = ddf.loc["k12"].compute()
+    assert sorted(frame["N"]) == list(range(100, 240))
+    assert set(one.index) == {"k12"} and len(one) == len(frame.loc["k12"])
+
+
+def test_a_partition_with_a_property_the_sample_lacked_raises(
+    devstore_connection_string: str, dev_client: CloudTableClient, source: str
+) -> None:
+    from tablesdk import SchemaConflictError
+
+    dev_client.insert_entity(source, DynamicEntity("k23", "late", Surprise=1))
+    ddf = read_table(devstore_connection_string, source, boundaries=["k12"], sample_size=50)
+    with dask.config.set(scheduler="sync"), pytest.raises(SchemaConflictError, match="Surprise"):
+        ddf.compute()
+
+
+def test_no_account_key_in_task_names_or_reprs(devstore_connection_string: str, source: str) -> None:
+    assert DEVSTORE_KEY in devstore_connection_string
+    ddf = read_table(devstore_connection_string, source, npartitions=3)
+    graph = ddf.__dask_graph__()
+    assert DEVSTORE_KEY not in repr(list(graph.keys())) and DEVSTORE_KEY not in repr(ddf)
+    assert all(DEVSTORE_KEY not in repr(task) for task in graph.values())
+
+
+def test_write_table_writes_every_partition(
+    devstore_connection_string: str, dev_client: CloudTableClient, source: str, unique_table_name: str
+) -> None:
+    copy = unique_table_name + "w"
+    dev_client.create_table(copy)
+    try:
+        ddf = read_table(devstore_connection_string, source, boundaries=["k08", "k16"])
+        with dask.config.set(scheduler="sync"):
+            counts = write_table(ddf, devstore_connection_string, copy)
+        assert counts == [80, 80, 80]
+        pd.testing.assert_frame_equal(
+            serial(dev_client, copy).drop(columns="Timestamp"), serial(dev_client, source).drop(columns="Timestamp")
+        )
+    finally:
+        dev_client.delete_table(copy)
+
+
+def test_a_failed_entity_raises_with_its_partition_and_keys(
+    devstore_connection_string: str, dev_client: CloudTableClient, source: str
+) -> None:
+    import dask.dataframe as dd
+
+    frame = pd.DataFrame({"PartitionKey": ["a", "a", "b", "b"], "RowKey": ["1", "2", "0000", "3"], "V": [1, 2, 3, 4]})
+    ddf = dd.from_pandas(frame, npartitions=2, sort=False)
+    dev_client.insert_entity(source, DynamicEntity("b", "0000"))  # already there: the insert of it fails
+    with dask.config.set(scheduler="sync"), pytest.raises(TableWriteError) as caught:
+        write_table(ddf, devstore_connection_string, source, mode="insert")
+    error = caught.value
+    assert error.written == [2, 1]
+    assert {index: [(pk, rk) for pk, rk, _ in items] for index, items in error.failures.items()} == {1: [("b", "0000")]}
+    assert "partition 1" in str(error) and "RowKey='0000'" in str(error) and "EntityAlreadyExists" in str(error)
+    assert DEVSTORE_KEY not in str(error)
+
+
+def test_read_and_write_on_two_worker_processes(
+    devstore_connection_string: str, dev_client: CloudTableClient, source: str, unique_table_name: str
+) -> None:
+    from distributed import Client, LocalCluster
+
+    copy = unique_table_name + "d"
+    dev_client.create_table(copy)
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster) as dask_client:
+            ddf = read_table(devstore_connection_string, source, boundaries=["k12"])
+            frame = ddf.compute()
+            counts = write_table(ddf, devstore_connection_string, copy, mode="replace")
+            workers = dask_client.run(lambda: __import__("os").getpid())
+        assert len(set(workers.values())) == 2
+        pd.testing.assert_frame_equal(frame, serial(dev_client, source))
+        assert sum(counts) == 240 and len(list(dev_client.create_query(copy))) == 240
+    finally:
+        dev_client.delete_table(copy)
