@@ -77,7 +77,7 @@ from ._batch import (
     entity_path,
 )
 from ._edm import EdmType, EntityPayload
-from ._entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
+from ._entity import EntityObject, entity_to_payload, set_entity_etag, validate_table_name
 from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
 from ._formats import PayloadFormat
 from ._http import workers_within_pool
@@ -526,7 +526,7 @@ class _Tally:
         self.requests += report.requests
         for index, entity, etag, error in report.outcomes:
             if etag is not None:
-                entity.etag = etag
+                set_entity_etag(entity, etag)
             if self.fatal is None and isinstance(error, TableServiceError) and _ends_the_call(error):
                 self.fatal = error
             self.outcomes.append(EntityOutcome(index, entity, etag, error))
@@ -551,7 +551,7 @@ class _Tally:
 def bulk_insert(
     client: CloudTableClient,
     table: str,
-    entities: Iterable[TableEntity | DynamicEntity],
+    entities: Iterable[EntityObject],
     mode: BulkMode = "insert",
     max_workers: int = 8,
     progress: ProgressCallback | None = None,

@@ -37,7 +37,7 @@ from ._operations import (
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from ._edm import EntityPayload
-from ._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
+from ._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._filter import FilterLike
 from ._pager import Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
@@ -488,7 +488,7 @@ class CloudTableClient(ClientCore):
     def bulk_insert(
         self,
         table_name: str,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
@@ -522,12 +522,12 @@ class CloudTableClient(ClientCore):
     def get_entity(
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         return self._run(self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context))
 
     def insert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, table_name: str, entity: EntityObject, *, operation_context: OperationContext | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
         return self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context))
@@ -535,7 +535,7 @@ class CloudTableClient(ClientCore):
     def update_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -550,7 +550,7 @@ class CloudTableClient(ClientCore):
     def upsert_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -561,7 +561,7 @@ class CloudTableClient(ClientCore):
     def delete_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

@@ -31,7 +31,6 @@ from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions
-from ._tracking import Entity
 from ._tracking_context import ResolveType, TrackingContext
 from ._transport import OperationContext
 
@@ -154,7 +153,7 @@ class TableServiceContext(TrackingContext):
 
     def get(
         self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity
-    ) -> Entity | None:
+    ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
         Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not

@@ -60,6 +60,7 @@ from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
+from ._models import ModelAdapter, adapter_for, edm_type_of_annotation
 
 __all__ = [
     "TableEntity",
@@ -70,8 +71,16 @@ __all__ = [
     "MAX_CUSTOM_PROPERTIES",
     "MAX_ENTITY_BYTES",
     "MAX_KEY_BYTES",
+    "EntityObject",
     "entity_to_payload",
     "entity_from_payload",
+    "check_entity",
+    "entity_keys",
+    "entity_etag",
+    "set_entity_etag",
+    "entity_timestamp",
+    "declared_names",
+    "set_entity_timestamp",
     "read_page",
     "loose_properties",
     "overwrite_entity",
@@ -101,8 +110,6 @@ _SIZES: dict[EdmType, int] = {t: spec.size for t, spec in EDM_SPECS.items()}
 _MEASURES: dict[EdmType, Callable[[Any], int]] = {t: spec.measure for t, spec in EDM_SPECS.items()}
 #: The Python class name of each type, in messages.
 _PYTHON_NAMES: dict[EdmType, str] = {t: spec.python_name for t, spec in EDM_SPECS.items()}
-#: The EDM type each plain class annotation declares (``Rating: int``).
-_ANNOTATION_TYPES: dict[Any, EdmType] = {hint: t for t, spec in EDM_SPECS.items() for hint in spec.declared_by}
 #: The EDM type of a value of exactly each class (what infer_edm_type says); an int's depends on its value.
 _EXACT_TYPES: dict[type, EdmType] = {
     cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
@@ -275,26 +282,6 @@ class DeclaredProperty(PropertyRef):
         return f"DeclaredProperty({self.name!r}, {self.edm_type})"
 
 
-def _edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
-    origin = typing.get_origin(hint)
-    if origin is typing.Annotated:
-        for extra in hint.__metadata__:
-            if isinstance(extra, EdmType):
-                return extra
-        hint = typing.get_args(hint)[0]
-        origin = typing.get_origin(hint)
-    if origin is typing.Union or type(hint).__name__ == "UnionType":
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(args) == 1:
-            return _edm_type_of_annotation(owner, name, args[0])
-    if hint in _ANNOTATION_TYPES:
-        return _ANNOTATION_TYPES[hint]
-    raise TypeError(
-        f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
-        "Int64, float, bool, datetime, uuid.UUID, bytes or Annotated[..., EdmType.X]"
-    )
-
-
 class TableEntity:
     """Base class for entities with declared, typed properties.
 
@@ -345,7 +332,7 @@ class TableEntity:
                 continue
             if typing.get_origin(hint) is ClassVar or name.startswith("_"):
                 continue
-            edm_type = _edm_type_of_annotation(cls.__name__, name, hint)
+            edm_type = edm_type_of_annotation(cls.__name__, name, hint)
             validate_property_name(name)
             current = cls.__dict__.get(name)
             default = current.default if isinstance(current, DeclaredProperty) else current
@@ -494,9 +481,83 @@ class DynamicEntity(MutableMapping[str, Any]):
 
 
 AnyEntity = typing.Union[TableEntity, DynamicEntity]
-#: The entity class of a query or a read. Bound, not constrained, so that a user's subclass
-#: stays itself: ``create_query("Notes", Note)`` is a ``TableQuery[Note]``, not ``TableQuery[TableEntity]``.
-E = TypeVar("E", bound=AnyEntity)
+#: The entity class of a query or a read: a TableEntity or DynamicEntity subclass, a model class
+#: (dataclass, pydantic, attrs) or dict. Not bound, so that a user's class stays itself:
+#: ``create_query("Notes", Note)`` is a ``TableQuery[Note]``; :func:`entity_from_payload` refuses
+#: a class it cannot make.
+E = TypeVar("E")
+#: What the operations accept as an entity: a TableEntity, a DynamicEntity, a model object
+#: (dataclass, pydantic model, attrs class) or a ``Mapping[str, object]``; checked at run time
+#: (:func:`check_entity`).
+EntityObject: typing.TypeAlias = object
+
+
+def check_entity(entity: object) -> None:
+    """TypeError unless ``entity`` is something :func:`entity_to_payload` writes."""
+    if isinstance(entity, (TableEntity, DynamicEntity, Mapping)) or adapter_for(type(entity)) is not None:
+        return
+    raise _not_an_entity(entity)
+
+
+def entity_keys(entity: object) -> tuple[Any, Any]:
+    """(PartitionKey, RowKey) of any entity (None for a key a mapping lacks)."""
+    if isinstance(entity, Mapping):
+        return entity.get("PartitionKey"), entity.get("RowKey")
+    return getattr(entity, "PartitionKey", None), getattr(entity, "RowKey", None)
+
+
+def entity_etag(entity: object) -> str | None:
+    """The ETag ``entity`` carries (None when it keeps none: a model class without an etag field)."""
+    if isinstance(entity, (TableEntity, DynamicEntity)):
+        return entity.etag
+    if isinstance(entity, Mapping):
+        etag = entity.get("etag")
+        return etag if isinstance(etag, str) else None
+    adapter = adapter_for(type(entity))
+    return adapter.etag(entity) if adapter is not None else None
+
+
+def set_entity_etag(entity: object, etag: str | None) -> None:
+    """Give ``entity`` its new ETag, where it keeps one (never a key added to a mapping)."""
+    if isinstance(entity, (TableEntity, DynamicEntity)):
+        entity.etag = etag
+    elif isinstance(entity, MutableMapping):
+        if "etag" in entity:
+            entity["etag"] = etag
+    else:
+        adapter = adapter_for(type(entity))
+        if adapter is not None:
+            adapter.set_etag(entity, etag)
+
+
+def declared_names(entity: object) -> Mapping[str, Any]:
+    """The stored names of the properties ``entity``'s class declares (a type is known for each)."""
+    if isinstance(entity, TableEntity):
+        return entity.__declared__
+    if isinstance(entity, (DynamicEntity, Mapping)):
+        return {}
+    adapter = adapter_for(type(entity))
+    return adapter.by_stored if adapter is not None else {}
+
+
+def entity_timestamp(entity: object) -> Any:
+    """The Timestamp ``entity`` carries, or None."""
+    if isinstance(entity, Mapping):
+        return entity.get("Timestamp")
+    return getattr(entity, "Timestamp", None)
+
+
+def set_entity_timestamp(entity: object, timestamp: Any) -> None:
+    """Give ``entity`` the Timestamp the service answered, where it keeps one."""
+    if isinstance(entity, (TableEntity, DynamicEntity)):
+        entity.Timestamp = timestamp
+    elif isinstance(entity, MutableMapping):
+        if "Timestamp" in entity:
+            entity["Timestamp"] = timestamp
+    else:
+        adapter = adapter_for(type(entity))
+        if adapter is not None:
+            adapter.set_timestamp(entity, timestamp)
 
 
 def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
@@ -619,10 +680,15 @@ def _plain_keys(pk: Any, rk: Any) -> bool:
 
 def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
     """The validated payload of ``entity`` through its shape's plan, or None to apply the general rules."""
-    pk, rk = entity.PartitionKey, entity.RowKey
+    return _planned_bag_payload(entity.PartitionKey, entity.RowKey, entity._values, entity._types, entity.etag)
+
+
+def _planned_bag_payload(
+    pk: Any, rk: Any, bag: dict[str, Any], bag_types: dict[str, EdmType], etag: str | None
+) -> EntityPayload | None:
+    """The validated payload of a property bag through its shape's plan, or None to apply the general rules."""
     if not _plain_keys(pk, rk):
         return None
-    bag, bag_types = entity._values, entity._types
     plan = _PLANS[value_shape(bag, bag_types)]
     if plan is None:
         return None
@@ -631,7 +697,7 @@ def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
         return None
     values = {"PartitionKey": pk, "RowKey": rk}
     values.update(bag)
-    return EntityPayload(values, plan.types.copy(), entity.etag)
+    return EntityPayload(values, plan.types.copy(), etag)
 
 
 def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
@@ -666,25 +732,94 @@ def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
     return size
 
 
-def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayload:
+def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload:
     """Convert an entity into the payload a codec serializes, checking every limit.
 
+    ``entity`` is a :class:`TableEntity`, a :class:`DynamicEntity`, a model object (a
+    dataclass, pydantic model or attrs class: :mod:`tablesdk._models`) or a mapping of
+    property names to values (read as ``DynamicEntity(**mapping)`` would be).
     ``None`` values are kept as nulls (the codecs send them in their null form;
     the service does not store nulls, so the property is absent when read back).
     Timestamp is never sent: the service sets it.
     """
-    if not isinstance(entity, (TableEntity, DynamicEntity)):
-        raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
-    if validate and isinstance(entity, DynamicEntity):
-        payload = _planned_payload(entity)
-        if payload is not None:
-            return payload
-    return _payload_by_property(entity, validate)
+    if isinstance(entity, DynamicEntity):
+        if validate:
+            payload = _planned_payload(entity)
+            if payload is not None:
+                return payload
+        return _payload_by_property(entity, validate)
+    if isinstance(entity, TableEntity):
+        return _payload_by_property(entity, validate)
+    if isinstance(entity, Mapping):
+        return _mapping_payload(entity, validate)
+    adapter = adapter_for(type(entity))
+    if adapter is None:
+        raise _not_an_entity(entity)
+    properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity))
+    return _payload_of_properties(
+        type(entity).__name__, getattr(entity, "PartitionKey"), getattr(entity, "RowKey"), adapter.etag(entity),
+        properties, validate,
+    )
 
 
 def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
-    """:func:`entity_to_payload` property by property: the general rules, and every error they raise."""
-    pk, rk = entity.PartitionKey, entity.RowKey
+    """The general rules' payload of a TableEntity or DynamicEntity (no write plan)."""
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
+    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
+        bag, bag_types = entity._values, entity._types
+        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
+    else:
+        properties = _custom_properties(entity)
+    return _payload_of_properties(
+        type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
+    )
+
+
+def _not_an_entity(entity: object) -> TypeError:
+    return TypeError(
+        f"expected an entity (TableEntity, DynamicEntity, a dataclass, pydantic model or attrs class "
+        f"with PartitionKey and RowKey fields, or a mapping), not {type(entity).__name__}"
+    )
+
+
+#: The keys of a mapping entity that are no custom properties (as DynamicEntity's constructor takes them).
+_MAPPING_SYSTEM = ("PartitionKey", "RowKey", "Timestamp", "etag")
+
+
+def _mapping_parts(entity: Mapping[Any, Any]) -> tuple[Any, Any, Any, dict[Any, Any], dict[str, EdmType]]:
+    """(PartitionKey, RowKey, etag, custom values, remembered types) of a mapping entity."""
+    bag = dict(entity)
+    pk = bag.pop("PartitionKey", None)
+    rk = bag.pop("RowKey", None)
+    bag.pop("Timestamp", None)
+    etag = bag.pop("etag", None)
+    types: dict[str, EdmType] = {}
+    for name, value in bag.items():
+        if isinstance(value, EntityProperty):  # rare: one pass to find none in the common case
+            types = {n: v.edm_type for n, v in bag.items() if isinstance(v, EntityProperty)}
+            bag = {n: v.value if isinstance(v, EntityProperty) else v for n, v in bag.items()}
+            break
+    return pk, rk, etag, bag, types
+
+
+def _mapping_payload(entity: Mapping[Any, Any], validate: bool) -> EntityPayload:
+    pk, rk, etag, bag, types = _mapping_parts(entity)
+    if validate:
+        payload = _planned_bag_payload(pk, rk, bag, types, etag)
+        if payload is not None:
+            return payload
+    return _payload_of_properties(
+        type(entity).__name__, pk, rk, etag, zip(bag, bag.values(), map(types.get, bag), repeat(None)), validate
+    )
+
+
+def _payload_of_properties(
+    owner: str, pk: Any, rk: Any, etag: str | None,
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]], validate: bool,
+) -> EntityPayload:
+    """:func:`entity_to_payload` property by property: the general rules, and every error they raise.
+
+    ``properties`` gives (name, value, remembered type, declared type) of each custom property."""
     values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
     types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
     if validate:
@@ -694,13 +829,6 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
         # (8 + 2 * len(name) + size of the value); _utf16_len already counts bytes.
         size = 4 + _utf16_len(pk) + _utf16_len(rk)
     count = 0
-    owner = type(entity).__name__
-    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
-    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
-        bag, bag_types = entity._values, entity._types
-        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
-    else:
-        properties = _custom_properties(entity)
     for name, value, remembered, declared in properties:
         if validate:
             validate_property_name(name)
@@ -737,7 +865,7 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
             )
         if size > MAX_ENTITY_BYTES:
             raise TableValidationError("entity", "an entity is at most 1 MiB", f"about {size} bytes")
-    return EntityPayload(values, types, entity.etag)
+    return EntityPayload(values, types, etag)
 
 
 def entity_from_payload(
@@ -753,7 +881,9 @@ def entity_from_payload(
     """
     if issubclass(entity_type, DynamicEntity):
         return _read_dynamic(entity_type, payload)
-    return _read_declared(entity_type, ignore_missing_properties, False, payload)
+    if issubclass(entity_type, TableEntity):
+        return _read_declared(entity_type, ignore_missing_properties, False, payload)
+    return _foreign_reader(entity_type, ignore_missing_properties)(payload.values, payload.types, payload.etag)
 
 
 def entity_reader(
@@ -763,6 +893,9 @@ def entity_reader(
     decided once (for a page of entities rather than for each)."""
     if issubclass(entity_type, DynamicEntity):
         return functools.partial(_read_dynamic, entity_type)
+    if not issubclass(entity_type, TableEntity):
+        read = _foreign_reader(entity_type, ignore_missing_properties)
+        return lambda payload: read(payload.values, payload.types, payload.etag)
     if _plain_attributes(entity_type):
         return functools.partial(_read_declared, entity_type, ignore_missing_properties, True)
     return functools.partial(_read_declared, entity_type, ignore_missing_properties, False)
@@ -780,10 +913,69 @@ def read_page(
     """
     if issubclass(entity_type, DynamicEntity):
         return _read_dynamic_page(entity_type, page, keep_values)
+    if not issubclass(entity_type, TableEntity):
+        return list(map(_foreign_reader(entity_type, ignore_missing_properties), page.values, page.types, page.etags))
     read = functools.partial(
         _read_declared_parts, entity_type, ignore_missing_properties, _plain_attributes(entity_type)
     )
     return list(map(read, page.values, page.types, page.etags))
+
+
+def _foreign_reader(
+    entity_type: type[E], ignore_missing_properties: bool
+) -> Callable[[dict[str, Any], dict[str, EdmType], str | None], E]:
+    """The reader of (values, types, etag) into a model class or a mapping class."""
+    if issubclass(entity_type, Mapping):
+        return functools.partial(_read_mapping, entity_type)
+    adapter = adapter_for(entity_type)
+    if adapter is None:
+        raise TypeError(
+            f"cannot read entities as {entity_type.__name__}: use a TableEntity or DynamicEntity subclass, "
+            "a dataclass, pydantic model or attrs class with PartitionKey and RowKey fields, or dict"
+        )
+    return functools.partial(_read_model, adapter, ignore_missing_properties)
+
+
+def _read_mapping(
+    entity_type: type[E], values: dict[str, Any], types: dict[str, EdmType], etag: str | None
+) -> E:
+    """A mapping entity: every property by name (the keys and Timestamp too), and ``etag`` when known."""
+    read = dict(values)
+    timestamp = read.get("Timestamp")
+    if isinstance(timestamp, str):
+        read["Timestamp"] = from_json_value(timestamp, EdmType.DATETIME)
+    if etag is not None:
+        read["etag"] = etag
+    return read if entity_type is dict else entity_type(read)  # type: ignore[return-value,call-arg]
+
+
+def _read_model(
+    adapter: ModelAdapter, ignore_missing_properties: bool,
+    values: dict[str, Any], types: dict[str, EdmType], etag: str | None,
+) -> Any:
+    """A model instance from one entity's values, through its class's adapter."""
+    timestamp = values.get("Timestamp")
+    if isinstance(timestamp, str):
+        timestamp = from_json_value(timestamp, EdmType.DATETIME)
+    by_stored = adapter.by_stored
+    if len(values) > len(by_stored) + 3 or not ignore_missing_properties:
+        unknown = [n for n in values if n not in by_stored and n not in SYSTEM_PROPERTIES]
+        if unknown and not ignore_missing_properties:
+            raise TableValidationError(
+                unknown[0], f"is not a field of {adapter.cls.__name__}",
+                "set ignore_missing_properties=True to leave it out",
+            )
+    if len(types) < len(values):  # some values came without a type (JSON nometadata): read them as declared
+        values = dict(values)
+        for name, field in by_stored.items():
+            value = values.get(name)
+            if value is not None and name not in types and field.edm_type is not EdmType.STRING:
+                as_type = EdmType.INT64 if field.edm_type is EdmType.INT32 else field.edm_type
+                try:
+                    values[name] = from_json_value(value, as_type)
+                except (ValueError, TypeError):
+                    pass
+    return adapter.build(values, etag, timestamp)
 
 
 #: The attributes of a :class:`DynamicEntity` read from the service, in the order set.
@@ -909,18 +1101,42 @@ def _read_declared_parts(
 # the only code outside the entity classes that changes their state.
 
 
-def loose_properties(entity: AnyEntity) -> tuple[Mapping[str, Any], Mapping[str, EdmType]]:
+def loose_properties(entity: object) -> tuple[Mapping[str, Any], Mapping[str, EdmType]]:
     """The properties of ``entity`` that no declaration types, and the EDM types recorded for them."""
     if isinstance(entity, DynamicEntity):
         return entity._values, entity._types
-    return entity.extra_properties, entity._wire_types
+    if isinstance(entity, TableEntity):
+        return entity.extra_properties, entity._wire_types
+    if isinstance(entity, Mapping):
+        _, _, _, bag, types = _mapping_parts(entity)
+        return bag, types
+    return {}, {}  # a model class declares every field
 
 
-def overwrite_entity(target: AnyEntity, fresh: AnyEntity) -> None:
+def _model_adapter(entity: object) -> ModelAdapter:
+    adapter = adapter_for(type(entity))
+    if adapter is None:
+        raise _not_an_entity(entity)
+    return adapter
+
+
+def overwrite_entity(target: Any, fresh: Any) -> None:
     """Give ``target`` every property, type and the Timestamp of ``fresh`` (same class, read from the service).
 
     The keys and the ETag of ``target`` are left to the caller.
     """
+    if isinstance(target, MutableMapping) and not isinstance(target, DynamicEntity):
+        keep = {name: target[name] for name in ("PartitionKey", "RowKey", "etag") if name in target}
+        target.clear()
+        target.update(typing.cast(Mapping[str, Any], fresh))
+        target.update(keep)
+        return
+    if not isinstance(target, (TableEntity, DynamicEntity)):
+        adapter = _model_adapter(target)
+        for field in adapter.fields:
+            adapter.assign(target, field.name, getattr(fresh, field.name))
+        adapter.set_timestamp(target, getattr(fresh, "Timestamp", None))
+        return
     if isinstance(target, DynamicEntity):
         assert isinstance(fresh, DynamicEntity)
         target._values = fresh._values
@@ -932,12 +1148,21 @@ def overwrite_entity(target: AnyEntity, fresh: AnyEntity) -> None:
     target.__dict__.update(fresh.__dict__)
 
 
-def take_property(target: AnyEntity, fresh: AnyEntity, name: str, server: EntityPayload) -> None:
+def take_property(target: Any, fresh: Any, name: str, server: EntityPayload) -> None:
     """Give ``target`` the value and wire type of property ``name`` from ``fresh``.
 
     ``fresh`` is an entity of the same class read from the service and ``server`` the
     payload it converts to (``entity_to_payload(fresh)``).
     """
+    if isinstance(target, MutableMapping) and not isinstance(target, DynamicEntity):
+        target[name] = server.values[name]
+        return
+    if not isinstance(target, (TableEntity, DynamicEntity)):
+        adapter = _model_adapter(target)
+        field = adapter.by_stored.get(name)
+        if field is not None:
+            adapter.assign(target, field.name, getattr(fresh, field.name))
+        return
     if isinstance(target, DynamicEntity):
         value = server.values[name]
         target[name] = EntityProperty(value, server.types[name]) if value is not None else None
@@ -952,8 +1177,17 @@ def take_property(target: AnyEntity, fresh: AnyEntity, name: str, server: Entity
         target.extra_properties[name] = fresh.extra_properties[name]
 
 
-def drop_property(target: AnyEntity, name: str) -> None:
+def drop_property(target: Any, name: str) -> None:
     """Remove property ``name`` from ``target`` (a declared one is set to None)."""
+    if isinstance(target, MutableMapping) and not isinstance(target, DynamicEntity):
+        target.pop(name, None)
+        return
+    if not isinstance(target, (TableEntity, DynamicEntity)):
+        adapter = _model_adapter(target)
+        field = adapter.by_stored.get(name)
+        if field is not None:
+            adapter.assign(target, field.name, None)
+        return
     if isinstance(target, DynamicEntity):
         del target[name]
     elif name in target.__declared__:

@@ -17,7 +17,7 @@ from ._actions import R, TableBatchOperation, TableOperation, TableResult
 from ._batch import BatchOperationKind
 from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EntityPayload
-from ._entity import AnyEntity, DynamicEntity, E, TableEntity
+from ._entity import AnyEntity, DynamicEntity, E, EntityObject
 from ._errors import ResourceNotFoundError, TableErrorCode
 from ._query import ContinuationToken, TableQuery
 from ._retry import RetryPolicy
@@ -173,7 +173,7 @@ class CloudTable:
 
     def bulk_insert(
         self,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
@@ -198,7 +198,7 @@ class CloudTable:
     def get_entity(
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         entity: AnyEntity = self.client.get_entity(
             self.name, partition_key, row_key, entity_type, select=select, operation_context=operation_context
@@ -206,14 +206,14 @@ class CloudTable:
         return entity
 
     def insert_entity(
-        self, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, entity: EntityObject, *, operation_context: OperationContext | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
         return self.client.insert_entity(self.name, entity, operation_context=operation_context)
 
     def update_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -224,7 +224,7 @@ class CloudTable:
 
     def upsert_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -234,7 +234,7 @@ class CloudTable:
 
     def delete_entity(
         self,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

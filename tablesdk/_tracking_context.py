@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._batch import BatchOperation, BatchOperationKind
 from ._edm import EntityPage, EntityPayload
-from ._entity import E, entity_from_payload, read_page
+from ._entity import E, entity_etag, entity_from_payload, read_page
 from ._errors import BatchError, ResourceNotFoundError, TableServiceError
 from ._merge import MergeOption, refresh_tracked
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
@@ -155,7 +155,7 @@ class TrackingContext:
         another object with the same identity is already tracked.
         """
         self._refuse_if_busy("attach_to")
-        self._identities.track(table, entity, etag if etag is not None else entity.etag)
+        self._identities.track(table, entity, etag if etag is not None else entity_etag(entity))
 
     def upsert_object(self, table: str, entity: Entity, replace: bool = False) -> None:
         """Insert or merge (``replace=True``: insert or replace) ``entity`` on the next save.

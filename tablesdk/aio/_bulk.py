@@ -36,7 +36,7 @@ from .._bulk import (
     _Report,
     _Tally,
 )
-from .._entity import DynamicEntity, TableEntity, validate_table_name
+from .._entity import EntityObject, validate_table_name
 from .._errors import require_positive_int
 from .._retry import RetryPolicy
 from .._transport import OperationContext
@@ -80,7 +80,7 @@ def _check_concurrency(max_concurrency: int) -> int:
 async def bulk_insert(
     client: AsyncCloudTableClient,
     table: str,
-    entities: Iterable[TableEntity | DynamicEntity],
+    entities: Iterable[EntityObject],
     mode: BulkMode = "insert",
     max_concurrency: int = 8,
     progress: ProgressCallback | None = None,

@@ -19,7 +19,7 @@ from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response
 from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
-from .._entity import AnyEntity, DynamicEntity, E, TableEntity
+from .._entity import DynamicEntity, E, EntityObject
 from .._filter import FilterLike
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._pager import Pager
@@ -332,7 +332,7 @@ class AsyncCloudTableClient(ClientCore):
     async def bulk_insert(
         self,
         table_name: str,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
@@ -362,12 +362,12 @@ class AsyncCloudTableClient(ClientCore):
     async def get_entity(
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         return await self._run(self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context))
 
     async def insert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, table_name: str, entity: EntityObject, *, operation_context: OperationContext | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
         return await self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context))
@@ -375,7 +375,7 @@ class AsyncCloudTableClient(ClientCore):
     async def update_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -387,7 +387,7 @@ class AsyncCloudTableClient(ClientCore):
     async def upsert_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -398,7 +398,7 @@ class AsyncCloudTableClient(ClientCore):
     async def delete_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

@@ -13,7 +13,7 @@ from .._actions import R, TableBatchOperation, TableOperation, TableResult
 from .._batch import BatchOperationKind
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EntityPayload
-from .._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
+from .._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
 from .._errors import ResourceNotFoundError
 from .._query import ContinuationToken
 from .._retry import RetryPolicy
@@ -162,7 +162,7 @@ class AsyncCloudTable:
 
     async def bulk_insert(
         self,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
@@ -189,7 +189,7 @@ class AsyncCloudTable:
     async def get_entity(
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None, operation_context: OperationContext | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         entity: AnyEntity = await self.client.get_entity(
             self.name, partition_key, row_key, entity_type, select=select, operation_context=operation_context
@@ -197,14 +197,14 @@ class AsyncCloudTable:
         return entity
 
     async def insert_entity(
-        self, entity: TableEntity | DynamicEntity, *, operation_context: OperationContext | None = None
+        self, entity: EntityObject, *, operation_context: OperationContext | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
         return await self.client.insert_entity(self.name, entity, operation_context=operation_context)
 
     async def update_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -217,7 +217,7 @@ class AsyncCloudTable:
 
     async def upsert_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -227,7 +227,7 @@ class AsyncCloudTable:
 
     async def delete_entity(
         self,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

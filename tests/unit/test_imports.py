@@ -33,7 +33,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("one exchange", ("tablesdk._http", "tablesdk.aio._sender")),
     ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport")),
     ("entities and values", (
-        "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter", "tablesdk._entity",
+        "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter", "tablesdk._models",
+        "tablesdk._entity",
     )),
     ("wire formats", (
         "tablesdk._formats", "tablesdk._formats.atom", "tablesdk._formats.json", "tablesdk._formats.errors",
