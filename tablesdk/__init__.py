@@ -30,6 +30,7 @@ from ._tracking import EntityDescriptor, EntityStates
 from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entity import DynamicEntity, TableEntity
+from ._models import ByValue, Converter, StoredAs
 from ._errors import (
     AuthenticationError,
     BatchError,
@@ -73,6 +74,9 @@ __all__ = [
     "TableEntity",
     "DynamicEntity",
     "EntityProperty",
+    "Converter",
+    "StoredAs",
+    "ByValue",
     "EdmType",
     "EdmDateTime",
     "Int64",

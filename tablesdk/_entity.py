@@ -282,7 +282,27 @@ class DeclaredProperty(PropertyRef):
         return f"DeclaredProperty({self.name!r}, {self.edm_type})"
 
 
-class TableEntity:
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+elif typing.TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:  # Python 3.10 without typing_extensions: the marker only matters to type checkers
+
+    def dataclass_transform(**_: Any) -> Callable[[type], type]:
+        return lambda cls: cls
+
+
+@dataclass_transform(kw_only_default=True)
+class _TypedConstructor:
+    """Tells type checkers (PEP 681) that every subclass of TableEntity has a constructor taking
+    its annotated properties as keywords: a wrong value type, an unknown keyword or a missing
+    property without a default is an error where the entity is made. (On TableEntity itself,
+    its own ``__init__`` applies.)"""
+
+    __slots__ = ()
+
+
+class TableEntity(_TypedConstructor):
     """Base class for entities with declared, typed properties.
 
     ::
@@ -300,14 +320,13 @@ class TableEntity:
     not declare are kept in ``extra_properties`` and written back on update.
     """
 
-    # For type checkers these are the instance values; at run time they are
-    # DeclaredProperty descriptors (set below), so ``Blog.PartitionKey == "x"`` is a filter.
+    # For type checkers these are the instance values and the first fields of every subclass's
+    # constructor (_TypedConstructor); at run time the keys and Timestamp are DeclaredProperty
+    # descriptors (set below), so ``Blog.PartitionKey == "x"`` is a filter.
     PartitionKey: str
     RowKey: str
-    Timestamp: datetime | None
-    etag: str | None
-    extra_properties: dict[str, Any]
-    _wire_types: dict[str, EdmType]
+    Timestamp: datetime | None = None
+    etag: str | None = None
     __declared__: ClassVar[dict[str, EdmType]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -360,8 +379,10 @@ class TableEntity:
         self.RowKey = RowKey  # type: ignore[assignment]
         self.Timestamp = Timestamp
         self.etag = etag
-        self.extra_properties = {}
-        self._wire_types = {}
+        #: Properties read from the service that the class does not declare (written back on update).
+        self.extra_properties: dict[str, Any] = {}
+        #: The EDM type a property was read with, where it differs from the declared one.
+        self._wire_types: dict[str, EdmType] = {}
         for name, value in properties.items():
             setattr(self, name, value)
 
@@ -413,19 +434,14 @@ class DynamicEntity(MutableMapping[str, Any]):
     Timestamp: datetime | None
     etag: str | None
 
-    def __init__(
-        self,
-        PartitionKey: str | None = None,
-        RowKey: str | None = None,
-        Timestamp: datetime | None = None,
-        etag: str | None = None,
-        **properties: Any,
-    ) -> None:
+    def __init__(self, PartitionKey: str | None = None, RowKey: str | None = None, **properties: Any) -> None:
+        # Timestamp= and etag= arrive with the properties: named parameters of their own would make
+        # DynamicEntity(PartitionKey=..., RowKey=..., **row) a type error for a row of str or object.
         # None keys are allowed until the entity is sent: validation names the missing key then.
         self.PartitionKey = PartitionKey  # type: ignore[assignment]
         self.RowKey = RowKey  # type: ignore[assignment]
-        self.Timestamp = Timestamp
-        self.etag = etag
+        self.Timestamp = properties.pop("Timestamp", None)
+        self.etag = properties.pop("etag", None)
         self._values: dict[str, Any] = {}
         self._types: dict[str, EdmType] = {}
         for name, value in properties.items():

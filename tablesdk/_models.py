@@ -86,15 +86,9 @@ class StoredAs:
         return f"StoredAs({self.name!r})"
 
 
-class _ByValue:
-    """``Annotated[Color, ByValue]``: store an enum member by its value, not its name."""
-
-    def __repr__(self) -> str:
-        return "ByValue"
-
-
-#: Marker: store an ``enum.Enum`` field by its member's value (default: by name).
-ByValue = _ByValue()
+class ByValue:
+    """Marker: ``Annotated[Color, ByValue]`` stores an ``enum.Enum`` field by its member's
+    value (an int or str) instead of its name (the default)."""
 
 
 def _enum_converter(owner: str, name: str, cls: type[enum.Enum], by_value: bool) -> Converter[Any]:
