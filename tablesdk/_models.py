@@ -144,6 +144,7 @@ def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converte
     converter: Converter[Any] | None = None
     explicit: EdmType | None = None
     by_value = False
+    hint = _strip_optional(hint)  # Annotated[X, ...] | None
     if typing.get_origin(hint) is typing.Annotated:
         for extra in hint.__metadata__:
             if isinstance(extra, EdmType):
@@ -184,8 +185,8 @@ def _strip_optional(hint: Any) -> Any:
 
 def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
     """The EDM type a property annotated ``hint`` declares (``Annotated[..., EdmType.X]`` wins)."""
-    origin = typing.get_origin(hint)
-    if origin is typing.Annotated:
+    hint = _strip_optional(hint)
+    if typing.get_origin(hint) is typing.Annotated:
         for extra in hint.__metadata__:
             if isinstance(extra, EdmType):
                 return extra
