@@ -139,8 +139,7 @@ class TableOperation(Generic[R]):
     def _for(cls, kind: BatchOperationKind, entity: R, *, echo_content: bool = False) -> TableOperation[R]:
         if entity is None:
             raise TypeError(f"TableOperation.{kind.value} needs an entity")
-        partition_key = getattr(entity, "PartitionKey", None)
-        row_key = getattr(entity, "RowKey", None)
+        partition_key, row_key = entity_keys(entity)
         _check_key("PartitionKey", partition_key)
         _check_key("RowKey", row_key)
         assert isinstance(partition_key, str) and isinstance(row_key, str)
