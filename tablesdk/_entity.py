@@ -82,6 +82,9 @@ __all__ = [
     "declared_names",
     "set_entity_timestamp",
     "read_page",
+    "ResolvedType",
+    "EntityResolver",
+    "PropertyResolver",
     "loose_properties",
     "overwrite_entity",
     "take_property",
@@ -889,6 +892,77 @@ def _payload_of_properties(
     return EntityPayload(values, types, etag)
 
 
+#: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.
+EntityResolver = Callable[[str, str, "datetime | None", dict[str, Any], "str | None"], Any]
+#: ``fn(partition_key, row_key, name, value)``: the EDM type of a value that arrived without one, or None.
+PropertyResolver = Callable[[str, str, str, Any], "EdmType | None"]
+
+
+class ResolvedType:
+    """What a query with a resolver materialises, standing where its entity class stands.
+
+    ``resolver`` (None: none) makes each result from the row's parts; ``property_resolver``
+    (None: none) types the values that arrived untyped (JSON ``nometadata``) first; without a
+    ``resolver`` the rows are then read as ``base``.
+    """
+
+    __slots__ = ("base", "resolver", "property_resolver")
+
+    def __init__(
+        self, base: Any, resolver: EntityResolver | None, property_resolver: PropertyResolver | None
+    ) -> None:
+        self.base: Any = base.base if isinstance(base, ResolvedType) else base
+        self.resolver = resolver
+        self.property_resolver = property_resolver
+
+    @property
+    def __name__(self) -> str:  # in reprs, where an entity class's name stands
+        return f"resolved {getattr(self.base, '__name__', self.base)}"
+
+    def read(self, page: EntityPage, ignore_missing_properties: bool, keep_values: bool) -> list[Any]:
+        """The results of one page (in order), after the property resolver typed its untyped values."""
+        if self.property_resolver is not None:
+            _type_untyped_values(page, self.property_resolver)
+        resolver = self.resolver
+        if resolver is None:
+            return read_page(
+                self.base, page, ignore_missing_properties=ignore_missing_properties, keep_values=keep_values
+            )
+        results = []
+        for values, etag in zip(page.values, page.etags):
+            custom = dict(values)
+            pk, rk = custom.pop("PartitionKey", None), custom.pop("RowKey", None)
+            timestamp = custom.pop("Timestamp", None)
+            if isinstance(timestamp, str):
+                timestamp = from_json_value(timestamp, EdmType.DATETIME)
+            results.append(resolver(pk, rk, timestamp, custom, etag))
+        return results
+
+
+def _type_untyped_values(page: EntityPage, resolver: PropertyResolver) -> None:
+    """Give the values of ``page`` that came without a type the type ``resolver`` names (in place;
+    a row's type dict is replaced, not changed: rows of a page may share one)."""
+    for index, (values, types) in enumerate(zip(page.values, page.types)):
+        if len(types) >= len(values):
+            continue
+        pk, rk = values.get("PartitionKey"), values.get("RowKey")
+        added: dict[str, EdmType] = {}
+        for name, value in values.items():
+            if name in types or name in SYSTEM_PROPERTIES or value is None:
+                continue
+            edm_type = resolver(pk, rk, name, value)  # type: ignore[arg-type]
+            if edm_type is not None:
+                try:
+                    values[name] = from_json_value(value, edm_type)
+                except (ValueError, TypeError) as exc:
+                    raise TableValidationError(
+                        name, f"the property resolver typed it {edm_type.value}", f"cannot read {value!r}: {exc}"
+                    ) from None
+                added[name] = edm_type
+        if added:
+            page.types[index] = {**types, **added}
+
+
 def entity_from_payload(
     entity_type: type[E], payload: EntityPayload, *, ignore_missing_properties: bool = True
 ) -> E:
@@ -900,6 +974,9 @@ def entity_from_payload(
     ``extra_properties``, unless ``ignore_missing_properties`` is False, in which
     case they raise :class:`TableValidationError`.
     """
+    if isinstance(entity_type, ResolvedType):
+        page = EntityPage([payload.values], [payload.types], [payload.etag])
+        return typing.cast(E, entity_type.read(page, ignore_missing_properties, True)[0])
     if issubclass(entity_type, DynamicEntity):
         return _read_dynamic(entity_type, payload)
     if issubclass(entity_type, TableEntity):
@@ -912,6 +989,8 @@ def entity_reader(
 ) -> Callable[[EntityPayload], E]:
     """``entity_from_payload`` for one class, with what depends only on the class
     decided once (for a page of entities rather than for each)."""
+    if isinstance(entity_type, ResolvedType):
+        return functools.partial(entity_from_payload, entity_type, ignore_missing_properties=ignore_missing_properties)
     if issubclass(entity_type, DynamicEntity):
         return functools.partial(_read_dynamic, entity_type)
     if not issubclass(entity_type, TableEntity):
@@ -932,6 +1011,8 @@ def read_page(
     keys and Timestamp popped from it), unless ``keep_values``, which leaves the
     page's values as they were (each entity then gets a copy).
     """
+    if isinstance(entity_type, ResolvedType):
+        return entity_type.read(page, ignore_missing_properties, keep_values)
     if issubclass(entity_type, DynamicEntity):
         return _read_dynamic_page(entity_type, page, keep_values)
     if not issubclass(entity_type, TableEntity):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import enum
-from datetime import date
+from datetime import date, datetime, timezone
 from typing import Annotated, Any
 
 import attrs
@@ -164,3 +164,41 @@ def test_table_batches_and_bulk_insert_take_models_and_dicts(client: CloudTableC
     loaded = client.bulk_insert(table, [{"PartitionKey": "b", "RowKey": f"{i:03}", "Count": i} for i in range(150)])
     assert loaded.succeeded == 150 if isinstance(loaded.succeeded, int) else len(loaded.succeeded) == 150
     assert sum(i.Count for i in client.create_query(table, AItem).where("PartitionKey eq 'b'")) == sum(range(150))
+
+
+def test_a_resolved_query_gives_what_the_resolver_makes(client: CloudTableClient, table: str) -> None:
+    client.bulk_insert(table, [{"PartitionKey": "p", "RowKey": f"{i:02}", "Count": i, "Label": "x"} for i in range(5)])
+    calls: list[str] = []
+
+    def summary(pk: str, rk: str, timestamp: Any, properties: dict[str, Any], etag: str | None) -> tuple[str, int]:
+        calls.append(rk)
+        assert timestamp is not None and etag and "Count" in properties and "RowKey" not in properties
+        return (f"{pk}/{rk}", properties["Count"])
+
+    query = client.create_query(table, AItem).where("Count ge 1").page_size(2).resolve(summary)
+    rows = iter(query)
+    assert next(rows) == ("p/01", 1) and calls == ["01", "02"]  # the first page only, so far
+    assert list(rows) == [("p/02", 2), ("p/03", 3), ("p/04", 4)]
+    ctx = client.get_table_service_context()
+    assert ctx.create_query(table).resolve(summary).first() == ("p/00", 0)
+    assert ctx.entities == []  # a resolver's results are not tracked
+
+
+def test_a_property_resolver_types_values_read_without_metadata(target: str, connection_string: str, table: str) -> None:
+    if not target.endswith("json"):
+        pytest.skip("only JSON can read without metadata")
+    from tablesdk import CloudStorageAccount, DynamicEntity, EdmType, EntityProperty
+
+    account = CloudStorageAccount.parse(connection_string)
+    with account.create_cloud_table_client(json_metadata="nometadata") as bare:
+        bare.insert_entity(table, DynamicEntity(PartitionKey="p", RowKey="r", Big=EntityProperty(2**40, EdmType.INT64),
+                                                When=datetime(2024, 1, 2, tzinfo=timezone.utc), Text="7"))
+        plain = bare.get_entity(table, "p", "r")
+        assert plain["Big"] == str(2**40)  # no metadata: Int64 arrives as text
+
+        def types(pk: str, rk: str, name: str, value: Any) -> EdmType | None:
+            return {"Big": EdmType.INT64, "When": EdmType.DATETIME}.get(name)
+
+        [typed] = bare.create_query(table).with_property_resolver(types)
+        assert typed["Big"] == 2**40 and typed.edm_type("Big") is EdmType.INT64
+        assert typed["When"] == datetime(2024, 1, 2, tzinfo=timezone.utc) and typed["Text"] == "7"

@@ -56,3 +56,11 @@ def store(order: Order, plain: dict[str, object]) -> None:
     for found in client.create_query("Orders", Order):
         assert_type(found, Order)
         assert_type(found.Total, int)
+
+
+def keys(pk: str, rk: str, timestamp: datetime | None, properties: dict[str, object], etag: str | None) -> str:
+    return f"{pk}/{rk}"
+
+
+assert_type(client.create_query("Orders", Order).resolve(keys), TableQuery[str])
+assert_type(client.create_query("Orders").where("RowKey gt '1'").resolve(keys).first(), str)
