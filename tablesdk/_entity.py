@@ -60,7 +60,7 @@ from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
-from ._models import ModelAdapter, adapter_for, edm_type_of_annotation
+from ._models import Converter, ModelAdapter, adapter_for, field_plan
 
 __all__ = [
     "TableEntity",
@@ -258,11 +258,13 @@ class DeclaredProperty(PropertyRef):
     on an instance it is the property's value.
     """
 
-    __slots__ = ("default",)
+    __slots__ = ("default", "attribute")
 
-    def __init__(self, name: str, edm_type: EdmType, default: Any = None) -> None:
+    def __init__(self, name: str, edm_type: EdmType, default: Any = None, attribute: str | None = None) -> None:
         super().__init__(name, edm_type)
         self.default = default
+        #: The attribute that holds the value (``name`` is the stored name, what filters render).
+        self.attribute = attribute or name
 
     @typing.overload
     def __get__(self, instance: None, owner: type) -> DeclaredProperty: ...
@@ -274,12 +276,12 @@ class DeclaredProperty(PropertyRef):
         if instance is None:
             return self
         try:
-            return instance.__dict__[self.name]
+            return instance.__dict__[self.attribute]
         except KeyError:
             return self.default
 
     def __set__(self, instance: object, value: Any) -> None:
-        instance.__dict__[self.name] = value
+        instance.__dict__[self.attribute] = value
 
     def __repr__(self) -> str:
         return f"DeclaredProperty({self.name!r}, {self.edm_type})"
@@ -330,7 +332,12 @@ class TableEntity(_TypedConstructor):
     RowKey: str
     Timestamp: datetime | None = None
     etag: str | None = None
+    #: The EDM type of each declared property, by stored name.
     __declared__: ClassVar[dict[str, EdmType]] = {}
+    #: The attribute of each declared property stored under another name (``StoredAs``), by stored name.
+    __renamed__: ClassVar[dict[str, str]] = {}
+    #: The conversion of each declared property of a type beyond the EDM types, by stored name.
+    __converters__: ClassVar[dict[str, Converter[Any]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -349,19 +356,39 @@ class TableEntity(_TypedConstructor):
                     ) from exc
             hints[name] = hint
         declared = dict(getattr(cls, "__declared__", {}))
+        renamed = dict(getattr(cls, "__renamed__", {}))
+        converters = dict(getattr(cls, "__converters__", {}))
         for name, hint in hints.items():
-            if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties", "__declared__"):
+            if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"):
+                if typing.get_origin(hint) is typing.Annotated:
+                    field_plan(cls.__name__, name, hint)  # refuses StoredAs on a system property
                 continue
             if typing.get_origin(hint) is ClassVar or name.startswith("_"):
                 continue
-            edm_type = edm_type_of_annotation(cls.__name__, name, hint)
-            validate_property_name(name)
+            edm_type, stored, converter = field_plan(cls.__name__, name, hint)
+            validate_property_name(stored)
             current = cls.__dict__.get(name)
             default = current.default if isinstance(current, DeclaredProperty) else current
-            if name in cls.__dict__ or name not in declared:
-                setattr(cls, name, DeclaredProperty(name, edm_type, default))
-            declared[name] = edm_type
+            inherited = inspect.getattr_static(cls, name, None)
+            if isinstance(inherited, DeclaredProperty) and inherited.name != stored:
+                declared.pop(inherited.name, None)  # redeclared under another stored name
+                renamed.pop(inherited.name, None)
+                converters.pop(inherited.name, None)
+            if name in cls.__dict__ or stored not in declared or stored != name:
+                setattr(cls, name, DeclaredProperty(stored, edm_type, default, name))
+            taken = renamed.get(stored, stored)
+            if stored in declared and taken != name:
+                raise TypeError(f"{cls.__name__}.{name}: {taken} is stored as {stored!r} already")
+            declared[stored] = edm_type
+            if stored != name:
+                renamed[stored] = name
+            if converter is not None:
+                converters[stored] = converter
+            else:
+                converters.pop(stored, None)
         cls.__declared__ = declared
+        cls.__renamed__ = renamed
+        cls.__converters__ = converters
 
     def __init__(
         self,
@@ -371,11 +398,11 @@ class TableEntity(_TypedConstructor):
         etag: str | None = None,
         **properties: Any,
     ) -> None:
-        unknown = set(properties) - set(self.__declared__)
+        unknown = set(properties) - set(_attributes(type(self)))
         if unknown:
             raise TypeError(
                 f"{type(self).__name__} has no declared properties {sorted(unknown)}; "
-                f"declared: {sorted(self.__declared__)} (use DynamicEntity for a property bag)"
+                f"declared: {sorted(_attributes(type(self)))} (use DynamicEntity for a property bag)"
             )
         # None keys are allowed until the entity is sent: validation names the missing key then.
         self.PartitionKey = PartitionKey  # type: ignore[assignment]
@@ -397,12 +424,12 @@ class TableEntity(_TypedConstructor):
             return
         raise AttributeError(
             f"{type(self).__name__} has no declared property {name!r}: declare it on the class "
-            f"({name}: <type>) or store it in extra_properties; declared: {sorted(self.__declared__)}"
+            f"({name}: <type>) or store it in extra_properties; declared: {sorted(_attributes(type(self)))}"
         )
 
     def __repr__(self) -> str:
         fields = ", ".join(
-            f"{name}={getattr(self, name)!r}" for name in ("PartitionKey", "RowKey", *self.__declared__)
+            f"{name}={getattr(self, name)!r}" for name in ("PartitionKey", "RowKey", *_attributes(type(self)))
         )
         return f"{type(self).__name__}({fields})"
 
@@ -413,6 +440,12 @@ class TableEntity(_TypedConstructor):
         return _comparable(self) == _comparable(other)
 
     __hash__ = object.__hash__
+
+
+def _attributes(cls: type[TableEntity]) -> list[str]:
+    """The attribute of each declared property of ``cls``, in declaration order."""
+    renamed = cls.__renamed__
+    return [renamed.get(stored, stored) for stored in cls.__declared__]
 
 
 setattr(TableEntity, "PartitionKey", DeclaredProperty("PartitionKey", EdmType.STRING))
@@ -592,8 +625,12 @@ def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | 
             yield name, value, types.get(name), None
         return
     wire_types = entity._wire_types
+    renamed, converters = entity.__renamed__, entity.__converters__
     for name, declared in entity.__declared__.items():
-        yield name, getattr(entity, name), wire_types.get(name), declared
+        value = getattr(entity, renamed.get(name, name))
+        if value is not None and name in converters:
+            value = converters[name].to_wire(value)
+        yield name, value, wire_types.get(name), declared
     for name, value in entity.extra_properties.items():
         if isinstance(value, EntityProperty):
             yield name, value.value, value.edm_type, None
@@ -1148,6 +1185,8 @@ def _read_declared_parts(
 ) -> E:
     obj: Any = entity_type.__new__(entity_type)
     declared: dict[str, EdmType] = typing.cast(Any, entity_type).__declared__
+    renamed: dict[str, str] = typing.cast(Any, entity_type).__renamed__
+    converters: dict[str, Converter[Any]] = typing.cast(Any, entity_type).__converters__
     timestamp = values.get("Timestamp")
     if isinstance(timestamp, str):
         timestamp = from_json_value(timestamp, EdmType.DATETIME)
@@ -1194,7 +1233,9 @@ def _read_declared_parts(
                 pass
         elif wire_type is not None and wire_type is not declared_type:
             wire_types[name] = wire_type
-        state[name] = value
+        if converters and value is not None and name in converters:
+            value = converters[name].from_wire(value)
+        state[renamed.get(name, name) if renamed else name] = value
     return typing.cast(E, obj)
 
 
@@ -1245,7 +1286,7 @@ def overwrite_entity(target: Any, fresh: Any) -> None:
         target._types = fresh._types
         target.Timestamp = fresh.Timestamp
         return
-    for name in target.__declared__:
+    for name in _attributes(type(target)):
         target.__dict__.pop(name, None)
     target.__dict__.update(fresh.__dict__)
 
@@ -1270,7 +1311,8 @@ def take_property(target: Any, fresh: Any, name: str, server: EntityPayload) -> 
         target[name] = EntityProperty(value, server.types[name]) if value is not None else None
     elif name in target.__declared__:
         assert isinstance(fresh, TableEntity)
-        target.__dict__[name] = getattr(fresh, name)
+        attribute = target.__renamed__.get(name, name)
+        target.__dict__[attribute] = getattr(fresh, attribute)
         target._wire_types.pop(name, None)
         if name in fresh._wire_types:
             target._wire_types[name] = fresh._wire_types[name]
@@ -1293,6 +1335,6 @@ def drop_property(target: Any, name: str) -> None:
     if isinstance(target, DynamicEntity):
         del target[name]
     elif name in target.__declared__:
-        target.__dict__[name] = None
+        target.__dict__[target.__renamed__.get(name, name)] = None
     else:
         target.extra_properties.pop(name, None)

@@ -221,3 +221,35 @@ def test_importing_tablesdk_imports_neither_pydantic_nor_attrs() -> None:
     code = "import sys, tablesdk, tablesdk.aio; print('pydantic' in sys.modules, 'attr' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+def test_a_declared_entity_stores_renamed_and_converted_properties() -> None:
+    from tablesdk import TableEntity
+
+    class Sale(TableEntity):
+        Total: Annotated[int, StoredAs("cpor")]
+        Shade: Color = Color.RED
+        Price: decimal.Decimal | None = None
+
+    sale = Sale(PartitionKey="p", RowKey="r", Total=5, Shade=Color.BLUE, Price=decimal.Decimal("2.50"))
+    assert str(Sale.Total > 5) == "cpor gt 5"
+    payload = entity_to_payload(sale)
+    assert payload.values == {"PartitionKey": "p", "RowKey": "r", "cpor": 5, "Shade": "BLUE", "Price": "2.50"}
+    read = entity_from_payload(Sale, payload)
+    assert (read.Total, read.Shade, read.Price) == (5, Color.BLUE, decimal.Decimal("2.50"))
+    assert read == sale and "Total=5" in repr(read)
+    with pytest.raises(TypeError, match="no declared properties \\['cpor'\\]"):
+        Sale(PartitionKey="p", RowKey="r", cpor=5)  # type: ignore[call-arg]
+
+
+def test_renaming_a_system_property_or_reusing_a_stored_name_is_refused_when_the_class_is_defined() -> None:
+    from tablesdk import TableEntity
+
+    with pytest.raises(TypeError, match="cannot be stored under another name"):
+        class Bad(TableEntity):
+            RowKey: Annotated[str, StoredAs("rk")]  # type: ignore[misc]
+
+    with pytest.raises(TypeError, match="B is stored as 'B' already"):
+        class Clash(TableEntity):
+            B: int
+            A: Annotated[int, StoredAs("B")]
