@@ -30,7 +30,7 @@ from ._tracking import EntityDescriptor, EntityStates
 from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entity import DynamicEntity, TableEntity
-from ._models import ByValue, Converter, StoredAs
+from ._models import AsJson, ByValue, Converter, Flatten, Json, StoredAs
 from ._errors import (
     AuthenticationError,
     BatchError,
@@ -77,6 +77,9 @@ __all__ = [
     "Converter",
     "StoredAs",
     "ByValue",
+    "Flatten",
+    "Json",
+    "AsJson",
     "EdmType",
     "EdmDateTime",
     "Int64",

@@ -812,10 +812,19 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     if adapter is None:
         raise _not_an_entity(entity)
     properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity))
-    return _payload_of_properties(
-        type(entity).__name__, getattr(entity, "PartitionKey"), getattr(entity, "RowKey"), adapter.etag(entity),
-        properties, validate,
-    )
+    try:
+        return _payload_of_properties(
+            type(entity).__name__, getattr(entity, "PartitionKey"), getattr(entity, "RowKey"), adapter.etag(entity),
+            properties, validate,
+        )
+    except TableValidationError as exc:
+        path = adapter.paths.get(exc.field)
+        if path is None:
+            raise
+        # A flattened property: name the field's path (Shipping.Address.Street), not its stored name.
+        detail = str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
+        stored = f"stored as {exc.field}"
+        raise TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored) from None
 
 
 def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:

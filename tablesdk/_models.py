@@ -21,10 +21,11 @@ import dataclasses
 import datetime as _dt
 import decimal
 import enum
+import json
 import sys
 import typing
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from ._edm import EdmType, Int64
 from ._edm_specs import EDM_SPECS
@@ -36,6 +37,9 @@ __all__ = [
     "ByValue",
     "ModelField",
     "ModelAdapter",
+    "Flatten",
+    "Json",
+    "AsJson",
     "adapter_for",
     "edm_type_of_annotation",
     "field_plan",
@@ -122,6 +126,60 @@ def _enum_converter(owner: str, name: str, cls: type[enum.Enum], by_value: bool)
     return Converter(lambda member: member.name, from_name, EdmType.STRING)
 
 
+class AsJson:
+    """Marker: ``Annotated[list[int], AsJson]`` (or ``Json[list[int]]``) stores the field as JSON
+    text (Edm.String) and rebuilds it on read as its annotation says (lists, tuples, sets,
+    frozensets, dicts, and what they hold)."""
+
+
+#: ``Json[list[str]]``: a field stored as JSON text; to a type checker it is a ``list[str]``.
+Json = Annotated[T, AsJson]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _rebuild(hint: Any, data: Any) -> Any:
+    """``data`` decoded from JSON, made again into what ``hint`` names (sets, tuples, int keys ...)."""
+    hint = _strip_optional(hint)
+    if data is None:
+        return None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (list, set, frozenset) or (origin is not None and origin.__name__ in ("Sequence", "MutableSequence")):
+        items = [_rebuild(args[0], item) for item in data] if args else list(data)
+        return origin(items) if origin in (set, frozenset) else items
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_rebuild(args[0], item) for item in data)
+        return tuple(_rebuild(a, item) for a, item in zip(args, data)) if args else tuple(data)
+    if origin is dict or (origin is not None and origin.__name__ in ("Mapping", "MutableMapping")):
+        key_type, value_type = args if args else (Any, Any)
+        return {
+            (key_type(k) if key_type in (int, float) else k): _rebuild(value_type, v) for k, v in data.items()
+        }
+    return data
+
+
+def _json_converter(owner: str, name: str, hint: Any) -> Converter[Any]:
+    def to_wire(value: Any) -> str:
+        try:
+            return json.dumps(value, default=_json_default, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise TableValidationError(name, f"{owner}.{name} is stored as JSON text", str(exc)) from None
+
+    def from_wire(stored: Any) -> Any:
+        try:
+            return _rebuild(hint, json.loads(stored))
+        except (TypeError, ValueError) as exc:
+            raise TableValidationError(name, f"{owner}.{name} is stored as JSON text", f"cannot read it: {exc}") from None
+
+    return Converter(to_wire, from_wire, EdmType.STRING)
+
+
 def _decimal_from_wire(stored: Any) -> decimal.Decimal:
     return decimal.Decimal(stored)
 
@@ -155,6 +213,8 @@ def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converte
                 converter = extra
             elif extra is ByValue:
                 by_value = True
+            elif extra is AsJson:
+                converter = _json_converter(owner, name, typing.get_args(hint)[0])
         hint = typing.get_args(hint)[0]
     hint = _strip_optional(hint)
     if stored != name and (name in SYSTEM_FIELDS or stored in SYSTEM_FIELDS or name == "etag"):
@@ -196,37 +256,196 @@ def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
         return _ANNOTATION_TYPES[hint]
     raise TypeError(
         f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
-        "Int64, float, bool, datetime, uuid.UUID, bytes, date, Decimal, an Enum or Annotated[..., EdmType.X]"
+        "Int64, float, bool, datetime, uuid.UUID, bytes, date, Decimal, an Enum, a dataclass, pydantic model, "
+        "attrs class or TypedDict (flattened), Json[...] for lists, dicts and sets, or Annotated[..., EdmType.X]"
     )
 
 
 class ModelField:
-    """One custom field of a model class: its attribute, stored name, EDM type and conversion."""
+    """One stored property of a model class (a leaf), or one nested object flattened into several.
 
-    __slots__ = ("name", "stored", "edm_type", "converter")
+    ``name`` is the attribute, ``stored`` the property name (for a nested object, the prefix of
+    its leaves), ``path`` the dotted attribute path named in messages (``Shipping.Address.Street``),
+    ``steps`` the attributes (or, for a TypedDict, keys) from the entity down to the value, and
+    ``node`` the nested object's own fields (None for a leaf).
+    """
 
-    def __init__(self, name: str, stored: str, edm_type: EdmType, converter: Converter[Any] | None) -> None:
+    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node")
+
+    def __init__(
+        self, name: str, stored: str, edm_type: EdmType, converter: Converter[Any] | None,
+        path: str = "", steps: tuple[tuple[str, bool], ...] = (), node: _Node | None = None,
+    ) -> None:
         self.name = name
         self.stored = stored
         self.edm_type = edm_type
         self.converter = converter
+        self.path = path or name
+        self.steps = steps or ((name, False),)
+        self.node = node
 
     def __repr__(self) -> str:
-        return f"ModelField({self.name!r}, stored={self.stored!r}, {self.edm_type})"
+        return f"ModelField({self.path!r}, stored={self.stored!r}, {self.edm_type})"
 
 
 _MISSING: Any = object()
+
+
+class _Node:
+    """How to make one object of a (possibly nested) class from its fields' values."""
+
+    __slots__ = ("cls", "kind", "fields", "make", "required")
+
+    def __init__(self, cls: type, kind: str, fields: tuple[ModelField, ...]) -> None:
+        self.cls = cls
+        self.kind = kind
+        self.fields = fields
+        self.make: Callable[..., Any] = cls.model_construct if kind == "pydantic" else (  # type: ignore[attr-defined]
+            dict if kind == "typeddict" else cls
+        )
+        #: Fields the constructor needs (no default): given None when the service has no value.
+        self.required = _required_fields(cls, kind)
+
+    def kwargs(self, values: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The constructor's keywords from the stored ``values``, and whether any leaf was there."""
+        kwargs: dict[str, Any] = {}
+        found = False
+        for f in self.fields:
+            if f.node is not None:
+                sub = f.node.build(values)
+                if sub is not None:
+                    kwargs[f.name] = sub
+                    found = True
+                elif f.name in self.required:
+                    kwargs[f.name] = None
+                continue
+            value = values.get(f.stored, _MISSING)
+            if value is _MISSING:
+                if f.name in self.required:
+                    kwargs[f.name] = None
+                continue
+            if value is None:  # a null (the service stores none): not evidence the object was there
+                kwargs[f.name] = None
+                continue
+            found = True
+            if f.converter is not None:
+                value = f.converter.from_wire(value)
+            kwargs[f.name] = value
+        return kwargs, found
+
+    def build(self, values: dict[str, Any]) -> Any:
+        """A nested object, or None when the service holds none of its leaves (it was None)."""
+        kwargs, found = self.kwargs(values)
+        return self.make(**kwargs) if found else None
+
+
+class Flatten:
+    """``Annotated[Address, Flatten("__")]``: the delimiter between the names of a nested
+    object's field and its own fields (default ``_``: ``Shipping_Street``)."""
+
+    __slots__ = ("delimiter",)
+
+    def __init__(self, delimiter: str = "_") -> None:
+        self.delimiter = delimiter
+
+
+def _nested_kind(hint: Any) -> str | None:
+    """The kind of class ``hint`` is when a field of it is flattened (None: a plain value)."""
+    if not isinstance(hint, type):
+        return None
+    if typing.is_typeddict(hint):
+        return "typeddict"
+    if dataclasses.is_dataclass(hint):
+        return "dataclass"
+    if _is_pydantic(hint):
+        return "pydantic"
+    if hasattr(hint, "__attrs_attrs__"):
+        return "attrs"
+    return None
+
+
+def _class_fields(cls: type, kind: str) -> list[str]:
+    if kind == "dataclass":
+        return [f.name for f in dataclasses.fields(cls)]
+    if kind == "pydantic":
+        return list(cls.__pydantic_fields__)  # type: ignore[attr-defined]
+    if kind == "attrs":
+        return [a.name for a in cls.__attrs_attrs__]  # type: ignore[attr-defined]
+    return list(typing.get_type_hints(cls))
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    module = sys.modules.get(cls.__module__)
+    namespace = {"Int64": Int64, **(vars(module) if module else {})}
+    try:
+        return typing.get_type_hints(cls, globalns=namespace, include_extras=True)
+    except Exception as exc:
+        raise TypeError(
+            f"{cls.__name__}: cannot resolve its annotations ({exc}); define the class at module level "
+            "or import the types there"
+        ) from exc
+
+
+def _plan_fields(
+    owner: str, cls: type, kind: str, prefix: str, path: str, steps: tuple[tuple[str, bool], ...],
+    delimiter: str, stack: tuple[type, ...], skip: tuple[str, ...],
+) -> tuple[list[ModelField], list[ModelField]]:
+    """(fields of ``cls``, every leaf below them): nested classes flattened, cycles refused."""
+    hints = _hints(cls)
+    fields: list[ModelField] = []
+    leaves: list[ModelField] = []
+    mapping = kind == "typeddict"
+    for name in _class_fields(cls, kind):
+        if name in skip:
+            continue
+        hint = hints.get(name, Any)
+        here = f"{path}.{name}" if path else name
+        where = (*steps, (name, mapping))
+        inner = _strip_optional(hint)
+        sub_delimiter = delimiter
+        stored_as = None
+        if typing.get_origin(inner) is typing.Annotated:
+            for extra in inner.__metadata__:
+                if isinstance(extra, Flatten):
+                    sub_delimiter = extra.delimiter
+                elif isinstance(extra, StoredAs):
+                    stored_as = extra.name
+            inner = _strip_optional(typing.get_args(inner)[0])
+        nested = _nested_kind(inner)
+        if nested is not None:
+            if inner in stack:
+                chain = " -> ".join(c.__name__ for c in (*stack, inner))
+                raise TypeError(
+                    f"{owner}.{here}: {inner.__name__} contains itself ({chain}); a reference cycle cannot be "
+                    "flattened into properties (store it as Json[...] instead)"
+                )
+            stored = prefix + (stored_as or name)
+            sub_fields, sub_leaves = _plan_fields(
+                owner, inner, nested, stored + sub_delimiter, here, where, sub_delimiter, (*stack, inner), (),
+            )
+            fields.append(ModelField(name, stored, EdmType.STRING, None, here, where, _Node(inner, nested, tuple(sub_fields))))
+            leaves.extend(sub_leaves)
+            continue
+        edm_type, stored, converter = field_plan(f"{owner}.{path}" if path else owner, name, hint)
+        leaf = ModelField(name, prefix + stored, edm_type, converter, here, where)
+        fields.append(leaf)
+        leaves.append(leaf)
+    return fields, leaves
 
 
 class ModelAdapter:
     """What tablesdk knows of one model class: made once per class by :func:`adapter_for`.
 
     ``kind`` is ``"dataclass"``, ``"pydantic"`` or ``"attrs"``; ``fields`` the custom
-    fields in declaration order; ``etag_field`` / ``timestamp_field`` the attributes that
-    hold the ETag and Timestamp (None: the class has none, a context keeps the ETag).
+    fields in declaration order (a nested one holds its own); ``leaves`` every stored
+    property, nested objects flattened (``by_stored`` finds them by stored name);
+    ``etag_field`` / ``timestamp_field`` the attributes that hold the ETag and Timestamp
+    (None: the class has none, a context keeps the ETag).
     """
 
-    __slots__ = ("cls", "kind", "fields", "by_stored", "etag_field", "timestamp_field", "_make", "_required")
+    __slots__ = (
+        "cls", "kind", "fields", "leaves", "by_stored", "paths", "etag_field", "timestamp_field", "_node", "_flat",
+    )
 
     def __init__(self, cls: type, kind: str, hints: dict[str, Any], names: list[str]) -> None:
         self.cls = cls
@@ -235,36 +454,46 @@ class ModelAdapter:
         for key in ("PartitionKey", "RowKey"):
             if key not in names:
                 raise TypeError(f"{owner} is used as an entity but declares no {key} field (a str)")
-        fields: list[ModelField] = []
         self.etag_field: str | None = "etag" if "etag" in names else None
         self.timestamp_field: str | None = "Timestamp" if "Timestamp" in names else None
-        for name in names:
-            hint = hints.get(name, Any)
-            if name in ("PartitionKey", "RowKey", "Timestamp", "etag"):
-                field_plan(owner, name, hint)  # refuses a renamed system field
-                continue
-            edm_type, stored, converter = field_plan(owner, name, hint)
-            fields.append(ModelField(name, stored, edm_type, converter))
-        stored_names = [f.stored for f in fields]
+        system = ("PartitionKey", "RowKey", "Timestamp", "etag")
+        for name in system:
+            if name in names:
+                field_plan(owner, name, hints.get(name, Any))  # refuses a renamed system field
+        fields, leaves = _plan_fields(owner, cls, kind, "", "", (), "_", (cls,), system)
+        stored_names = [f.stored for f in leaves]
         twice = {s for s in stored_names if stored_names.count(s) > 1}
         if twice:
             raise TypeError(f"{owner}: two fields are stored as {sorted(twice)}")
         self.fields = tuple(fields)
-        self.by_stored = {f.stored: f for f in fields}
-        self._make: Callable[..., Any] = cls.model_construct if kind == "pydantic" else cls  # type: ignore[attr-defined]
-        #: Fields the constructor needs (no default): given None when the service has no value.
-        self._required = _required_fields(cls, kind)
+        self.leaves = tuple(leaves)
+        self.by_stored = {f.stored: f for f in leaves}
+        #: The dotted path of each flattened leaf, by stored name (what messages name).
+        self.paths = {f.stored: f.path for f in leaves if f.path != f.stored}
+        self._node = _Node(cls, kind, self.fields)
+        self._flat = all(f.node is None for f in fields)
 
     def __repr__(self) -> str:
-        return f"ModelAdapter({self.cls.__name__}, {self.kind}, {list(self.fields)})"
+        return f"ModelAdapter({self.cls.__name__}, {self.kind}, {list(self.leaves)})"
 
     # ------------------------------------------------------------ reading an instance
 
     def properties(self, obj: Any) -> list[tuple[str, Any, EdmType]]:
-        """(stored name, value as sent, declared EDM type) of every custom field of ``obj``."""
+        """(stored name, value as sent, declared EDM type) of every leaf of ``obj``."""
         out = []
-        for f in self.fields:
-            value = getattr(obj, f.name)
+        if self._flat:
+            for f in self.fields:
+                value = getattr(obj, f.name)
+                if f.converter is not None and value is not None:
+                    value = f.converter.to_wire(value)
+                out.append((f.stored, value, f.edm_type))
+            return out
+        for f in self.leaves:
+            value = obj
+            for step, is_key in f.steps:
+                value = value.get(step) if is_key else getattr(value, step)
+                if value is None:
+                    break
             if f.converter is not None and value is not None:
                 value = f.converter.to_wire(value)
             out.append((f.stored, value, f.edm_type))
@@ -278,21 +507,14 @@ class ModelAdapter:
 
     def build(self, values: dict[str, Any], etag: str | None, timestamp: Any) -> Any:
         """An instance from the stored ``values`` (stored names, wire values already decoded)."""
-        kwargs: dict[str, Any] = {"PartitionKey": values.get("PartitionKey"), "RowKey": values.get("RowKey")}
+        kwargs, _ = self._node.kwargs(values)
+        kwargs["PartitionKey"] = values.get("PartitionKey")
+        kwargs["RowKey"] = values.get("RowKey")
         if self.timestamp_field:
             kwargs["Timestamp"] = timestamp
         if self.etag_field:
             kwargs["etag"] = etag
-        for f in self.fields:
-            value = values.get(f.stored, _MISSING)
-            if value is _MISSING:
-                if f.name in self._required:
-                    kwargs[f.name] = None
-                continue
-            if f.converter is not None and value is not None:
-                value = f.converter.from_wire(value)
-            kwargs[f.name] = value
-        return self._make(**kwargs)
+        return self._node.make(**kwargs)
 
     def assign(self, obj: Any, name: str, value: Any) -> None:
         """Set attribute ``name`` of ``obj``, frozen classes included (a context refreshes them)."""
@@ -323,6 +545,8 @@ def _required_fields(cls: type, kind: str) -> frozenset[str]:
     if kind == "attrs":
         nothing = _attrs_nothing(cls)
         return frozenset(a.name for a in cls.__attrs_attrs__ if a.default is nothing)  # type: ignore[attr-defined]
+    if kind == "typeddict":
+        return frozenset()  # a key the service has no value for is left out
     # pydantic: model_construct fills what is not given with the defaults, and leaves a required field unset
     return frozenset(name for name, info in cls.__pydantic_fields__.items() if info.is_required())  # type: ignore[attr-defined]
 
@@ -354,21 +578,7 @@ def adapter_for(cls: type) -> ModelAdapter | None:
 
 
 def _make_adapter(cls: type) -> ModelAdapter | None:
-    if dataclasses.is_dataclass(cls):
-        kind, names = "dataclass", [f.name for f in dataclasses.fields(cls)]
-    elif _is_pydantic(cls):
-        kind, names = "pydantic", list(cls.__pydantic_fields__)  # type: ignore[attr-defined]
-    elif hasattr(cls, "__attrs_attrs__"):
-        kind, names = "attrs", [a.name for a in cls.__attrs_attrs__]
-    else:
+    kind = _nested_kind(cls)
+    if kind is None or kind == "typeddict":
         return None
-    module = sys.modules.get(cls.__module__)
-    namespace = {"Int64": Int64, **(vars(module) if module else {})}
-    try:
-        hints = typing.get_type_hints(cls, globalns=namespace, include_extras=True)
-    except Exception as exc:
-        raise TypeError(
-            f"{cls.__name__}: cannot resolve its annotations ({exc}); define the class at module level "
-            "or import the types there"
-        ) from exc
-    return ModelAdapter(cls, kind, hints, names)
+    return ModelAdapter(cls, kind, _hints(cls), _class_fields(cls, kind))

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from typing_extensions import assert_type
 
-from tablesdk import CloudStorageAccount, DynamicEntity, Int64, StoredAs, TableEntity
+from tablesdk import CloudStorageAccount, DynamicEntity, Int64, Json, StoredAs, TableEntity
 from tablesdk._query import TableQuery
 
 
@@ -27,6 +27,7 @@ class Order:
     RowKey: str
     Total: Annotated[int, StoredAs("cpor")]
     Note: str | None = None
+    Tags: Json[list[str]] = dataclasses.field(default_factory=list)
     etag: str | None = None
 
 
@@ -56,6 +57,7 @@ def store(order: Order, plain: dict[str, object]) -> None:
     for found in client.create_query("Orders", Order):
         assert_type(found, Order)
         assert_type(found.Total, int)
+        assert_type(found.Tags, list[str])
 
 
 def keys(pk: str, rk: str, timestamp: datetime | None, properties: dict[str, object], etag: str | None) -> str:
