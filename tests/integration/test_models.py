@@ -7,17 +7,21 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import enum
+import uuid
 from datetime import date, datetime, timezone
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import attrs
 import pydantic
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tablesdk import (
     ByValue,
     CloudTableClient,
     DataServiceRequestError,
+    Flatten,
+    Json,
     MergeOption,
     SaveChangesOptions,
     StoredAs,
@@ -202,3 +206,51 @@ def test_a_property_resolver_types_values_read_without_metadata(target: str, con
         [typed] = bare.create_query(table).with_property_resolver(types)
         assert typed["Big"] == 2**40 and typed.edm_type("Big") is EdmType.INT64
         assert typed["When"] == datetime(2024, 1, 2, tzinfo=timezone.utc) and typed["Text"] == "7"
+
+
+@dataclasses.dataclass
+class Address:
+    Street: str
+    City: str | None = None
+
+
+class Box(TypedDict):
+    W: int
+    H: int
+
+
+class Shipping(pydantic.BaseModel):
+    Address: Address
+    Note: str | None = None
+
+
+@dataclasses.dataclass
+class Parcel:
+    PartitionKey: str
+    RowKey: str
+    Shipping: Shipping | None
+    Box: Box
+    Billing: Annotated[Address, Flatten("__")] | None = None
+    Tags: Json[list[str]] = dataclasses.field(default_factory=list)
+    Seen: Json[set[int]] = dataclasses.field(default_factory=set)
+    Map: Json[dict[int, tuple[int, str]]] = dataclasses.field(default_factory=dict)
+
+
+_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=12)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    street=_texts, city=st.none() | _texts, has_shipping=st.booleans(), billing=st.none() | _texts,
+    w=st.integers(-(2**31), 2**31 - 1), tags=st.lists(_texts, max_size=4), seen=st.sets(st.integers(), max_size=4),
+    mapping=st.dictionaries(st.integers(-1000, 1000), st.tuples(st.integers(), _texts), max_size=3),
+)
+def test_nested_objects_and_json_fields_round_trip(
+    client: CloudTableClient, table: str, street: str, city: str | None, has_shipping: bool,
+    billing: str | None, w: int, tags: list[str], seen: set[int], mapping: dict[int, tuple[int, str]],
+) -> None:
+    shipping = Shipping(Address=Address(street, city)) if has_shipping else None
+    parcel = Parcel("p", uuid.uuid4().hex, shipping, {"W": w, "H": 1},
+                    Address(billing) if billing is not None else None, tags, seen, mapping)
+    client.insert_entity(table, parcel)
+    assert client.get_entity(table, "p", parcel.RowKey, Parcel) == parcel
