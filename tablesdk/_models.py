@@ -378,7 +378,12 @@ def _hints(cls: type) -> dict[str, Any]:
     module = sys.modules.get(cls.__module__)
     namespace = {"Int64": Int64, **(vars(module) if module else {})}
     try:
-        return typing.get_type_hints(cls, globalns=namespace, include_extras=True)
+        # The module's names first: a field named as its type (Status: Status = Status.OPEN) must
+        # not see its own default; a name only the class defines falls back to the class's namespace.
+        try:
+            return typing.get_type_hints(cls, globalns=namespace, localns=namespace, include_extras=True)
+        except NameError:
+            return typing.get_type_hints(cls, globalns=namespace, include_extras=True)
     except Exception as exc:
         raise TypeError(
             f"{cls.__name__}: cannot resolve its annotations ({exc}); define the class at module level "

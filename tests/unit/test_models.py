@@ -253,3 +253,14 @@ def test_renaming_a_system_property_or_reusing_a_stored_name_is_refused_when_the
         class Clash(TableEntity):
             B: int
             A: Annotated[int, StoredAs("B")]
+
+
+@dataclasses.dataclass
+class Shadowed:
+    PartitionKey: str
+    RowKey: str
+    Color: Color = Color.RED  # the field's default shadows its type's name in the class body
+
+
+def test_a_field_named_as_its_type_maps_the_type_not_its_default() -> None:
+    assert entity_to_payload(Shadowed("p", "r", Color.BLUE)).values["Color"] == "BLUE"
