@@ -348,7 +348,12 @@ class TableEntity(_TypedConstructor):
         for name, hint in own.items():
             if isinstance(hint, str):
                 try:
-                    hint = eval(hint, namespace, dict(vars(cls)))  # noqa: S307 - the class's own annotation
+                    # The module's names first: a property named as its type (Stage: Stage = Stage.OPEN)
+                    # must not see its own default; a name only the class defines comes from the class.
+                    try:
+                        hint = eval(hint, namespace)  # noqa: S307 - the class's own annotation
+                    except NameError:
+                        hint = eval(hint, namespace, dict(vars(cls)))  # noqa: S307
                 except Exception as exc:
                     raise TypeError(
                         f"{cls.__name__}.{name}: cannot resolve annotation {hint!r} ({exc}); "
