@@ -19,7 +19,8 @@ from typing import Any, Generic, TypeVar, overload
 
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityPayload
-from ._entity import DynamicEntity, entity_etag, entity_from_payload, entity_keys, entity_to_payload, set_entity_etag
+from ._entity import DynamicEntity, entity_from_payload, entity_to_payload
+from ._entity_access import entity_etag, entity_keys, set_entity_etag
 from ._errors import TableValidationError
 
 __all__ = ["TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS"]

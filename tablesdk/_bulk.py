@@ -77,7 +77,8 @@ from ._batch import (
     entity_path,
 )
 from ._edm import EdmType, EntityPayload
-from ._entity import EntityObject, entity_to_payload, set_entity_etag, validate_table_name
+from ._entity import EntityObject, entity_to_payload, validate_table_name
+from ._entity_access import set_entity_etag
 from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
 from ._formats import PayloadFormat
 from ._http import workers_within_pool

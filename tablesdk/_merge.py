@@ -14,11 +14,10 @@ from enum import Enum
 from typing import Any
 
 from ._edm import EntityPayload
-from ._entity import (
+from ._entity import entity_from_payload, entity_to_payload
+from ._entity_access import (
     drop_property,
-    entity_from_payload,
     entity_timestamp,
-    entity_to_payload,
     overwrite_entity,
     set_entity_timestamp,
     take_property,

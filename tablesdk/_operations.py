@@ -42,16 +42,13 @@ from ._entity import (
     AnyEntity,
     E,
     EntityObject,
-    check_entity,
-    entity_etag,
     entity_from_payload,
-    entity_keys,
     entity_to_payload,
-    set_entity_etag,
     read_page,
     validate_key,
     validate_table_name,
 )
+from ._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
 from ._errors import (
     BatchError,
     ConflictError,

@@ -14,7 +14,8 @@ from enum import Flag
 
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityProperty
-from ._entity import entity_keys, entity_to_payload, loose_properties
+from ._entity import entity_to_payload
+from ._entity_access import entity_keys, loose_properties
 from ._errors import BatchError, ResponseDecodeError, TableServiceError
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._tracking import Entity, EntityDescriptor, EntityStates, IdentityMap, WritingEntity

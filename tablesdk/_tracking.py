@@ -25,14 +25,10 @@ from ._entity import (
     EntityObject,
     TableEntity,
     _plain_attributes,
-    check_entity,
-    declared_names,
-    entity_keys,
-    set_entity_etag,
-    set_entity_timestamp,
     validate_key,
     validate_table_name,
 )
+from ._entity_access import check_entity, declared_names, entity_keys, set_entity_etag, set_entity_timestamp
 
 __all__ = [
     "Entity",

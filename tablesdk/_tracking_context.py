@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._batch import BatchOperation, BatchOperationKind
 from ._edm import EntityPage, EntityPayload
-from ._entity import E, ResolvedType, entity_etag, entity_from_payload, read_page
+from ._entity import E, ResolvedType, entity_from_payload, read_page
+from ._entity_access import entity_etag
 from ._errors import BatchError, ResourceNotFoundError, TableServiceError
 from ._merge import MergeOption, refresh_tracked
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery

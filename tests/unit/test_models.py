@@ -18,7 +18,8 @@ import pytest
 
 from tablesdk import ByValue, Converter, DynamicEntity, EdmType, EntityProperty, Int64, StoredAs
 from tablesdk._edm import EntityPayload
-from tablesdk._entity import entity_etag, entity_from_payload, entity_to_payload, set_entity_etag
+from tablesdk._entity import entity_from_payload, entity_to_payload
+from tablesdk._entity_access import entity_etag, set_entity_etag
 from tablesdk._errors import TableValidationError
 from tablesdk._models import adapter_for
 
