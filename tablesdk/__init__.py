@@ -30,6 +30,7 @@ from ._tracking import EntityDescriptor, EntityStates
 from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entity import DynamicEntity, TableEntity, allow_unfilterable_names
+from ._models import AsJson, ByValue, Converter, Flatten, Json, StoredAs
 from ._errors import (
     AuthenticationError,
     BatchError,
@@ -76,6 +77,12 @@ __all__ = [
     "DynamicEntity",
     "allow_unfilterable_names",
     "EntityProperty",
+    "Converter",
+    "StoredAs",
+    "ByValue",
+    "Flatten",
+    "Json",
+    "AsJson",
     "EdmType",
     "EdmDateTime",
     "Int64",

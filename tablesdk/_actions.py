@@ -19,7 +19,8 @@ from typing import Any, Generic, TypeVar, overload
 
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityPayload
-from ._entity import AnyEntity, DynamicEntity, entity_from_payload, entity_to_payload
+from ._entity import DynamicEntity, entity_from_payload, entity_to_payload
+from ._entity_access import entity_etag, entity_keys, set_entity_etag
 from ._errors import TableValidationError
 
 __all__ = ["TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS"]
@@ -27,7 +28,7 @@ __all__ = ["TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OP
 #: The most operations one entity group transaction may hold (the service's limit).
 MAX_BATCH_OPERATIONS = 100
 
-R = TypeVar("R", bound=AnyEntity)
+R = TypeVar("R")
 
 _CONDITIONAL = frozenset({BatchOperationKind.UPDATE, BatchOperationKind.MERGE, BatchOperationKind.DELETE})
 
@@ -139,8 +140,7 @@ class TableOperation(Generic[R]):
     def _for(cls, kind: BatchOperationKind, entity: R, *, echo_content: bool = False) -> TableOperation[R]:
         if entity is None:
             raise TypeError(f"TableOperation.{kind.value} needs an entity")
-        partition_key = getattr(entity, "PartitionKey", None)
-        row_key = getattr(entity, "RowKey", None)
+        partition_key, row_key = entity_keys(entity)
         _check_key("PartitionKey", partition_key)
         _check_key("RowKey", row_key)
         assert isinstance(partition_key, str) and isinstance(row_key, str)
@@ -157,9 +157,11 @@ class TableOperation(Generic[R]):
         # The keys are read again: an entity whose keys changed since the operation was made
         # is addressed by its current keys, like every later write of it.
         payload = entity_to_payload(entity) if self.kind is not BatchOperationKind.DELETE else None
-        partition_key = payload.values["PartitionKey"] if payload is not None else entity.PartitionKey
-        row_key = payload.values["RowKey"] if payload is not None else entity.RowKey
-        etag = entity.etag if self.kind in _CONDITIONAL else None
+        if payload is not None:
+            partition_key, row_key = payload.values["PartitionKey"], payload.values["RowKey"]
+        else:
+            partition_key, row_key = entity_keys(entity)
+        etag = entity_etag(entity) if self.kind in _CONDITIONAL else None
         if self.kind in _CONDITIONAL and not etag:
             raise TableValidationError(
                 "etag",
@@ -175,7 +177,7 @@ class TableOperation(Generic[R]):
         entity = self.entity
         assert entity is not None
         if answer.etag:
-            entity.etag = answer.etag
+            set_entity_etag(entity, answer.etag)
         return TableResult(answer.status, answer.etag, entity)
 
     def retrieved(self, payload: EntityPayload | None, status: int = 200) -> TableResult[R]:
@@ -184,7 +186,7 @@ class TableOperation(Generic[R]):
             return TableResult(404, None, None)
         entity_type: type[Any] = self.entity_type or DynamicEntity
         entity: R = entity_from_payload(entity_type, payload)
-        return TableResult(status, entity.etag, entity)
+        return TableResult(status, payload.etag, entity)
 
     def __repr__(self) -> str:
         name = _FACTORY[self.kind]

@@ -1,7 +1,7 @@
 """Tables as columns: query pages read into pyarrow record batches, and Arrow tables written as entities.
 
 pyarrow (and pandas, for :func:`query_to_pandas`) are optional dependencies
-(``pip install tablesdk[arrow]``): they are imported inside the functions here,
+(the ``arrow`` extra: ``pip install '.[arrow]'`` from a checkout): they are imported inside the functions here,
 so ``import tablesdk`` never loads them.
 
 Reading (:func:`iter_query_batches`, :func:`query_to_arrow`): each page of the
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
 from ._errors import ContinuationCycleError, SchemaConflictError
+from ._extras import install_hint
 
 if TYPE_CHECKING:
     from ._query import ContinuationToken, FetchedPage, TableQuery
@@ -68,7 +69,7 @@ def _pyarrow() -> Any:
     try:
         import pyarrow
     except ImportError as exc:  # pragma: no cover - the test environment has it
-        raise ImportError("Arrow columns need pyarrow: pip install 'tablesdk[arrow]'") from exc
+        raise ImportError(f"Arrow columns need pyarrow and pandas: {install_hint('arrow')}") from exc
     return pyarrow
 
 

@@ -86,7 +86,8 @@ from ._batch import (
     entity_path,
 )
 from ._edm import EdmType, EntityPayload
-from ._entity import DynamicEntity, TableEntity, entity_to_payload, validate_table_name
+from ._entity import EntityObject, entity_to_payload, validate_table_name
+from ._entity_access import set_entity_etag
 from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
 from ._formats import PayloadFormat
 from ._http import workers_within_pool
@@ -504,7 +505,7 @@ class _Tally:
         self.requests += batch.requests
         for index, entity, etag, error in batch.outcomes:
             if etag is not None:
-                entity.etag = etag
+                set_entity_etag(entity, etag)
             if self.fatal is None and isinstance(error, TableServiceError) and _ends_the_call(error):
                 self.fatal = error
             self.outcomes.append(EntityOutcome(index, entity, etag, error))
@@ -724,7 +725,7 @@ _YIELD_TO_WORKERS = partial(time.sleep, 0)
 def bulk_insert(
     client: CloudTableClient,
     table: str,
-    entities: Iterable[TableEntity | DynamicEntity],
+    entities: Iterable[EntityObject],
     mode: BulkMode = "insert",
     max_workers: int = 8,
     progress: ProgressCallback | None = None,

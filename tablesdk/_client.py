@@ -36,7 +36,7 @@ from ._operations import (
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from ._edm import EdmType, EntityPayload
-from ._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
+from ._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._filter import FilterLike
 from ._options import TableRequestOptions, check_options
 from ._pager import Pager
@@ -521,7 +521,7 @@ class CloudTableClient(ClientCore):
     def bulk_insert(
         self,
         table_name: str,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
@@ -649,14 +649,14 @@ class CloudTableClient(ClientCore):
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None,
         operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         return self._run(
             self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context), options
         )
 
     def insert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity,
+        self, table_name: str, entity: EntityObject,
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
@@ -665,7 +665,7 @@ class CloudTableClient(ClientCore):
     def update_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -681,7 +681,7 @@ class CloudTableClient(ClientCore):
     def upsert_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -693,7 +693,7 @@ class CloudTableClient(ClientCore):
     def delete_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

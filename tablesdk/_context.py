@@ -33,7 +33,6 @@ from ._options import TableRequestOptions, resolve_retry_policy
 from ._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions
-from ._tracking import Entity
 from ._tracking_context import ResolveType, TrackingContext
 from ._transport import OperationContext
 
@@ -179,7 +178,7 @@ class TableServiceContext(TrackingContext):
     def get(
         self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, request_options: TableRequestOptions | None = None,
-    ) -> Entity | None:
+    ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
         Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not

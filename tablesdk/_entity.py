@@ -63,6 +63,7 @@ from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
 from ._filter_text import filter_name_problem
+from ._models import Converter, ModelAdapter, adapter_for, field_plan
 
 __all__ = [
     "TableEntity",
@@ -73,13 +74,13 @@ __all__ = [
     "MAX_CUSTOM_PROPERTIES",
     "MAX_ENTITY_BYTES",
     "MAX_KEY_BYTES",
+    "EntityObject",
     "entity_to_payload",
     "entity_from_payload",
     "read_page",
-    "loose_properties",
-    "overwrite_entity",
-    "take_property",
-    "drop_property",
+    "ResolvedType",
+    "EntityResolver",
+    "PropertyResolver",
     "validate_key",
     "validate_property_name",
     "allow_unfilterable_names",
@@ -105,8 +106,6 @@ _SIZES: dict[EdmType, int] = {t: spec.size for t, spec in EDM_SPECS.items()}
 _MEASURES: dict[EdmType, Callable[[Any], int]] = {t: spec.measure for t, spec in EDM_SPECS.items()}
 #: The Python class name of each type, in messages.
 _PYTHON_NAMES: dict[EdmType, str] = {t: spec.python_name for t, spec in EDM_SPECS.items()}
-#: The EDM type each plain class annotation declares (``Rating: int``).
-_ANNOTATION_TYPES: dict[Any, EdmType] = {hint: t for t, spec in EDM_SPECS.items() for hint in spec.declared_by}
 #: The EDM type of a value of exactly each class (what infer_edm_type says); an int's depends on its value.
 _EXACT_TYPES: dict[type, EdmType] = {
     cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
@@ -303,11 +302,13 @@ class DeclaredProperty(PropertyRef):
     on an instance it is the property's value.
     """
 
-    __slots__ = ("default",)
+    __slots__ = ("default", "attribute")
 
-    def __init__(self, name: str, edm_type: EdmType, default: Any = None) -> None:
+    def __init__(self, name: str, edm_type: EdmType, default: Any = None, attribute: str | None = None) -> None:
         super().__init__(name, edm_type)
         self.default = default
+        #: The attribute that holds the value (``name`` is the stored name, what filters render).
+        self.attribute = attribute or name
 
     @typing.overload
     def __get__(self, instance: None, owner: type) -> DeclaredProperty: ...
@@ -319,38 +320,38 @@ class DeclaredProperty(PropertyRef):
         if instance is None:
             return self
         try:
-            return instance.__dict__[self.name]
+            return instance.__dict__[self.attribute]
         except KeyError:
             return self.default
 
     def __set__(self, instance: object, value: Any) -> None:
-        instance.__dict__[self.name] = value
+        instance.__dict__[self.attribute] = value
 
     def __repr__(self) -> str:
         return f"DeclaredProperty({self.name!r}, {self.edm_type})"
 
 
-def _edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
-    origin = typing.get_origin(hint)
-    if origin is typing.Annotated:
-        for extra in hint.__metadata__:
-            if isinstance(extra, EdmType):
-                return extra
-        hint = typing.get_args(hint)[0]
-        origin = typing.get_origin(hint)
-    if origin is typing.Union or type(hint).__name__ == "UnionType":
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(args) == 1:
-            return _edm_type_of_annotation(owner, name, args[0])
-    if hint in _ANNOTATION_TYPES:
-        return _ANNOTATION_TYPES[hint]
-    raise TypeError(
-        f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
-        "Int64, float, bool, datetime, uuid.UUID, bytes or Annotated[..., EdmType.X]"
-    )
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+elif typing.TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:  # Python 3.10 without typing_extensions: the marker only matters to type checkers
+
+    def dataclass_transform(**_: Any) -> Callable[[type], type]:
+        return lambda cls: cls
 
 
-class TableEntity:
+@dataclass_transform(kw_only_default=True)
+class _TypedConstructor:
+    """Tells type checkers (PEP 681) that every subclass of TableEntity has a constructor taking
+    its annotated properties as keywords: a wrong value type, an unknown keyword or a missing
+    property without a default is an error where the entity is made. (On TableEntity itself,
+    its own ``__init__`` applies.)"""
+
+    __slots__ = ()
+
+
+class TableEntity(_TypedConstructor):
     """Base class for entities with declared, typed properties.
 
     ::
@@ -368,15 +369,19 @@ class TableEntity:
     not declare are kept in ``extra_properties`` and written back on update.
     """
 
-    # For type checkers these are the instance values; at run time they are
-    # DeclaredProperty descriptors (set below), so ``Blog.PartitionKey == "x"`` is a filter.
+    # For type checkers these are the instance values and the first fields of every subclass's
+    # constructor (_TypedConstructor); at run time the keys and Timestamp are DeclaredProperty
+    # descriptors (set below), so ``Blog.PartitionKey == "x"`` is a filter.
     PartitionKey: str
     RowKey: str
-    Timestamp: datetime | None
-    etag: str | None
-    extra_properties: dict[str, Any]
-    _wire_types: dict[str, EdmType]
+    Timestamp: datetime | None = None
+    etag: str | None = None
+    #: The EDM type of each declared property, by stored name.
     __declared__: ClassVar[dict[str, EdmType]] = {}
+    #: The attribute of each declared property stored under another name (``StoredAs``), by stored name.
+    __renamed__: ClassVar[dict[str, str]] = {}
+    #: The conversion of each declared property of a type beyond the EDM types, by stored name.
+    __converters__: ClassVar[dict[str, Converter[Any]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -387,7 +392,12 @@ class TableEntity:
         for name, hint in own.items():
             if isinstance(hint, str):
                 try:
-                    hint = eval(hint, namespace, dict(vars(cls)))  # noqa: S307 - the class's own annotation
+                    # The module's names first: a property named as its type (Stage: Stage = Stage.OPEN)
+                    # must not see its own default; a name only the class defines comes from the class.
+                    try:
+                        hint = eval(hint, namespace)  # noqa: S307 - the class's own annotation
+                    except NameError:
+                        hint = eval(hint, namespace, dict(vars(cls)))  # noqa: S307
                 except Exception as exc:
                     raise TypeError(
                         f"{cls.__name__}.{name}: cannot resolve annotation {hint!r} ({exc}); "
@@ -395,19 +405,39 @@ class TableEntity:
                     ) from exc
             hints[name] = hint
         declared = dict(getattr(cls, "__declared__", {}))
+        renamed = dict(getattr(cls, "__renamed__", {}))
+        converters = dict(getattr(cls, "__converters__", {}))
         for name, hint in hints.items():
-            if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties", "__declared__"):
+            if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"):
+                if typing.get_origin(hint) is typing.Annotated:
+                    field_plan(cls.__name__, name, hint)  # refuses StoredAs on a system property
                 continue
             if typing.get_origin(hint) is ClassVar or name.startswith("_"):
                 continue
-            edm_type = _edm_type_of_annotation(cls.__name__, name, hint)
-            validate_property_name(name)
+            edm_type, stored, converter = field_plan(cls.__name__, name, hint)
+            validate_property_name(stored)
             current = cls.__dict__.get(name)
             default = current.default if isinstance(current, DeclaredProperty) else current
-            if name in cls.__dict__ or name not in declared:
-                setattr(cls, name, DeclaredProperty(name, edm_type, default))
-            declared[name] = edm_type
+            inherited = inspect.getattr_static(cls, name, None)
+            if isinstance(inherited, DeclaredProperty) and inherited.name != stored:
+                declared.pop(inherited.name, None)  # redeclared under another stored name
+                renamed.pop(inherited.name, None)
+                converters.pop(inherited.name, None)
+            if name in cls.__dict__ or stored not in declared or stored != name:
+                setattr(cls, name, DeclaredProperty(stored, edm_type, default, name))
+            taken = renamed.get(stored, stored)
+            if stored in declared and taken != name:
+                raise TypeError(f"{cls.__name__}.{name}: {taken} is stored as {stored!r} already")
+            declared[stored] = edm_type
+            if stored != name:
+                renamed[stored] = name
+            if converter is not None:
+                converters[stored] = converter
+            else:
+                converters.pop(stored, None)
         cls.__declared__ = declared
+        cls.__renamed__ = renamed
+        cls.__converters__ = converters
 
     def __init__(
         self,
@@ -417,19 +447,21 @@ class TableEntity:
         etag: str | None = None,
         **properties: Any,
     ) -> None:
-        unknown = set(properties) - set(self.__declared__)
+        unknown = set(properties) - set(_attributes(type(self)))
         if unknown:
             raise TypeError(
                 f"{type(self).__name__} has no declared properties {sorted(unknown)}; "
-                f"declared: {sorted(self.__declared__)} (use DynamicEntity for a property bag)"
+                f"declared: {sorted(_attributes(type(self)))} (use DynamicEntity for a property bag)"
             )
         # None keys are allowed until the entity is sent: validation names the missing key then.
         self.PartitionKey = PartitionKey  # type: ignore[assignment]
         self.RowKey = RowKey  # type: ignore[assignment]
         self.Timestamp = Timestamp
         self.etag = etag
-        self.extra_properties = {}
-        self._wire_types = {}
+        #: Properties read from the service that the class does not declare (written back on update).
+        self.extra_properties: dict[str, Any] = {}
+        #: The EDM type a property was read with, where it differs from the declared one.
+        self._wire_types: dict[str, EdmType] = {}
         for name, value in properties.items():
             setattr(self, name, value)
 
@@ -441,12 +473,12 @@ class TableEntity:
             return
         raise AttributeError(
             f"{type(self).__name__} has no declared property {name!r}: declare it on the class "
-            f"({name}: <type>) or store it in extra_properties; declared: {sorted(self.__declared__)}"
+            f"({name}: <type>) or store it in extra_properties; declared: {sorted(_attributes(type(self)))}"
         )
 
     def __repr__(self) -> str:
         fields = ", ".join(
-            f"{name}={getattr(self, name)!r}" for name in ("PartitionKey", "RowKey", *self.__declared__)
+            f"{name}={getattr(self, name)!r}" for name in ("PartitionKey", "RowKey", *_attributes(type(self)))
         )
         return f"{type(self).__name__}({fields})"
 
@@ -457,6 +489,12 @@ class TableEntity:
         return _comparable(self) == _comparable(other)
 
     __hash__ = object.__hash__
+
+
+def _attributes(cls: type[TableEntity]) -> list[str]:
+    """The attribute of each declared property of ``cls``, in declaration order."""
+    renamed = cls.__renamed__
+    return [renamed.get(stored, stored) for stored in cls.__declared__]
 
 
 setattr(TableEntity, "PartitionKey", DeclaredProperty("PartitionKey", EdmType.STRING))
@@ -481,19 +519,14 @@ class DynamicEntity(MutableMapping[str, Any]):
     Timestamp: datetime | None
     etag: str | None
 
-    def __init__(
-        self,
-        PartitionKey: str | None = None,
-        RowKey: str | None = None,
-        Timestamp: datetime | None = None,
-        etag: str | None = None,
-        **properties: Any,
-    ) -> None:
+    def __init__(self, PartitionKey: str | None = None, RowKey: str | None = None, **properties: Any) -> None:
+        # Timestamp= and etag= arrive with the properties: named parameters of their own would make
+        # DynamicEntity(PartitionKey=..., RowKey=..., **row) a type error for a row of str or object.
         # None keys are allowed until the entity is sent: validation names the missing key then.
         self.PartitionKey = PartitionKey  # type: ignore[assignment]
         self.RowKey = RowKey  # type: ignore[assignment]
-        self.Timestamp = Timestamp
-        self.etag = etag
+        self.Timestamp = properties.pop("Timestamp", None)
+        self.etag = properties.pop("etag", None)
         self._values: dict[str, Any] = {}
         self._types: dict[str, EdmType] = {}
         for name, value in properties.items():
@@ -551,9 +584,15 @@ class DynamicEntity(MutableMapping[str, Any]):
 
 
 AnyEntity = typing.Union[TableEntity, DynamicEntity]
-#: The entity class of a query or a read. Bound, not constrained, so that a user's subclass
-#: stays itself: ``create_query("Notes", Note)`` is a ``TableQuery[Note]``, not ``TableQuery[TableEntity]``.
-E = TypeVar("E", bound=AnyEntity)
+#: The entity class of a query or a read: a TableEntity or DynamicEntity subclass, a model class
+#: (dataclass, pydantic, attrs) or dict. Not bound, so that a user's class stays itself:
+#: ``create_query("Notes", Note)`` is a ``TableQuery[Note]``; :func:`entity_from_payload` refuses
+#: a class it cannot make.
+E = TypeVar("E")
+#: What the operations accept as an entity: a TableEntity, a DynamicEntity, a model object
+#: (dataclass, pydantic model, attrs class) or a ``Mapping[str, object]``; checked at run time
+#: (:func:`check_entity`).
+EntityObject: typing.TypeAlias = object
 
 
 def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
@@ -569,8 +608,12 @@ def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | 
             yield name, value, types.get(name), None
         return
     wire_types = entity._wire_types
+    renamed, converters = entity.__renamed__, entity.__converters__
     for name, declared in entity.__declared__.items():
-        yield name, getattr(entity, name), wire_types.get(name), declared
+        value = getattr(entity, renamed.get(name, name))
+        if value is not None and name in converters:
+            value = converters[name].to_wire(value)
+        yield name, value, wire_types.get(name), declared
     for name, value in entity.extra_properties.items():
         if isinstance(value, EntityProperty):
             yield name, value.value, value.edm_type, None
@@ -676,10 +719,15 @@ def _plain_keys(pk: Any, rk: Any) -> bool:
 
 def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
     """The validated payload of ``entity`` through its shape's plan, or None to apply the general rules."""
-    pk, rk = entity.PartitionKey, entity.RowKey
+    return _planned_bag_payload(entity.PartitionKey, entity.RowKey, entity._values, entity._types, entity.etag)
+
+
+def _planned_bag_payload(
+    pk: Any, rk: Any, bag: dict[str, Any], bag_types: dict[str, EdmType], etag: str | None
+) -> EntityPayload | None:
+    """The validated payload of a property bag through its shape's plan, or None to apply the general rules."""
     if not _plain_keys(pk, rk):
         return None
-    bag, bag_types = entity._values, entity._types
     plan = _PLANS[value_shape(bag, bag_types)]
     if plan is None:
         return None
@@ -688,7 +736,7 @@ def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
         return None
     values = {"PartitionKey": pk, "RowKey": rk}
     values.update(bag)
-    return EntityPayload(values, plan.types.copy(), entity.etag)
+    return EntityPayload(values, plan.types.copy(), etag)
 
 
 def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
@@ -723,25 +771,108 @@ def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
     return size
 
 
-def entity_to_payload(entity: AnyEntity, *, validate: bool = True) -> EntityPayload:
+def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload:
     """Convert an entity into the payload a codec serializes, checking every limit.
 
+    ``entity`` is a :class:`TableEntity`, a :class:`DynamicEntity`, a model object (a
+    dataclass, pydantic model or attrs class: :mod:`tablesdk._models`) or a mapping of
+    property names to values (read as ``DynamicEntity(**mapping)`` would be).
     ``None`` values are kept as nulls (the codecs send them in their null form;
     the service does not store nulls, so the property is absent when read back).
     Timestamp is never sent: the service sets it.
     """
-    if not isinstance(entity, (TableEntity, DynamicEntity)):
-        raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
-    if validate and isinstance(entity, DynamicEntity):
-        payload = _planned_payload(entity)
-        if payload is not None:
-            return payload
-    return _payload_by_property(entity, validate)
+    if isinstance(entity, DynamicEntity):
+        if validate:
+            payload = _planned_payload(entity)
+            if payload is not None:
+                return payload
+        return _payload_by_property(entity, validate)
+    if isinstance(entity, TableEntity):
+        return _payload_by_property(entity, validate)
+    if type(entity) is dict or isinstance(entity, Mapping):  # dict first: an ABC check costs more
+        return _mapping_payload(entity, validate)
+    adapter = adapter_for(type(entity))
+    if adapter is None:
+        raise _not_an_entity(entity)
+    properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity))
+    try:
+        return _payload_of_properties(
+            type(entity).__name__, getattr(entity, "PartitionKey"), getattr(entity, "RowKey"), adapter.etag(entity),
+            properties, validate,
+        )
+    except TableValidationError as exc:
+        path = adapter.paths.get(exc.field)
+        if path is None:
+            raise
+        # A flattened property: name the field's path (Shipping.Address.Street), not its stored name.
+        detail = str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
+        stored = f"stored as {exc.field}"
+        raise TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored) from None
 
 
 def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
-    """:func:`entity_to_payload` property by property: the general rules, and every error they raise."""
-    pk, rk = entity.PartitionKey, entity.RowKey
+    """The general rules' payload of a TableEntity or DynamicEntity (no write plan)."""
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
+    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
+        bag, bag_types = entity._values, entity._types
+        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
+    else:
+        properties = _custom_properties(entity)
+    return _payload_of_properties(
+        type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
+    )
+
+
+def _not_an_entity(entity: object) -> TypeError:
+    return TypeError(
+        f"expected an entity (TableEntity, DynamicEntity, a dataclass, pydantic model or attrs class "
+        f"with PartitionKey and RowKey fields, or a mapping), not {type(entity).__name__}"
+    )
+
+
+_NO_TYPES: dict[str, EdmType] = {}
+#: The keys of a mapping entity that are no custom properties (as DynamicEntity's constructor takes them).
+_MAPPING_SYSTEM = ("PartitionKey", "RowKey", "Timestamp", "etag")
+
+
+def _mapping_parts(entity: Mapping[Any, Any]) -> tuple[Any, Any, Any, dict[Any, Any], dict[str, EdmType]]:
+    """(PartitionKey, RowKey, etag, custom values, remembered types) of a mapping entity."""
+    bag = dict(entity)
+    pk = bag.pop("PartitionKey", None)
+    rk = bag.pop("RowKey", None)
+    bag.pop("Timestamp", None)
+    etag = bag.pop("etag", None)
+    types: dict[str, EdmType] = {}
+    if EntityProperty in set(map(type, bag.values())):  # rare: found by one C pass in the common case
+        types = {n: v.edm_type for n, v in bag.items() if isinstance(v, EntityProperty)}
+        bag = {n: v.value if isinstance(v, EntityProperty) else v for n, v in bag.items()}
+    return pk, rk, etag, bag, types
+
+
+def _mapping_payload(entity: Mapping[Any, Any], validate: bool) -> EntityPayload:
+    if validate:
+        # The write plan refuses a shape with EntityProperty values (the general rules take
+        # them apart), so the bag needs no look for them here.
+        bag = dict(entity)
+        pk, rk = bag.pop("PartitionKey", None), bag.pop("RowKey", None)
+        bag.pop("Timestamp", None)
+        etag = bag.pop("etag", None)
+        payload = _planned_bag_payload(pk, rk, bag, _NO_TYPES, etag)
+        if payload is not None:
+            return payload
+    pk, rk, etag, bag, types = _mapping_parts(entity)
+    return _payload_of_properties(
+        type(entity).__name__, pk, rk, etag, zip(bag, bag.values(), map(types.get, bag), repeat(None)), validate
+    )
+
+
+def _payload_of_properties(
+    owner: str, pk: Any, rk: Any, etag: str | None,
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]], validate: bool,
+) -> EntityPayload:
+    """:func:`entity_to_payload` property by property: the general rules, and every error they raise.
+
+    ``properties`` gives (name, value, remembered type, declared type) of each custom property."""
     values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
     types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
     if validate:
@@ -751,13 +882,6 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
         # (8 + 2 * len(name) + size of the value); _utf16_len already counts bytes.
         size = 4 + _utf16_len(pk) + _utf16_len(rk)
     count = 0
-    owner = type(entity).__name__
-    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
-    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
-        bag, bag_types = entity._values, entity._types
-        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
-    else:
-        properties = _custom_properties(entity)
     for name, value, remembered, declared in properties:
         if validate:
             validate_property_name(name)
@@ -794,7 +918,78 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
             )
         if size > MAX_ENTITY_BYTES:
             raise TableValidationError("entity", "an entity is at most 1 MiB", f"about {size} bytes")
-    return EntityPayload(values, types, entity.etag)
+    return EntityPayload(values, types, etag)
+
+
+#: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.
+EntityResolver = Callable[[str, str, "datetime | None", dict[str, Any], "str | None"], Any]
+#: ``fn(partition_key, row_key, name, value)``: the EDM type of a value that arrived without one, or None.
+PropertyResolver = Callable[[str, str, str, Any], "EdmType | None"]
+
+
+class ResolvedType:
+    """What a query with a resolver materialises, standing where its entity class stands.
+
+    ``resolver`` (None: none) makes each result from the row's parts; ``property_resolver``
+    (None: none) types the values that arrived untyped (JSON ``nometadata``) first; without a
+    ``resolver`` the rows are then read as ``base``.
+    """
+
+    __slots__ = ("base", "resolver", "property_resolver")
+
+    def __init__(
+        self, base: Any, resolver: EntityResolver | None, property_resolver: PropertyResolver | None
+    ) -> None:
+        self.base: Any = base.base if isinstance(base, ResolvedType) else base
+        self.resolver = resolver
+        self.property_resolver = property_resolver
+
+    @property
+    def __name__(self) -> str:  # in reprs, where an entity class's name stands
+        return f"resolved {getattr(self.base, '__name__', self.base)}"
+
+    def read(self, page: EntityPage, ignore_missing_properties: bool, keep_values: bool) -> list[Any]:
+        """The results of one page (in order), after the property resolver typed its untyped values."""
+        if self.property_resolver is not None:
+            _type_untyped_values(page, self.property_resolver)
+        resolver = self.resolver
+        if resolver is None:
+            return read_page(
+                self.base, page, ignore_missing_properties=ignore_missing_properties, keep_values=keep_values
+            )
+        results = []
+        for values, etag in zip(page.values, page.etags):
+            custom = dict(values)
+            pk, rk = custom.pop("PartitionKey", None), custom.pop("RowKey", None)
+            timestamp = custom.pop("Timestamp", None)
+            if isinstance(timestamp, str):
+                timestamp = from_json_value(timestamp, EdmType.DATETIME)
+            results.append(resolver(pk, rk, timestamp, custom, etag))
+        return results
+
+
+def _type_untyped_values(page: EntityPage, resolver: PropertyResolver) -> None:
+    """Give the values of ``page`` that came without a type the type ``resolver`` names (in place;
+    a row's type dict is replaced, not changed: rows of a page may share one)."""
+    for index, (values, types) in enumerate(zip(page.values, page.types)):
+        if len(types) >= len(values):
+            continue
+        pk, rk = values.get("PartitionKey"), values.get("RowKey")
+        added: dict[str, EdmType] = {}
+        for name, value in values.items():
+            if name in types or name in SYSTEM_PROPERTIES or value is None:
+                continue
+            edm_type = resolver(pk, rk, name, value)  # type: ignore[arg-type]
+            if edm_type is not None:
+                try:
+                    values[name] = from_json_value(value, edm_type)
+                except (ValueError, TypeError) as exc:
+                    raise TableValidationError(
+                        name, f"the property resolver typed it {edm_type.value}", f"cannot read {value!r}: {exc}"
+                    ) from None
+                added[name] = edm_type
+        if added:
+            page.types[index] = {**types, **added}
 
 
 def entity_from_payload(
@@ -808,9 +1003,14 @@ def entity_from_payload(
     ``extra_properties``, unless ``ignore_missing_properties`` is False, in which
     case they raise :class:`TableValidationError`.
     """
+    if isinstance(entity_type, ResolvedType):
+        page = EntityPage([payload.values], [payload.types], [payload.etag])
+        return typing.cast(E, entity_type.read(page, ignore_missing_properties, True)[0])
     if issubclass(entity_type, DynamicEntity):
         return _read_dynamic(entity_type, payload)
-    return _read_declared(entity_type, ignore_missing_properties, False, payload)
+    if issubclass(entity_type, TableEntity):
+        return _read_declared(entity_type, ignore_missing_properties, False, payload)
+    return _foreign_reader(entity_type, ignore_missing_properties)(payload.values, payload.types, payload.etag)
 
 
 def entity_reader(
@@ -818,8 +1018,13 @@ def entity_reader(
 ) -> Callable[[EntityPayload], E]:
     """``entity_from_payload`` for one class, with what depends only on the class
     decided once (for a page of entities rather than for each)."""
+    if isinstance(entity_type, ResolvedType):
+        return functools.partial(entity_from_payload, entity_type, ignore_missing_properties=ignore_missing_properties)
     if issubclass(entity_type, DynamicEntity):
         return functools.partial(_read_dynamic, entity_type)
+    if not issubclass(entity_type, TableEntity):
+        read = _foreign_reader(entity_type, ignore_missing_properties)
+        return lambda payload: read(payload.values, payload.types, payload.etag)
     if _plain_attributes(entity_type):
         return functools.partial(_read_declared, entity_type, ignore_missing_properties, True)
     return functools.partial(_read_declared, entity_type, ignore_missing_properties, False)
@@ -835,12 +1040,73 @@ def read_page(
     keys and Timestamp popped from it), unless ``keep_values``, which leaves the
     page's values as they were (each entity then gets a copy).
     """
+    if isinstance(entity_type, ResolvedType):
+        return entity_type.read(page, ignore_missing_properties, keep_values)
     if issubclass(entity_type, DynamicEntity):
         return _read_dynamic_page(entity_type, page, keep_values)
+    if not issubclass(entity_type, TableEntity):
+        return list(map(_foreign_reader(entity_type, ignore_missing_properties), page.values, page.types, page.etags))
     read = functools.partial(
         _read_declared_parts, entity_type, ignore_missing_properties, _plain_attributes(entity_type)
     )
     return list(map(read, page.values, page.types, page.etags))
+
+
+def _foreign_reader(
+    entity_type: type[E], ignore_missing_properties: bool
+) -> Callable[[dict[str, Any], dict[str, EdmType], str | None], E]:
+    """The reader of (values, types, etag) into a model class or a mapping class."""
+    if issubclass(entity_type, Mapping):
+        return functools.partial(_read_mapping, entity_type)
+    adapter = adapter_for(entity_type)
+    if adapter is None:
+        raise TypeError(
+            f"cannot read entities as {entity_type.__name__}: use a TableEntity or DynamicEntity subclass, "
+            "a dataclass, pydantic model or attrs class with PartitionKey and RowKey fields, or dict"
+        )
+    return functools.partial(_read_model, adapter, ignore_missing_properties)
+
+
+def _read_mapping(
+    entity_type: type[E], values: dict[str, Any], types: dict[str, EdmType], etag: str | None
+) -> E:
+    """A mapping entity: every property by name (the keys and Timestamp too), and ``etag`` when known."""
+    read = dict(values)
+    timestamp = read.get("Timestamp")
+    if isinstance(timestamp, str):
+        read["Timestamp"] = from_json_value(timestamp, EdmType.DATETIME)
+    if etag is not None:
+        read["etag"] = etag
+    return read if entity_type is dict else entity_type(read)  # type: ignore[return-value,call-arg]
+
+
+def _read_model(
+    adapter: ModelAdapter, ignore_missing_properties: bool,
+    values: dict[str, Any], types: dict[str, EdmType], etag: str | None,
+) -> Any:
+    """A model instance from one entity's values, through its class's adapter."""
+    timestamp = values.get("Timestamp")
+    if isinstance(timestamp, str):
+        timestamp = from_json_value(timestamp, EdmType.DATETIME)
+    by_stored = adapter.by_stored
+    if len(values) > len(by_stored) + 3 or not ignore_missing_properties:
+        unknown = [n for n in values if n not in by_stored and n not in SYSTEM_PROPERTIES]
+        if unknown and not ignore_missing_properties:
+            raise TableValidationError(
+                unknown[0], f"is not a field of {adapter.cls.__name__}",
+                "set ignore_missing_properties=True to leave it out",
+            )
+    if len(types) < len(values):  # some values came without a type (JSON nometadata): read them as declared
+        values = dict(values)
+        for name, field in by_stored.items():
+            value = values.get(name)
+            if value is not None and name not in types and field.edm_type is not EdmType.STRING:
+                as_type = EdmType.INT64 if field.edm_type is EdmType.INT32 else field.edm_type
+                try:
+                    values[name] = from_json_value(value, as_type)
+                except (ValueError, TypeError):
+                    pass
+    return adapter.build(values, etag, timestamp)
 
 
 #: The attributes of a :class:`DynamicEntity` read from the service, in the order set.
@@ -911,6 +1177,8 @@ def _read_declared_parts(
 ) -> E:
     obj: Any = entity_type.__new__(entity_type)
     declared: dict[str, EdmType] = typing.cast(Any, entity_type).__declared__
+    renamed: dict[str, str] = typing.cast(Any, entity_type).__renamed__
+    converters: dict[str, Converter[Any]] = typing.cast(Any, entity_type).__converters__
     timestamp = values.get("Timestamp")
     if isinstance(timestamp, str):
         timestamp = from_json_value(timestamp, EdmType.DATETIME)
@@ -957,63 +1225,7 @@ def _read_declared_parts(
                 pass
         elif wire_type is not None and wire_type is not declared_type:
             wire_types[name] = wire_type
-        state[name] = value
+        if converters and value is not None and name in converters:
+            value = converters[name].from_wire(value)
+        state[renamed.get(name, name) if renamed else name] = value
     return typing.cast(E, obj)
-
-
-# ---------------------------------------------------------------- refreshing a tracked entity
-# A context refreshes the entities it tracks from what the service returns; these functions are
-# the only code outside the entity classes that changes their state.
-
-
-def loose_properties(entity: AnyEntity) -> tuple[Mapping[str, Any], Mapping[str, EdmType]]:
-    """The properties of ``entity`` that no declaration types, and the EDM types recorded for them."""
-    if isinstance(entity, DynamicEntity):
-        return entity._values, entity._types
-    return entity.extra_properties, entity._wire_types
-
-
-def overwrite_entity(target: AnyEntity, fresh: AnyEntity) -> None:
-    """Give ``target`` every property, type and the Timestamp of ``fresh`` (same class, read from the service).
-
-    The keys and the ETag of ``target`` are left to the caller.
-    """
-    if isinstance(target, DynamicEntity):
-        assert isinstance(fresh, DynamicEntity)
-        target._values = fresh._values
-        target._types = fresh._types
-        target.Timestamp = fresh.Timestamp
-        return
-    for name in target.__declared__:
-        target.__dict__.pop(name, None)
-    target.__dict__.update(fresh.__dict__)
-
-
-def take_property(target: AnyEntity, fresh: AnyEntity, name: str, server: EntityPayload) -> None:
-    """Give ``target`` the value and wire type of property ``name`` from ``fresh``.
-
-    ``fresh`` is an entity of the same class read from the service and ``server`` the
-    payload it converts to (``entity_to_payload(fresh)``).
-    """
-    if isinstance(target, DynamicEntity):
-        value = server.values[name]
-        target[name] = EntityProperty(value, server.types[name]) if value is not None else None
-    elif name in target.__declared__:
-        assert isinstance(fresh, TableEntity)
-        target.__dict__[name] = getattr(fresh, name)
-        target._wire_types.pop(name, None)
-        if name in fresh._wire_types:
-            target._wire_types[name] = fresh._wire_types[name]
-    else:
-        assert isinstance(fresh, TableEntity)
-        target.extra_properties[name] = fresh.extra_properties[name]
-
-
-def drop_property(target: AnyEntity, name: str) -> None:
-    """Remove property ``name`` from ``target`` (a declared one is set to None)."""
-    if isinstance(target, DynamicEntity):
-        del target[name]
-    elif name in target.__declared__:
-        target.__dict__[name] = None
-    else:
-        target.extra_properties.pop(name, None)

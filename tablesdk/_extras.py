@@ -16,6 +16,10 @@ __all__ = ["EXTRAS", "install_hint"]
 EXTRAS: dict[str, tuple[str, ...]] = {
     "cli": ("click>=8.1", "rich>=13"),
     "aio": ("aiohttp>=3.10",),
+    "tracing": ("opentelemetry-api>=1.20",),
+    "arrow": ("pyarrow>=14", "pandas>=2.1"),
+    "dask": ("pyarrow>=14", "pandas>=2.1", "dask[dataframe]>=2024.1", "distributed>=2024.1"),
+    "models": ("pydantic>=2", "attrs>=23"),
 }
 
 

@@ -14,7 +14,14 @@ from enum import Enum
 from typing import Any
 
 from ._edm import EntityPayload
-from ._entity import drop_property, entity_from_payload, entity_to_payload, overwrite_entity, take_property
+from ._entity import entity_from_payload, entity_to_payload
+from ._entity_access import (
+    drop_property,
+    entity_timestamp,
+    overwrite_entity,
+    set_entity_timestamp,
+    take_property,
+)
 from ._tracking import Entity, EntityDescriptor, EntityStates, ReadingEntity, untyped_names
 
 __all__ = ["MergeOption", "refresh_tracked"]
@@ -171,4 +178,4 @@ def _merge_preserving(
             continue
         if snapshot is not None and name in snapshot:  # deleted on the service, untouched here
             drop_property(target, name)
-    target.Timestamp = fresh.Timestamp
+    set_entity_timestamp(target, entity_timestamp(fresh))

@@ -38,15 +38,15 @@ from ._batch_answer import BatchAnswer
 from ._edm import EntityPage, EntityPayload
 from ._entity import (
     AnyEntity,
-    DynamicEntity,
     E,
-    TableEntity,
+    EntityObject,
     entity_from_payload,
     entity_to_payload,
     read_page,
     validate_key,
     validate_table_name,
 )
+from ._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
 from ._errors import (
     BatchError,
     ConflictError,
@@ -675,7 +675,7 @@ class ClientCore:
         self,
         kind: BatchOperationKind,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         etag: str | None,
         operation_context: OperationContext | None,
     ) -> Flow[str | None]:
@@ -686,13 +686,13 @@ class ClientCore:
         )
         result = yield from self._f_execute_operation(operation, None, operation_context, None)
         if result.etag:
-            entity.etag = result.etag
+            set_entity_etag(entity, result.etag)
         return result.etag
 
     def _f_update_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         mode: str,
         etag: str | None,
         operation_context: OperationContext | None,
@@ -700,10 +700,10 @@ class ClientCore:
         kind = {"merge": BatchOperationKind.MERGE, "replace": BatchOperationKind.UPDATE}.get(mode)
         if kind is None:
             raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
-        return (yield from self._f_write(kind, table_name, entity, etag or entity.etag, operation_context))
+        return (yield from self._f_write(kind, table_name, entity, etag or entity_etag(entity), operation_context))
 
     def _f_upsert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity, mode: str, operation_context: OperationContext | None
+        self, table_name: str, entity: EntityObject, mode: str, operation_context: OperationContext | None
     ) -> Flow[str | None]:
         kind = {"merge": BatchOperationKind.INSERT_OR_MERGE, "replace": BatchOperationKind.INSERT_OR_REPLACE}.get(mode)
         if kind is None:
@@ -713,7 +713,7 @@ class ClientCore:
     def _f_delete_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity | None,
+        entity: EntityObject | None,
         partition_key: str | None,
         row_key: str | None,
         etag: str | None,
@@ -725,18 +725,20 @@ class ClientCore:
 
 
 def _delete_target(
-    entity: TableEntity | DynamicEntity | None, partition_key: str | None, row_key: str | None, etag: str | None
+    entity: EntityObject | None, partition_key: str | None, row_key: str | None, etag: str | None
 ) -> tuple[str, str, str]:
     """(PartitionKey, RowKey, If-Match) of a delete_entity call, or why the call is wrong."""
     if entity is not None:
-        if not isinstance(entity, (TableEntity, DynamicEntity)):
+        try:
+            check_entity(entity)
+        except TypeError:
             raise TypeError(
                 f"delete_entity(table, entity) takes an entity, not {type(entity).__name__}; to delete by "
                 "keys write delete_entity(table, partition_key=..., row_key=..., etag='*')"
-            )
+            ) from None
         if partition_key is not None or row_key is not None:
             raise TypeError("delete_entity takes an entity or partition_key=/row_key=, not both")
-        pk, rk, condition = entity.PartitionKey, entity.RowKey, etag or entity.etag
+        (pk, rk), condition = entity_keys(entity), etag or entity_etag(entity)
         if not condition:
             raise ValueError(
                 f"the entity (PartitionKey={pk!r}, RowKey={rk!r}) has no ETag, so the delete cannot be "

@@ -34,10 +34,12 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any, Generic, Protocol, runtime_checkable
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
-from ._entity import E, validate_table_name
+from ._edm import EdmType
+from ._entity import E, ResolvedType, validate_table_name
 from ._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from ._http import workers_within_pool
@@ -192,6 +194,9 @@ def _check_select(names: Any) -> tuple[str, ...] | None:
     return tuple(columns) or None
 
 
+R = TypeVar("R")
+
+
 class TableQuery(Generic[E]):
     """An immutable query over one table, materialising ``entity_type``.
 
@@ -330,6 +335,37 @@ class TableQuery(Generic[E]):
     def page_size(self, m: int) -> TableQuery[E]:
         """A new query asking for pages of at most ``m`` (1..1000) entities."""
         return self._replace(page_size=_check_page_size(m))
+
+    def resolve(
+        self, resolver: Callable[[str, str, datetime | None, dict[str, Any], str | None], R]
+    ) -> TableQuery[R]:
+        """A new query whose results are ``resolver(partition_key, row_key, timestamp, properties,
+        etag)`` for each row (``properties``: the others, by name), made a page at a time as the
+        query is iterated. A context does not track them."""
+        if not callable(resolver):
+            raise TypeError(f"resolve takes a callable, not {type(resolver).__name__}")
+        current = self._entity_type
+        typing_fn = current.property_resolver if isinstance(current, ResolvedType) else None
+        resolved: Any = ResolvedType(current, resolver, typing_fn)
+        query = TableQuery(cast(Any, self._source), self._table, resolved)
+        return cast(TableQuery[R], query._copy_limits(self))
+
+    def with_property_resolver(self, resolver: Callable[[str, str, str, Any], EdmType | None]) -> TableQuery[E]:
+        """A new query that types the values arriving without a type (``json_metadata='nometadata'``):
+        ``resolver(partition_key, row_key, name, value)`` names the EDM type of each, or None to keep
+        it as it came."""
+        if not callable(resolver):
+            raise TypeError(f"with_property_resolver takes a callable, not {type(resolver).__name__}")
+        current = self._entity_type
+        entity_resolver = current.resolver if isinstance(current, ResolvedType) else None
+        typed: Any = ResolvedType(current, entity_resolver, resolver)
+        return TableQuery(self._source, self._table, typed)._copy_limits(self)
+
+    def _copy_limits(self, other: TableQuery[Any]) -> TableQuery[E]:
+        return self._replace(
+            filter=other._filter, take=other._take, select=other._select, page_size=other._page_size,
+            read_ahead=other._read_ahead,
+        )
 
     def read_ahead(self, enabled: bool) -> TableQuery[E]:
         """A new query whose iteration reads the next page ahead (True, the default) or does not.

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, overload
 
-from ._entity import AnyEntity
+
 from ._errors import TableServiceError
 
 __all__ = ["OperationResponse", "DataServiceResponse", "DataServiceRequestError"]
@@ -27,7 +27,7 @@ class OperationResponse:
     :class:`~tablesdk._errors.TableServiceError` of a failed change.
     """
 
-    entity: AnyEntity
+    entity: Any  # a TableEntity, DynamicEntity, model object or mapping
     table: str
     operation: str
     status_code: int | None = None

@@ -14,7 +14,8 @@ from enum import Flag
 
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityProperty
-from ._entity import entity_to_payload, loose_properties
+from ._entity import entity_to_payload
+from ._entity_access import entity_keys, loose_properties
 from ._errors import BatchError, ResponseDecodeError, TableServiceError
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._tracking import Entity, EntityDescriptor, EntityStates, IdentityMap, WritingEntity
@@ -191,7 +192,7 @@ def _operation_for(
     """The request that applies ``descriptor``'s pending change; ValueError when it cannot be written."""
     entity = descriptor.entity
     state = descriptor.state
-    table, pk, rk = descriptor.table, entity.PartitionKey, entity.RowKey
+    (pk, rk), table = entity_keys(entity), descriptor.table
     if (table, pk, rk) != descriptor._identity:
         raise ValueError(
             f"the keys of a tracked entity changed from {descriptor._identity[1:]!r} to {(pk, rk)!r}; "

@@ -17,7 +17,7 @@ from ._actions import R, TableBatchOperation, TableOperation, TableResult
 from ._batch import BatchOperationKind
 from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EdmType, EntityPayload
-from ._entity import AnyEntity, DynamicEntity, E, TableEntity
+from ._entity import AnyEntity, DynamicEntity, E, EntityObject
 from ._errors import ResourceNotFoundError, TableErrorCode
 from ._filter import FilterLike
 from ._options import TableRequestOptions
@@ -196,7 +196,7 @@ class CloudTable:
 
     def bulk_insert(
         self,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
@@ -283,7 +283,7 @@ class CloudTable:
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None,
         operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         entity: AnyEntity = self.client.get_entity(
             self.name, partition_key, row_key, entity_type, select=select,
@@ -292,7 +292,7 @@ class CloudTable:
         return entity
 
     def insert_entity(
-        self, entity: TableEntity | DynamicEntity,
+        self, entity: EntityObject,
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
@@ -300,7 +300,7 @@ class CloudTable:
 
     def update_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -313,7 +313,7 @@ class CloudTable:
 
     def upsert_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -325,7 +325,7 @@ class CloudTable:
 
     def delete_entity(
         self,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

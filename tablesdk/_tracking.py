@@ -17,10 +17,18 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Union
+from typing import Any
 
 from ._edm import EdmType, EntityPage, EntityPayload
-from ._entity import DynamicEntity, TableEntity, _plain_attributes, validate_key, validate_table_name
+from ._entity import (
+    DynamicEntity,
+    EntityObject,
+    TableEntity,
+    _plain_attributes,
+    validate_key,
+    validate_table_name,
+)
+from ._entity_access import check_entity, declared_names, entity_keys, set_entity_etag, set_entity_timestamp
 
 __all__ = [
     "Entity",
@@ -34,7 +42,8 @@ __all__ = [
     "untyped_names",
 ]
 
-Entity = Union[TableEntity, DynamicEntity]
+#: A tracked entity: a TableEntity, DynamicEntity, model object or mapping (``_entity.EntityObject``).
+Entity = EntityObject
 #: (table, PartitionKey, RowKey): what the service identifies an entity by.
 Identity = tuple[str, str, str]
 #: A ``reading_entity`` hook: called with each entity a query materialised and the payload it came from.
@@ -83,7 +92,7 @@ class EntityDescriptor:
         self.partial = False
         #: Properties read without a type (JSON nometadata): writing them back would store strings.
         self.untyped: frozenset[str] = frozenset()
-        self._identity: Identity = (table, entity.PartitionKey, entity.RowKey)
+        self._identity: Identity = (table, *entity_keys(entity))
         #: The place of its pending change in the save (a later change is sent later); 0 while UNCHANGED.
         self._order = 0
 
@@ -170,12 +179,12 @@ class EntityDescriptor:
         if etag:
             self.take_etag(etag)
         if timestamp is not None:
-            self.entity.Timestamp = timestamp
+            set_entity_timestamp(self.entity, timestamp)
 
     def take_etag(self, etag: str | None) -> None:
         """The entity is now the service's version ``etag``; the entity object carries it too."""
         self.etag = etag
-        self.entity.etag = etag
+        set_entity_etag(self.entity, etag)
 
     def discard_changes(self) -> None:
         """The service's values replaced the local ones (OVERWRITE_CHANGES): nothing is pending."""
@@ -211,7 +220,7 @@ def untyped_names(entity: Entity, values: dict[str, Any], types: dict[str, EdmTy
     """Properties the wire gave no type for and the entity class does not declare either."""
     if len(types) >= len(values):  # every property typed: nothing to look for
         return frozenset()
-    declared = entity.__declared__ if isinstance(entity, TableEntity) else {}
+    declared = declared_names(entity)
     return frozenset(
         name for name in values
         if name not in types and name not in declared and name not in ("PartitionKey", "RowKey", "Timestamp")
@@ -246,9 +255,10 @@ class IdentityMap:
         """The descriptor of ``entity``; ValueError naming ``action`` when it is not tracked."""
         descriptor = self.by_object.get(id(entity))
         if descriptor is None or descriptor.entity is not entity:
+            pk, rk = entity_keys(entity)
             raise ValueError(
                 f"cannot {action}: the context is not tracking this entity "
-                f"(PartitionKey={entity.PartitionKey!r}, RowKey={entity.RowKey!r}); "
+                f"(PartitionKey={pk!r}, RowKey={rk!r}); "
                 "add_object, attach_to or query it first"
             )
         return descriptor
@@ -263,22 +273,22 @@ class IdentityMap:
         """Register ``entity`` of ``table`` as UNCHANGED with ``etag`` (the caller then marks
         what it is: added, upserted, read). ``from_service``: the service returned it, so its
         type, table and keys need no checking."""
+        pk, rk = entity_keys(entity)
         if not from_service:
-            if not isinstance(entity, (TableEntity, DynamicEntity)):
-                raise TypeError(f"expected a TableEntity or DynamicEntity, not {type(entity).__name__}")
+            check_entity(entity)
             validate_table_name(table)
-            validate_key("PartitionKey", entity.PartitionKey)
-            validate_key("RowKey", entity.RowKey)
+            validate_key("PartitionKey", pk)
+            validate_key("RowKey", rk)
         if id(entity) in self.by_object:
             raise ValueError(
-                f"the context is already tracking this entity (PartitionKey={entity.PartitionKey!r}, "
-                f"RowKey={entity.RowKey!r}); detach it first"
+                f"the context is already tracking this entity (PartitionKey={pk!r}, "
+                f"RowKey={rk!r}); detach it first"
             )
-        identity = (table, entity.PartitionKey, entity.RowKey)
+        identity = (table, pk, rk)
         if identity in self.by_identity:
             raise ValueError(
                 "the context is already tracking a different entity with the same identity "
-                f"(table={table!r}, PartitionKey={entity.PartitionKey!r}, RowKey={entity.RowKey!r})"
+                f"(table={table!r}, PartitionKey={pk!r}, RowKey={rk!r})"
             )
         descriptor = EntityDescriptor(entity, table, etag, EntityStates.UNCHANGED)
         self.by_object[id(entity)] = descriptor
@@ -307,8 +317,8 @@ class IdentityMap:
         if issubclass(entity_type, DynamicEntity):
             if list(map(_PARTITION_KEY, entities)) != pks or list(map(_ROW_KEY, entities)) != rks:
                 return False  # a subclass that changes its keys as they are set: entity by entity
-        elif not _plain_attributes(entity_type):
-            return False
+        elif not issubclass(entity_type, TableEntity) or not _plain_attributes(entity_type):
+            return False  # a model class or mapping: entity by entity
         keys: list[Any] = list(zip(repeat(table), pks, rks))  # the identities track would register
         try:
             if len(set(keys)) != len(keys) or not self.by_identity.keys().isdisjoint(keys):

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._batch import BatchOperation, BatchOperationKind
 from ._edm import EntityPage, EntityPayload
-from ._entity import E, entity_from_payload, read_page
+from ._entity import E, ResolvedType, entity_from_payload, read_page
+from ._entity_access import entity_etag
 from ._errors import BatchError, ResourceNotFoundError, TableServiceError
 from ._merge import MergeOption, refresh_tracked
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
@@ -155,7 +156,7 @@ class TrackingContext:
         another object with the same identity is already tracked.
         """
         self._refuse_if_busy("attach_to")
-        self._identities.track(table, entity, etag if etag is not None else entity.etag)
+        self._identities.track(table, entity, etag if etag is not None else entity_etag(entity))
 
     def upsert_object(self, table: str, entity: Entity, replace: bool = False) -> None:
         """Insert or merge (``replace=True``: insert or replace) ``entity`` on the next save.
@@ -267,7 +268,7 @@ class TrackingContext:
         if self.resolve_type is not None or self.reading_entity:
             return [self._materialize(query, payload) for payload in page.payloads()]
         ignore = self.ignore_missing_properties
-        if self.merge_option is MergeOption.NO_TRACKING:
+        if self.merge_option is MergeOption.NO_TRACKING or _resolved(query):  # a resolver's results are not tracked
             return read_page(query.entity_type, page, ignore_missing_properties=ignore)
         # The page's value dicts stay as read: each is the snapshot of its entity.
         entities = read_page(query.entity_type, page, ignore_missing_properties=ignore, keep_values=True)
@@ -321,7 +322,7 @@ class TrackingContext:
             entity_type = self.resolve_type(
                 query.table, values.get("PartitionKey", ""), values.get("RowKey", ""), values
             )
-        if self.merge_option is MergeOption.NO_TRACKING:
+        if self.merge_option is MergeOption.NO_TRACKING or _resolved(query):
             return self._read(entity_type, payload)  # type: ignore[no-any-return]
         identity = (query.table, payload.values.get("PartitionKey"), payload.values.get("RowKey"))
         descriptor = self._identities.by_identity.get(identity)  # type: ignore[arg-type]
@@ -343,3 +344,9 @@ class TrackingContext:
         for hook in self.reading_entity:
             hook(entity, payload)
         return entity
+
+
+def _resolved(query: TableQuery[Any]) -> bool:
+    """Whether ``query``'s results are what a resolver made (never tracked: they need not be entities)."""
+    entity_type: Any = query.entity_type
+    return isinstance(entity_type, ResolvedType) and entity_type.resolver is not None

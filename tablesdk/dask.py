@@ -1,4 +1,4 @@
-"""Tables as Dask DataFrames: :func:`read_table` and :func:`write_table` (``pip install tablesdk[dask]``).
+"""Tables as Dask DataFrames: :func:`read_table` and :func:`write_table` (the ``dask`` extra: ``pip install '.[dask]'`` from a checkout).
 
 :func:`read_table` cuts the table into PartitionKey ranges (the planner of
 :meth:`~tablesdk.TableQuery.iter_parallel`: :func:`~tablesdk.find_partition_boundaries`

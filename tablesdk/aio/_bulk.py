@@ -33,7 +33,7 @@ from .._bulk import (
     ProgressCallback,
     Start,
 )
-from .._entity import DynamicEntity, TableEntity
+from .._entity import EntityObject
 from .._errors import require_positive_int
 from .._options import TableRequestOptions, resolve_retry_policy
 from .._retry import RetryPolicy
@@ -65,7 +65,7 @@ async def _write(
 async def bulk_insert(
     client: AsyncCloudTableClient,
     table: str,
-    entities: Iterable[TableEntity | DynamicEntity],
+    entities: Iterable[EntityObject],
     mode: BulkMode = "insert",
     max_concurrency: int = 8,
     progress: ProgressCallback | None = None,

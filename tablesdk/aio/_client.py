@@ -19,7 +19,7 @@ from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response
 from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EdmType, EntityPayload
-from .._entity import AnyEntity, DynamicEntity, E, TableEntity
+from .._entity import DynamicEntity, E, EntityObject
 from .._filter import FilterLike
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._options import TableRequestOptions, check_options
@@ -373,7 +373,7 @@ class AsyncCloudTableClient(ClientCore):
     async def bulk_insert(
         self,
         table_name: str,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
@@ -481,14 +481,14 @@ class AsyncCloudTableClient(ClientCore):
         self, table_name: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None,
         operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         return await self._run(
             self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context), options
         )
 
     async def insert_entity(
-        self, table_name: str, entity: TableEntity | DynamicEntity,
+        self, table_name: str, entity: EntityObject,
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
@@ -499,7 +499,7 @@ class AsyncCloudTableClient(ClientCore):
     async def update_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -512,7 +512,7 @@ class AsyncCloudTableClient(ClientCore):
     async def upsert_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -524,7 +524,7 @@ class AsyncCloudTableClient(ClientCore):
     async def delete_entity(
         self,
         table_name: str,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

@@ -33,7 +33,7 @@ from .._merge import MergeOption
 from .._save_outcome import DataServiceResponse
 from .._save_plan import SaveChangesOptions
 from .._tracking_context import ResolveType, TrackingContext
-from .._entity import AnyEntity, DynamicEntity, E, validate_table_name
+from .._entity import DynamicEntity, E, validate_table_name
 from .._filter import prop
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._options import TableRequestOptions, resolve_retry_policy
@@ -164,7 +164,7 @@ class AsyncTableServiceContext(TrackingContext):
     async def get(
         self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, request_options: TableRequestOptions | None = None,
-    ) -> AnyEntity | None:
+    ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
         Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not

@@ -13,9 +13,11 @@ paging rules; only running it is awaited::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any, Generic, Protocol
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
 
+from .._edm import EdmType
 from .._entity import E
 from .._filter import Filter, FilterLike
 from .._continuation import ContinuationToken, ResultSegment
@@ -47,6 +49,9 @@ class _AwaitOnly:
 
 
 _AWAIT_ONLY = _AwaitOnly()
+
+
+R = TypeVar("R")
 
 
 class AsyncTableQuery(Generic[E]):
@@ -152,6 +157,19 @@ class AsyncTableQuery(Generic[E]):
     def with_options(self, options: TableRequestOptions | None) -> AsyncTableQuery[E]:
         """A new query whose requests are sent with ``options`` (:meth:`tablesdk.TableQuery.with_options`)."""
         return self._wrap(self._source, self._query.with_options(options))
+
+    def resolve(
+        self, resolver: Callable[[str, str, datetime | None, dict[str, Any], str | None], R]
+    ) -> AsyncTableQuery[R]:
+        """A new query whose results are ``resolver(partition_key, row_key, timestamp, properties, etag)``
+        (see :meth:`tablesdk.TableQuery.resolve`)."""
+        source: Any = self._source
+        return AsyncTableQuery._wrap(source, self._query.resolve(resolver))
+
+    def with_property_resolver(self, resolver: Callable[[str, str, str, Any], EdmType | None]) -> AsyncTableQuery[E]:
+        """A new query that types the values arriving without a type (see
+        :meth:`tablesdk.TableQuery.with_property_resolver`)."""
+        return self._wrap(self._source, self._query.with_property_resolver(resolver))
 
     # -- execution
 

@@ -13,7 +13,7 @@ from .._actions import R, TableBatchOperation, TableOperation, TableResult
 from .._batch import BatchOperationKind
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EdmType, EntityPayload
-from .._entity import AnyEntity, DynamicEntity, E, TableEntity, validate_table_name
+from .._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
 from .._errors import ResourceNotFoundError
 from .._filter import FilterLike
 from .._options import TableRequestOptions
@@ -188,7 +188,7 @@ class AsyncCloudTable:
 
     async def bulk_insert(
         self,
-        entities: Iterable[TableEntity | DynamicEntity],
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
@@ -275,7 +275,7 @@ class AsyncCloudTable:
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, select: Sequence[str] | None = None,
         operation_context: OperationContext | None = None, options: TableRequestOptions | None = None,
-    ) -> AnyEntity:
+    ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         entity: AnyEntity = await self.client.get_entity(
             self.name, partition_key, row_key, entity_type, select=select,
@@ -284,7 +284,7 @@ class AsyncCloudTable:
         return entity
 
     async def insert_entity(
-        self, entity: TableEntity | DynamicEntity,
+        self, entity: EntityObject,
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
@@ -292,7 +292,7 @@ class AsyncCloudTable:
 
     async def update_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         etag: str | None = None,
@@ -306,7 +306,7 @@ class AsyncCloudTable:
 
     async def upsert_entity(
         self,
-        entity: TableEntity | DynamicEntity,
+        entity: EntityObject,
         *,
         mode: str = "merge",
         operation_context: OperationContext | None = None,
@@ -318,7 +318,7 @@ class AsyncCloudTable:
 
     async def delete_entity(
         self,
-        entity: TableEntity | DynamicEntity | None = None,
+        entity: EntityObject | None = None,
         *,
         partition_key: str | None = None,
         row_key: str | None = None,

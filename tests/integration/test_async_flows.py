@@ -404,3 +404,27 @@ async def test_stats_and_secondary_reads_on_the_emulator(devstore: Any, devstore
     async with devstore_account.create_async_cloud_table_client(location_mode="secondary_only") as reader:
         assert (await reader.get_entity("asyncgeo", "p", "r", operation_context=context))["A"] == 7
         assert context.attempts[0].url.startswith(devstore.secondary_url + "/")
+
+
+async def test_async_client_and_context_take_models_and_dicts(aclient: AsyncCloudTableClient, atable: str) -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Note:
+        PartitionKey: str
+        RowKey: str
+        Text: str
+        etag: str | None = None
+
+    note = Note("p", "1", "hello")
+    await aclient.insert_entity(atable, note)
+    assert note.etag
+    await aclient.insert_entity(atable, {"PartitionKey": "p", "RowKey": "2", "Text": "dict"})
+    assert (await aclient.get_entity(atable, "p", "2", Note)).Text == "dict"
+    ctx = aclient.get_table_service_context()
+    found = [n async for n in ctx.create_query(atable, Note)]
+    assert [n.Text for n in found] == ["hello", "dict"]
+    found[0].Text = "changed"
+    ctx.update_object(found[0])
+    await ctx.save_changes()
+    assert (await aclient.get_entity(atable, "p", "1", Note)).Text == "changed"

@@ -50,3 +50,14 @@ def test_readme_quick_start_runs(devstore_connection_string: str) -> None:
     ratings = [(b.RowKey, b.Rating) for b in client.create_query("Blogs", namespace["Blog"])]  # type: ignore[attr-defined]
     client.delete_table("Blogs")  # type: ignore[attr-defined]
     assert ratings == [("Oct-29", 4)]
+
+
+def test_orders_sample(target: str, connection_string: str) -> None:
+    env = {**os.environ, "AZURE_STORAGE_CONNECTION_STRING": connection_string, "PYTHONPATH": str(ROOT)}
+    payload_format = target.rsplit("-", 1)[1]
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "samples" / "orders.py"), "--format", payload_format],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all steps passed" in result.stdout

@@ -411,7 +411,7 @@ def test_invalid_entities_are_reported_not_raised(service: FakeBatchService, cli
         DynamicEntity(PartitionKey="p", RowKey="bad/key"),
         DynamicEntity(PartitionKey="p", RowKey="toolong", S="x" * 40_000),
         DynamicEntity(PartitionKey=None, RowKey="nopk"),
-        {"PartitionKey": "p", "RowKey": "dict"},
+        ["p", "a list is no entity"],
         DynamicEntity(PartitionKey="p", RowKey="badname", **{"1abc": 1}),  # type: ignore[arg-type]
         DynamicEntity(PartitionKey="p", RowKey="ok2"),
     ]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk import _edm, _entity
+from tablesdk import _edm, _entity, _models
 from tablesdk._edm import (
     EdmDateTime,
     EdmType,
@@ -100,7 +100,7 @@ def test_the_entity_tables_are_built_from_the_specs() -> None:
     assert _entity._PLANNED_SIZES == _entity._SIZES
     assert _entity._MEASURES == {t: spec.measure for t, spec in EDM_SPECS.items()}
     assert _entity._PYTHON_NAMES == {t: spec.python_name for t, spec in EDM_SPECS.items()}
-    assert _entity._ANNOTATION_TYPES == {h: t for t, spec in EDM_SPECS.items() for h in spec.declared_by}
+    assert _models._ANNOTATION_TYPES == {h: t for t, spec in EDM_SPECS.items() for h in spec.declared_by}
     assert _entity._EXACT_TYPES == {
         cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
     }

@@ -1,0 +1,68 @@
+"""Correct user code: must pass ``mypy --strict`` with no ignores (tests/unit/test_model_typing.py)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from datetime import datetime
+from typing import Annotated
+
+from typing_extensions import assert_type
+
+from tablesdk import CloudStorageAccount, DynamicEntity, Int64, Json, StoredAs, TableEntity
+from tablesdk._query import TableQuery
+
+
+class Entry(TableEntity):
+    Title: str
+    Stars: int = 0
+    Views: Int64 = 0
+    Posted: datetime | None = None
+
+
+@dataclasses.dataclass
+class Order:
+    PartitionKey: str
+    RowKey: str
+    Total: Annotated[int, StoredAs("cpor")]
+    Note: str | None = None
+    Tags: Json[list[str]] = dataclasses.field(default_factory=list)
+    etag: str | None = None
+
+
+entry = Entry(PartitionKey="blog", RowKey="1", Title="Hello")
+entry = Entry(PartitionKey="blog", RowKey="1", Title="Hello", Stars=5, Posted=None)
+assert_type(entry.Stars, int)
+
+row: dict[str, str] = next(csv.DictReader(io.StringIO("A,B\n1,2\n")))
+loose: dict[str, object] = {"N": 1}
+DynamicEntity(PartitionKey="p", RowKey="r", **row)
+DynamicEntity(PartitionKey="p", RowKey="r", **loose)
+
+client = CloudStorageAccount.development_storage_account().create_cloud_table_client()
+ctx = client.get_table_service_context()
+assert_type(client.create_query("Orders", Order), TableQuery[Order])
+assert_type(ctx.create_query("Orders", Order), TableQuery[Order])
+assert_type(client.get_entity("Orders", "p", "1", Order), Order)
+
+
+def store(order: Order, plain: dict[str, object]) -> None:
+    client.insert_entity("Orders", order)
+    client.insert_entity("Orders", plain)
+    client.upsert_entity("Orders", {"PartitionKey": "p", "RowKey": "2", "Total": 3})
+    client.bulk_insert("Orders", [order, plain])
+    ctx.add_object("Orders", order)
+    ctx.add_object("Orders", plain)
+    for found in client.create_query("Orders", Order):
+        assert_type(found, Order)
+        assert_type(found.Total, int)
+        assert_type(found.Tags, list[str])
+
+
+def keys(pk: str, rk: str, timestamp: datetime | None, properties: dict[str, object], etag: str | None) -> str:
+    return f"{pk}/{rk}"
+
+
+assert_type(client.create_query("Orders", Order).resolve(keys), TableQuery[str])
+assert_type(client.create_query("Orders").where("RowKey gt '1'").resolve(keys).first(), str)
