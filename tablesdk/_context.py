@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, overload
 from ._entity import DynamicEntity, E, validate_table_name
 from ._filter import prop
 from ._merge import MergeOption
+from ._operations import RAISED_FROM_THE_CALL
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._options import TableRequestOptions, resolve_retry_policy
 from ._retry import NoRetry, RetryPolicy
@@ -106,7 +107,10 @@ class TableServiceContext(TrackingContext):
         request attempt the save makes.
         """
         policy = resolve_retry_policy(None, request_options, NoRetry())
-        return self._save(options, policy, operation_context, request_options)
+        try:
+            return self._save(options, policy, operation_context, request_options)
+        except RAISED_FROM_THE_CALL as error:
+            raise error.with_traceback(None)  # from the caller's call: _save and the flow runner are plumbing
 
     def save_changes_with_retries(
         self,
@@ -123,7 +127,10 @@ class TableServiceContext(TrackingContext):
         first attempt may have been applied (see docs/retries.md).
         """
         policy = resolve_retry_policy(retry_policy, request_options, self.client.retry_policy)
-        return self._save(options, policy, operation_context, request_options)
+        try:
+            return self._save(options, policy, operation_context, request_options)
+        except RAISED_FROM_THE_CALL as error:
+            raise error.with_traceback(None)  # from the caller's call: _save and the flow runner are plumbing
 
     def begin_save_changes(
         self,

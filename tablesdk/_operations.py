@@ -54,6 +54,7 @@ from ._errors import (
     ResponseDecodeError,
     TableErrorCode,
     TableServiceError,
+    TableValidationError,
     error_for_status,
 )
 from ._filter import FilterLike, as_filter, prop, render_filter
@@ -97,6 +98,9 @@ T = TypeVar("T")
 MAX_URI_SEGMENT_LENGTH = 260
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
+
+#: The SDK's own errors: the flow runners raise them afresh from the caller's call (a bug keeps every frame).
+RAISED_FROM_THE_CALL = (TableServiceError, TableValidationError)
 
 
 @dataclass
@@ -150,6 +154,8 @@ def run_flow(
     except StopIteration as done:
         result: T = done.value
         return result
+    except RAISED_FROM_THE_CALL as error:
+        raise error.with_traceback(None)  # the transport's and the generators' frames are plumbing
 
 
 async def arun_flow(
@@ -169,6 +175,8 @@ async def arun_flow(
     except StopIteration as done:
         result: T = done.value
         return result
+    except RAISED_FROM_THE_CALL as error:
+        raise error.with_traceback(None)  # the transport's and the generators' frames are plumbing
     finally:
         flow.close()
 

@@ -148,7 +148,7 @@ class SavePlan:
         self._outcome = DataServiceResponse(
             self.responses, is_batch=True, batch_status_code=error.status_code, failed_index=blamed
         )
-        raise _batch_save_error(self._outcome, error) from error
+        raise _batch_save_error(self._outcome, error) from _shown_as_cause(error)
 
     def finish(self) -> DataServiceResponse:
         """The outcome of the save; raises :class:`DataServiceRequestError` when a change failed."""
@@ -282,4 +282,14 @@ def _raise_if_failed(outcome: DataServiceResponse) -> None:
         summary += f", {not_sent} not sent"
     first = errors[0].error
     assert first is not None
-    raise _save_error(outcome, f"{summary}; first: {first.describe(request_id=False)}")
+    raise _save_error(outcome, f"{summary}; first: {first.describe(request_id=False)}") from _shown_as_cause(first)
+
+
+def _shown_as_cause(error: TableServiceError) -> TableServiceError:
+    """``error``, the cause of a failed save, without its traceback.
+
+    Its frames are the transport's and the save's generators': printed, they made a long
+    second traceback under the save error's. The one failure that explains the save
+    (the first, or the refused transaction's) is its only cause; the errors the save
+    handled on the way (a later change's, in CONTINUE_ON_ERROR) are not chained."""
+    return error.with_traceback(None)

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from .._edm import EntityPage, EntityPayload
 from .._errors import ResponseDecodeError
+from .._redaction import SecretPattern, scrub
 
 __all__ = ["PayloadFormat", "get_format", "parse_error_body", "decodes", "decoding", "decoded", "require_keys", "require_page_keys",
            "require_entity",            "FORMAT_NAMES"]
@@ -95,7 +96,28 @@ def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
         exc.status_code = response.status
         exc.request_id = response.request_id
         exc.etag = getattr(response, "etag", None)  # a write applied despite the unreadable body keeps its new ETag
+        _unquote_secrets(exc, response)
         raise
+
+
+def _unquote_secrets(error: ResponseDecodeError, response: _Answer) -> None:
+    """Remove the attempt's secrets from what ``error`` quotes of ``response``'s body.
+
+    The retry loop leaves them on the response (``attempt_secrets``, set in
+    ``RetryLoop.answered``); a server may echo a signature or token bare, where the
+    excerpt's own ``sig=``/``Bearer`` rule cannot see it. Every excerpt quotes the body
+    that was decoded, so it is made again from that body with the secrets removed
+    before it is cut (a secret split by the cut would leave its start behind)."""
+    secrets = getattr(response, "attempt_secrets", None)
+    if not isinstance(secrets, SecretPattern):
+        return
+    from .errors import body_excerpt
+
+    reason = scrub(error.reason, secrets)
+    excerpt = body_excerpt(response.body, secrets) if error.excerpt else ""
+    if (reason, excerpt) != (error.reason, error.excerpt):
+        fresh = ResponseDecodeError(reason, excerpt=excerpt)
+        error.reason, error.excerpt, error.message, error.args = reason, excerpt, fresh.message, fresh.args
 
 
 def require_keys(

@@ -24,6 +24,8 @@ import json
 import re
 from typing import Any
 
+from .._redaction import SecretPattern, scrub
+
 __all__ = ["parse_error_body", "strip_trailer", "body_excerpt", "MAX_TEXT_EXCERPT", "MAX_DECODE_EXCERPT"]
 
 #: Longest excerpt of an unrecognised body kept as the message.
@@ -87,20 +89,25 @@ def _from_xml(body: bytes) -> tuple[str | None, str] | None:
     return (code, message)
 
 
-def _excerpt(body: bytes, limit: int = MAX_TEXT_EXCERPT) -> str:
+def _excerpt(body: bytes, limit: int = MAX_TEXT_EXCERPT, secrets: SecretPattern | None = None) -> str:
     text = _TAG.sub(b" ", body[: limit * 20]).decode("utf-8", errors="replace")
     text = _SPACE.sub(" ", text).strip()
     text = _SECRET_IN_TEXT.sub(lambda m: (m.group(1) or m.group(2)) + "REDACTED", text)
+    if secrets is not None:  # before cutting: a secret the cut would split leaves no prefix behind
+        text = scrub(text, secrets)
     if len(text) > limit:
         text = text[: limit - 3].rstrip() + "..."
     return text
 
 
-def body_excerpt(body: bytes | str) -> str:
-    """A short, markup-free, single-line excerpt of ``body`` with SAS signatures and credentials removed."""
+def body_excerpt(body: bytes | str, secrets: SecretPattern | None = None) -> str:
+    """A short, markup-free, single-line excerpt of ``body`` with SAS signatures and credentials removed.
+
+    ``secrets`` (the attempt's, :func:`~tablesdk._redaction.attempt_secrets`) are removed
+    wherever they are, not only after ``sig=`` or ``Bearer``: a server may echo them bare."""
     try:
         raw = body.encode("utf-8", errors="replace") if isinstance(body, str) else bytes(body)
-        return _excerpt(raw.lstrip(), MAX_DECODE_EXCERPT)
+        return _excerpt(raw.lstrip(), MAX_DECODE_EXCERPT, secrets)
     except Exception:  # noqa: BLE001 - describing a bad body must not fail
         return ""
 

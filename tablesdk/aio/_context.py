@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
 from .._merge import MergeOption
+from .._operations import RAISED_FROM_THE_CALL
 from .._save_outcome import DataServiceResponse
 from .._save_plan import SaveChangesOptions
 from .._tracking_context import ResolveType, TrackingContext
@@ -111,7 +112,10 @@ class AsyncTableServiceContext(TrackingContext):
         failed and unsent changes stay pending.
         """
         policy = resolve_retry_policy(None, request_options, NoRetry())
-        return await self._save(options, policy, operation_context, request_options)
+        try:
+            return await self._save(options, policy, operation_context, request_options)
+        except RAISED_FROM_THE_CALL as error:
+            raise error.with_traceback(None)  # from the caller's call: _save and the flow runner are plumbing
 
     async def save_changes_with_retries(
         self,
@@ -123,7 +127,10 @@ class AsyncTableServiceContext(TrackingContext):
     ) -> DataServiceResponse:
         """``save_changes`` with each request retried by ``retry_policy`` (default: the client's)."""
         policy = resolve_retry_policy(retry_policy, request_options, self.client.retry_policy)
-        return await self._save(options, policy, operation_context, request_options)
+        try:
+            return await self._save(options, policy, operation_context, request_options)
+        except RAISED_FROM_THE_CALL as error:
+            raise error.with_traceback(None)  # from the caller's call: _save and the flow runner are plumbing
 
     async def _save(
         self,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import unicodedata
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -30,10 +31,13 @@ from tablesdk import (
     DynamicEntity,
     EdmType,
     EntityProperty,
+    OperationContext,
     TableServiceError,
     TableValidationError,
+    prop,
 )
 from tablesdk._edm import EdmDateTime
+from tablesdk._filter_text import FILTER_KEYWORDS
 
 pytestmark = pytest.mark.integration
 
@@ -153,3 +157,114 @@ def test_the_fuzzer_reaches_both_outcomes(client: CloudTableClient, table: str) 
     with pytest.raises(TableValidationError):
         client.insert_entity(table, _entity("p", {"S": "\ud800"}))
     _write_and_compare(client, table, "p", {"D": 5e-324, "S": "a\u2028b", "G": uuid.uuid4()})
+
+
+# ---------------------------------------------------------------- property names
+
+NAME_EXAMPLES = 60
+_LETTER = st.characters(categories=["Lu", "Ll", "Lt", "Lm", "Lo", "Nl"]) | st.just("_")
+_FOLLOWING = _LETTER | st.characters(categories=["Nd"])
+#: OData identifiers: a letter or '_', then letters, digits and '_' (non-ASCII ones included).
+VALID_NAMES = st.one_of(
+    st.builds(lambda first, rest: first + rest, _LETTER, st.text(_FOLLOWING, max_size=30)),
+    st.builds(lambda first, rest: (first + rest * 254)[:255], _LETTER, _FOLLOWING),  # at the limit
+)
+#: Names a filter cannot hold (or the service refuses): keywords of the filter language, combining
+#: marks and connectors after a letter, a digit first, more than 255 characters.
+INVALID_NAMES = st.one_of(
+    st.sampled_from(sorted(FILTER_KEYWORDS)),
+    st.builds(lambda first, mark, rest: first + mark + rest,
+              _LETTER, st.characters(categories=["Mn", "Mc", "Pc"]), st.text(_FOLLOWING, max_size=5)),
+    st.builds(lambda digit, rest: digit + rest, st.characters(categories=["Nd"]), st.text(_FOLLOWING, max_size=8)),
+    st.builds(lambda first, rest: first + rest * 255, _LETTER, _FOLLOWING),
+)
+
+
+def _by_the_rules(name: str) -> bool:
+    """The test's own reading of the rules: an OData identifier of at most 255 characters,
+    neither a keyword of the filter language nor a system property."""
+    def letter(char: str) -> bool:
+        return char == "_" or unicodedata.category(char) in {"Lu", "Ll", "Lt", "Lm", "Lo", "Nl"}
+
+    return (
+        0 < len(name) <= 255 and letter(name[0])
+        and all(letter(c) or unicodedata.category(c) == "Nd" for c in name[1:])
+        and name not in FILTER_KEYWORDS and name not in {"PartitionKey", "RowKey", "Timestamp"}
+    )
+
+
+#: XML 1.0 (fifth edition) name characters: an Atom body carries a property as an element named
+#: after it, so a name outside these (MICRO SIGN, FEMININE ORDINAL: letters, but not XML names)
+#: cannot travel in Atom.
+_XML_START = [(0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x2FF),
+              (0x370, 0x37D), (0x37F, 0x1FFF), (0x200C, 0x200D), (0x2070, 0x218F), (0x2C00, 0x2FEF),
+              (0x3001, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFFD), (0x10000, 0xEFFFF)]
+_XML_MORE = [(0x30, 0x39), (0xB7, 0xB7), (0x300, 0x36F), (0x203F, 0x2040)]
+
+
+def _xml_name(name: str) -> bool:
+    def within(char: str, ranges: list[tuple[int, int]]) -> bool:
+        return any(low <= ord(char) <= high for low, high in ranges)
+
+    return within(name[0], _XML_START) and all(within(c, _XML_START + _XML_MORE) for c in name[1:])
+
+
+def _write_named(client: CloudTableClient, table: str, name: str, target: str) -> bool:
+    """``name`` is refused before any request (False), or stored, read back and found by a filter on it."""
+    if target.endswith("atom") and _by_the_rules(name) and not _xml_name(name):
+        return False  # known gap, see test_atom_refuses_names_xml_cannot_carry
+    entity = DynamicEntity(PartitionKey="names", RowKey=f"r{next(_ROWS)}")
+    sent = OperationContext()
+    try:
+        entity[name] = "v"
+        client.insert_entity(table, entity, operation_context=sent)
+    except TableValidationError:
+        assert not sent.attempts, name  # refused on the client, nothing sent
+        # A name the rules allow is refused only where Python's identifiers are narrower
+        # (a few letters of pattern syntax): never a plain letter, digit or '_'.
+        assert not (_by_the_rules(name) and name.isidentifier()), name
+        return False
+    assert _by_the_rules(name), f"{name!r} was sent"
+    got = client.get_entity(table, entity.PartitionKey, entity.RowKey)
+    assert dict(got) == {name: "v"}, (name, dict(got))
+    if target.startswith("devstore") and unicodedata.category(name[0]) == "Nl":
+        return True  # known gap, see test_the_emulator_filters_on_names_starting_with_a_letter_number
+    query = client.create_query(table).where((prop("RowKey") == entity.RowKey) & (prop(name) == "v"))
+    assert [e.RowKey for e in query] == [entity.RowKey], name
+    return True
+
+
+@settings(max_examples=NAME_EXAMPLES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=VALID_NAMES | INVALID_NAMES)
+def test_property_names_round_trip_or_are_refused(target: str, client: CloudTableClient, table: str, name: str) -> None:
+    _write_named(client, table, name, target)
+
+
+def test_the_name_fuzzer_reaches_both_outcomes(target: str, client: CloudTableClient, table: str) -> None:
+    for name in ("Größe", "名前", "_x1", "ǅx", "_Ⅻ9", "a" * 255):  # stored and filterable
+        assert _write_named(client, table, name, target), name
+    for name in ("and", "null", "K\u0300", "1st", "٣x", "a\u203fb", "a" * 256):  # refused before sending
+        assert not _write_named(client, table, name, target), name
+
+
+@pytest.mark.xfail(reason="the client sends, in Atom, names that are letters but no XML names (U+00B5, U+00AA); "
+                          "the service cannot read them as elements. To refuse in the Atom writer or validation")
+def test_atom_refuses_names_xml_cannot_carry(target: str, client: CloudTableClient, table: str) -> None:
+    if not target.endswith("atom"):
+        pytest.skip("JSON carries any name")
+    entity = DynamicEntity(PartitionKey="p", RowKey="r")
+    entity["\u00b5"] = "v"
+    with pytest.raises(TableValidationError):
+        client.insert_entity(table, entity)
+
+
+@pytest.mark.xfail(reason="the bundled emulator's $filter parser refuses a name whose first letter is a letter "
+                          "number (Nl, such as U+216B); Azurite and the client's rules accept it")
+def test_the_emulator_filters_on_names_starting_with_a_letter_number(
+    target: str, client: CloudTableClient, table: str
+) -> None:
+    if not target.startswith("devstore"):
+        pytest.skip("the emulator's parser")
+    client.insert_entity(table, DynamicEntity("p", "r", {"\u216b": "v"}))
+    assert len(list(client.create_query(table).where(prop("\u216b") == "v"))) == 1

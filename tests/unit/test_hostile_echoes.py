@@ -110,3 +110,92 @@ def test_plain_text_without_secrets_is_untouched() -> None:
     secrets = attempt_secrets({"Authorization": f"Bearer {TOKEN}"}, f"{ENDPOINT}/Tasks()?sig={SIG}")
     text = "W/\"datetime'2024-01-01T00%3A00%3A00Z'\" and %61%62"
     assert scrub(text, secrets) == text
+
+
+# ---------------------------------------------------------------- secrets echoed bare, early in the body
+
+def bare(fmt: str, secret: str, pad: int = 0) -> bytes:
+    """An undecodable body echoing ``secret`` with no ``sig=`` or ``Bearer`` before it,
+    ``pad`` characters into the excerpt's text (which is at most 120 characters)."""
+    echo = "." * pad + f"you sent {secret} and more"
+    if fmt == "json":
+        return ('{"value":[{"PartitionKey":"p","RowKey":"r","Echo":"' + echo + '"').encode()
+    return f"<feed><entry><content><m:properties>{echo}</content>".encode()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("fmt", ["json", "atom"])
+def test_a_bare_sas_signature_early_in_an_undecodable_body_is_not_quoted(kind: str, fmt: str) -> None:
+    error = read(kind, fmt, bare(fmt, SIG))
+    assert isinstance(error, ResponseDecodeError)
+    assert "you sent REDACTED and more" in error.excerpt, error.excerpt
+    assert SIG not in chain_text(error)
+
+
+@pytest.mark.parametrize("fmt", ["json", "atom"])
+def test_a_signature_the_excerpts_cut_would_split_leaves_no_start_behind(fmt: str) -> None:
+    # The signature starts at about 110 of the excerpt's 120 characters (JSON: 51 before the echo).
+    error = read("sync", fmt, bare(fmt, SIG, pad=50 if fmt == "json" else 100))
+    assert isinstance(error, ResponseDecodeError)
+    assert len(error.excerpt) == 120 and error.excerpt.endswith("...")
+    assert SIG[:6] not in error.excerpt and SIG[:6] not in str(error), error.excerpt
+
+
+KEY_CONN = (
+    "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+    "AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
+    f"TableEndpoint={ENDPOINT}"
+)
+
+
+def echoing_signature(status: int, content_type: str, body: str = "{echo}") -> tuple[MockSender, list[str]]:
+    """A server answering ``status`` with ``body`` in which ``{echo}`` is a text that starts by
+    echoing the request's Shared Key signature."""
+    signatures: list[str] = []
+
+    def handler(request: HttpRequest) -> HttpResponse:
+        signature = request.headers["Authorization"].rsplit(":", 1)[1]
+        signatures.append(signature)
+        text = body.replace("{echo}", f"signature {signature} accepted, but")
+        return MockSender.response(status, text, {"Content-Type": content_type})
+
+    return MockSender(handler), signatures
+
+
+def test_a_write_answered_with_the_bare_shared_key_signature_does_not_quote_it() -> None:
+    from tablesdk import DataServiceRequestError, DynamicEntity
+
+    sender, signatures = echoing_signature(201, "application/json")
+    client = CloudStorageAccount.parse(KEY_CONN).create_cloud_table_client(sender=sender, retry_policy=NoRetry())
+    ctx = client.get_table_service_context(echo_content=True)  # the insert's answer holds the entity
+    ctx.add_object("Tasks", DynamicEntity("p", "r", {"A": 1}))
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes()
+    error = info.value.response[0].error
+    assert isinstance(error, ResponseDecodeError)
+    assert signatures and "signature REDACTED accepted" in error.excerpt, error.excerpt
+    assert signatures[0] not in chain_text(info.value)
+
+
+#: A committed change set whose insert echoes an unreadable entity; the echo is in the preamble,
+#: which a multipart reader skips, so it starts the excerpt of the whole body.
+BATCH_ANSWER = (
+    "{echo}\r\n--batchresponse_1\r\nContent-Type: multipart/mixed; boundary=changesetresponse_1\r\n\r\n"
+    "--changesetresponse_1\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+    "HTTP/1.1 201 Created\r\nContent-ID: 1\r\nContent-Type: application/json\r\n\r\n"
+    "{not json\r\n--changesetresponse_1--\r\n--batchresponse_1--\r\n"
+)
+
+
+def test_a_batch_answered_with_the_bare_shared_key_signature_does_not_quote_it() -> None:
+    from tablesdk import BatchOperation, BatchOperationKind, DynamicEntity
+    from tablesdk._entity import entity_to_payload
+
+    sender, signatures = echoing_signature(202, "multipart/mixed; boundary=batchresponse_1", BATCH_ANSWER)
+    client = CloudStorageAccount.parse(KEY_CONN).create_cloud_table_client(sender=sender, retry_policy=NoRetry())
+    payload = entity_to_payload(DynamicEntity("p", "r"))
+    insert = BatchOperation(BatchOperationKind.INSERT, "Tasks", "p", "r", payload, None, echo_content=True)
+    with pytest.raises(ResponseDecodeError) as info:
+        client.execute_batch([insert])
+    assert signatures and signatures[0] not in chain_text(info.value)
+    assert info.value.excerpt.startswith("signature REDACTED accepted"), info.value.excerpt

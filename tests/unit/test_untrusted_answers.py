@@ -254,3 +254,27 @@ def test_execute_batch_with_a_repeated_content_id(fmt: str, kind: str) -> None:
     with pytest.raises(ResponseDecodeError, match="Content-ID") as info:
         call(kind, fmt, handler, "execute_batch", inserts(2))
     assert info.value.status_code == 202 and info.value.request_id == "b"
+
+
+def test_a_content_id_error_is_not_retried_nor_ambiguous_and_the_save_is_applied() -> None:
+    """docs/retries.md: the 202 committed the change set; only its answer is unreadable."""
+    from tablesdk import DataServiceRequestError, EntityStates, LinearRetry, SaveChangesOptions
+
+    def handler(request: HttpRequest) -> HttpResponse:
+        return MockSender.response(202, batch_answer(["1", "1"]), {"Content-Type": BATCH_TYPE})
+
+    sender = MockSender(handler)
+    client = CloudStorageAccount.parse(CONN).create_cloud_table_client(
+        sender=sender, retry_policy=LinearRetry(count=3, interval_seconds=0))
+    ctx = client.get_table_service_context()
+    entities = [DynamicEntity("p", "a"), DynamicEntity("p", "b")]
+    for entity in entities:
+        ctx.add_object("Tasks", entity)
+    with pytest.raises(DataServiceRequestError) as info:
+        ctx.save_changes_with_retries(SaveChangesOptions.BATCH)
+    assert len(sender.requests) == 1  # not retried
+    cause = info.value.__cause__
+    assert isinstance(cause, ResponseDecodeError) and "Content-ID" in cause.reason
+    assert not cause.ambiguous_retry
+    states = [getattr(ctx.get_entity_descriptor(e), "state", None) for e in entities]
+    assert states == [EntityStates.UNCHANGED] * 2  # applied, not left pending
