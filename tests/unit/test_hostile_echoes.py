@@ -168,7 +168,7 @@ def test_a_write_answered_with_the_bare_shared_key_signature_does_not_quote_it()
     sender, signatures = echoing_signature(201, "application/json")
     client = CloudStorageAccount.parse(KEY_CONN).create_cloud_table_client(sender=sender, retry_policy=NoRetry())
     ctx = client.get_table_service_context(echo_content=True)  # the insert's answer holds the entity
-    ctx.add_object("Tasks", DynamicEntity("p", "r", {"A": 1}))
+    ctx.add_object("Tasks", DynamicEntity(PartitionKey="p", RowKey="r", A=1))
     with pytest.raises(DataServiceRequestError) as info:
         ctx.save_changes()
     error = info.value.response[0].error
@@ -193,7 +193,7 @@ def test_a_batch_answered_with_the_bare_shared_key_signature_does_not_quote_it()
 
     sender, signatures = echoing_signature(202, "multipart/mixed; boundary=batchresponse_1", BATCH_ANSWER)
     client = CloudStorageAccount.parse(KEY_CONN).create_cloud_table_client(sender=sender, retry_policy=NoRetry())
-    payload = entity_to_payload(DynamicEntity("p", "r"))
+    payload = entity_to_payload(DynamicEntity(PartitionKey="p", RowKey="r"))
     insert = BatchOperation(BatchOperationKind.INSERT, "Tasks", "p", "r", payload, None, echo_content=True)
     with pytest.raises(ResponseDecodeError) as info:
         client.execute_batch([insert])

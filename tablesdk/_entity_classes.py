@@ -1,0 +1,580 @@
+"""The entity classes and the rules of names and keys: TableEntity, DynamicEntity, validation.
+
+Part of the entities layer; :mod:`tablesdk._entity` is its front (see its docstring for the limits).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import typing
+from contextlib import contextmanager
+from contextvars import ContextVar
+from collections.abc import Callable, Iterator, MutableMapping
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from ._edm import (
+    MAX_KEY_BYTES,
+    EdmType,
+    EntityProperty,
+    Int64,
+    check_text,
+    check_value,
+    infer_edm_type,
+)
+from ._edm_base import utf16_len as _utf16_len
+from ._edm_specs import EDM_SPECS
+from ._errors import TableValidationError
+from ._filter import PropertyRef
+from ._filter_text import filter_name_problem
+from ._models import Converter, field_plan
+
+
+
+SYSTEM_PROPERTIES = ("PartitionKey", "RowKey", "Timestamp")
+MAX_PROPERTIES = 255
+MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - len(SYSTEM_PROPERTIES)
+MAX_PROPERTY_NAME_LENGTH = 255
+
+_FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20)) | frozenset(
+    chr(c) for c in range(0x7F, 0xA0)
+)
+
+_ENTITY_ATTRIBUTES = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"})
+
+# Built from the table of EDM types (tablesdk._edm_specs) when this module is imported.
+#: Bytes a value of each type counts in the entity-size formula, before its measured length
+#: (strings and binary add theirs: :func:`_value_size`).
+_SIZES: dict[EdmType, int] = {t: spec.size for t, spec in EDM_SPECS.items()}
+#: The measure of the length of each type's values (0 for every fixed-size type).
+_MEASURES: dict[EdmType, Callable[[Any], int]] = {t: spec.measure for t, spec in EDM_SPECS.items()}
+#: The Python class name of each type, in messages.
+_PYTHON_NAMES: dict[EdmType, str] = {t: spec.python_name for t, spec in EDM_SPECS.items()}
+#: The EDM type of a value of exactly each class (what infer_edm_type says); an int's depends on its value.
+_EXACT_TYPES: dict[type, EdmType] = {
+    cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
+}
+
+
+def validate_key(field: str, value: Any) -> None:
+    """Check a PartitionKey or RowKey against the service's rules."""
+    if value is None:
+        raise TableValidationError(field, "required: a str (it may be empty)")
+    if not isinstance(value, str):
+        raise TableValidationError(field, "keys must be str", f"got {type(value).__name__}")
+    check_text(field, value)
+    bad = _FORBIDDEN_KEY_CHARS.intersection(value)
+    if bad:
+        shown = ", ".join(repr(ch) for ch in sorted(bad))
+        raise TableValidationError(
+            field, "keys may not contain '/', '\\', '#', '?' or control characters", f"found {shown}"
+        )
+    size = _utf16_len(value)
+    if size > MAX_KEY_BYTES:
+        raise TableValidationError(field, "keys are at most 1 KiB (512 UTF-16 characters)", f"got {size} bytes")
+
+
+#: Names that passed :func:`validate_property_name` (entities of one kind repeat theirs),
+#: with their size in UTF-16 bytes for the entity-size formula.
+_VALID_NAMES: dict[str, int] = {}
+_MAX_VALID_NAMES = 4096
+
+
+#: Whether names no $filter can hold may be written (see :func:`allow_unfilterable_names`).
+_UNFILTERABLE_ALLOWED: ContextVar[bool] = ContextVar("tablesdk_unfilterable_names_allowed", default=False)
+
+
+@contextmanager
+def allow_unfilterable_names() -> Iterator[None]:
+    """Inside this block, entities may be written with property names no ``$filter`` can name.
+
+    The service stores a property called ``and``, ``true`` or ``K`` followed by a
+    combining accent, but no query can filter on it (the filter is refused with a
+    400, or, on Azurite, ``true eq 1`` silently matches nothing), so writes refuse
+    such names with a :class:`~tablesdk._errors.TableValidationError`. Use this to
+    write (copy, restore) existing data that has them::
+
+        with tablesdk.allow_unfilterable_names():
+            client.insert_entity("Legacy", entity)
+
+    It applies to the entities converted in this thread or task while the block
+    runs (``insert_entity``, ``save_changes``, ``bulk_insert`` called inside it).
+    Reading such entities never needs it, and filters still refuse the names.
+    """
+    token = _UNFILTERABLE_ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _UNFILTERABLE_ALLOWED.reset(token)
+
+
+def validate_property_name(name: Any, *, allow_unfilterable: bool | None = None) -> None:
+    """Check a custom property name against the service's rules, and that a ``$filter`` can
+    name it (unless ``allow_unfilterable``, by default whether :func:`allow_unfilterable_names`
+    is in effect)."""
+    if type(name) is str and name in _VALID_NAMES:
+        return
+    _check_property_name(name)
+    problem = filter_name_problem(name)
+    if problem is not None:
+        allowed = _UNFILTERABLE_ALLOWED.get() if allow_unfilterable is None else allow_unfilterable
+        if not allowed:
+            raise TableValidationError(
+                name,
+                "no $filter can name this property, so it is not written (the service would store it)",
+                f"{problem}; to write existing data with such names, use tablesdk.allow_unfilterable_names()",
+            )
+        return  # valid only while allowed: not remembered
+    if len(_VALID_NAMES) < _MAX_VALID_NAMES:
+        _VALID_NAMES[name] = _utf16_len(name)
+
+
+def _check_property_name(name: Any) -> None:
+    if not isinstance(name, str):
+        raise TableValidationError(repr(name), "property names must be str")
+    if not name.isidentifier():
+        raise TableValidationError(
+            name or "''",
+            "property names are identifiers: letters, digits and '_', not starting with a digit",
+        )
+    if len(name) > MAX_PROPERTY_NAME_LENGTH:
+        raise TableValidationError(name[:40] + "...", "property names are at most 255 characters", f"got {len(name)}")
+    if name in SYSTEM_PROPERTIES:
+        raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
+
+
+def _check_timestamp(value: Any) -> None:
+    """Refuse a Timestamp that is no datetime: the service sets Timestamp and the client never
+    sends it, so a text or a number set there would be neither checked nor stored."""
+    if value is not None and not isinstance(value, datetime):
+        raise TableValidationError(
+            "Timestamp",
+            "Timestamp is set by the service and never sent; it holds the datetime the service gave",
+            f"got {type(value).__name__}",
+        )
+
+
+def validate_table_name(name: Any) -> None:
+    """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables'."""
+    if not isinstance(name, str):
+        raise TableValidationError("table", "table names must be str", f"got {type(name).__name__}")
+    if not (3 <= len(name) <= 63):
+        raise TableValidationError("table", "table names are 3 to 63 characters", f"{name!r} has {len(name)}")
+    if not (name.isascii() and name.isalnum() and name[0].isalpha()):
+        if not (name.startswith("$Metrics") and name[1:].isascii() and name[1:].isalnum()):
+            raise TableValidationError(
+                "table", "table names are letters and digits and start with a letter", repr(name)
+            )
+    if name.lower() == "tables":
+        raise TableValidationError("table", "'tables' is a reserved table name")
+
+
+def _value_size(value: Any, edm_type: EdmType) -> int:
+    if value is None:
+        return 0
+    return _SIZES[edm_type] + _MEASURES[edm_type](value)
+
+
+def _fits(value: Any, edm_type: EdmType) -> bool:
+    try:
+        check_value("", value, edm_type)
+    except TableValidationError:
+        return False
+    return True
+
+
+_INTEGERS = (EdmType.INT32, EdmType.INT64)
+
+
+def _choose_type(
+    name: str, value: Any, remembered: EdmType | None, declared: EdmType | None, owner: str = ""
+) -> EdmType:
+    """The EDM type ``value`` is written as, checked against every limit of that type.
+
+    The type the property was read with (``remembered``) wins while the value
+    fits it; then the declared type, which the value must fit: a declared
+    property never silently changes type. A dynamic property takes the type of
+    its value.
+    """
+    if remembered is None and declared is not None:
+        # The common case of a declared property: one check against the declared type.
+        try:
+            check_value(name, value, declared)
+        except TableValidationError as exc:
+            raise _declared_mismatch(name, value, declared, owner, exc) from None
+        return declared
+    inferred = infer_edm_type(value, name)
+    if remembered is not None:
+        if remembered is inferred:
+            check_value(name, value, inferred)
+            return inferred
+        if _fits(value, remembered):
+            return remembered
+    if declared is None:
+        check_value(name, value, inferred)
+        return inferred
+    try:
+        check_value(name, value, declared)
+    except TableValidationError as exc:
+        raise _declared_mismatch(name, value, declared, owner, exc) from None
+    return declared
+
+
+def _declared_mismatch(
+    name: str, value: Any, declared: EdmType, owner: str, exc: TableValidationError
+) -> TableValidationError:
+    """The error for a declared property's value: its own limit when it has the right kind,
+    else the class, property, declared and given types."""
+    try:
+        inferred: EdmType | None = infer_edm_type(value, name)
+    except TableValidationError:
+        inferred = None
+    if inferred is declared or (inferred in _INTEGERS and (declared is EdmType.DOUBLE or declared in _INTEGERS)):
+        return exc  # the right kind of value, out of range or too large: report that limit
+    given = f"{type(value).__name__} ({inferred.value})" if inferred else type(value).__name__
+    return TableValidationError(
+        name,
+        f"{owner}.{name} is declared as {_PYTHON_NAMES[declared]} ({declared.value})",
+        f"got {given}: {exc.limit}",
+    )
+
+
+class DeclaredProperty(PropertyRef):
+    """A property declared by annotation on a :class:`TableEntity` subclass.
+
+    On the class it is a property reference for filters (``Blog.Rating > 3``);
+    on an instance it is the property's value.
+    """
+
+    __slots__ = ("default", "attribute")
+
+    def __init__(self, name: str, edm_type: EdmType, default: Any = None, attribute: str | None = None) -> None:
+        super().__init__(name, edm_type)
+        self.default = default
+        #: The attribute that holds the value (``name`` is the stored name, what filters render).
+        self.attribute = attribute or name
+
+    @typing.overload
+    def __get__(self, instance: None, owner: type) -> DeclaredProperty: ...
+
+    @typing.overload
+    def __get__(self, instance: object, owner: type) -> Any: ...
+
+    def __get__(self, instance: object | None, owner: type) -> Any:
+        if instance is None:
+            return self
+        try:
+            return instance.__dict__[self.attribute]
+        except KeyError:
+            return self.default
+
+    def __set__(self, instance: object, value: Any) -> None:
+        instance.__dict__[self.attribute] = value
+
+    def __repr__(self) -> str:
+        return f"DeclaredProperty({self.name!r}, {self.edm_type})"
+
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+elif typing.TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:  # Python 3.10 without typing_extensions: the marker only matters to type checkers
+
+    def dataclass_transform(**_: Any) -> Callable[[type], type]:
+        return lambda cls: cls
+
+
+@dataclass_transform(kw_only_default=True)
+class _TypedConstructor:
+    """Tells type checkers (PEP 681) that every subclass of TableEntity has a constructor taking
+    its annotated properties as keywords: a wrong value type, an unknown keyword or a missing
+    property without a default is an error where the entity is made. (On TableEntity itself,
+    its own ``__init__`` applies.)"""
+
+    __slots__ = ()
+
+
+class TableEntity(_TypedConstructor):
+    """Base class for entities with declared, typed properties.
+
+    ::
+
+        class Blog(TableEntity):
+            Text: str
+            Rating: int              # Edm.Int32
+            Views: Int64             # Edm.Int64
+            Posted: datetime | None = None
+
+        blog = Blog(PartitionKey="Channel9", RowKey="Oct-29", Text="Hello", Rating=3)
+
+    Declared properties are class attributes usable in filters
+    (``Blog.Rating > 2``). Properties read from the service that the class does
+    not declare are kept in ``extra_properties`` and written back on update.
+    """
+
+    # For type checkers these are the instance values and the first fields of every subclass's
+    # constructor (_TypedConstructor); at run time the keys and Timestamp are DeclaredProperty
+    # descriptors (set below), so ``Blog.PartitionKey == "x"`` is a filter.
+    PartitionKey: str
+    RowKey: str
+    Timestamp: datetime | None = None
+    etag: str | None = None
+    #: The EDM type of each declared property, by stored name.
+    __declared__: ClassVar[dict[str, EdmType]] = {}
+    #: The attribute of each declared property stored under another name (``StoredAs``), by stored name.
+    __renamed__: ClassVar[dict[str, str]] = {}
+    #: The conversion of each declared property of a type beyond the EDM types, by stored name.
+    __converters__: ClassVar[dict[str, Converter[Any]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        module = sys.modules.get(cls.__module__)
+        namespace = {**vars(typing), "datetime": datetime, "Int64": Int64, **(vars(module) if module else {})}
+        hints: dict[str, Any] = {}
+        for name, hint in own.items():
+            if isinstance(hint, str):
+                try:
+                    # The module's names first: a property named as its type (Stage: Stage = Stage.OPEN)
+                    # must not see its own default; a name only the class defines comes from the class.
+                    try:
+                        hint = eval(hint, namespace)  # noqa: S307 - the class's own annotation
+                    except NameError:
+                        hint = eval(hint, namespace, dict(vars(cls)))  # noqa: S307
+                except Exception as exc:
+                    raise TypeError(
+                        f"{cls.__name__}.{name}: cannot resolve annotation {hint!r} ({exc}); "
+                        "define the entity class at module level or import the type there"
+                    ) from exc
+            hints[name] = hint
+        declared = dict(getattr(cls, "__declared__", {}))
+        renamed = dict(getattr(cls, "__renamed__", {}))
+        converters = dict(getattr(cls, "__converters__", {}))
+        for name, hint in hints.items():
+            if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"):
+                if typing.get_origin(hint) is typing.Annotated:
+                    field_plan(cls.__name__, name, hint)  # refuses StoredAs on a system property
+                continue
+            if typing.get_origin(hint) is ClassVar or name.startswith("_"):
+                continue
+            edm_type, stored, converter = field_plan(cls.__name__, name, hint)
+            validate_property_name(stored)
+            current = cls.__dict__.get(name)
+            default = current.default if isinstance(current, DeclaredProperty) else current
+            inherited = inspect.getattr_static(cls, name, None)
+            if isinstance(inherited, DeclaredProperty) and inherited.name != stored:
+                declared.pop(inherited.name, None)  # redeclared under another stored name
+                renamed.pop(inherited.name, None)
+                converters.pop(inherited.name, None)
+            if name in cls.__dict__ or stored not in declared or stored != name:
+                setattr(cls, name, DeclaredProperty(stored, edm_type, default, name))
+            taken = renamed.get(stored, stored)
+            if stored in declared and taken != name:
+                raise TypeError(f"{cls.__name__}.{name}: {taken} is stored as {stored!r} already")
+            declared[stored] = edm_type
+            if stored != name:
+                renamed[stored] = name
+            if converter is not None:
+                converters[stored] = converter
+            else:
+                converters.pop(stored, None)
+        cls.__declared__ = declared
+        cls.__renamed__ = renamed
+        cls.__converters__ = converters
+
+    def __init__(
+        self,
+        PartitionKey: str | None = None,
+        RowKey: str | None = None,
+        Timestamp: datetime | None = None,
+        etag: str | None = None,
+        **properties: Any,
+    ) -> None:
+        unknown = set(properties) - set(_attributes(type(self)))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} has no declared properties {sorted(unknown)}; "
+                f"declared: {sorted(_attributes(type(self)))} (use DynamicEntity for a property bag)"
+            )
+        # None keys are allowed until the entity is sent: validation names the missing key then.
+        self.PartitionKey = PartitionKey  # type: ignore[assignment]
+        self.RowKey = RowKey  # type: ignore[assignment]
+        self.Timestamp = Timestamp
+        self.etag = etag
+        #: Properties read from the service that the class does not declare (written back on update).
+        self.extra_properties: dict[str, Any] = {}
+        #: The EDM type a property was read with, where it differs from the declared one.
+        self._wire_types: dict[str, EdmType] = {}
+        for name, value in properties.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # An undeclared public attribute would be silently left out of every write (a typo such
+        # as blog.Ratng = 4): refuse it. Private names and the class's own attributes are free.
+        if name.startswith("_") or name in _ENTITY_ATTRIBUTES or hasattr(type(self), name):
+            object.__setattr__(self, name, value)
+            return
+        raise AttributeError(
+            f"{type(self).__name__} has no declared property {name!r}: declare it on the class "
+            f"({name}: <type>) or store it in extra_properties; declared: {sorted(_attributes(type(self)))}"
+        )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={getattr(self, name)!r}" for name in ("PartitionKey", "RowKey", *_attributes(type(self)))
+        )
+        return f"{type(self).__name__}({fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, TableEntity)
+        return _comparable(self) == _comparable(other)
+
+    __hash__ = object.__hash__
+
+
+def _attributes(cls: type[TableEntity]) -> list[str]:
+    """The attribute of each declared property of ``cls``, in declaration order."""
+    renamed = cls.__renamed__
+    return [renamed.get(stored, stored) for stored in cls.__declared__]
+
+
+setattr(TableEntity, "PartitionKey", DeclaredProperty("PartitionKey", EdmType.STRING))
+setattr(TableEntity, "RowKey", DeclaredProperty("RowKey", EdmType.STRING))
+setattr(TableEntity, "Timestamp", DeclaredProperty("Timestamp", EdmType.DATETIME))
+
+
+class DynamicEntity(MutableMapping[str, Any]):
+    """An entity as a property bag: ``e["Rating"] = 3``, ``del e["Old"]``.
+
+    ``PartitionKey``, ``RowKey``, ``Timestamp`` and ``etag`` are attributes (the
+    keys are also readable and settable as ``e["PartitionKey"]``, but only custom
+    properties are iterated). A value is a plain Python value or an
+    :class:`~tablesdk._edm.EntityProperty`; reading gives the plain value, and
+    :meth:`edm_type` tells the EDM type it will be written as.
+    """
+
+    __slots__ = ("PartitionKey", "RowKey", "Timestamp", "etag", "_values", "_types")
+
+    PartitionKey: str
+    RowKey: str
+    Timestamp: datetime | None
+    etag: str | None
+
+    def __init__(self, PartitionKey: str | None = None, RowKey: str | None = None, **properties: Any) -> None:
+        # Timestamp= and etag= arrive with the properties: named parameters of their own would make
+        # DynamicEntity(PartitionKey=..., RowKey=..., **row) a type error for a row of str or object.
+        # None keys are allowed until the entity is sent: validation names the missing key then.
+        self.PartitionKey = PartitionKey  # type: ignore[assignment]
+        self.RowKey = RowKey  # type: ignore[assignment]
+        self.Timestamp = properties.pop("Timestamp", None)
+        self.etag = properties.pop("etag", None)
+        self._values: dict[str, Any] = {}
+        self._types: dict[str, EdmType] = {}
+        for name, value in properties.items():
+            self[name] = value
+
+    def __getitem__(self, name: str) -> Any:
+        if name in SYSTEM_PROPERTIES:
+            return getattr(self, name)
+        return self._values[name]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name in SYSTEM_PROPERTIES:
+            if name == "Timestamp":
+                _check_timestamp(value)
+            setattr(self, name, value)
+            return
+        if isinstance(value, EntityProperty):
+            self._values[name] = value.value
+            self._types[name] = value.edm_type
+        else:
+            self._values[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        del self._values[name]
+        self._types.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def edm_type(self, name: str) -> EdmType:
+        """The EDM type property ``name`` is written as."""
+        return _choose_type(name, self._values[name], self._types.get(name), None)
+
+    def get_property(self, name: str) -> EntityProperty:
+        """Property ``name`` as an explicitly typed :class:`EntityProperty`."""
+        return EntityProperty(self._values[name], self.edm_type(name))
+
+    def __repr__(self) -> str:
+        props = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        head = f"PartitionKey={self.PartitionKey!r}, RowKey={self.RowKey!r}"
+        return f"DynamicEntity({head}{', ' if props else ''}{props})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DynamicEntity):
+            return NotImplemented
+        return _comparable(self) == _comparable(other)
+
+    __hash__ = object.__hash__
+
+
+AnyEntity = typing.Union[TableEntity, DynamicEntity]
+#: The entity class of a query or a read: a TableEntity or DynamicEntity subclass, a model class
+#: (dataclass, pydantic, attrs) or dict. Not bound, so that a user's class stays itself:
+#: ``create_query("Notes", Note)`` is a ``TableQuery[Note]``; :func:`entity_from_payload` refuses
+#: a class it cannot make.
+E = TypeVar("E")
+#: What the operations accept as an entity: a TableEntity, a DynamicEntity, a model object
+#: (dataclass, pydantic model, attrs class) or a ``Mapping[str, object]``; checked at run time
+#: (:func:`check_entity`).
+EntityObject: typing.TypeAlias = object
+
+
+class _Comparison:
+    """How entities compare: by the values and types of their payloads. Payloads are made by
+    ``_entity_write``, a module above this one, which sets :attr:`key` when it is imported
+    (``tablesdk._entity``, the front of this layer, always imports both)."""
+
+    key: Callable[[Any], tuple[Any, ...]] | None = None
+
+
+COMPARISON = _Comparison()
+
+
+def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
+    key = COMPARISON.key
+    assert key is not None, "tablesdk._entity_write sets the comparison when it is imported"
+    return key(entity)
+
+
+def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | None, EdmType | None]]:
+    """(name, value, remembered type, declared type) for every custom property."""
+    if isinstance(entity, DynamicEntity):
+        types = entity._types
+        for name, value in entity._values.items():
+            yield name, value, types.get(name), None
+        return
+    wire_types = entity._wire_types
+    renamed, converters = entity.__renamed__, entity.__converters__
+    for name, declared in entity.__declared__.items():
+        value = getattr(entity, renamed.get(name, name))
+        if value is not None and name in converters:
+            value = converters[name].to_wire(value)
+        yield name, value, wire_types.get(name), declared
+    for name, value in entity.extra_properties.items():
+        if isinstance(value, EntityProperty):
+            yield name, value.value, value.edm_type, None
+        else:
+            yield name, value, wire_types.get(name), None
+
+

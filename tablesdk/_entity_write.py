@@ -1,0 +1,366 @@
+"""Entity objects into payloads: the general rules and the per-shape write plans.
+
+Part of the entities layer; :mod:`tablesdk._entity` is its front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from itertools import compress, repeat
+from operator import itemgetter
+from typing import Any
+
+from ._edm import (
+    DATETIME_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_ENTITY_BYTES,
+    MAX_KEY_BYTES,
+    MAX_PROPERTY_BYTES,
+    EdmType,
+    EntityPayload,
+    EntityProperty,
+    ShapeMemo,
+    ValueShape,
+    check_value,
+    infer_edm_type,
+    value_shape,
+)
+from ._edm_base import utf16_len as _utf16_len
+from ._errors import TableValidationError
+from ._models import adapter_for
+
+from ._entity_classes import (
+    COMPARISON,
+    AnyEntity,
+    DynamicEntity,
+    MAX_CUSTOM_PROPERTIES,
+    MAX_PROPERTIES,
+    TableEntity,
+    _EXACT_TYPES,
+    _FORBIDDEN_KEY_CHARS,
+    _SIZES,
+    _VALID_NAMES,
+    _choose_type,
+    _custom_properties,
+    _value_size,
+    validate_key,
+    validate_property_name,
+)
+
+
+# ---------------------------------------------------------------- writing entities of a known shape
+# Entities written together (a bulk load, a batch) mostly share a shape: the same property
+# names, value classes and remembered types. For such a shape everything the rules decide
+# per property is decided once; per entity only the limits that depend on values are checked,
+# each kind of value at once (C passes over the values). A value those checks cannot clear
+# (non-ASCII text, a long string, an int outside Int32, a naive or non-UTC datetime, ...)
+# sends the entity through the general rules, which decide and report it as always.
+
+_DATETIME_UTC = DATETIME_MIN.tzinfo
+#: Size in the entity-size formula of a value of each plannable type (strings and binary add their length).
+_PLANNED_SIZES = _SIZES
+_INT32_TYPES = (None, EdmType.INT32)
+
+
+class _WritePlan:
+    """What the rules decide for every entity of one shape, and which values still need a look.
+
+    ``types`` is the payload's type map (PartitionKey and RowKey included), ``size`` the
+    entity size without the keys' and the strings' and binaries' lengths; each getter takes
+    the values of one kind out of the tuple of an entity's values (None: the shape has none).
+    """
+
+    __slots__ = ("binaries", "datetimes", "int32s", "int64s", "size", "strings", "types")
+
+    def __init__(self, types: dict[str, EdmType], size: int, masks: dict[EdmType | str, list[bool]]) -> None:
+        self.types = types
+        self.size = size
+        self.strings = _getter(masks[EdmType.STRING])
+        self.binaries = _getter(masks[EdmType.BINARY])
+        self.int32s = _getter(masks[EdmType.INT32])
+        self.int64s = _getter(masks[EdmType.INT64])
+        self.datetimes = _getter(masks[EdmType.DATETIME])
+
+
+def _getter(mask: list[bool]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
+    """A C callable giving the tuple of the values ``mask`` marks, or None if it marks none."""
+    at = [*compress(range(len(mask)), mask)]
+    if not at:
+        return None
+    # itemgetter of one index gives the value itself; of a one-item slice, a 1-tuple.
+    return itemgetter(*at) if len(at) > 1 else itemgetter(slice(at[0], at[0] + 1))
+
+
+def _planned_type(kind: type, remembered: EdmType | None) -> EdmType | None:
+    """The type the rules give every value of class ``kind`` remembered as ``remembered``
+    (once the value passes its plan's checks), or None when that depends on more."""
+    if kind is type(None):
+        return remembered or EdmType.STRING
+    if kind is int:
+        if remembered in _INT32_TYPES:
+            return EdmType.INT32  # while the value fits Int32: checked per entity
+        return EdmType.INT64 if remembered is EdmType.INT64 else None
+    edm_type = _EXACT_TYPES.get(kind)
+    if edm_type is None or remembered not in (None, edm_type):
+        return None
+    return edm_type
+
+
+def _make_plan(shape: ValueShape) -> _WritePlan | None:
+    names, kinds, remembered_types = shape
+    if len(names) > MAX_CUSTOM_PROPERTIES:
+        return None
+    types = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    size = 4
+    masks: dict[EdmType | str, list[bool]] = {
+        kind: [] for kind in (EdmType.STRING, EdmType.BINARY, EdmType.INT32, EdmType.INT64, EdmType.DATETIME)
+    }
+    for name, kind, remembered in zip(names, kinds, remembered_types):
+        edm_type = _planned_type(kind, remembered)
+        if edm_type is None:
+            return None
+        try:
+            validate_property_name(name, allow_unfilterable=False)  # a plan outlives an allowing block
+        except TableValidationError:
+            return None
+        types[name] = edm_type
+        size += 8 + _utf16_len(name) + (0 if kind is type(None) else _PLANNED_SIZES[edm_type])
+        for checked, mask in masks.items():
+            mask.append(checked is edm_type and kind is not type(None))
+    return _WritePlan(types, size, masks)
+
+
+#: The write plan of each shape met (None: the general rules apply).
+_PLANS: ShapeMemo[ValueShape, _WritePlan | None] = ShapeMemo(_make_plan, 1024)
+
+
+def _plain_keys(pk: Any, rk: Any) -> bool:
+    """Whether both keys are ASCII str that :func:`validate_key` accepts."""
+    if type(pk) is not str or type(rk) is not str:
+        return False
+    both = pk + rk
+    return both.isascii() and len(pk) <= MAX_KEY_BYTES // 2 and len(rk) <= MAX_KEY_BYTES // 2 and (
+        _FORBIDDEN_KEY_CHARS.isdisjoint(both)
+    )
+
+
+def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
+    """The validated payload of ``entity`` through its shape's plan, or None to apply the general rules."""
+    return _planned_bag_payload(entity.PartitionKey, entity.RowKey, entity._values, entity._types, entity.etag)
+
+
+def _planned_bag_payload(
+    pk: Any, rk: Any, bag: dict[str, Any], bag_types: dict[str, EdmType], etag: str | None
+) -> EntityPayload | None:
+    """The validated payload of a property bag through its shape's plan, or None to apply the general rules."""
+    if not _plain_keys(pk, rk):
+        return None
+    plan = _PLANS[value_shape(bag, bag_types)]
+    if plan is None:
+        return None
+    size = _planned_size(plan, bag.values())
+    if size is None or size + 2 * len(pk) + 2 * len(rk) > MAX_ENTITY_BYTES:
+        return None
+    values = {"PartitionKey": pk, "RowKey": rk}
+    values.update(bag)
+    return EntityPayload(values, plan.types.copy(), etag)
+
+
+def _planned_size(plan: _WritePlan, values: Iterable[Any]) -> int | None:
+    """The entity size without its keys, once the values pass the checks of their kinds; None if one does not."""
+    size = plan.size
+    row = tuple(values)
+    if plan.strings is not None:
+        texts = plan.strings(row)
+        joined = "".join(texts)
+        # ASCII text has no lone surrogate and takes 2 UTF-16 bytes a character.
+        if not joined.isascii() or 2 * max(map(len, texts)) > MAX_PROPERTY_BYTES:
+            return None
+        size += 2 * len(joined)
+    if plan.binaries is not None:
+        lengths = [*map(len, plan.binaries(row))]
+        if max(lengths) > MAX_PROPERTY_BYTES:
+            return None
+        size += sum(lengths)
+    if plan.int32s is not None:
+        numbers = plan.int32s(row)
+        if min(numbers) < INT32_MIN or max(numbers) > INT32_MAX:
+            return None
+    if plan.int64s is not None:
+        numbers = plan.int64s(row)
+        if min(numbers) < INT64_MIN or max(numbers) > INT64_MAX:
+            return None
+    if plan.datetimes is not None:
+        for moment in plan.datetimes(row):
+            # A UTC value is at most 9999-12-31T23:59:59.999999Z, the end of the range.
+            if moment.tzinfo is not _DATETIME_UTC or moment < DATETIME_MIN:
+                return None
+    return size
+
+
+def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload:
+    """Convert an entity into the payload a codec serializes, checking every limit.
+
+    ``entity`` is a :class:`TableEntity`, a :class:`DynamicEntity`, a model object (a
+    dataclass, pydantic model or attrs class: :mod:`tablesdk._models`) or a mapping of
+    property names to values (read as ``DynamicEntity(**mapping)`` would be).
+    ``None`` values are kept as nulls (the codecs send them in their null form;
+    the service does not store nulls, so the property is absent when read back).
+    Timestamp is never sent: the service sets it.
+    """
+    if isinstance(entity, DynamicEntity):
+        if validate:
+            payload = _planned_payload(entity)
+            if payload is not None:
+                return payload
+        return _payload_by_property(entity, validate)
+    if isinstance(entity, TableEntity):
+        return _payload_by_property(entity, validate)
+    if type(entity) is dict or isinstance(entity, Mapping):  # dict first: an ABC check costs more
+        return _mapping_payload(entity, validate)
+    adapter = adapter_for(type(entity))
+    if adapter is None:
+        raise _not_an_entity(entity)
+    properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity))
+    try:
+        return _payload_of_properties(
+            type(entity).__name__, getattr(entity, "PartitionKey"), getattr(entity, "RowKey"), adapter.etag(entity),
+            properties, validate,
+        )
+    except TableValidationError as exc:
+        path = adapter.paths.get(exc.field)
+        if path is None:
+            raise
+        # A flattened property: name the field's path (Shipping.Address.Street), not its stored name.
+        detail = str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
+        stored = f"stored as {exc.field}"
+        raise TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored) from None
+
+
+def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
+    """The general rules' payload of a TableEntity or DynamicEntity (no write plan)."""
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
+    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
+        bag, bag_types = entity._values, entity._types
+        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
+    else:
+        properties = _custom_properties(entity)
+    return _payload_of_properties(
+        type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
+    )
+
+
+def _not_an_entity(entity: object) -> TypeError:
+    return TypeError(
+        f"expected an entity (TableEntity, DynamicEntity, a dataclass, pydantic model or attrs class "
+        f"with PartitionKey and RowKey fields, or a mapping), not {type(entity).__name__}"
+    )
+
+
+_NO_TYPES: dict[str, EdmType] = {}
+#: The keys of a mapping entity that are no custom properties (as DynamicEntity's constructor takes them).
+_MAPPING_SYSTEM = ("PartitionKey", "RowKey", "Timestamp", "etag")
+
+
+def _mapping_parts(entity: Mapping[Any, Any]) -> tuple[Any, Any, Any, dict[Any, Any], dict[str, EdmType]]:
+    """(PartitionKey, RowKey, etag, custom values, remembered types) of a mapping entity."""
+    bag = dict(entity)
+    pk = bag.pop("PartitionKey", None)
+    rk = bag.pop("RowKey", None)
+    bag.pop("Timestamp", None)
+    etag = bag.pop("etag", None)
+    types: dict[str, EdmType] = {}
+    if EntityProperty in set(map(type, bag.values())):  # rare: found by one C pass in the common case
+        types = {n: v.edm_type for n, v in bag.items() if isinstance(v, EntityProperty)}
+        bag = {n: v.value if isinstance(v, EntityProperty) else v for n, v in bag.items()}
+    return pk, rk, etag, bag, types
+
+
+def _mapping_payload(entity: Mapping[Any, Any], validate: bool) -> EntityPayload:
+    if validate:
+        # The write plan refuses a shape with EntityProperty values (the general rules take
+        # them apart), so the bag needs no look for them here.
+        bag = dict(entity)
+        pk, rk = bag.pop("PartitionKey", None), bag.pop("RowKey", None)
+        bag.pop("Timestamp", None)
+        etag = bag.pop("etag", None)
+        payload = _planned_bag_payload(pk, rk, bag, _NO_TYPES, etag)
+        if payload is not None:
+            return payload
+    pk, rk, etag, bag, types = _mapping_parts(entity)
+    return _payload_of_properties(
+        type(entity).__name__, pk, rk, etag, zip(bag, bag.values(), map(types.get, bag), repeat(None)), validate
+    )
+
+
+def _payload_of_properties(
+    owner: str, pk: Any, rk: Any, etag: str | None,
+    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]], validate: bool,
+) -> EntityPayload:
+    """:func:`entity_to_payload` property by property: the general rules, and every error they raise.
+
+    ``properties`` gives (name, value, remembered type, declared type) of each custom property."""
+    values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
+    types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    if validate:
+        validate_key("PartitionKey", pk)
+        validate_key("RowKey", rk)
+        # The service's formula: 4 + 2 * len(PartitionKey + RowKey) + per property
+        # (8 + 2 * len(name) + size of the value); _utf16_len already counts bytes.
+        size = 4 + _utf16_len(pk) + _utf16_len(rk)
+    count = 0
+    for name, value, remembered, declared in properties:
+        if validate:
+            validate_property_name(name)
+        if isinstance(value, EntityProperty):
+            remembered, value = value.edm_type, value.value
+        if value is None:
+            edm_type = remembered or declared or EdmType.STRING
+        else:
+            try:
+                if remembered is None and declared is None:
+                    # A dynamic property takes its value's type: what _choose_type decides,
+                    # found by the value's exact class first (the common case, once per property).
+                    edm_type = _EXACT_TYPES.get(type(value)) or infer_edm_type(value, name)
+                    check_value(name, value, edm_type)
+                else:
+                    edm_type = _choose_type(name, value, remembered, declared, owner)
+            except TableValidationError:
+                if validate:
+                    raise
+                # Comparing or diffing entities must not fail on a value only a write refuses.
+                edm_type = remembered or declared or EdmType.STRING
+        values[name] = value
+        types[name] = edm_type
+        count += 1
+        if validate:
+            size += 8 + (_VALID_NAMES.get(name) or _utf16_len(name)) + _value_size(value, edm_type)
+    if validate:
+        if count > MAX_CUSTOM_PROPERTIES:
+            raise TableValidationError(
+                "properties",
+                f"an entity has at most {MAX_PROPERTIES} properties including PartitionKey, "
+                f"RowKey and Timestamp ({MAX_CUSTOM_PROPERTIES} of your own)",
+                f"got {count}",
+            )
+        if size > MAX_ENTITY_BYTES:
+            raise TableValidationError("entity", "an entity is at most 1 MiB", f"about {size} bytes")
+    return EntityPayload(values, types, etag)
+
+
+#: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.
+EntityResolver = Callable[[str, str, "datetime | None", dict[str, Any], "str | None"], Any]
+#: ``fn(partition_key, row_key, name, value)``: the EDM type of a value that arrived without one, or None.
+PropertyResolver = Callable[[str, str, str, Any], "EdmType | None"]
+
+
+def _payload_comparison(entity: Any) -> tuple[Any, ...]:
+    payload = entity_to_payload(entity, validate=False)
+    return (payload.values, payload.types)
+
+
+COMPARISON.key = _payload_comparison
