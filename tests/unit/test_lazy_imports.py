@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 #: Top-level packages ``import tablesdk`` must not import.
 NOT_AT_IMPORT = (
     "lxml", "dateutil", "click", "rich", "aiohttp", "pyarrow", "pandas", "dask", "opentelemetry",
@@ -26,7 +28,7 @@ def imported_by(statement: str) -> set[str]:
         f"print(json.dumps(sorted({{name.split('.')[0] for name in sys.modules}} & set({list(NOT_AT_IMPORT)!r}))))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    return set(json.loads(done.stdout))
+    return set(json.loads(done.stdout.splitlines()[-1]))
 
 
 def test_import_tablesdk_loads_no_codec_http_stack_or_extra() -> None:
@@ -45,3 +47,17 @@ def test_service_properties_bring_lxml_when_read() -> None:
         "</GeoReplication></StorageServiceStats>')"
     )
     assert "lxml" in imported_by(statement)
+
+
+def test_cli_help_loads_no_rich_nor_http_stack() -> None:
+    statement = "from tablesdk.cli import main\nassert main(['--help']) == 0"
+    assert imported_by(statement) == {"click"}
+
+
+def test_cli_without_its_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tablesdk.cli import INSTALL_HINT, main
+
+    monkeypatch.setitem(sys.modules, "rich", None)  # what find_spec reports for a missing package
+    assert main(["--help"]) == 2
+    err = capsys.readouterr().err
+    assert "rich is not installed" in err and INSTALL_HINT in err
