@@ -271,7 +271,7 @@ def child(args: argparse.Namespace, endpoint: str) -> None:
 
 
 def fresh_sub(sdk: Tablesdk, table: str) -> str:
-    name = fresh_table()
+    name = table + "x" + uuid.uuid4().hex[:8]  # under the run's prefix, which the run deletes
     sdk.create(name)
     return name
 
@@ -293,7 +293,7 @@ def callgrind(args: argparse.Namespace, endpoint: str) -> None:
             print(f"{name}: done", file=sys.stderr, flush=True)
     finally:
         for listed in list(sdk.client.list_tables()):
-            if listed.startswith("single"):
+            if listed.startswith(table):  # this run's tables only (others may be running)
                 sdk.client.delete_table(listed)
     floor = {kind: dict((r[0], r[1 + i]) for r in rows).get("floor") for i, kind in enumerate(("insert", "read"))}
     print(f"{machine()}; client instructions per operation (callgrind, {args.ops} operations)\n")
