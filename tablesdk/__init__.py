@@ -7,6 +7,7 @@ docs/index.md for the concepts.
 """
 
 import logging as _logging
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._version import __version__
 from ._account import CloudStorageAccount
@@ -49,7 +50,7 @@ from ._errors import (
 )
 from ._filter import col, prop
 from ._http import (
-    AttemptState, HttpRequest, HttpResponse, MockSender, RequestsSender, SendError, Sender, SendingRequest, Timeout,
+    AttemptState, HttpRequest, HttpResponse, MockSender, SendError, Sender, SendingRequest, Timeout,
 )
 from ._continuation import ContinuationToken, ResultSegment
 from ._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
@@ -61,6 +62,19 @@ from ._save_outcome import DataServiceRequestError, DataServiceResponse, Operati
 from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 from ._transport import OperationContext
 from ._options import TableRequestOptions
+
+if _TYPE_CHECKING:
+    from ._requests_sender import RequestsSender
+else:
+
+    def __getattr__(name: str) -> object:
+        # The default sender brings requests and urllib3: imported when first named (or when a
+        # client creates it), not by ``import tablesdk``.
+        if name == "RequestsSender":
+            from ._requests_sender import RequestsSender
+
+            return RequestsSender
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "__version__",

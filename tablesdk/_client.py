@@ -77,7 +77,7 @@ class CloudTableClient(ClientCore):
 
     ``sender`` replaces the HTTP layer under the retry loop (any
     :class:`~tablesdk._http.Sender`, e.g. a :class:`~tablesdk._http.MockSender`
-    in tests); by default a :class:`~tablesdk._http.RequestsSender` with
+    in tests); by default a :class:`~tablesdk._requests_sender.RequestsSender` with
     ``pool_size`` connections per host that reads at most
     ``max_response_bytes`` of any response body.
 

@@ -7,7 +7,9 @@ returns the complete :class:`HttpResponse`, whatever its status, or raises
 interprets statuses: :class:`~tablesdk._transport.Transport` does that, one
 attempt at a time, around whichever sender it was given.
 
-* :class:`RequestsSender` is the default: one pooled :class:`requests.Session`.
+* :class:`~tablesdk._requests_sender.RequestsSender` is the default: one pooled
+  :class:`requests.Session` (in its own module, so that ``requests`` is imported only
+  when a client creates its sender).
 * :class:`MockSender` answers from a function, in memory, for tests (the role of
   httpx's ``MockTransport``); pass it as ``sender=`` to
   :class:`~tablesdk._client.CloudTableClient`.
@@ -21,22 +23,17 @@ for).
 
 from __future__ import annotations
 
-import socket
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from time import monotonic
-from typing import Protocol, Union, runtime_checkable
-
-import requests
-import urllib3.exceptions
-from requests.adapters import HTTPAdapter
-from requests.auth import AuthBase
-from requests.structures import CaseInsensitiveDict
+from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
 from ._errors import require_positive_int
 from ._redaction import strip_query
+
+if TYPE_CHECKING:
+    from requests.structures import CaseInsensitiveDict
 
 __all__ = [
     "AttemptState",
@@ -45,7 +42,6 @@ __all__ = [
     "HttpResponse",
     "MockSender",
     "RequestHook",
-    "RequestsSender",
     "SendingRequest",
     "SendError",
     "Sender",
@@ -60,8 +56,6 @@ Timeout = Union[float, tuple[float, float]]
 #: take about three times its stored size, so no legal page reaches 3.5 GiB. Set lower
 #: (``max_response_bytes=``) to bound memory more tightly.
 DEFAULT_MAX_RESPONSE_BYTES = 3584 * 1024 * 1024
-
-_CHUNK = 256 * 1024
 
 
 class AttemptState(Enum):
@@ -243,208 +237,6 @@ def check_max_response_bytes(value: int) -> int:
     return require_positive_int("max_response_bytes", value)
 
 
-# ---------------------------------------------------------------- requests
-
-
-class _NoAuth(AuthBase):
-    """Session-level auth that changes nothing; it stops requests reading ``~/.netrc``.
-
-    With ``trust_env`` on, requests would otherwise replace a signed
-    ``Authorization`` header with Basic credentials from netrc.
-    """
-
-    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-        return r
-
-
-def _too_slow(size: int) -> SendError:
-    return SendError(
-        f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its body read)",
-        timed_out=True,
-    )
-
-
-def _inner(exc: BaseException) -> object:
-    inner: object = exc.args[0] if exc.args else None
-    if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
-        inner = inner.reason
-    return inner
-
-
-def _exception_reason(exc: BaseException) -> str:
-    """A short description of what went wrong under a requests exception (not yet redacted)."""
-    inner = _inner(exc)
-    if isinstance(inner, BaseException):
-        return f"{type(inner).__name__}: {inner}"
-    return type(exc).__name__
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
-        return True
-    inner = _inner(exc)
-    if isinstance(inner, urllib3.exceptions.NewConnectionError):
-        return False  # urllib3 derives it from ConnectTimeoutError, but "refused" is no timeout
-    return isinstance(inner, urllib3.exceptions.TimeoutError)
-
-
-def _never_sent(exc: BaseException) -> bool:
-    """True when the failure happened before the request could reach the server."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    return isinstance(
-        _inner(exc), (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
-    )
-
-
-def _is_refused(exc: BaseException) -> bool:
-    inner = _inner(exc)
-    if not isinstance(inner, urllib3.exceptions.NewConnectionError):
-        return False
-    return "refused" in str(inner).lower() or isinstance(inner.__cause__, ConnectionRefusedError)
-
-
-def _unresolved(exc: BaseException) -> str | None:
-    """What to say when a DNS lookup was the failure under ``exc`` (None when it was not)."""
-    inner = _inner(exc)
-    if not isinstance(inner, urllib3.exceptions.NewConnectionError):
-        return None
-    # urllib3 2 raises NameResolutionError from the socket.gaierror; older ones a NewConnectionError.
-    cause = getattr(inner, "_reason", None) or inner.__cause__
-    if not isinstance(inner, urllib3.exceptions.NameResolutionError) and not isinstance(cause, socket.gaierror):
-        return None
-    host = getattr(inner, "_host", None) or getattr(getattr(inner, "conn", None), "host", None) or "?"
-    return f"the host name {host!r} does not resolve ({type(cause).__name__}: {cause})"
-
-
-_FAILURES = (
-    requests.ConnectionError,
-    requests.Timeout,
-    requests.exceptions.ChunkedEncodingError,
-    requests.exceptions.ContentDecodingError,
-    urllib3.exceptions.HTTPError,
-)
-
-
-class RequestsSender:
-    """The default sender: one pooled :class:`requests.Session`.
-
-    The session's adapter keeps up to ``pool_size`` connections per host, so as many
-    threads can share one sender without the connection starvation the Azure Storage team's blog warns about
-    (the .NET default of 2 connections). requests never sends ``Expect: 100-continue``
-    and urllib3 disables Nagle (``TCP_NODELAY``) by default, the other two settings the
-    Azure Storage team's blog recommends. Redirects are never followed and urllib3 does not retry on its own.
-
-    ``trust_env`` (default False) is requests' switch for reading proxy settings
-    (``HTTP(S)_PROXY``, ``NO_PROXY``) and ``REQUESTS_CA_BUNDLE`` from the environment;
-    requests does that lookup on every call (a noticeable share of per-request CPU), so
-    it is off unless asked for. ``~/.netrc`` is never consulted either way, because it
-    would replace the signed ``Authorization`` header.
-
-    The body is read as it arrived (``Accept-Encoding: identity`` is sent and a
-    ``Content-Encoding`` is never undone) and at most ``max_response_bytes`` of it.
-    Safe to share between threads; :meth:`close` releases the connections.
-    """
-
-    def __init__(
-        self,
-        *,
-        pool_size: int = 16,
-        trust_env: bool = False,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ) -> None:
-        require_positive_int("pool_size", pool_size)
-        self.pool_size = pool_size
-        self.max_response_bytes = check_max_response_bytes(max_response_bytes)
-        session = requests.Session()
-        session.trust_env = trust_env
-        session.auth = _NoAuth()
-        # Only the caller's headers and ours go out (no python-requests UA, no */* Accept).
-        session.headers.clear()
-        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
-        session.mount("https://", adapter)
-        session.mount("http://", adapter)
-        self.session = session
-
-    def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
-        """Send ``request`` over the session and read the whole, undecoded body."""
-        headers = request.headers
-        if request.header("Accept-Encoding") is None:
-            headers = {**headers, "Accept-Encoding": "identity"}
-        read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
-        try:
-            raw = self.session.request(
-                request.method, request.url, headers=headers, data=request.body, timeout=timeout,
-                allow_redirects=False, stream=True,
-            )
-            # The read timeout bounds each wait for data and also the body as a whole: a server
-            # that trickles its answer a byte at a time never trips a per-read timeout, and the
-            # transport caps this timeout to what the operation's deadline leaves.
-            body = self._read(raw, monotonic() + read_timeout)
-        except _FAILURES as exc:
-            unresolved = _unresolved(exc)
-            if unresolved is not None:  # a mistyped account name or endpoint: waiting does not fix it
-                raise SendError(unresolved, state=AttemptState.NOT_SENT, unresolved=True) from None
-            raise SendError(
-                _exception_reason(exc),
-                state=AttemptState.NOT_SENT if _never_sent(exc) else AttemptState.UNKNOWN,
-                timed_out=_is_timeout(exc),
-                refused=_is_refused(exc),
-            ) from None
-        except requests.RequestException as exc:
-            if isinstance(_inner(exc), urllib3.exceptions.HTTPError):
-                # urllib3 refused the answer (two different Content-Length headers, ...): the
-                # request went out and what the server did is unknown, as with a cut connection
-                raise SendError(_exception_reason(exc)) from None
-            raise SendError(_exception_reason(exc), invalid=True) from None
-        return HttpResponse(status=raw.status_code, headers=raw.headers, body=body)
-
-    def _read(self, raw: requests.Response, finish_by: float) -> bytes:
-        cap = self.max_response_bytes
-        declared = raw.headers.get("Content-Length", "")
-        chunks: list[bytes] = []
-        size = 0
-        response = raw.raw
-        try:
-            if declared.isdigit() and int(declared) > cap:
-                raise self._too_large(raw.status_code, int(declared))
-            connection = getattr(response, "connection", None)
-            sock = getattr(connection, "sock", None)
-            while True:
-                left = finish_by - monotonic()
-                if left <= 0:
-                    raise _too_slow(size)
-                if sock is not None:
-                    sock.settimeout(left)  # this read may wait only for what the bound leaves
-                # read1: one read from the socket, so a trickle returns to this check often
-                chunk = response.read1(_CHUNK, decode_content=False)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > cap:
-                    raise self._too_large(raw.status_code, size)
-                chunks.append(chunk)
-        except BaseException:
-            raw.close()  # the connection holds an unread rest: never reuse it
-            raise
-        raw.raw.release_conn()
-        return b"".join(chunks)
-
-    def _too_large(self, status: int, size: int) -> SendError:
-        return SendError(
-            f"the response body ({size} bytes or more) exceeds max_response_bytes={self.max_response_bytes}",
-            state=AttemptState.ANSWERED,
-            status=status,
-        )
-
-    def close(self) -> None:
-        """Close the session and its pooled connections."""
-        self.session.close()
-
-    def __repr__(self) -> str:
-        return f"RequestsSender(pool_size={self.pool_size}, max_response_bytes={self.max_response_bytes})"
-
-
 # ---------------------------------------------------------------- tests
 
 
@@ -470,6 +262,8 @@ class MockSender:
     @staticmethod
     def response(status: int, body: bytes | str = b"", headers: dict[str, str] | None = None) -> HttpResponse:
         """An :class:`HttpResponse` with ``status``, ``body`` (str is UTF-8 encoded) and ``headers``."""
+        from requests.structures import CaseInsensitiveDict
+
         data = body.encode("utf-8") if isinstance(body, str) else body
         return HttpResponse(status, CaseInsensitiveDict(headers or {}), data)
 
@@ -481,3 +275,4 @@ class MockSender:
 
     def __repr__(self) -> str:
         return f"MockSender(requests={len(self.requests)})"
+

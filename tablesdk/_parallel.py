@@ -13,6 +13,7 @@ boundaries, one worker reads the table from its start while they are probed
 from __future__ import annotations
 
 import bisect
+import functools
 import queue
 import threading
 from collections import deque
@@ -178,16 +179,21 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:size]
 
 
-#: Alphabets boundaries are spread over, narrowest first: the first that holds every
-#: character the smallest and largest keys have past their common prefix is used.
-_ALPHABETS = (
-    "0123456789",
-    "0123456789abcdef",
-    "0123456789ABCDEF",
-    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-    "".join(map(chr, range(0x20, 0x7F))),
-    "".join(map(chr, range(_FIRST_CHAR, _LAST_CHAR + 1))),
-)
+@functools.lru_cache(maxsize=None)
+def _alphabets() -> tuple[str, ...]:
+    """Alphabets boundaries are spread over, narrowest first: the first that holds every
+    character the smallest and largest keys have past their common prefix is used.
+
+    Built on first use: the widest has 55,000 characters, a noticeable share of ``import tablesdk``.
+    """
+    return (
+        "0123456789",
+        "0123456789abcdef",
+        "0123456789ABCDEF",
+        "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+        "".join(map(chr, range(0x20, 0x7F))),
+        "".join(map(chr, range(_FIRST_CHAR, _LAST_CHAR + 1))),
+    )
 
 
 def _spread(lowest: str, highest: str, count: int) -> list[str]:
@@ -199,8 +205,9 @@ def _spread(lowest: str, highest: str, count: int) -> list[str]:
     shared = _common_prefix(lowest, highest)
     width = _RESOLVED_CHARS + 1
     low_tail, high_tail = lowest[len(shared):][:width], highest[len(shared):][:width]
+    alphabets = _alphabets()
     alphabet = next(
-        (chars for chars in _ALPHABETS if all(ch in chars for ch in low_tail + high_tail)), _ALPHABETS[-1]
+        (chars for chars in alphabets if all(ch in chars for ch in low_tail + high_tail)), alphabets[-1]
     )
     base = len(alphabet)
 

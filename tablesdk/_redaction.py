@@ -150,6 +150,10 @@ class SecretPattern:
             self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets))
         return self._pattern
 
+    def may_hold(self, text: str) -> bool:
+        """False when ``text`` cannot hold a secret (it lacks every secret's longest run of letters and digits)."""
+        return any(needle in text for needle in self._needles)
+
     def search(self, text: str) -> re.Match[str] | None:
         """Where a secret occurs in ``text``, or None."""
         pattern = self._compiled(text)
@@ -209,6 +213,11 @@ def scrub_headers(headers: MutableMapping[str, str], secrets: SecretPattern | No
     Everything downstream (request ids in errors, logs, recorded attempts and
     operation results) reads the headers, so the retry loop calls this on every answer.
     """
+    # One look at all the values first: an answer almost never echoes a secret, and neither
+    # a secret's letters-and-digits run nor "sig=" can span the line break between two values.
+    values = "\n".join(headers.values())
+    if "sig=" not in values.lower() and (secrets is None or not secrets.may_hold(values)):
+        return
     for name, value in list(headers.items()):
         if (secrets is not None and secrets.search(value)) or "sig=" in value.lower():
             headers[name] = scrub(value, secrets)

@@ -20,14 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any
-from xml.sax.saxutils import escape
-
-from lxml import etree
 
 from ._errors import TableValidationError
-from ._formats.atom import SAFE_XML_PARSER
 
 __all__ = [
     "AccessPolicy",
@@ -181,7 +176,18 @@ def _parse_utc(text: str) -> datetime:
     return parsed.astimezone(timezone.utc)
 
 
+def escape(text: str) -> str:
+    """``text`` with ``&``, ``<`` and ``>`` escaped for XML character data (as
+    ``xml.sax.saxutils.escape``, whose import brings urllib.request, http.client and ssl)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
 def _root(body: bytes, tag: str) -> Any:
+    # lxml and the Atom codec load with the first service-properties answer, not with tablesdk
+    from lxml import etree
+
+    from ._formats.atom import SAFE_XML_PARSER
+
     try:
         root = etree.fromstring(body, SAFE_XML_PARSER)
     except (etree.XMLSyntaxError, ValueError):
@@ -462,6 +468,8 @@ def parse_service_stats(body: bytes) -> ServiceStats:
     text = (_child_text(geo, "LastSyncTime") or "").strip()
     last_sync: datetime | None = None
     if text:
+        from email.utils import parsedate_to_datetime  # slow to import, and rarely needed
+
         try:
             last_sync = parsedate_to_datetime(text).astimezone(timezone.utc)
         except (TypeError, ValueError):

@@ -1,7 +1,7 @@
 """Sending one logical request: sign, send, time out, retry and record.
 
 :class:`Transport` is a retry loop over a :class:`~tablesdk._http.Sender` (by
-default a :class:`~tablesdk._http.RequestsSender`, one pooled
+default a :class:`~tablesdk._requests_sender.RequestsSender`, one pooled
 :class:`requests.Session`). It turns an :class:`~tablesdk._http.HttpRequest`
 into an :class:`~tablesdk._http.HttpResponse`, or raises a
 :class:`~tablesdk._errors.TableServiceError` subclass. It knows nothing about
@@ -51,12 +51,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from email.utils import formatdate
 from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from ._version import __version__
+from ._auth import http_date
 from ._errors import (
     BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, TableValidationError, require_positive_int,
 )
@@ -65,7 +65,6 @@ from ._http import (
     AttemptState,
     HttpRequest,
     HttpResponse,
-    RequestsSender,
     SendError,
     Sender,
     Timeout,
@@ -310,7 +309,7 @@ def sign_attempt(request: HttpRequest, credential: TableCredential | None) -> Ht
     (a SAS appends its query). None sends the request unsigned.
     """
     signed = request.copy()
-    signed.headers["x-ms-date"] = formatdate(usegmt=True)
+    signed.headers["x-ms-date"] = http_date()
     if credential is not None:
         signed.url = credential.apply(signed.method, signed.url, signed.headers)
     return signed
@@ -560,7 +559,7 @@ class Transport:
     query parameter to every request.
 
     ``sender`` puts each attempt on the wire (see :mod:`tablesdk._http`); by
-    default a :class:`~tablesdk._http.RequestsSender` built from ``pool_size``,
+    default a :class:`~tablesdk._requests_sender.RequestsSender` built from ``pool_size``,
     ``trust_env`` and ``max_response_bytes``, which the transport closes with
     itself. Idle connections the server closed (Azurite closes them after 5 s)
     are reopened by urllib3; a close that races a new request surfaces as a
@@ -603,9 +602,11 @@ class Transport:
         self._user_agent = user_agent
         self._sleep = sleep
         self._clock = clock
-        self._sender: Sender = sender if sender is not None else RequestsSender(
-            pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes
-        )
+        if sender is None:
+            from ._requests_sender import RequestsSender  # requests is imported with the first client
+
+            sender = RequestsSender(pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes)
+        self._sender: Sender = sender
         install_log_filter()
 
     @property

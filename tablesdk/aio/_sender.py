@@ -1,7 +1,7 @@
 """The asyncio sender: one HTTP exchange over aiohttp, no retries.
 
 :class:`AiohttpSender` is the async counterpart of
-:class:`tablesdk._http.RequestsSender` with the same contract (the seam of
+:class:`tablesdk._requests_sender.RequestsSender` with the same contract (the seam of
 :mod:`tablesdk._http`): ``await send(request, timeout)`` puts one signed
 :class:`~tablesdk._http.HttpRequest` on the wire and returns the complete
 :class:`~tablesdk._http.HttpResponse` whatever its status, or raises

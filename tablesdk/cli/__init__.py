@@ -19,12 +19,13 @@ INSTALL_HINT = install_hint("cli")
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tablesdk`` command with ``argv`` (default: the process's arguments); returns its status."""
-    try:
-        import click  # noqa: F401
-        import rich  # noqa: F401
-    except ImportError as exc:
+    from importlib.util import find_spec
+
+    # Found, not imported: rich loads only with the first table or progress bar a command shows.
+    missing = next((name for name in ("click", "rich") if find_spec(name) is None), None)
+    if missing is not None:
         sys.stderr.write(
-            f"tablesdk: the command line needs the 'cli' extra ({exc.name} is not installed): {INSTALL_HINT}\n"
+            f"tablesdk: the command line needs the 'cli' extra ({missing} is not installed): {INSTALL_HINT}\n"
         )
         return 2
     from ._app import run

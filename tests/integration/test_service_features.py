@@ -220,7 +220,7 @@ class PrimaryDown:
     """A sender whose primary endpoint is unreachable; the secondary answers through a real sender."""
 
     def __init__(self) -> None:
-        from tablesdk._http import RequestsSender
+        from tablesdk._requests_sender import RequestsSender
 
         self.inner = RequestsSender()
         self.urls: list[str] = []

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._version", "tablesdk._errors", "tablesdk._redaction", "tablesdk._auth", "tablesdk._account",
         "tablesdk._tracing", "tablesdk._extras",
     )),
-    ("one exchange", ("tablesdk._http", "tablesdk.aio._sender")),
+    ("one exchange", ("tablesdk._http", "tablesdk._requests_sender", "tablesdk.aio._sender")),
     ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options")),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter_text", "tablesdk._filter",

@@ -19,7 +19,7 @@ import responses
 import urllib3.exceptions
 
 import tablesdk._transport as transport_module
-from tablesdk._http import RequestsSender
+from tablesdk._requests_sender import RequestsSender
 from tablesdk._errors import (
     AuthenticationError,
     ConflictError,
@@ -254,7 +254,7 @@ def test_fresh_date_and_signature_per_attempt(
 ) -> None:
     dates = iter(["Mon, 01 Jan 2024 00:00:00 GMT", "Mon, 01 Jan 2024 00:00:02 GMT",
                   "Mon, 01 Jan 2024 00:00:05 GMT"])
-    monkeypatch.setattr(transport_module, "formatdate", lambda usegmt: next(dates))
+    monkeypatch.setattr(transport_module, "http_date", lambda: next(dates))
     add_status(mock, "PUT", 503, "ServerBusy")
     add_status(mock, "PUT", 500, "InternalError")
     mock.add("PUT", URL, status=204)

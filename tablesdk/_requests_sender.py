@@ -1,0 +1,371 @@
+"""The default sender: :class:`RequestsSender`, one pooled :class:`requests.Session`.
+
+It lives apart from the request and response types of :mod:`tablesdk._http` so that
+``requests`` and ``urllib3`` are imported only when a client creates its default
+sender, not by ``import tablesdk``.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from time import monotonic
+from typing import Any
+
+import requests
+import urllib3
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+from requests.auth import AuthBase
+from requests.structures import CaseInsensitiveDict
+
+from ._errors import require_positive_int
+from ._http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    AttemptState,
+    HttpRequest,
+    HttpResponse,
+    SendError,
+    Timeout,
+    check_max_response_bytes,
+)
+
+__all__ = ["RequestsSender"]
+
+_CHUNK = 256 * 1024
+
+
+class _NoAuth(AuthBase):
+    """Session-level auth that changes nothing; it stops requests reading ``~/.netrc``.
+
+    With ``trust_env`` on, requests would otherwise replace a signed
+    ``Authorization`` header with Basic credentials from netrc.
+    """
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        return r
+
+
+def _too_slow(size: int) -> SendError:
+    return SendError(
+        f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its body read)",
+        timed_out=True,
+    )
+
+
+def _inner(exc: BaseException) -> object:
+    """What a requests exception wraps (the urllib3 error under a MaxRetryError), else its first argument."""
+    inner: object = exc.args[0] if exc.args else None
+    if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
+        inner = inner.reason
+    return inner
+
+
+def _urlopen_inner(exc: BaseException) -> object:
+    """What requests would have wrapped of an error from urllib3's ``urlopen``: the same ``inner``."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return exc.reason
+    return exc
+
+
+def _unresolved(inner: object) -> str | None:
+    """What to say when a DNS lookup was the failure (``inner`` the cause under the error), else None."""
+    if not isinstance(inner, urllib3.exceptions.NewConnectionError):
+        return None
+    # urllib3 2 raises NameResolutionError from the socket.gaierror; older ones a NewConnectionError.
+    cause = getattr(inner, "_reason", None) or inner.__cause__
+    if not isinstance(inner, urllib3.exceptions.NameResolutionError) and not isinstance(cause, socket.gaierror):
+        return None
+    host = getattr(inner, "_host", None) or getattr(getattr(inner, "conn", None), "host", None) or "?"
+    return f"the host name {host!r} does not resolve ({type(cause).__name__}: {cause})"
+
+
+def _send_error(exc: BaseException, inner: object) -> SendError:
+    """The :class:`SendError` of a failed exchange: ``exc`` as raised, ``inner`` the cause under it."""
+    # not yet redacted: the reason may hold URLs
+    reason = f"{type(inner).__name__}: {inner}" if isinstance(inner, BaseException) else type(exc).__name__
+    timed_out = isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)) or (
+        # urllib3 derives NewConnectionError from ConnectTimeoutError, but "refused" is no timeout
+        isinstance(inner, urllib3.exceptions.TimeoutError)
+        and not isinstance(inner, urllib3.exceptions.NewConnectionError)
+    )
+    never_sent = isinstance(exc, requests.ConnectTimeout) or isinstance(
+        inner, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
+    )
+    unresolved = _unresolved(inner)
+    if unresolved is not None:  # a mistyped account name or endpoint: waiting does not fix it
+        return SendError(unresolved, state=AttemptState.NOT_SENT, unresolved=True)
+    refused = isinstance(inner, urllib3.exceptions.NewConnectionError) and (
+        "refused" in str(inner).lower() or isinstance(inner.__cause__, ConnectionRefusedError)
+    )
+    return SendError(
+        reason,
+        state=AttemptState.NOT_SENT if never_sent else AttemptState.UNKNOWN,
+        timed_out=timed_out,
+        refused=refused,
+    )
+
+
+_FAILURES = (
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    requests.exceptions.ContentDecodingError,
+    urllib3.exceptions.HTTPError,
+)
+
+#: A URL the direct path sends as it is: ``requests`` would send the same path and query
+#: (its re-quoting changes nothing in them). Anything else goes through ``Session.request``.
+_PLAIN_URL = re.compile(r"(https?://[^/?#@\s\\]+)(/[A-Za-z0-9\-._~!$&'()*+,/:;=?@%]*)\Z")
+#: A percent escape that requests' re-quoting would decode (of an unreserved character) or reject.
+_REQUOTED_ESCAPE = re.compile(
+    r"%(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[DdEe]|5[Ff]|7[Ee]|(?![0-9A-Fa-f]{2}))"
+)
+#: A header name or value that requests would refuse (CR/LF, a leading space, a colon in a name).
+_ODD_NAMES = re.compile(r"[:\r\n]|^\s|\x00\s|\x00\x00|^\x00|\x00\Z")
+_ODD_VALUES = re.compile(r"[\r\n]|^\s|\x00\s")
+_BODILESS = frozenset(("GET", "HEAD"))
+#: requests' own adapter send: when something replaced it (a test double such as ``responses``),
+#: every request goes through the session so that the replacement sees it.
+_ADAPTER_SEND = HTTPAdapter.send
+
+
+class _Route:
+    """How requests to one origin go out on the direct path, worked out once."""
+
+    __slots__ = ("pool", "absolute")
+
+    def __init__(self, pool: urllib3.HTTPConnectionPool, absolute: bool) -> None:
+        self.pool = pool
+        self.absolute = absolute  # through a plain HTTP proxy the request line holds the whole URL
+
+
+class RequestsSender:
+    """The default sender: one pooled :class:`requests.Session`.
+
+    The session's adapter keeps up to ``pool_size`` connections per host, so as many
+    threads can share one sender without the connection starvation the Azure Storage team's blog warns about
+    (the .NET default of 2 connections). requests never sends ``Expect: 100-continue``
+    and urllib3 disables Nagle (``TCP_NODELAY``) by default, the other two settings the
+    Azure Storage team's blog recommends. Redirects are never followed and urllib3 does not retry on its own.
+
+    ``trust_env`` (default False) is requests' switch for reading proxy settings
+    (``HTTP(S)_PROXY``, ``NO_PROXY``) and ``REQUESTS_CA_BUNDLE`` from the environment.
+    This sender reads them once per endpoint (host), the first time it sends there: a
+    change of the environment after that is not seen by this sender (create a new client).
+    ``~/.netrc`` is never consulted either way, because it would replace the signed
+    ``Authorization`` header.
+
+    Requests go straight to the session adapter's urllib3 pool, with the same bytes
+    ``Session.request`` would send, without its per-call merging of settings, cookies
+    and hooks (most of the CPU of a small request). Reading :attr:`session` (to mount
+    an adapter, set proxies, hooks, certificates, cookies ...) hands every later request
+    to ``Session.request``, so that whatever is configured there applies; so does a
+    response that sets a cookie (the session keeps it and sends it back, as before), and
+    an unusual request (a URL requests would re-quote, a header it would refuse) goes
+    that way on its own, and so does every request while ``HTTPAdapter.send`` is replaced
+    (by a test double such as ``responses``).
+
+    The body is read as it arrived (``Accept-Encoding: identity`` is sent and a
+    ``Content-Encoding`` is never undone) and at most ``max_response_bytes`` of it.
+    Safe to share between threads; :meth:`close` releases the connections.
+    """
+
+    def __init__(
+        self,
+        *,
+        pool_size: int = 16,
+        trust_env: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        require_positive_int("pool_size", pool_size)
+        self.pool_size = pool_size
+        self.max_response_bytes = check_max_response_bytes(max_response_bytes)
+        session = requests.Session()
+        session.trust_env = trust_env
+        session.auth = _NoAuth()
+        # Only the caller's headers and ours go out (no python-requests UA, no */* Accept).
+        session.headers.clear()
+        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        self._session = session
+        self._adapter = adapter
+        self._direct = True  # False once the session may have been configured by its user
+        self._routes: dict[str, _Route] = {}
+        self._timeouts: tuple[Timeout, urllib3.Timeout] | None = None
+
+    @property
+    def session(self) -> requests.Session:
+        """The :class:`requests.Session` under this sender.
+
+        Reading it makes every later request of this sender go through ``Session.request``
+        (as all did before), so that whatever is set on the session applies.
+        """
+        self._direct = False
+        return self._session
+
+    def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
+        """Send ``request`` and read the whole, undecoded body."""
+        headers = request.headers
+        if self._direct and HTTPAdapter.send is _ADAPTER_SEND:
+            matched = _PLAIN_URL.match(request.url)
+            names = set(map(str.lower, headers))
+            if (
+                matched is not None
+                and len(names) == len(headers)
+                and ("%" not in matched[2] or _REQUOTED_ESCAPE.search(matched[2]) is None)
+                and "" not in headers
+                and _ODD_NAMES.search("\x00".join(headers)) is None
+                and _all_str(headers)
+                and _ODD_VALUES.search("\x00".join(headers.values())) is None
+            ):
+                return self._send_direct(request, timeout, matched[1], matched[2], names)
+        if request.header("Accept-Encoding") is None:
+            headers = {**headers, "Accept-Encoding": "identity"}
+        try:
+            raw = self._session.request(
+                request.method, request.url, headers=headers, data=request.body, timeout=timeout,
+                allow_redirects=False, stream=True,
+            )
+            body = self._read(raw.raw, _finish_by(timeout))
+        except _FAILURES as exc:
+            raise _send_error(exc, _inner(exc)) from None
+        except requests.RequestException as exc:
+            if isinstance(_inner(exc), urllib3.exceptions.HTTPError):
+                # urllib3 refused the answer (two different Content-Length headers, ...): the
+                # request went out and what the server did is unknown, as with a cut connection
+                raise SendError(_send_error(exc, _inner(exc)).reason) from None
+            raise SendError(_send_error(exc, _inner(exc)).reason, invalid=True) from None
+        return HttpResponse(status=raw.status_code, headers=raw.headers, body=body)
+
+    def _send_direct(
+        self, request: HttpRequest, timeout: Timeout, origin: str, path: str, names: set[str]
+    ) -> HttpResponse:
+        """Send on the adapter's pool what ``Session.request`` would have sent for this request."""
+        route = self._routes.get(origin)
+        if route is None or route.pool.pool is None:  # new, or closed (dropped from the pool manager)
+            route = self._routes[origin] = self._route(origin)
+        headers = dict(request.headers)
+        if "accept-encoding" not in names:
+            headers["Accept-Encoding"] = "identity"
+        body = request.body
+        method = request.method
+        if "content-length" not in names:  # as requests' prepare_body
+            if body is not None:
+                headers["Content-Length"] = str(len(body))
+            elif method not in _BODILESS:
+                headers["Content-Length"] = "0"
+        try:
+            response = route.pool.urlopen(
+                method, origin + path if route.absolute else path, body=body, headers=headers,
+                redirect=False, assert_same_host=False, preload_content=False, decode_content=False,
+                retries=self._adapter.max_retries, timeout=self._urllib3_timeout(timeout), chunked=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _send_error(exc, _urlopen_inner(exc)) from None
+        try:
+            data = self._read(response, _finish_by(timeout))
+        except _FAILURES as exc:
+            raise _send_error(exc, _inner(exc)) from None
+        if "set-cookie" in response.headers:
+            self._keep_cookies(request, response)
+        return HttpResponse(status=response.status, headers=_headers_of(response), body=data)
+
+    def _route(self, origin: str) -> _Route:
+        """The pool and request-line form for ``origin``, from the session's settings and (with
+        ``trust_env``) the environment as it is now, chosen as ``Session.request`` would choose them."""
+        prepared = requests.PreparedRequest()
+        prepared.prepare(method="GET", url=origin + "/")
+        url = prepared.url or origin + "/"
+        settings = self._session.merge_environment_settings(url, {}, True, None, None)
+        proxies = settings["proxies"]
+        pool: Any
+        if hasattr(self._adapter, "get_connection_with_tls_context"):
+            pool = self._adapter.get_connection_with_tls_context(
+                prepared, settings["verify"], proxies=proxies, cert=settings["cert"]
+            )
+        else:  # requests before 2.32.2
+            pool = self._adapter.get_connection(url, proxies)
+        self._adapter.cert_verify(pool, url, settings["verify"], settings["cert"])  # type: ignore[no-untyped-call]
+        return _Route(pool, self._adapter.request_url(prepared, proxies) != "/")
+
+    def _urllib3_timeout(self, timeout: Timeout) -> urllib3.Timeout:
+        last = self._timeouts  # one tuple, read once: safe between threads
+        if last is not None and last[0] == timeout:
+            return last[1]
+        connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        made = urllib3.Timeout(connect=connect, read=read)
+        self._timeouts = (timeout, made)
+        return made
+
+    def _keep_cookies(self, request: HttpRequest, response: urllib3.BaseHTTPResponse) -> None:
+        """Store a response's cookies in the session, as ``Session.request`` does, and send every
+        later request through it (which sends them back)."""
+        from requests.cookies import extract_cookies_to_jar
+
+        prepared = requests.PreparedRequest()
+        prepared.prepare(method=request.method, url=request.url, headers=request.headers)
+        extract_cookies_to_jar(self._session.cookies, prepared, response)  # type: ignore[no-untyped-call]
+        self._direct = False
+
+    def _read(self, response: urllib3.BaseHTTPResponse, finish_by: float) -> bytes:
+        cap = self.max_response_bytes
+        declared = response.headers.get("Content-Length", "")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            if declared.isdigit() and int(declared) > cap:
+                raise self._too_large(response.status, int(declared))
+            connection = getattr(response, "connection", None)
+            sock = getattr(connection, "sock", None)
+            while True:
+                left = finish_by - monotonic()
+                if left <= 0:
+                    raise _too_slow(size)
+                if sock is not None:
+                    sock.settimeout(left)  # this read may wait only for what the bound leaves
+                # read1: one read from the socket, so a trickle returns to this check often
+                chunk = response.read1(_CHUNK, decode_content=False)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > cap:
+                    raise self._too_large(response.status, size)
+                chunks.append(chunk)
+        except BaseException:
+            response.close()  # the connection holds an unread rest: never reuse it
+            response.release_conn()  # (closed: the pool opens a new one in its place)
+            raise
+        response.release_conn()
+        return b"".join(chunks)
+
+    def _too_large(self, status: int, size: int) -> SendError:
+        return SendError(
+            f"the response body ({size} bytes or more) exceeds max_response_bytes={self.max_response_bytes}",
+            state=AttemptState.ANSWERED,
+            status=status,
+        )
+
+    def close(self) -> None:
+        """Close the session and its pooled connections."""
+        self._session.close()
+
+    def __repr__(self) -> str:
+        return f"RequestsSender(pool_size={self.pool_size}, max_response_bytes={self.max_response_bytes})"
+
+
+def _finish_by(timeout: Timeout) -> float:
+    # Called when the headers have arrived: the read timeout bounds each wait for data and
+    # also the body as a whole, since a server that trickles its answer a byte at a time never
+    # trips a per-read timeout (the transport caps this timeout to what the deadline leaves).
+    return monotonic() + (timeout[1] if isinstance(timeout, tuple) else timeout)
+
+
+def _all_str(headers: dict[str, str]) -> bool:
+    return all(type(value) is str for value in headers.values())
+
+
+def _headers_of(response: urllib3.BaseHTTPResponse) -> CaseInsensitiveDict[str]:
+    """The response's headers as requests gives them (repeated ones joined with ``", "``)."""
+    return CaseInsensitiveDict(response.headers)

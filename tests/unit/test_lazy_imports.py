@@ -1,0 +1,63 @@
+"""``import tablesdk`` loads only what every call needs (issue 25.5).
+
+The codecs, HTTP stack, command line and optional integrations load when a call
+first needs them. Checked in a fresh interpreter, where nothing else has
+imported them yet.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+#: Top-level packages ``import tablesdk`` must not import.
+NOT_AT_IMPORT = (
+    "lxml", "dateutil", "click", "rich", "aiohttp", "pyarrow", "pandas", "dask", "opentelemetry",
+    "requests", "urllib3",
+)
+
+
+def imported_by(statement: str) -> set[str]:
+    """The top-level packages of ``NOT_AT_IMPORT`` that ``statement`` imports in a fresh interpreter."""
+    script = (
+        f"import sys\n{statement}\n"
+        "import json\n"
+        f"print(json.dumps(sorted({{name.split('.')[0] for name in sys.modules}} & set({list(NOT_AT_IMPORT)!r}))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_import_tablesdk_loads_no_codec_http_stack_or_extra() -> None:
+    assert imported_by("import tablesdk") == set()
+
+
+def test_the_default_sender_brings_requests_when_named() -> None:
+    assert imported_by("from tablesdk import RequestsSender") == {"requests", "urllib3"}
+    assert imported_by("import tablesdk; tablesdk.RequestsSender") == {"requests", "urllib3"}
+
+
+def test_service_properties_bring_lxml_when_read() -> None:
+    statement = (
+        "import tablesdk._service as s\n"
+        "s.parse_service_stats(b'<StorageServiceStats><GeoReplication><Status>live</Status>"
+        "</GeoReplication></StorageServiceStats>')"
+    )
+    assert "lxml" in imported_by(statement)
+
+
+def test_cli_help_loads_no_rich_nor_http_stack() -> None:
+    statement = "from tablesdk.cli import main\nassert main(['--help']) == 0"
+    assert imported_by(statement) == {"click"}
+
+
+def test_cli_without_its_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tablesdk.cli import INSTALL_HINT, main
+
+    monkeypatch.setitem(sys.modules, "rich", None)  # what find_spec reports for a missing package
+    assert main(["--help"]) == 2
+    err = capsys.readouterr().err
+    assert "rich is not installed" in err and INSTALL_HINT in err
