@@ -19,7 +19,7 @@ logs, reprs or the dashboard.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +124,7 @@ def _read_range(spec: _RangeSpec, columns: Sequence[str] | None = None) -> Any:
         table = query_to_arrow(query, schema=schema, strict=strict)
     if spec.high is None and table.num_rows and pc.max(table.column("PartitionKey")).as_py() >= KEY_CEILING:
         raise ValueError("a PartitionKey starts with U+10FFFF: above the frame's last division (KEY_CEILING)")
-    return table.to_pandas(types_mapper=pandas_types_mapper()).set_index("PartitionKey")
+    return table.to_pandas(types_mapper=_frame_types_mapper()).set_index("PartitionKey")
 
 
 def _sample_schema(query: TableQuery[DynamicEntity]) -> Any:
@@ -205,7 +205,7 @@ def read_table(
         _RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict)
         for low, high in zip(bounds[:-1], bounds[1:])
     ]
-    meta = pa.Table.from_batches([], schema=schema).to_pandas(types_mapper=pandas_types_mapper())
+    meta = pa.Table.from_batches([], schema=schema).to_pandas(types_mapper=_frame_types_mapper())
     meta = meta.set_index("PartitionKey")
     divisions = ("", *points, KEY_CEILING)
     return dd.from_map(  # type: ignore[no-untyped-call]
@@ -298,3 +298,21 @@ def write_table(
     if failures:
         raise TableWriteError(failures, written)
     return written
+
+
+def _frame_types_mapper() -> Callable[[Any], Any]:
+    """:func:`~tablesdk._arrow.pandas_types_mapper`, with Binary columns kept as Arrow binary.
+
+    Dask converts object columns to strings by default (``dataframe.convert-string``), which
+    fails on bytes; an Arrow binary dtype is left alone, and its values are the same bytes.
+    """
+    import pandas as pd
+    import pyarrow as pa
+
+    base = pandas_types_mapper()
+    binary = pd.ArrowDtype(pa.binary())
+
+    def mapper(arrow_type: Any) -> Any:
+        return binary if arrow_type == pa.binary() else base(arrow_type)
+
+    return mapper
