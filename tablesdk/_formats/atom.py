@@ -186,8 +186,8 @@ class AtomFormat(PayloadFormat):
         for name, value in payload.values.items():
             if name == "Timestamp":
                 continue
-            if not name.isidentifier():
-                raise TableValidationError(repr(name), "property names are identifiers: letters, digits and '_'")
+            if name not in _XML_NAMES_SEEN:
+                _check_xml_name(name)
             edm_type = types.get(name)
             if value is None:
                 if edm_type is None or edm_type is string:
@@ -320,3 +320,29 @@ class AtomFormat(PayloadFormat):
                 raise ValueError("table entry without d:TableName")
             names.append(name)
         return names
+
+
+#: XML 1.0 (fifth edition) NameStartChar and NameChar, without ':' (an NCName): what an element can be
+#: called. Some letters are identifiers but no XML names (U+00B5 MICRO SIGN, U+00AA): JSON carries
+#: them, AtomPub cannot.
+_XML_NAME = re.compile(
+    "[A-Z_a-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D"
+    "\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD\U00010000-\U000EFFFF]"
+    "[-.0-9\u00B7\u0300-\u036F\u203F-\u2040A-Z_a-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF"
+    "\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF"
+    "\uF900-\uFDCF\uFDF0-\uFFFD\U00010000-\U000EFFFF]*"
+)
+_XML_NAMES_SEEN: set[str] = set()
+
+
+def _check_xml_name(name: str) -> None:
+    if not name.isidentifier():
+        raise TableValidationError(repr(name), "property names are identifiers: letters, digits and '_'")
+    if _XML_NAME.fullmatch(name) is None:
+        bad = next((c for c in name if _XML_NAME.fullmatch("a" + c) is None), name[0])
+        raise TableValidationError(
+            repr(name), "an AtomPub property name must be an XML name",
+            f"{bad!r} (U+{ord(bad):04X}) cannot be in an element's name; the JSON format carries it",
+        )
+    if len(_XML_NAMES_SEEN) < 4096:
+        _XML_NAMES_SEEN.add(name)

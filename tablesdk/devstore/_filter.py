@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -138,7 +139,8 @@ def _number(text: str, suffix: str, pos: int) -> tuple[str, Any]:
 
 
 def _is_ident_start(ch: str) -> bool:
-    return ch == "_" or ch.isalpha()
+    # OData identifiers start with a letter of any kind, letter numbers (Nl, e.g. U+216B) included
+    return ch == "_" or ch.isalpha() or unicodedata.category(ch) == "Nl"
 
 
 def _is_ident_char(ch: str) -> bool:
