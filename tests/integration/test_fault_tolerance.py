@@ -53,7 +53,7 @@ from tablesdk import (
     prop,
 )
 from tablesdk._entity import entity_to_payload
-from tablesdk._http import RequestsSender
+from tablesdk import RequestsSender
 from tablesdk._retry import RetryPolicy
 
 pytestmark = pytest.mark.integration
