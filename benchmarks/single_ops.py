@@ -43,7 +43,7 @@ import time
 import uuid
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
@@ -148,7 +148,9 @@ class Tablesdk:
         from tablesdk import CloudStorageAccount, DynamicEntity
 
         self.client = CloudStorageAccount.parse(connection_string(endpoint)).create_cloud_table_client()
-        self.make = lambda n: DynamicEntity("p", f"r{n}", **sample_properties(n))
+        self.make: Callable[[int], DynamicEntity] = lambda n: DynamicEntity(
+            PartitionKey="p", RowKey=f"r{n}", **sample_properties(n)
+        )
         self.entities = [self.make(n) for n in range(count)]
 
     def bodies(self) -> list[bytes]:
