@@ -45,6 +45,7 @@ WritingEntity = Callable[[Entity, EntityPayload], None]
 _NEW_OBJECT = object.__new__
 _PARTITION_KEY = attrgetter("PartitionKey")
 _ROW_KEY = attrgetter("RowKey")
+_ORDER = attrgetter("_order")
 
 
 class EntityStates(Enum):
@@ -68,9 +69,15 @@ class EntityDescriptor:
     ``upsert_object``. ``identity`` is (table, PartitionKey, RowKey).
     """
 
-    __slots__ = ("entity", "table", "etag", "state", "upsert", "snapshot", "partial", "untyped", "_identity", "_order")
+    __slots__ = (
+        "entity", "table", "etag", "state", "upsert", "snapshot", "partial", "untyped", "_identity", "_order",
+        "_pending",
+    )
 
-    def __init__(self, entity: Entity, table: str, etag: str | None, state: EntityStates) -> None:
+    def __init__(
+        self, entity: Entity, table: str, etag: str | None, state: EntityStates,
+        pending: dict[EntityDescriptor, None] | None = None,
+    ) -> None:
         self.entity = entity
         self.table = table
         self.etag = etag
@@ -86,6 +93,12 @@ class EntityDescriptor:
         self._identity: Identity = (table, entity.PartitionKey, entity.RowKey)
         #: The place of its pending change in the save (a later change is sent later); 0 while UNCHANGED.
         self._order = 0
+        #: The pending changes of the IdentityMap that tracks it (None: no map): the state methods
+        #: below keep this descriptor in it exactly while its state is pending, so a save looks
+        #: at its changes only, not at every tracked entity.
+        self._pending = pending
+        if state in PENDING_STATES:
+            self._now_pending()
 
     @property
     def identity(self) -> Identity:
@@ -96,6 +109,7 @@ class EntityDescriptor:
     def _read_unchanged(
         cls, entities: list[Any], table: str, etags: list[str | None], identities: list[Identity],
         snapshots: list[dict[str, Any]], partial: bool, untyped: Iterable[frozenset[str]],
+        pending: dict[EntityDescriptor, None],
     ) -> list[EntityDescriptor]:
         """What ``__init__`` (state UNCHANGED) and then :meth:`mark_read` make, for a page of
         queried entities: each slot set for the whole page in one C pass (``__init__`` is a
@@ -103,7 +117,7 @@ class EntityDescriptor:
         descriptors = list(map(_NEW_OBJECT, repeat(cls, len(entities))))
         columns: tuple[Iterable[Any], ...] = (  # in the order of __slots__, one for each (zip checks the count)
             entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), snapshots, repeat(partial),
-            untyped, identities, repeat(0),
+            untyped, identities, repeat(0), repeat(pending),
         )
         for name, column in zip(cls.__slots__, columns, strict=True):
             deque(map(setattr, descriptors, repeat(name), column), 0)
@@ -115,6 +129,7 @@ class EntityDescriptor:
         """``add_object``: the next save inserts the entity (the ``order``-th change queued)."""
         self.state = EntityStates.ADDED
         self._order = order
+        self._now_pending()
 
     def mark_modified(self, order: int) -> None:
         """``update_object``: an UNCHANGED entity becomes MODIFIED, queued at ``order``; an ADDED
@@ -124,6 +139,7 @@ class EntityDescriptor:
         if self.state is EntityStates.UNCHANGED:
             self.state = EntityStates.MODIFIED
             self._order = order
+            self._now_pending()
 
     def mark_upsert(self, replace: bool, order: int) -> None:
         """``upsert_object``: the next save inserts or merges (``replace``: inserts or replaces)
@@ -131,6 +147,7 @@ class EntityDescriptor:
         self.state = EntityStates.MODIFIED
         self.upsert = "replace" if replace else "merge"
         self._order = order
+        self._now_pending()
 
     def mark_deleted(self, order: int) -> None:
         """``delete_object`` of an entity the service has: the next save deletes it (a queued
@@ -138,10 +155,13 @@ class EntityDescriptor:
         self.state = EntityStates.DELETED
         self.upsert = None
         self._order = order
+        self._now_pending()
 
     def mark_detached(self) -> None:
         """The context no longer tracks the entity (:meth:`IdentityMap.forget` calls it)."""
         self.state = EntityStates.DETACHED
+        self._no_longer_pending()
+        self._pending = None  # no map tracks it now
 
     # ------------------------------------------------------------ what the service said
 
@@ -167,6 +187,7 @@ class EntityDescriptor:
             self.snapshot = known
         self.state = EntityStates.UNCHANGED
         self.upsert = None
+        self._no_longer_pending()
         if etag:
             self.take_etag(etag)
         if timestamp is not None:
@@ -181,6 +202,15 @@ class EntityDescriptor:
         """The service's values replaced the local ones (OVERWRITE_CHANGES): nothing is pending."""
         self.state = EntityStates.UNCHANGED
         self.upsert = None
+        self._no_longer_pending()
+
+    def _now_pending(self) -> None:
+        if self._pending is not None:
+            self._pending[self] = None
+
+    def _no_longer_pending(self) -> None:
+        if self._pending is not None:
+            self._pending.pop(self, None)
 
     def read_in_full(self, values: dict[str, Any]) -> None:
         """The whole entity was read again: ``values`` is the new snapshot, and it is no longer
@@ -229,6 +259,9 @@ class IdentityMap:
     def __init__(self) -> None:
         self.by_object: dict[int, EntityDescriptor] = {}
         self.by_identity: dict[Identity, EntityDescriptor] = {}
+        #: The descriptors whose state is pending (ADDED, MODIFIED, DELETED), kept by their own
+        #: state methods: what a save sends, found without looking at the unchanged ones.
+        self._pending: dict[EntityDescriptor, None] = {}
         self._order = itertools.count(1)
 
     def __len__(self) -> int:
@@ -255,9 +288,11 @@ class IdentityMap:
 
     def pending(self) -> list[EntityDescriptor]:
         """The descriptors whose change the next save sends, in the order the changes were marked."""
-        pending = [d for d in self.by_object.values() if d.state in PENDING_STATES]
-        pending.sort(key=lambda d: d._order)
-        return pending
+        return sorted(self._pending, key=_ORDER)
+
+    def pending_count(self) -> int:
+        """How many changes the next save sends."""
+        return len(self._pending)
 
     def track(self, table: str, entity: Entity, etag: str | None, *, from_service: bool = False) -> EntityDescriptor:
         """Register ``entity`` of ``table`` as UNCHANGED with ``etag`` (the caller then marks
@@ -280,7 +315,7 @@ class IdentityMap:
                 "the context is already tracking a different entity with the same identity "
                 f"(table={table!r}, PartitionKey={entity.PartitionKey!r}, RowKey={entity.RowKey!r})"
             )
-        descriptor = EntityDescriptor(entity, table, etag, EntityStates.UNCHANGED)
+        descriptor = EntityDescriptor(entity, table, etag, EntityStates.UNCHANGED, self._pending)
         self.by_object[id(entity)] = descriptor
         self.by_identity[identity] = descriptor
         return descriptor
@@ -323,7 +358,9 @@ class IdentityMap:
             untyped: Iterable[frozenset[str]] = repeat(frozenset())  # every property typed, as untyped_names finds
         else:
             untyped = list(map(untyped_names, entities, values, types))
-        descriptors = EntityDescriptor._read_unchanged(entities, table, page.etags, keys, values, projected, untyped)
+        descriptors = EntityDescriptor._read_unchanged(
+            entities, table, page.etags, keys, values, projected, untyped, self._pending
+        )
         self.by_object.update(zip(ids, descriptors))
         self.by_identity.update(zip(keys, descriptors))
         return True
