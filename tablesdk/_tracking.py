@@ -46,6 +46,9 @@ _NEW_OBJECT = object.__new__
 _PARTITION_KEY = attrgetter("PartitionKey")
 _ROW_KEY = attrgetter("RowKey")
 _ORDER = attrgetter("_order")
+#: One empty set for every descriptor with no untyped property: ``frozenset()`` makes a new
+#: 216-byte object on each call (CPython keeps no empty-frozenset singleton since 3.10).
+_NONE_UNTYPED: frozenset[str] = frozenset()
 
 
 class EntityStates(Enum):
@@ -89,7 +92,7 @@ class EntityDescriptor:
         #: delete the properties that were not selected.
         self.partial = False
         #: Properties read without a type (JSON nometadata): writing them back would store strings.
-        self.untyped: frozenset[str] = frozenset()
+        self.untyped: frozenset[str] = _NONE_UNTYPED
         self._identity: Identity = (table, entity.PartitionKey, entity.RowKey)
         #: The place of its pending change in the save (a later change is sent later); 0 while UNCHANGED.
         self._order = 0
@@ -240,12 +243,13 @@ class EntityDescriptor:
 def untyped_names(entity: Entity, values: dict[str, Any], types: dict[str, EdmType]) -> frozenset[str]:
     """Properties the wire gave no type for and the entity class does not declare either."""
     if len(types) >= len(values):  # every property typed: nothing to look for
-        return frozenset()
+        return _NONE_UNTYPED
     declared = entity.__declared__ if isinstance(entity, TableEntity) else {}
-    return frozenset(
+    found = frozenset(
         name for name in values
         if name not in types and name not in declared and name not in ("PartitionKey", "RowKey", "Timestamp")
     )
+    return found or _NONE_UNTYPED
 
 
 class IdentityMap:
@@ -355,7 +359,7 @@ class IdentityMap:
             return False
         types = page.types
         if all(map(int.__ge__, map(len, types), map(len, values))):
-            untyped: Iterable[frozenset[str]] = repeat(frozenset())  # every property typed, as untyped_names finds
+            untyped: Iterable[frozenset[str]] = repeat(_NONE_UNTYPED)  # every property typed, as untyped_names finds
         else:
             untyped = list(map(untyped_names, entities, values, types))
         descriptors = EntityDescriptor._read_unchanged(
