@@ -15,7 +15,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
 from enum import Enum
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, Union
 
@@ -73,8 +73,8 @@ class EntityDescriptor:
     """
 
     __slots__ = (
-        "entity", "table", "etag", "state", "upsert", "snapshot", "partial", "untyped", "_identity", "_order",
-        "_pending",
+        "entity", "table", "etag", "state", "upsert", "_snapshot_keys", "_snapshot_values", "partial", "untyped",
+        "_identity", "_order", "_pending",
     )
 
     def __init__(
@@ -86,8 +86,10 @@ class EntityDescriptor:
         self.etag = etag
         self.state = state
         self.upsert: str | None = None
-        #: Property values when the entity was last in sync with the service (None: never).
-        self.snapshot: dict[str, Any] | None = None
+        # What :attr:`snapshot` gives, kept compact: the names (one tuple shared by the
+        # descriptors of a shape) and the values (a tuple, the very objects the entity holds).
+        self._snapshot_keys: tuple[str, ...] | None = None
+        self._snapshot_values: tuple[Any, ...] = ()
         #: True while the entity is known only through a projection ($select): replacing it would
         #: delete the properties that were not selected.
         self.partial = False
@@ -108,6 +110,21 @@ class EntityDescriptor:
         """(table, PartitionKey, RowKey) as the entity was registered."""
         return self._identity
 
+    @property
+    def snapshot(self) -> dict[str, Any] | None:
+        """Property values when the entity was last in sync with the service (None: never).
+
+        A new dict on each read: change it freely, it changes nothing tracked.
+        """
+        keys = self._snapshot_keys
+        return None if keys is None else dict(zip(keys, self._snapshot_values))
+
+    def _keep(self, values: dict[str, Any]) -> None:
+        """Make ``values`` the snapshot (copied into the compact form: later changes to the dict
+        change nothing here)."""
+        self._snapshot_keys = _shared_keys(tuple(values))
+        self._snapshot_values = tuple(values.values())
+
     @classmethod
     def _read_unchanged(
         cls, entities: list[Any], table: str, etags: list[str | None], identities: list[Identity],
@@ -118,9 +135,11 @@ class EntityDescriptor:
         queried entities: each slot set for the whole page in one C pass (``__init__`` is a
         Python call per entity)."""
         descriptors = list(map(_NEW_OBJECT, repeat(cls, len(entities))))
+        keys = _page_keys(snapshots)
+        snapshot_values = list(map(tuple, map(dict.values, snapshots)))
         columns: tuple[Iterable[Any], ...] = (  # in the order of __slots__, one for each (zip checks the count)
-            entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), snapshots, repeat(partial),
-            untyped, identities, repeat(0), repeat(pending),
+            entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), keys, snapshot_values,
+            repeat(partial), untyped, identities, repeat(0), repeat(pending),
         )
         for name, column in zip(cls.__slots__, columns, strict=True):
             deque(map(setattr, descriptors, repeat(name), column), 0)
@@ -169,10 +188,9 @@ class EntityDescriptor:
     # ------------------------------------------------------------ what the service said
 
     def mark_read(self, values: dict[str, Any], *, partial: bool, untyped: frozenset[str]) -> None:
-        """First read from the service: ``values`` (kept as they are, not copied) is what the
-        service holds, ``partial`` says they came through a projection, ``untyped`` names the
-        properties read without a type."""
-        self.snapshot = values
+        """First read from the service: ``values`` is what the service holds, ``partial`` says
+        they came through a projection, ``untyped`` names the properties read without a type."""
+        self._keep(values)
         self.partial = partial
         self.untyped = untyped
 
@@ -185,9 +203,12 @@ class EntityDescriptor:
         answer gave them. (A saved delete detaches the entity instead.)
         """
         if sent is not None:
-            known = dict(self.snapshot or {}) if merged else {}
-            known.update(sent)
-            self.snapshot = known
+            if merged and self._snapshot_keys is not None:
+                known = dict(zip(self._snapshot_keys, self._snapshot_values))
+                known.update(sent)
+                self._keep(known)
+            else:
+                self._keep(sent)
         self.state = EntityStates.UNCHANGED
         self.upsert = None
         self._no_longer_pending()
@@ -221,12 +242,12 @@ class EntityDescriptor:
         written again)."""
         if self.state is not EntityStates.DELETED:
             self.partial = False
-        self.snapshot = values
+        self._keep(values)
 
     def read_in_part(self, values: dict[str, Any]) -> None:
         """A projection was read again: the selected ``values`` join the snapshot; it says
         nothing of the other properties."""
-        self.snapshot = {**(self.snapshot or {}), **values}
+        self._keep({**(self.snapshot or {}), **values})
 
     def found_untyped(self, names: frozenset[str]) -> None:
         """``names`` were read without a type: writing them back unchanged is refused."""
@@ -238,6 +259,32 @@ class EntityDescriptor:
             f"EntityDescriptor(table={self.table!r}, PartitionKey={self._identity[1]!r}, "
             f"RowKey={self._identity[2]!r}, state={self.state.name}, etag={self.etag!r})"
         )
+
+
+#: Snapshot key tuples by themselves, so that the descriptors of one shape share one tuple.
+_SHARED_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_MAX_SHARED_KEYS = 4096
+
+
+def _shared_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``keys``, or the equal tuple kept already (a bounded cache: past it, tuples are not shared)."""
+    shared = _SHARED_KEYS.get(keys)
+    if shared is not None:
+        return shared
+    if len(_SHARED_KEYS) < _MAX_SHARED_KEYS:
+        _SHARED_KEYS[keys] = keys
+    return keys
+
+
+def _page_keys(snapshots: list[dict[str, Any]]) -> Iterable[tuple[str, ...]]:
+    """The shared key tuple of each of ``snapshots``: one for the whole page when all have the
+    same keys in the same order (one flat C comparison), as a page of one shape does."""
+    if not snapshots:
+        return []
+    first = _shared_keys(tuple(snapshots[0]))
+    if list(chain.from_iterable(snapshots)) == list(first) * len(snapshots):
+        return repeat(first)
+    return list(map(_shared_keys, map(tuple, snapshots)))
 
 
 def untyped_names(entity: Entity, values: dict[str, Any], types: dict[str, EdmType]) -> frozenset[str]:
