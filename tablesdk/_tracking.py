@@ -77,10 +77,7 @@ class EntityDescriptor:
         "_identity", "_order", "_pending",
     )
 
-    def __init__(
-        self, entity: Entity, table: str, etag: str | None, state: EntityStates,
-        pending: dict[EntityDescriptor, None] | None = None,
-    ) -> None:
+    def __init__(self, entity: Entity, table: str, etag: str | None, state: EntityStates) -> None:
         self.entity = entity
         self.table = table
         self.etag = etag
@@ -98,12 +95,10 @@ class EntityDescriptor:
         self._identity: Identity = (table, entity.PartitionKey, entity.RowKey)
         #: The place of its pending change in the save (a later change is sent later); 0 while UNCHANGED.
         self._order = 0
-        #: The pending changes of the IdentityMap that tracks it (None: no map): the state methods
-        #: below keep this descriptor in it exactly while its state is pending, so a save looks
-        #: at its changes only, not at every tracked entity.
-        self._pending = pending
-        if state in PENDING_STATES:
-            self._now_pending()
+        #: The pending changes of the IdentityMap that tracks it (None: no map; IdentityMap.track
+        #: sets it): the state methods below keep this descriptor in it exactly while its state
+        #: is pending, so a save looks at its changes only, not at every tracked entity.
+        self._pending: dict[EntityDescriptor, None] | None = None
 
     @property
     def identity(self) -> Identity:
@@ -366,7 +361,8 @@ class IdentityMap:
                 "the context is already tracking a different entity with the same identity "
                 f"(table={table!r}, PartitionKey={entity.PartitionKey!r}, RowKey={entity.RowKey!r})"
             )
-        descriptor = EntityDescriptor(entity, table, etag, EntityStates.UNCHANGED, self._pending)
+        descriptor = EntityDescriptor(entity, table, etag, EntityStates.UNCHANGED)
+        descriptor._pending = self._pending
         self.by_object[id(entity)] = descriptor
         self.by_identity[identity] = descriptor
         return descriptor
