@@ -22,6 +22,11 @@ worker thread included). ``decode-json`` and ``decode-atom`` parse the
 1,000-entity feeds of benchmarks/codec_speed.py with ``parse_entities`` (one
 warm-up parse in both runs); ``lxml-reads`` is codec_speed's floor of an Atom
 tree walk (safe parse, then each property's tag, attributes and text).
+``scan-floor`` is benchmarks/query.py's raw floor on the scan's pages (requests,
+a hand-signed GET, ``json.loads``); ``scan-context`` and ``scan-tracked`` iterate
+the scan through a context (NO_TRACKING; APPEND_ONLY, every page with keys of its
+own, so every entity is tracked); ``save`` adds the insert entities to one context
+and saves them 100 per ``save_changes(BATCH)``.
 """
 
 from __future__ import annotations
@@ -41,16 +46,21 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(1, str(ROOT))
 
 
-WORKLOADS = ("scan", "insert", "bulk", "decode-json", "decode-atom", "lxml-reads")
+WORKLOADS = (
+    "scan", "insert", "bulk", "decode-json", "decode-atom", "lxml-reads", "scan-floor", "scan-context", "scan-tracked",
+    "save",
+)
 
 
-def install_service(page: bytes, total: int) -> None:
-    """Answer queries with ``page`` (continuation until ``total``) and batches with one 204 per operation."""
+def install_service(page: bytes, total: int, distinct: bool = False) -> None:
+    """Answer queries with ``page`` (continuation until ``total``; ``distinct``: each page's
+    PartitionKeys prefixed with its number) and batches with one 204 per operation."""
     import urllib3
     from requests.adapters import HTTPAdapter
 
     served = [0]
     per_page = page.count(b'"PartitionKey"')
+    assert not distinct or page.count(b'"PartitionKey": "p0') == per_page
 
     def send(self: HTTPAdapter, request: Any, **kwargs: Any) -> Any:
         if request.method == "POST":
@@ -68,7 +78,7 @@ def install_service(page: bytes, total: int) -> None:
             status = 202
         else:
             served[0] += 1
-            body = page
+            body = page.replace(b'"PartitionKey": "p0', b'"PartitionKey": "%06d-p0' % served[0]) if distinct else page
             headers = {"Content-Type": "application/json;odata=minimalmetadata;streaming=true;charset=utf-8",
                        "Content-Length": str(len(body))}
             if served[0] * per_page < total:
@@ -117,16 +127,38 @@ def child(workload: str, count: int, built: int) -> None:
             stamp = f"2026-11-23T15:30:{r % 60:02d}" + ("Z" if r % 10 == 0 else f".{r * 7919 % 10_000_000:07d}".rstrip("0") + "Z")
             items.append({"odata.etag": f"W/\"datetime'{stamp.replace(':', '%3A')}'\"", "Timestamp": stamp, **entity})
     page = json.dumps({"odata.metadata": "http://x/$metadata#t", "value": items}).encode()
-    install_service(page, count)
+    install_service(page, count, distinct=workload == "scan-tracked")
     conn = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="
             "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
             "TableEndpoint=http://127.0.0.1:9/devstoreaccount1;")
     client = CloudStorageAccount.parse(conn).create_cloud_table_client()
     assert PARTITIONS >= 10
-    if workload == "scan":
+    if workload == "scan-floor":  # benchmarks/query.py's raw floor: one session, a signed GET, json.loads
         if count:
-            seen = sum(1 for _ in client.create_query("cputable"))
+            seen = floor_scan("http://127.0.0.1:9/devstoreaccount1", "cputable")
             assert seen >= count, seen
+    elif workload.startswith("scan"):
+        from tablesdk import MergeOption
+
+        if workload == "scan":
+            query: Any = client.create_query("cputable")
+        else:
+            option = MergeOption.NO_TRACKING if workload == "scan-context" else MergeOption.APPEND_ONLY
+            query = client.get_table_service_context(merge_option=option).create_query("cputable")
+        if count:
+            seen = sum(1 for _ in query)
+            assert seen >= count, seen
+    elif workload == "save":
+        from bulk import tablesdk_entities
+
+        from tablesdk import SaveChangesOptions
+
+        entities = tablesdk_entities(built, 100)
+        ctx = client.get_table_service_context()
+        for start in range(0, count, 100):
+            for entity in entities[start:start + 100]:
+                ctx.add_object("cputable", entity)
+            ctx.save_changes(SaveChangesOptions.BATCH)
     else:
         from bulk import tablesdk_bulk, tablesdk_entities, tablesdk_sequential
 
@@ -135,6 +167,12 @@ def child(workload: str, count: int, built: int) -> None:
             tablesdk_sequential(client, entities[:count])("cputable")
         elif count:
             tablesdk_bulk(client, entities[:count], 1)("cputable")
+
+
+def floor_scan(endpoint: str, table: str) -> int:
+    from query import raw_scan
+
+    return raw_scan(endpoint, table)
 
 
 def instructions(workload: str, count: int, built: int) -> int:

@@ -125,9 +125,16 @@ _REQUOTED_ESCAPE = re.compile(
 _ODD_NAMES = re.compile(r"[:\r\n]|^\s|\x00\s|\x00\x00|^\x00|\x00\Z")
 _ODD_VALUES = re.compile(r"[\r\n]|^\s|\x00\s")
 _BODILESS = frozenset(("GET", "HEAD"))
-#: requests' own adapter send: when something replaced it (a test double such as ``responses``),
-#: every request goes through the session so that the replacement sees it.
-_ADAPTER_SEND = HTTPAdapter.send
+def _adapter_send_is_requests_own() -> bool:
+    """True unless something replaced ``HTTPAdapter.send`` (the ``responses`` library, a test's
+    mock): then every request must go through it. Checked by where the function comes from, not by
+    identity with a copy taken at import: this module is imported lazily, possibly while a mock is
+    already in place."""
+    send = HTTPAdapter.send
+    return (
+        getattr(send, "__module__", None) == "requests.adapters"
+        and getattr(send, "__qualname__", None) == "HTTPAdapter.send"
+    )
 
 
 class _Route:
@@ -208,7 +215,7 @@ class RequestsSender:
     def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
         """Send ``request`` and read the whole, undecoded body."""
         headers = request.headers
-        if self._direct and HTTPAdapter.send is _ADAPTER_SEND:
+        if self._direct and _adapter_send_is_requests_own():
             matched = _PLAIN_URL.match(request.url)
             names = set(map(str.lower, headers))
             if (

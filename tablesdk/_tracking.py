@@ -15,7 +15,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
 from enum import Enum
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -54,6 +54,10 @@ WritingEntity = Callable[[Entity, EntityPayload], None]
 _NEW_OBJECT = object.__new__
 _PARTITION_KEY = attrgetter("PartitionKey")
 _ROW_KEY = attrgetter("RowKey")
+_ORDER = attrgetter("_order")
+#: One empty set for every descriptor with no untyped property: ``frozenset()`` makes a new
+#: 216-byte object on each call (CPython keeps no empty-frozenset singleton since 3.10).
+_NONE_UNTYPED: frozenset[str] = frozenset()
 
 
 class EntityStates(Enum):
@@ -77,7 +81,10 @@ class EntityDescriptor:
     ``upsert_object``. ``identity`` is (table, PartitionKey, RowKey).
     """
 
-    __slots__ = ("entity", "table", "etag", "state", "upsert", "snapshot", "partial", "untyped", "_identity", "_order")
+    __slots__ = (
+        "entity", "table", "etag", "state", "upsert", "_snapshot_keys", "_snapshot_values", "partial", "untyped",
+        "_identity", "_order", "_pending",
+    )
 
     def __init__(self, entity: Entity, table: str, etag: str | None, state: EntityStates) -> None:
         self.entity = entity
@@ -85,34 +92,58 @@ class EntityDescriptor:
         self.etag = etag
         self.state = state
         self.upsert: str | None = None
-        #: Property values when the entity was last in sync with the service (None: never).
-        self.snapshot: dict[str, Any] | None = None
+        # What :attr:`snapshot` gives, kept compact: the names (one tuple shared by the
+        # descriptors of a shape) and the values (a tuple, the very objects the entity holds).
+        self._snapshot_keys: tuple[str, ...] | None = None
+        self._snapshot_values: tuple[Any, ...] = ()
         #: True while the entity is known only through a projection ($select): replacing it would
         #: delete the properties that were not selected.
         self.partial = False
         #: Properties read without a type (JSON nometadata): writing them back would store strings.
-        self.untyped: frozenset[str] = frozenset()
+        self.untyped: frozenset[str] = _NONE_UNTYPED
         self._identity: Identity = (table, *entity_keys(entity))
         #: The place of its pending change in the save (a later change is sent later); 0 while UNCHANGED.
         self._order = 0
+        #: The pending changes of the IdentityMap that tracks it (None: no map; IdentityMap.track
+        #: sets it): the state methods below keep this descriptor in it exactly while its state
+        #: is pending, so a save looks at its changes only, not at every tracked entity.
+        self._pending: dict[EntityDescriptor, None] | None = None
 
     @property
     def identity(self) -> Identity:
         """(table, PartitionKey, RowKey) as the entity was registered."""
         return self._identity
 
+    @property
+    def snapshot(self) -> dict[str, Any] | None:
+        """Property values when the entity was last in sync with the service (None: never).
+
+        A new dict on each read: change it freely, it changes nothing tracked.
+        """
+        keys = self._snapshot_keys
+        return None if keys is None else dict(zip(keys, self._snapshot_values))
+
+    def _keep(self, values: dict[str, Any]) -> None:
+        """Make ``values`` the snapshot (copied into the compact form: later changes to the dict
+        change nothing here)."""
+        self._snapshot_keys = _shared_keys(tuple(values))
+        self._snapshot_values = tuple(values.values())
+
     @classmethod
     def _read_unchanged(
         cls, entities: list[Any], table: str, etags: list[str | None], identities: list[Identity],
         snapshots: list[dict[str, Any]], partial: bool, untyped: Iterable[frozenset[str]],
+        pending: dict[EntityDescriptor, None],
     ) -> list[EntityDescriptor]:
         """What ``__init__`` (state UNCHANGED) and then :meth:`mark_read` make, for a page of
         queried entities: each slot set for the whole page in one C pass (``__init__`` is a
         Python call per entity)."""
         descriptors = list(map(_NEW_OBJECT, repeat(cls, len(entities))))
+        keys = _page_keys(snapshots)
+        snapshot_values = list(map(tuple, map(dict.values, snapshots)))
         columns: tuple[Iterable[Any], ...] = (  # in the order of __slots__, one for each (zip checks the count)
-            entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), snapshots, repeat(partial),
-            untyped, identities, repeat(0),
+            entities, repeat(table), etags, repeat(EntityStates.UNCHANGED), repeat(None), keys, snapshot_values,
+            repeat(partial), untyped, identities, repeat(0), repeat(pending),
         )
         for name, column in zip(cls.__slots__, columns, strict=True):
             deque(map(setattr, descriptors, repeat(name), column), 0)
@@ -124,6 +155,7 @@ class EntityDescriptor:
         """``add_object``: the next save inserts the entity (the ``order``-th change queued)."""
         self.state = EntityStates.ADDED
         self._order = order
+        self._now_pending()
 
     def mark_modified(self, order: int) -> None:
         """``update_object``: an UNCHANGED entity becomes MODIFIED, queued at ``order``; an ADDED
@@ -133,6 +165,7 @@ class EntityDescriptor:
         if self.state is EntityStates.UNCHANGED:
             self.state = EntityStates.MODIFIED
             self._order = order
+            self._now_pending()
 
     def mark_upsert(self, replace: bool, order: int) -> None:
         """``upsert_object``: the next save inserts or merges (``replace``: inserts or replaces)
@@ -140,6 +173,7 @@ class EntityDescriptor:
         self.state = EntityStates.MODIFIED
         self.upsert = "replace" if replace else "merge"
         self._order = order
+        self._now_pending()
 
     def mark_deleted(self, order: int) -> None:
         """``delete_object`` of an entity the service has: the next save deletes it (a queued
@@ -147,18 +181,20 @@ class EntityDescriptor:
         self.state = EntityStates.DELETED
         self.upsert = None
         self._order = order
+        self._now_pending()
 
     def mark_detached(self) -> None:
         """The context no longer tracks the entity (:meth:`IdentityMap.forget` calls it)."""
         self.state = EntityStates.DETACHED
+        self._no_longer_pending()
+        self._pending = None  # no map tracks it now
 
     # ------------------------------------------------------------ what the service said
 
     def mark_read(self, values: dict[str, Any], *, partial: bool, untyped: frozenset[str]) -> None:
-        """First read from the service: ``values`` (kept as they are, not copied) is what the
-        service holds, ``partial`` says they came through a projection, ``untyped`` names the
-        properties read without a type."""
-        self.snapshot = values
+        """First read from the service: ``values`` is what the service holds, ``partial`` says
+        they came through a projection, ``untyped`` names the properties read without a type."""
+        self._keep(values)
         self.partial = partial
         self.untyped = untyped
 
@@ -171,11 +207,15 @@ class EntityDescriptor:
         answer gave them. (A saved delete detaches the entity instead.)
         """
         if sent is not None:
-            known = dict(self.snapshot or {}) if merged else {}
-            known.update(sent)
-            self.snapshot = known
+            if merged and self._snapshot_keys is not None:
+                known = dict(zip(self._snapshot_keys, self._snapshot_values))
+                known.update(sent)
+                self._keep(known)
+            else:
+                self._keep(sent)
         self.state = EntityStates.UNCHANGED
         self.upsert = None
+        self._no_longer_pending()
         if etag:
             self.take_etag(etag)
         if timestamp is not None:
@@ -190,6 +230,15 @@ class EntityDescriptor:
         """The service's values replaced the local ones (OVERWRITE_CHANGES): nothing is pending."""
         self.state = EntityStates.UNCHANGED
         self.upsert = None
+        self._no_longer_pending()
+
+    def _now_pending(self) -> None:
+        if self._pending is not None:
+            self._pending[self] = None
+
+    def _no_longer_pending(self) -> None:
+        if self._pending is not None:
+            self._pending.pop(self, None)
 
     def read_in_full(self, values: dict[str, Any]) -> None:
         """The whole entity was read again: ``values`` is the new snapshot, and it is no longer
@@ -197,12 +246,12 @@ class EntityDescriptor:
         written again)."""
         if self.state is not EntityStates.DELETED:
             self.partial = False
-        self.snapshot = values
+        self._keep(values)
 
     def read_in_part(self, values: dict[str, Any]) -> None:
         """A projection was read again: the selected ``values`` join the snapshot; it says
         nothing of the other properties."""
-        self.snapshot = {**(self.snapshot or {}), **values}
+        self._keep({**(self.snapshot or {}), **values})
 
     def found_untyped(self, names: frozenset[str]) -> None:
         """``names`` were read without a type: writing them back unchanged is refused."""
@@ -216,15 +265,42 @@ class EntityDescriptor:
         )
 
 
+#: Snapshot key tuples by themselves, so that the descriptors of one shape share one tuple.
+_SHARED_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_MAX_SHARED_KEYS = 4096
+
+
+def _shared_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``keys``, or the equal tuple kept already (a bounded cache: past it, tuples are not shared)."""
+    shared = _SHARED_KEYS.get(keys)
+    if shared is not None:
+        return shared
+    if len(_SHARED_KEYS) < _MAX_SHARED_KEYS:
+        _SHARED_KEYS[keys] = keys
+    return keys
+
+
+def _page_keys(snapshots: list[dict[str, Any]]) -> Iterable[tuple[str, ...]]:
+    """The shared key tuple of each of ``snapshots``: one for the whole page when all have the
+    same keys in the same order (one flat C comparison), as a page of one shape does."""
+    if not snapshots:
+        return []
+    first = _shared_keys(tuple(snapshots[0]))
+    if list(chain.from_iterable(snapshots)) == list(first) * len(snapshots):
+        return repeat(first)
+    return list(map(_shared_keys, map(tuple, snapshots)))
+
+
 def untyped_names(entity: Entity, values: dict[str, Any], types: dict[str, EdmType]) -> frozenset[str]:
     """Properties the wire gave no type for and the entity class does not declare either."""
     if len(types) >= len(values):  # every property typed: nothing to look for
-        return frozenset()
+        return _NONE_UNTYPED
     declared = declared_names(entity)
-    return frozenset(
+    found = frozenset(
         name for name in values
         if name not in types and name not in declared and name not in ("PartitionKey", "RowKey", "Timestamp")
     )
+    return found or _NONE_UNTYPED
 
 
 class IdentityMap:
@@ -238,6 +314,9 @@ class IdentityMap:
     def __init__(self) -> None:
         self.by_object: dict[int, EntityDescriptor] = {}
         self.by_identity: dict[Identity, EntityDescriptor] = {}
+        #: The descriptors whose state is pending (ADDED, MODIFIED, DELETED), kept by their own
+        #: state methods: what a save sends, found without looking at the unchanged ones.
+        self._pending: dict[EntityDescriptor, None] = {}
         self._order = itertools.count(1)
 
     def __len__(self) -> int:
@@ -265,9 +344,11 @@ class IdentityMap:
 
     def pending(self) -> list[EntityDescriptor]:
         """The descriptors whose change the next save sends, in the order the changes were marked."""
-        pending = [d for d in self.by_object.values() if d.state in PENDING_STATES]
-        pending.sort(key=lambda d: d._order)
-        return pending
+        return sorted(self._pending, key=_ORDER)
+
+    def pending_count(self) -> int:
+        """How many changes the next save sends."""
+        return len(self._pending)
 
     def track(self, table: str, entity: Entity, etag: str | None, *, from_service: bool = False) -> EntityDescriptor:
         """Register ``entity`` of ``table`` as UNCHANGED with ``etag`` (the caller then marks
@@ -291,6 +372,7 @@ class IdentityMap:
                 f"(table={table!r}, PartitionKey={pk!r}, RowKey={rk!r})"
             )
         descriptor = EntityDescriptor(entity, table, etag, EntityStates.UNCHANGED)
+        descriptor._pending = self._pending
         self.by_object[id(entity)] = descriptor
         self.by_identity[identity] = descriptor
         return descriptor
@@ -330,10 +412,12 @@ class IdentityMap:
             return False
         types = page.types
         if all(map(int.__ge__, map(len, types), map(len, values))):
-            untyped: Iterable[frozenset[str]] = repeat(frozenset())  # every property typed, as untyped_names finds
+            untyped: Iterable[frozenset[str]] = repeat(_NONE_UNTYPED)  # every property typed, as untyped_names finds
         else:
             untyped = list(map(untyped_names, entities, values, types))
-        descriptors = EntityDescriptor._read_unchanged(entities, table, page.etags, keys, values, projected, untyped)
+        descriptors = EntityDescriptor._read_unchanged(
+            entities, table, page.etags, keys, values, projected, untyped, self._pending
+        )
         self.by_object.update(zip(ids, descriptors))
         self.by_identity.update(zip(keys, descriptors))
         return True

@@ -200,7 +200,7 @@ class TrackingContext:
     # ------------------------------------------------------------ saving
 
     def _warn_if_pending(self) -> None:
-        pending = len(self._identities.pending())
+        pending = self._identities.pending_count()
         if pending:
             noun = "change" if pending == 1 else "changes"
             warnings.warn(

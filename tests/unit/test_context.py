@@ -166,6 +166,48 @@ class TestTracking:
 # ------------------------------------------------------------------ SaveChanges modes
 
 
+class _CountingDescriptor(EntityDescriptor):
+    """An EntityDescriptor that records which descriptors had their state read."""
+
+    __slots__ = ()
+    read: set[int] = set()
+
+    @property  # type: ignore[override]
+    def state(self) -> EntityStates:
+        _CountingDescriptor.read.add(id(self))
+        return EntityDescriptor.state.__get__(self)  # type: ignore[attr-defined, no-any-return]
+
+    @state.setter
+    def state(self, value: EntityStates) -> None:
+        EntityDescriptor.state.__set__(self, value)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("options", [SaveChangesOptions.NONE, SaveChangesOptions.CONTINUE_ON_ERROR])
+def test_a_save_looks_at_its_changes_not_at_every_tracked_entity(
+    ctx: TableServiceContext, service: FakeTableService, options: SaveChangesOptions
+) -> None:
+    """A context holding 30,000 unchanged entities: saving one change reads the state of a few
+    descriptors, not of all of them (a save costs what it sends, not what the context holds;
+    BATCH plans its changes the same way, SavePlan.start)."""
+    etag = service.put(T, "p", "r00007", Text="Hello", Rating=3)
+    unchanged = [blog(f"r{n:05d}", pk="p") for n in range(30_000)]
+    for entity in unchanged:
+        ctx.attach_to(T, entity, etag)
+    changed = blog("new", pk="p")
+    ctx.add_object(T, changed)
+    for descriptor in ctx.entities:
+        object.__setattr__(descriptor, "__class__", _CountingDescriptor)
+    _CountingDescriptor.read = set()
+    ctx.save_changes(options)
+    assert ctx.get_entity_descriptor(changed).state is EntityStates.UNCHANGED  # type: ignore[union-attr]
+    assert _CountingDescriptor.read and len(_CountingDescriptor.read) <= 2
+    unchanged[7].Rating = 9
+    ctx.update_object(unchanged[7])
+    _CountingDescriptor.read = set()
+    ctx.save_changes(options)
+    assert len(_CountingDescriptor.read) <= 2 and service.props(T, "p", "r00007")["Rating"] == 9
+
+
 class TestSaveChangesModes:
     def test_none_stops_at_the_first_failure_and_resends_next_time(self, ctx: TableServiceContext, service: FakeTableService) -> None:
         """The Azure Storage team's "Cop Out" example: a failed insert stays tracked and is re-sent."""

@@ -168,3 +168,28 @@ def test_environment_proxy_is_used_with_trust_env(server: RecordingServer, monke
         untrusting.send(request, 5.0)
     untrusting.close()
     assert len(server.requests) == 1
+
+
+def test_a_mock_in_place_before_the_sender_module_is_imported_still_sees_every_request() -> None:
+    # tablesdk imports its sender lazily: a client made inside ``responses`` must not take the
+    # mocked send for requests' own and go past it to the network.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = """
+import sys
+import responses
+assert "tablesdk._requests_sender" not in sys.modules
+from tablesdk import CloudStorageAccount
+with responses.RequestsMock() as mock:
+    mock.add(responses.POST, "http://127.0.0.1:1/devstoreaccount1/Tables", status=204)
+    account = CloudStorageAccount.parse(
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;"
+        "TableEndpoint=http://127.0.0.1:1/devstoreaccount1")
+    account.create_cloud_table_client().create_table("Mocked")
+    assert len(mock.calls) == 1
+"""
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
