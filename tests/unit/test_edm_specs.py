@@ -30,7 +30,7 @@ from tablesdk._edm import (
 )
 from tablesdk._edm_specs import EDM_SPECS, EdmTypeSpec, text_as_is
 from tablesdk._filter import _order_key, prop
-from tablesdk._formats import atom as atom_module, json as json_module
+from tablesdk._formats import atom as atom_module, json as json_module, json_write
 
 UTC = timezone.utc
 
@@ -88,8 +88,8 @@ def test_the_codecs_tables_are_built_from_the_specs() -> None:
     assert json_module._BY_NAME == {t.value: (t, spec.json_reader) for t, spec in EDM_SPECS.items()}
     assert json_module._COLUMN_READERS == {t.value: spec.json_column_reader for t, spec in EDM_SPECS.items()}
     assert json_module._PLAIN_TYPES == {k: t for t, spec in EDM_SPECS.items() for k in spec.json_bare_kinds}
-    assert json_module._WRITERS == {t: spec.to_json for t, spec in EDM_SPECS.items() if spec.json_annotated}
-    assert json_module._BARE == {t: t for t, spec in EDM_SPECS.items() if not spec.json_annotated}
+    assert json_write._WRITERS == {t: spec.to_json for t, spec in EDM_SPECS.items() if spec.json_annotated}
+    assert json_write._BARE == {t: t for t, spec in EDM_SPECS.items() if not spec.json_annotated}
     assert atom_module._BY_NAME == {
         t.value: (t, None if spec.atom_reader is text_as_is else spec.atom_reader) for t, spec in EDM_SPECS.items()
     }

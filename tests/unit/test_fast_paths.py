@@ -317,7 +317,7 @@ def test_json_shape_plans_give_what_planning_every_entity_gives(metadata: str, m
     assert first[0].values["V"] == 5 and first[4].values["V"] == 6
 
 
-from tablesdk._formats.json import _ENCODER, _encode_text  # noqa: E402
+from tablesdk._formats.json_write import _ENCODER, _encode_text  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -646,7 +646,7 @@ def test_the_benchmark_entities_take_the_planned_path() -> None:
 
 # ------------------------------------------------------------------ JSON bodies of a known shape
 
-from tablesdk._formats.json import _body, _encode, _template_text  # noqa: E402
+from tablesdk._formats.json_write import _body, _encode, _template_text  # noqa: E402
 
 
 def _general_body(payload: EntityPayload) -> object:

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._entity", "tablesdk._entity_access",
     )),
     ("wire formats", (
-        "tablesdk._formats", "tablesdk._formats.atom", "tablesdk._formats.json", "tablesdk._formats.errors",
+        "tablesdk._formats", "tablesdk._formats.atom", "tablesdk._formats.json", "tablesdk._formats.json_write", "tablesdk._formats.errors",
         "tablesdk._batch", "tablesdk._batch_answer",
     )),
     ("queries", (
