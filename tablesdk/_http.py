@@ -211,6 +211,14 @@ class Sender(Protocol):
         ...
 
 
+def body_too_slow(size: int) -> SendError:
+    """The :class:`SendError` of a body that did not arrive within the read timeout (a trickle), either sender."""
+    return SendError(
+        f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its body read)",
+        timed_out=True,
+    )
+
+
 def workers_within_pool(caller: str, name: str, workers: int, pool_size: int, *, stacklevel: int) -> int:
     """``workers`` (argument ``name`` of ``caller``, an int >= 1), or ``pool_size`` with a
     :class:`RuntimeWarning` when it is larger.

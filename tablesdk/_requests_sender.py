@@ -21,6 +21,7 @@ from requests.structures import CaseInsensitiveDict
 
 from ._errors import require_positive_int
 from ._http import (
+    body_too_slow,
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
     HttpRequest,
@@ -44,13 +45,6 @@ class _NoAuth(AuthBase):
 
     def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
         return r
-
-
-def _too_slow(size: int) -> SendError:
-    return SendError(
-        f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its body read)",
-        timed_out=True,
-    )
 
 
 def _inner(exc: BaseException) -> object:
@@ -329,7 +323,7 @@ class RequestsSender:
             while True:
                 left = finish_by - monotonic()
                 if left <= 0:
-                    raise _too_slow(size)
+                    raise body_too_slow(size)
                 if sock is not None:
                     sock.settimeout(left)  # this read may wait only for what the bound leaves
                 # read1: one read from the socket, so a trickle returns to this check often

@@ -34,6 +34,7 @@ from requests.structures import CaseInsensitiveDict
 from .._errors import require_positive_int
 from .._extras import install_hint
 from .._http import (
+    body_too_slow,
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
     HttpRequest,
@@ -202,11 +203,7 @@ class AiohttpSender:
             chunks.append(chunk)
             if clock() > finish_by:
                 raw.close()
-                raise SendError(
-                    f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its "
-                    "body read)",
-                    timed_out=True,
-                )
+                raise body_too_slow(size)
         return b"".join(chunks)
 
     def _too_large(self, status: int, size: int) -> SendError:
