@@ -27,14 +27,13 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ._entity import DynamicEntity, E, validate_table_name
 from ._filter import prop
-from ._merge import MergeOption
 from ._operations import RAISED_FROM_THE_CALL
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._options import TableRequestOptions, resolve_retry_policy
 from ._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions
-from ._tracking_context import ResolveType, TrackingContext
+from ._tracking_context import TrackingContext
 from ._transport import OperationContext
 
 from ._tracing import trace_public_methods
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["TableServiceContext"]
 
 
-class TableServiceContext(TrackingContext):
+class TableServiceContext(TrackingContext["CloudTableClient"]):
     """A unit of work over one :class:`~tablesdk._client.CloudTableClient`.
 
     Options (all settable attributes): ``merge_option`` (default
@@ -63,22 +62,9 @@ class TableServiceContext(TrackingContext):
     payload may be changed).
     """
 
-    def __init__(
-        self,
-        client: CloudTableClient,
-        *,
-        merge_option: MergeOption = MergeOption.APPEND_ONLY,
-        ignore_missing_properties: bool = True,
-        ignore_resource_not_found: bool = False,
-        resolve_type: ResolveType | None = None,
-        echo_content: bool = False,
-    ) -> None:
-        super().__init__(
-            merge_option=merge_option, ignore_missing_properties=ignore_missing_properties,
-            ignore_resource_not_found=ignore_resource_not_found, resolve_type=resolve_type,
-            echo_content=echo_content,
-        )
-        self.client = client
+    #: The client this context sends through (the constructor is :class:`TrackingContext`'s:
+    #: ``TableServiceContext(client, **options)``, the options above).
+    client: CloudTableClient
 
     def __enter__(self) -> TableServiceContext:
         """``with client.get_table_service_context() as ctx:`` scopes one logical operation."""

@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._batch import BatchOperation, BatchOperationKind
 from ._edm import EntityPage, EntityPayload
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TrackingContext", "ResolveType", "UnsavedChangesWarning"]
 
+#: The client a context sends through: ``CloudTableClient`` or ``AsyncCloudTableClient``.
+ClientT = TypeVar("ClientT")
+
 #: ``resolve_type``: (table, PartitionKey, RowKey, properties) -> the class of a queried entity.
 ResolveType = Callable[[str, str, str, dict[str, Any]], type]
 
@@ -52,17 +55,18 @@ class UnsavedChangesWarning(UserWarning):
     """A context used as a ``with`` block was left, without an exception, with changes not saved."""
 
 
-class TrackingContext:
+class TrackingContext(Generic[ClientT]):
     """What a unit of work knows, with no I/O: tracked entities, their ETags and states,
     the operation each pending change becomes, and how a queried entity is merged in.
 
     :class:`TableServiceContext` and :class:`tablesdk.aio.AsyncTableServiceContext`
-    share it and differ only in sending (their ``client`` and their save and
-    query methods).
+    share it, constructor included, and differ only in sending (the type of their
+    ``client``, kept here but never called here, and their save and query methods).
     """
 
     def __init__(
         self,
+        client: ClientT,
         *,
         merge_option: MergeOption = MergeOption.APPEND_ONLY,
         ignore_missing_properties: bool = True,
@@ -70,6 +74,7 @@ class TrackingContext:
         resolve_type: ResolveType | None = None,
         echo_content: bool = False,
     ) -> None:
+        self.client = client
         self.merge_option = merge_option
         self.ignore_missing_properties = ignore_missing_properties
         self.ignore_resource_not_found = ignore_resource_not_found

@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from loopback import unused_port
+
 pytest_plugins = ["tablesdk.testing"]  # the devstore fixtures users get, used by our integration tests
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -68,12 +70,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # --------------------------------------------------------------------------- Azurite
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run_azurite_sh(command: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -130,7 +126,7 @@ def azurite_endpoint() -> Iterator[str]:
 
     port = 0
     for attempt in range(3):  # a free port can be taken between probing and binding it
-        port = _free_port()
+        port = unused_port()
         env["AZURITE_TABLE_PORT"] = str(port)
         try:
             started = _run_azurite_sh("start", env, timeout=120)

@@ -29,11 +29,10 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from .._merge import MergeOption
 from .._operations import RAISED_FROM_THE_CALL
 from .._save_outcome import DataServiceResponse
 from .._save_plan import SaveChangesOptions
-from .._tracking_context import ResolveType, TrackingContext
+from .._tracking_context import TrackingContext
 from .._entity import DynamicEntity, E, validate_table_name
 from .._filter import prop
 from .._query import ContinuationToken, ResultSegment, TableQuery
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncTableServiceContext"]
 
 
-class AsyncTableServiceContext(TrackingContext):
+class AsyncTableServiceContext(TrackingContext["AsyncCloudTableClient"]):
     """A unit of work over one :class:`~tablesdk.aio.AsyncCloudTableClient`.
 
     Options and events are those of :class:`tablesdk.TableServiceContext`
@@ -59,24 +58,11 @@ class AsyncTableServiceContext(TrackingContext):
     plain callables).
     """
 
-    _RUNNER = "task"
+    #: The client this context sends through (the constructor is :class:`TrackingContext`'s:
+    #: ``AsyncTableServiceContext(client, **options)``, the options above).
+    client: AsyncCloudTableClient
 
-    def __init__(
-        self,
-        client: AsyncCloudTableClient,
-        *,
-        merge_option: MergeOption = MergeOption.APPEND_ONLY,
-        ignore_missing_properties: bool = True,
-        ignore_resource_not_found: bool = False,
-        resolve_type: ResolveType | None = None,
-        echo_content: bool = False,
-    ) -> None:
-        super().__init__(
-            merge_option=merge_option, ignore_missing_properties=ignore_missing_properties,
-            ignore_resource_not_found=ignore_resource_not_found, resolve_type=resolve_type,
-            echo_content=echo_content,
-        )
-        self.client = client
+    _RUNNER = "task"
 
     async def __aenter__(self) -> AsyncTableServiceContext:
         """``async with client.get_table_service_context() as ctx:`` scopes one logical operation."""

@@ -81,7 +81,7 @@ async def test_every_client_operation_exists_async_with_the_same_parameters() ->
 
 
 async def test_the_contexts_share_recording_and_differ_in_sending() -> None:
-    for name in ("add_object", "attach_to", "upsert_object", "update_object", "delete_object", "detach",
+    for name in ("__init__", "add_object", "attach_to", "upsert_object", "update_object", "delete_object", "detach",
                  "get_entity_descriptor", "_materialize", "_f_save"):
         assert getattr(AsyncTableServiceContext, name) is getattr(TableServiceContext, name), name
     for name in ("save_changes", "save_changes_with_retries", "get", "execute_query_segment", "execute_batch"):

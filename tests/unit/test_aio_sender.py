@@ -4,12 +4,12 @@ classified as the transport needs (not sent / unknown, timed out, refused), bodi
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import pytest_asyncio
 
+from loopback import unused_port
 from tablesdk.aio import AiohttpSender
 from tablesdk.aio._transport import AsyncTransport
 from tablesdk._http import AttemptState, HttpRequest, SendError
@@ -116,9 +116,7 @@ async def test_aiohttp_never_resends_on_its_own(sender: AiohttpSender) -> None:
 
 
 async def test_a_refused_connection_was_never_sent(sender: AiohttpSender) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = unused_port()
     with pytest.raises(SendError) as info:
         await sender.send(HttpRequest("POST", f"http://127.0.0.1:{port}/t", {}, b"x"), 2.0)
     assert info.value.state is AttemptState.NOT_SENT and info.value.refused is True

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from loopback import unused_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "azurite.sh"
 
@@ -19,12 +20,6 @@ require("http").createServer((req, res) => res.end("ok")).listen(port, "127.0.0.
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
 def test_start_waits_for_the_server_process_to_become_azurite(tmp_path: Path) -> None:
     # On a loaded machine the background subshell can still be bash (between fork and
@@ -33,7 +28,7 @@ def test_start_waits_for_the_server_process_to_become_azurite(tmp_path: Path) ->
     main_js = tmp_path / "node_modules" / "azurite" / "dist" / "src" / "table" / "main.js"
     main_js.parent.mkdir(parents=True)
     main_js.write_text(FAKE_MAIN)
-    port = str(_free_port())
+    port = str(unused_port())
     env = {**os.environ, "AZURITE_DIR": str(tmp_path), "AZURITE_TABLE_PORT": port,
            "AZURITE_START_TIMEOUT": "20", "BASH_FUNC_cd%%": "() { sleep 1; builtin cd \"$@\"; }"}
     try:

@@ -180,7 +180,7 @@ def _track_both(entity_type: type, body: bytes, select: tuple[str, ...] | None, 
     """The page tracked at once gives the context and the results that tracking each entity gives."""
     runs = []
     for by_page in (True, False):
-        ctx = TrackingContext(merge_option=MergeOption.APPEND_ONLY)
+        ctx = TrackingContext(None, merge_option=MergeOption.APPEND_ONLY)
         query: TableQuery[Any] = TableQuery(None, "tab", entity_type, select=select)  # type: ignore[arg-type]
         for entity in before:  # tracked already, as a previous query or attach_to left them
             ctx._identities.track("tab", entity_from_payload(entity_type, entity), None, from_service=True)

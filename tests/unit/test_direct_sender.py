@@ -7,81 +7,21 @@ hands every request to ``Session.request``) must arrive byte for byte the same.
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 import requests
 
+from loopback import LoopbackServer, answer
 from tablesdk import HttpRequest, RequestsSender
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nx-ms-request-id: rid\r\nContent-Type: text/plain\r\n\r\nok"
 
 
-class RecordingServer:
-    """Keeps each request's raw bytes (head and body) and answers with ``answer`` (keep-alive)."""
-
-    def __init__(self, answer: bytes = ANSWER) -> None:
-        self.answer = answer
-        self.requests: list[bytes] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self._open: list[socket.socket] = []
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self._open.append(conn)
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def _serve(self, conn: socket.socket) -> None:
-        pending = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    try:
-                        data = conn.recv(65536)
-                    except OSError:
-                        return
-                    if not data:
-                        return
-                    pending += data
-                head, _, pending = pending.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                while len(pending) < length:
-                    pending += conn.recv(65536)
-                self.requests.append(head + b"\r\n\r\n" + pending[:length])
-                pending = pending[length:]
-                conn.sendall(self.answer)
-
-    def close(self) -> None:
-        for sock in [self.listener, *self._open]:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-        for thread in self._threads:
-            thread.join(timeout=10)
-
-
 @pytest.fixture
-def server() -> Iterator[RecordingServer]:
-    recording = RecordingServer()
-    yield recording
-    recording.close()
+def server() -> Iterator[LoopbackServer]:
+    with LoopbackServer(answer(ANSWER, keep_alive=True)) as recording:  # keeps each request's raw bytes
+        yield recording
 
 
 def requests_to(base: str) -> list[HttpRequest]:
@@ -99,8 +39,8 @@ def requests_to(base: str) -> list[HttpRequest]:
     ]
 
 
-def test_direct_path_sends_what_the_session_sends(server: RecordingServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    base = f"http://127.0.0.1:{server.port}"
+def test_direct_path_sends_what_the_session_sends(server: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = server.url
     direct = RequestsSender()
     via_session = RequestsSender()
     via_session.session  # reading the session hands every request to Session.request
@@ -117,47 +57,43 @@ def test_direct_path_sends_what_the_session_sends(server: RecordingServer, monke
 
 
 def test_plain_requests_do_not_go_through_session_request(
-    server: RecordingServer, monkeypatch: pytest.MonkeyPatch
+    server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("Session.request was called")
 
     sender = RequestsSender()
     monkeypatch.setattr(requests.Session, "request", refuse)
-    response = sender.send(requests_to(f"http://127.0.0.1:{server.port}")[0], 5.0)
+    response = sender.send(requests_to(server.url)[0], 5.0)
     assert (response.status, response.body, response.request_id) == (200, b"ok", "rid")
     assert response.headers["CONTENT-TYPE"] == "text/plain"
     sender._session.close()
 
 
-def test_reading_the_session_sends_through_it(server: RecordingServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reading_the_session_sends_through_it(server: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
     sender = RequestsSender()
     sender.session.headers["X-Configured"] = "yes"
-    sender.send(requests_to(f"http://127.0.0.1:{server.port}")[0], 5.0)
+    sender.send(requests_to(server.url)[0], 5.0)
     assert b"\r\nX-Configured: yes\r\n" in server.requests[0]
     sender.close()
 
 
 def test_a_cookie_set_by_the_server_is_sent_back() -> None:
-    server = RecordingServer(
-        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nSet-Cookie: affinity=abc; Path=/\r\n\r\n"
-    )
-    try:
+    set_cookie = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nSet-Cookie: affinity=abc; Path=/\r\n\r\n"
+    with LoopbackServer(answer(set_cookie, keep_alive=True)) as server:
         sender = RequestsSender()
-        request = requests_to(f"http://127.0.0.1:{server.port}")[0]
+        request = requests_to(server.url)[0]
         sender.send(request.copy(), 5.0)
         sender.send(request.copy(), 5.0)
         assert b"Cookie" not in server.requests[0]
         assert b"\r\nCookie: affinity=abc\r\n" in server.requests[1]
         sender.close()
-    finally:
-        server.close()
 
 
-def test_environment_proxy_is_used_with_trust_env(server: RecordingServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_proxy_is_used_with_trust_env(server: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+    monkeypatch.setenv("HTTP_PROXY", server.url)
     sender = RequestsSender(trust_env=True)
     request = HttpRequest("GET", "http://acct.table.example/acct/Tables", {"x-ms-version": "2019-02-02"})
     assert sender.send(request, 5.0).status == 200

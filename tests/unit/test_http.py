@@ -32,6 +32,7 @@ from tablesdk._retry import ExponentialRetry
 from tablesdk._transport import RetryLoop, Transport, is_ambiguous, prepare_request, sign_attempt
 
 from fake_service import CONNECTION_STRING, ENDPOINT, error_reply
+from loopback import unused_port
 
 ACCOUNT = CloudStorageAccount.parse(CONNECTION_STRING)
 URL = "http://acct.table.example/Blogs"
@@ -216,19 +217,11 @@ def test_a_body_over_the_cap_is_a_final_error_from_the_client(mock: responses.Re
 # ---------------------------------------------------------------- refused connections fail fast and say why
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_refused_loopback_connection_fails_fast_with_the_default_policy(caplog: pytest.LogCaptureFixture) -> None:
     import logging
     import time
 
-    port = _closed_port()
+    port = unused_port()
     account = CloudStorageAccount.parse(
         "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
         f"AccountKey={ACCOUNT.credential.account_key};"  # type: ignore[union-attr]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 import random
-import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +16,7 @@ import requests
 import responses
 import urllib3.exceptions
 
+from loopback import LoopbackServer, answer, hold, unused_port
 import tablesdk._transport as transport_module
 from tablesdk._requests_sender import RequestsSender
 from tablesdk._errors import (
@@ -771,55 +770,6 @@ def test_invalid_send_arguments(fake_time: FakeTime, kwargs: dict[str, Any], nam
 # ------------------------------------------------ real loopback: cut connections
 
 
-class ScriptedServer:
-    """Loopback HTTP server; each accepted connection follows the next script step.
-
-    A step is ``None`` (read the request, then close without answering) or raw
-    response bytes to send.
-    """
-
-    def __init__(self, steps: list[bytes | None]) -> None:
-        self.steps = list(steps)
-        self.requests: list[bytes] = []
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(10)
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        for step in self.steps:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(5)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                head, _, rest = data.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value.strip())
-                while len(rest) < length:
-                    rest += conn.recv(65536)
-                self.requests.append(data)
-                if step is not None:
-                    conn.sendall(step)
-
-    def close(self) -> None:
-        self.sock.close()
-        self.thread.join(5)
-
-
 def _http(status: int, reason: str, body: bytes = b"", extra: str = "") -> bytes:
     return (
         f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\n"
@@ -831,20 +781,17 @@ def test_cut_connection_then_conflict_over_real_socket(
     fake_time: FakeTime, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    server = ScriptedServer([
-        None,  # the insert "reaches" the server, which drops the connection
-        _http(409, "Conflict", b"The specified entity already exists.",
-              "x-ms-error-code: EntityAlreadyExists\r\nx-ms-request-id: rid-409\r\n"),
-    ])
-    try:
-        url = f"http://127.0.0.1:{server.port}/devstoreaccount1/Blogs?sv=1&sig={SECRET}"
+    with LoopbackServer([
+        answer(None),  # the insert "reaches" the server, which drops the connection
+        answer(_http(409, "Conflict", b"The specified entity already exists.",
+                     "x-ms-error-code: EntityAlreadyExists\r\nx-ms-request-id: rid-409\r\n")),
+    ]) as server:
+        url = f"{server.url}/devstoreaccount1/Blogs?sv=1&sig={SECRET}"
         ctx = OperationContext()
         with make(fake_time, policy=LinearRetry(3, 0.0), timeout=5.0) as t:
             with pytest.raises(ConflictError) as info:
                 t.send("POST", url, body=b'{"PartitionKey":"p","RowKey":"r"}',
                        operation_context=ctx)
-    finally:
-        server.close()
     assert info.value.ambiguous_retry is True
     assert info.value.request_id == "rid-409"
     assert [a.status for a in ctx.attempts] == [None, 409]
@@ -859,14 +806,11 @@ def test_cut_connection_then_conflict_over_real_socket(
 
 
 def test_cut_connection_with_no_retry_over_real_socket(fake_time: FakeTime) -> None:
-    server = ScriptedServer([None])
-    try:
-        url = f"http://127.0.0.1:{server.port}/devstoreaccount1/Tables?sig={SECRET}"
+    with LoopbackServer([answer(None)]) as server:
+        url = f"{server.url}/devstoreaccount1/Tables?sig={SECRET}"
         with make(fake_time, policy=NoRetry(), timeout=5.0) as t:
             with pytest.raises(ConnectionFailedError) as info:
                 t.send("GET", url)
-    finally:
-        server.close()
     text = str(info.value) + repr(info.value)
     assert SECRET not in text and "?" not in str(info.value).split(":", 2)[0]
     assert "connection failed" in str(info.value)
@@ -874,26 +818,18 @@ def test_cut_connection_with_no_retry_over_real_socket(fake_time: FakeTime) -> N
 
 
 def test_read_timeout_over_real_socket(fake_time: FakeTime) -> None:
-    # A server that accepts and never answers: the client read timeout fires.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1)
-    try:
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/t?sig={SECRET}"
+    # A server that reads the request and never answers: the client read timeout fires.
+    with LoopbackServer(hold) as server:
+        url = f"{server.url}/t?sig={SECRET}"
         with make(fake_time, policy=NoRetry(), timeout=(2.0, 0.2)) as t:
             with pytest.raises(RequestTimeoutError) as info:
                 t.send("GET", url)
-    finally:
-        sock.close()
     assert "client timeout" in str(info.value)
     assert SECRET not in str(info.value)
 
 
 def test_connection_refused_is_a_connection_failure_not_a_timeout(fake_time: FakeTime) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens there now
+    port = unused_port()
     ctx = OperationContext()
     with make(fake_time, policy=LinearRetry(1, 0.0), timeout=2.0) as t:
         with pytest.raises(ConnectionFailedError, match="connection failed") as info:

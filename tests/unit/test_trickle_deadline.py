@@ -8,15 +8,13 @@ client waited for the whole body (43.9 s at 5 s of deadline).
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tablesdk import CloudStorageAccount, NoRetry, RequestTimeoutError
-from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY
+from loopback import Connection, LoopbackServer
+from tablesdk import NoRetry, RequestTimeoutError
 
 BODY_BYTES = 3000  # at 20 ms a byte: a minute, if nothing stops it
 HEAD = (
@@ -25,76 +23,25 @@ HEAD = (
 ).encode()
 
 
-class TricklingServer:
-    """Answers every request on loopback with headers at once, then a body byte every 20 ms."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.stopped = threading.Event()
-        self.connections = 0
-        self._threads: list[threading.Thread] = []
-        self._open: list[socket.socket] = []
-        accept = threading.Thread(target=self._accept, daemon=True)
-        accept.start()
-        self._threads.append(accept)
-
-    def _accept(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            self._open.append(conn)
-            handler = threading.Thread(target=self._trickle, args=(conn,), daemon=True)
-            handler.start()
-            self._threads.append(handler)
-
-    def _trickle(self, conn: socket.socket) -> None:
-        with conn:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                request += data
-            try:
-                conn.sendall(HEAD)
-                for _ in range(BODY_BYTES):
-                    if self.stopped.wait(0.02):  # the pace of the trickle, not an ordering
-                        return
-                    conn.sendall(b" ")
-            except OSError:
-                return  # the client gave up and closed: what the test wants
-
-    def close(self) -> None:
-        self.stopped.set()
-        for sock in [self.listener, *self._open]:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept or recv
-            except OSError:
-                pass
-        self.listener.close()
-        for thread in self._threads:
-            thread.join(timeout=10)
+def trickle(connection: Connection) -> None:
+    """Headers at once, then a body byte every 20 ms until the client gives up or the test ends."""
+    if connection.read_request() is None or not connection.send(HEAD):
+        return
+    for _ in range(BODY_BYTES):
+        if connection.server.stopping.wait(0.02):  # the pace of the trickle, not an ordering
+            return
+        if not connection.send(b" "):
+            return  # the client gave up and closed: what the test wants
 
 
 @pytest.fixture
-def server() -> Iterator[TricklingServer]:
-    trickling = TricklingServer()
-    yield trickling
-    trickling.close()
+def server() -> Iterator[LoopbackServer]:
+    with LoopbackServer(trickle) as trickling:
+        yield trickling
 
 
-def _connection_string(port: int) -> str:
-    return (f"DefaultEndpointsProtocol=http;AccountName={DEVSTORE_ACCOUNT};AccountKey={DEVSTORE_KEY};"
-            f"TableEndpoint=http://127.0.0.1:{port}/{DEVSTORE_ACCOUNT}")
-
-
-def test_sync_deadline_bounds_a_trickled_body(server: TricklingServer) -> None:
-    account = CloudStorageAccount.parse(_connection_string(server.port))
-    client = account.create_cloud_table_client(operation_deadline=5)
+def test_sync_deadline_bounds_a_trickled_body(server: LoopbackServer) -> None:
+    client = server.account.create_cloud_table_client(operation_deadline=5)
     started = time.monotonic()
     with pytest.raises(RequestTimeoutError):
         client.get_entity("Trickle", "p", "r")
@@ -104,9 +51,8 @@ def test_sync_deadline_bounds_a_trickled_body(server: TricklingServer) -> None:
     assert server.connections >= 1
 
 
-def test_sync_read_timeout_bounds_a_trickled_body_without_a_deadline(server: TricklingServer) -> None:
-    account = CloudStorageAccount.parse(_connection_string(server.port))
-    client = account.create_cloud_table_client(timeout=(2.0, 1.0), retry_policy=NoRetry())
+def test_sync_read_timeout_bounds_a_trickled_body_without_a_deadline(server: LoopbackServer) -> None:
+    client = server.account.create_cloud_table_client(timeout=(2.0, 1.0), retry_policy=NoRetry())
     started = time.monotonic()
     with pytest.raises(RequestTimeoutError):
         client.get_entity("Trickle", "p", "r")
@@ -115,13 +61,12 @@ def test_sync_read_timeout_bounds_a_trickled_body_without_a_deadline(server: Tri
     assert elapsed < 4, f"a 1 s read timeout let the trickle run {elapsed:.1f} s"
 
 
-def test_async_deadline_bounds_a_trickled_body(server: TricklingServer) -> None:
+def test_async_deadline_bounds_a_trickled_body(server: LoopbackServer) -> None:
     pytest.importorskip("aiohttp")
     from tablesdk.aio import AsyncCloudTableClient
 
     async def call() -> float:
-        account = CloudStorageAccount.parse(_connection_string(server.port))
-        async with AsyncCloudTableClient(account, operation_deadline=5) as client:
+        async with AsyncCloudTableClient(server.account, operation_deadline=5) as client:
             started = time.monotonic()
             with pytest.raises(RequestTimeoutError):
                 await client.get_entity("Trickle", "p", "r")
