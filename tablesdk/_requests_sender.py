@@ -21,6 +21,7 @@ from requests.structures import CaseInsensitiveDict
 
 from ._errors import require_positive_int
 from ._http import (
+    body_too_large,
     body_too_slow,
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -317,7 +318,7 @@ class RequestsSender:
         size = 0
         try:
             if declared.isdigit() and int(declared) > cap:
-                raise self._too_large(response.status, int(declared))
+                raise body_too_large(response.status, int(declared), cap)
             connection = getattr(response, "connection", None)
             sock = getattr(connection, "sock", None)
             while True:
@@ -332,7 +333,7 @@ class RequestsSender:
                     break
                 size += len(chunk)
                 if size > cap:
-                    raise self._too_large(response.status, size)
+                    raise body_too_large(response.status, size, cap)
                 chunks.append(chunk)
         except BaseException:
             response.close()  # the connection holds an unread rest: never reuse it
@@ -340,13 +341,6 @@ class RequestsSender:
             raise
         response.release_conn()
         return b"".join(chunks)
-
-    def _too_large(self, status: int, size: int) -> SendError:
-        return SendError(
-            f"the response body ({size} bytes or more) exceeds max_response_bytes={self.max_response_bytes}",
-            state=AttemptState.ANSWERED,
-            status=status,
-        )
 
     def close(self) -> None:
         """Close the session and its pooled connections."""
