@@ -7,13 +7,16 @@ sender, not by ``import tablesdk``.
 
 from __future__ import annotations
 
+import math
 import re
 import socket
+from collections.abc import Callable
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3
+import urllib3.connection
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
@@ -31,6 +34,9 @@ from ._http import (
     Timeout,
     check_max_response_bytes,
 )
+
+if TYPE_CHECKING:
+    from urllib3._base_connection import BaseHTTPConnection
 
 __all__ = ["RequestsSender"]
 
@@ -132,6 +138,80 @@ def _adapter_send_is_requests_own() -> bool:
     )
 
 
+class _IdleLimit:
+    """How long a pooled connection may sit idle before it is closed instead of reused, and the
+    monotonic clock that measures it (a test replaces the clock)."""
+
+    __slots__ = ("seconds", "clock")
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = monotonic) -> None:
+        self.seconds = seconds
+        self.clock = clock
+
+
+class _TimedHTTPConnection(urllib3.connection.HTTPConnection):
+    released_at: float | None = None  # when it last went back to the pool (the idle clock's time)
+
+
+class _TimedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    released_at: float | None = None
+
+
+class _IdleClosingPool(urllib3.HTTPConnectionPool):
+    """A pool that closes a connection idle longer than its limit when it takes it out.
+
+    Servers close a keep-alive connection after a few idle seconds (Azurite after 5): a request
+    written on it as the server closes it meets a reset, and costs a retried attempt. urllib3
+    only notices a close that already arrived; this closes the connection while it is surely
+    still good, and urllib3 reconnects it for the request, as it does for one found dropped."""
+
+    idle: _IdleLimit  # set on the per-sender subclasses made by _idle_closing_pools
+
+    def _get_conn(self, timeout: float | None = None) -> BaseHTTPConnection:
+        conn = super()._get_conn(timeout)
+        if isinstance(conn, (_TimedHTTPConnection, _TimedHTTPSConnection)) and conn.released_at is not None:
+            if self.idle.clock() - conn.released_at > self.idle.seconds:
+                conn.close()
+            conn.released_at = None  # in use
+        return conn
+
+    def _put_conn(self, conn: BaseHTTPConnection | None) -> None:
+        if isinstance(conn, (_TimedHTTPConnection, _TimedHTTPSConnection)):
+            conn.released_at = self.idle.clock()
+        super()._put_conn(conn)
+
+
+def _idle_closing_pools(idle: _IdleLimit) -> dict[str, type[urllib3.HTTPConnectionPool]]:
+    """The pool classes (by scheme) of one sender, closing connections idle longer than ``idle``."""
+
+    class PlainPool(_IdleClosingPool):
+        ConnectionCls = _TimedHTTPConnection
+
+    class SecurePool(_IdleClosingPool, urllib3.HTTPSConnectionPool):
+        ConnectionCls = _TimedHTTPSConnection
+
+    PlainPool.idle = SecurePool.idle = idle
+    return {"http": PlainPool, "https": SecurePool}
+
+
+class _IdleClosingAdapter(HTTPAdapter):
+    """requests' adapter, with pools (direct and through an HTTP proxy) that close idle connections."""
+
+    def __init__(self, idle: _IdleLimit, **kwargs: Any) -> None:
+        self._pool_classes = _idle_closing_pools(idle)  # before super().__init__ makes the pool manager
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        self.poolmanager.pool_classes_by_scheme = self._pool_classes
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> urllib3.PoolManager:
+        manager: urllib3.PoolManager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if isinstance(manager, urllib3.ProxyManager):  # not a SOCKS one: it has pool classes of its own
+            manager.pool_classes_by_scheme = self._pool_classes
+        return manager
+
+
 class _Route:
     """How requests to one origin go out on the direct path, worked out once."""
 
@@ -168,6 +248,14 @@ class RequestsSender:
     that way on its own, and so does every request while ``HTTPAdapter.send`` is replaced
     (by a test double such as ``responses``).
 
+    A pooled connection idle for more than ``keepalive`` seconds (default 4.0, as the
+    async sender) is closed and a new one opened in its place when a request needs it:
+    Azurite, and many servers and proxies, close a keep-alive connection after 5 s idle,
+    and a request that goes out on one as it closes meets a reset and costs a retried
+    attempt. Set it below the idle limit of the server or proxy in between. This holds
+    for every request of this sender's own adapter, direct or through ``Session.request``;
+    an adapter a user mounts on :attr:`session` keeps its own behaviour.
+
     The body is read as it arrived (``Accept-Encoding: identity`` is sent and a
     ``Content-Encoding`` is never undone) and at most ``max_response_bytes`` of it.
     Safe to share between threads; :meth:`close` releases the connections.
@@ -179,16 +267,23 @@ class RequestsSender:
         pool_size: int = 16,
         trust_env: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        keepalive: float = 4.0,
     ) -> None:
         require_positive_int("pool_size", pool_size)
+        if isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)) or not (
+            keepalive > 0 and math.isfinite(keepalive)
+        ):
+            raise ValueError(f"keepalive must be a number of seconds > 0, got {keepalive!r}")
         self.pool_size = pool_size
+        self.keepalive = float(keepalive)
         self.max_response_bytes = check_max_response_bytes(max_response_bytes)
+        self._idle_limit = _IdleLimit(self.keepalive)
         session = requests.Session()
         session.trust_env = trust_env
         session.auth = _NoAuth()
         # Only the caller's headers and ours go out (no python-requests UA, no */* Accept).
         session.headers.clear()
-        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        adapter = _IdleClosingAdapter(self._idle_limit, pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
         session.mount("https://", adapter)
         session.mount("http://", adapter)
         self._session = session
