@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from requests.adapters import HTTPAdapter
 
-from tablesdk import RequestsSender
+from tablesdk import CloudStorageAccount, LinearRetry, OperationContext, RequestsSender
 from tablesdk._http import HttpRequest, SendError
 
 
@@ -50,10 +50,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # no answer: the connection is gone
                 return
             self.server.arrivals.append(port)
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
+        if self.path.startswith("/devstoreaccount1/Tables("):  # Get Table: no such table
+            body = b'{"odata.error":{"code":"ResourceNotFound","message":{"lang":"en-US","value":"none"}}}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json;odata=minimalmetadata;charset=utf-8")
+        else:
+            body = b"ok"
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(b"ok")
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -158,6 +164,28 @@ def test_an_adapter_the_user_mounts_is_used_as_it_is(server: _Server) -> None:
     finally:
         sender.close()
     assert len(server.arrivals) == 2 and server.arrivals[0] == server.arrivals[1]
+
+
+def test_a_client_after_an_idle_pause_needs_one_attempt(server: _Server) -> None:
+    """Through the retry loop: the request after the pause is answered at its first attempt."""
+    clock = _Clock()
+    sender = _sender(clock)
+    key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}/devstoreaccount1"
+    account = CloudStorageAccount.parse(
+        f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={key};TableEndpoint={endpoint};"
+    )
+    client = account.create_cloud_table_client(sender=sender, retry_policy=LinearRetry(3, 0))
+    try:
+        assert client.table_exists("Nowhere") is False
+        server.expire()
+        clock.now += 4.01
+        context = OperationContext()
+        assert client.table_exists("Nowhere", operation_context=context) is False
+    finally:
+        client.close()
+    assert len(context.attempts) == 1
+    assert len(set(server.arrivals)) == 2
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "4"])
