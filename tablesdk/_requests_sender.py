@@ -197,12 +197,15 @@ def _idle_closing_pools(idle: _IdleLimit) -> dict[str, type[urllib3.HTTPConnecti
 class _IdleClosingAdapter(HTTPAdapter):
     """requests' adapter, with pools (direct and through an HTTP proxy) that close idle connections."""
 
+    __attrs__ = [*HTTPAdapter.__attrs__, "idle"]  # pickled with the adapter (as the session pickles it)
+
     def __init__(self, idle: _IdleLimit, **kwargs: Any) -> None:
-        self._pool_classes = _idle_closing_pools(idle)  # before super().__init__ makes the pool manager
+        self.idle = idle  # before super().__init__ makes the pool manager
         super().__init__(**kwargs)
 
     def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        self._pool_classes = _idle_closing_pools(self.idle)
         self.poolmanager.pool_classes_by_scheme = self._pool_classes
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> urllib3.PoolManager:

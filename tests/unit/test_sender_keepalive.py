@@ -194,6 +194,23 @@ def test_keepalive_must_be_a_positive_number_of_seconds(bad: object) -> None:
         RequestsSender(keepalive=bad)  # type: ignore[arg-type]
 
 
+def test_a_pickled_sender_keeps_its_limit(server: _Server) -> None:
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(RequestsSender(keepalive=2.5)))
+    try:
+        assert copy.keepalive == 2.5 and copy._adapter.idle is copy._idle_limit  # type: ignore[attr-defined]
+        clock = _Clock()
+        copy._idle_limit.clock = clock
+        _get(copy, server)
+        server.expire()
+        clock.now += 2.51
+        _get(copy, server)
+    finally:
+        copy.close()
+    assert len(set(server.arrivals)) == 2
+
+
 def test_keepalive_defaults_to_the_async_senders() -> None:
     import inspect
 
