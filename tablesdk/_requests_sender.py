@@ -278,9 +278,8 @@ class RequestsSender:
         ):
             raise ValueError(f"keepalive must be a number of seconds > 0, got {keepalive!r}")
         self.pool_size = pool_size
-        self.keepalive = float(keepalive)
         self.max_response_bytes = check_max_response_bytes(max_response_bytes)
-        self._idle_limit = _IdleLimit(self.keepalive)
+        self._idle_limit = _IdleLimit(float(keepalive))
         session = requests.Session()
         session.trust_env = trust_env
         session.auth = _NoAuth()
@@ -294,6 +293,11 @@ class RequestsSender:
         self._direct = True  # False once the session may have been configured by its user
         self._routes: dict[str, _Route] = {}
         self._timeouts: tuple[Timeout, urllib3.Timeout] | None = None
+
+    @property
+    def keepalive(self) -> float:
+        """Seconds a pooled connection may sit idle and still be reused."""
+        return self._idle_limit.seconds
 
     @property
     def session(self) -> requests.Session:
