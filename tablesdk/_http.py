@@ -30,7 +30,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
 from ._errors import require_positive_int
-from ._redaction import strip_query
+from ._redaction import SecretPattern, strip_query
 
 if TYPE_CHECKING:
     from requests.structures import CaseInsensitiveDict
@@ -118,7 +118,9 @@ class HttpResponse:
     write after an earlier attempt whose outcome was unknown (see
     :func:`tablesdk._transport.is_ambiguous`). ``url`` is the URL of the attempt that
     got this answer, with any SAS signature redacted (set by the transport; reads
-    under a location mode use it to tell which endpoint answered).
+    under a location mode use it to tell which endpoint answered). ``attempt_secrets``
+    are the secrets of the attempt that got a 2xx answer (set by the transport): what a
+    decode error quotes of the body is scrubbed of them (:func:`tablesdk._formats.decoded`).
     """
 
     status: int
@@ -126,6 +128,7 @@ class HttpResponse:
     body: bytes
     after_unknown_attempt: bool = False
     url: str = ""
+    attempt_secrets: SecretPattern | None = field(default=None, compare=False)
 
     @property
     def request_id(self) -> str | None:
@@ -216,6 +219,16 @@ def body_too_slow(size: int) -> SendError:
     return SendError(
         f"ReadTimeoutError: the response did not arrive within the read timeout ({size} bytes of its body read)",
         timed_out=True,
+    )
+
+
+def body_too_large(status: int, size: int, cap: int) -> SendError:
+    """The :class:`SendError` of a body larger than ``max_response_bytes`` (``cap``), either sender:
+    the server answered (``status``), so the attempt counts as answered and is not retried."""
+    return SendError(
+        f"the response body ({size} bytes or more) exceeds max_response_bytes={cap}",
+        state=AttemptState.ANSWERED,
+        status=status,
     )
 
 

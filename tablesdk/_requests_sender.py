@@ -7,13 +7,16 @@ sender, not by ``import tablesdk``.
 
 from __future__ import annotations
 
+import math
 import re
 import socket
+from collections.abc import Callable
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3
+import urllib3.connection
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
@@ -21,6 +24,7 @@ from requests.structures import CaseInsensitiveDict
 
 from ._errors import require_positive_int
 from ._http import (
+    body_too_large,
     body_too_slow,
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -30,6 +34,9 @@ from ._http import (
     Timeout,
     check_max_response_bytes,
 )
+
+if TYPE_CHECKING:
+    from urllib3._base_connection import BaseHTTPConnection
 
 __all__ = ["RequestsSender"]
 
@@ -131,6 +138,83 @@ def _adapter_send_is_requests_own() -> bool:
     )
 
 
+class _IdleLimit:
+    """How long a pooled connection may sit idle before it is closed instead of reused, and the
+    monotonic clock that measures it (a test replaces the clock)."""
+
+    __slots__ = ("seconds", "clock")
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = monotonic) -> None:
+        self.seconds = seconds
+        self.clock = clock
+
+
+class _TimedHTTPConnection(urllib3.connection.HTTPConnection):
+    released_at: float | None = None  # when it last went back to the pool (the idle clock's time)
+
+
+class _TimedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    released_at: float | None = None
+
+
+class _IdleClosingPool(urllib3.HTTPConnectionPool):
+    """A pool that closes a connection idle longer than its limit when it takes it out.
+
+    Servers close a keep-alive connection after a few idle seconds (Azurite after 5): a request
+    written on it as the server closes it meets a reset, and costs a retried attempt. urllib3
+    only notices a close that already arrived; this closes the connection while it is surely
+    still good, and urllib3 reconnects it for the request, as it does for one found dropped."""
+
+    idle: _IdleLimit  # set on the per-sender subclasses made by _idle_closing_pools
+
+    def _get_conn(self, timeout: float | None = None) -> BaseHTTPConnection:
+        conn = super()._get_conn(timeout)
+        if isinstance(conn, (_TimedHTTPConnection, _TimedHTTPSConnection)) and conn.released_at is not None:
+            if self.idle.clock() - conn.released_at > self.idle.seconds:
+                conn.close()
+            conn.released_at = None  # in use
+        return conn
+
+    def _put_conn(self, conn: BaseHTTPConnection | None) -> None:
+        if isinstance(conn, (_TimedHTTPConnection, _TimedHTTPSConnection)):
+            conn.released_at = self.idle.clock()
+        super()._put_conn(conn)
+
+
+def _idle_closing_pools(idle: _IdleLimit) -> dict[str, type[urllib3.HTTPConnectionPool]]:
+    """The pool classes (by scheme) of one sender, closing connections idle longer than ``idle``."""
+
+    class PlainPool(_IdleClosingPool):
+        ConnectionCls = _TimedHTTPConnection
+
+    class SecurePool(_IdleClosingPool, urllib3.HTTPSConnectionPool):
+        ConnectionCls = _TimedHTTPSConnection
+
+    PlainPool.idle = SecurePool.idle = idle
+    return {"http": PlainPool, "https": SecurePool}
+
+
+class _IdleClosingAdapter(HTTPAdapter):
+    """requests' adapter, with pools (direct and through an HTTP proxy) that close idle connections."""
+
+    __attrs__ = [*HTTPAdapter.__attrs__, "idle"]  # pickled with the adapter (as the session pickles it)
+
+    def __init__(self, idle: _IdleLimit, **kwargs: Any) -> None:
+        self.idle = idle  # before super().__init__ makes the pool manager
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        self._pool_classes = _idle_closing_pools(self.idle)
+        self.poolmanager.pool_classes_by_scheme = self._pool_classes
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> urllib3.PoolManager:
+        manager: urllib3.PoolManager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if isinstance(manager, urllib3.ProxyManager):  # not a SOCKS one: it has pool classes of its own
+            manager.pool_classes_by_scheme = self._pool_classes
+        return manager
+
+
 class _Route:
     """How requests to one origin go out on the direct path, worked out once."""
 
@@ -167,6 +251,14 @@ class RequestsSender:
     that way on its own, and so does every request while ``HTTPAdapter.send`` is replaced
     (by a test double such as ``responses``).
 
+    A pooled connection idle for more than ``keepalive`` seconds (default 4.0, as the
+    async sender) is closed and a new one opened in its place when a request needs it:
+    Azurite, and many servers and proxies, close a keep-alive connection after 5 s idle,
+    and a request that goes out on one as it closes meets a reset and costs a retried
+    attempt. Set it below the idle limit of the server or proxy in between. This holds
+    for every request of this sender's own adapter, direct or through ``Session.request``;
+    an adapter a user mounts on :attr:`session` keeps its own behaviour.
+
     The body is read as it arrived (``Accept-Encoding: identity`` is sent and a
     ``Content-Encoding`` is never undone) and at most ``max_response_bytes`` of it.
     Safe to share between threads; :meth:`close` releases the connections.
@@ -178,16 +270,22 @@ class RequestsSender:
         pool_size: int = 16,
         trust_env: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        keepalive: float = 4.0,
     ) -> None:
         require_positive_int("pool_size", pool_size)
+        if isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)) or not (
+            keepalive > 0 and math.isfinite(keepalive)
+        ):
+            raise ValueError(f"keepalive must be a number of seconds > 0, got {keepalive!r}")
         self.pool_size = pool_size
         self.max_response_bytes = check_max_response_bytes(max_response_bytes)
+        self._idle_limit = _IdleLimit(float(keepalive))
         session = requests.Session()
         session.trust_env = trust_env
         session.auth = _NoAuth()
         # Only the caller's headers and ours go out (no python-requests UA, no */* Accept).
         session.headers.clear()
-        adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        adapter = _IdleClosingAdapter(self._idle_limit, pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
         session.mount("https://", adapter)
         session.mount("http://", adapter)
         self._session = session
@@ -195,6 +293,11 @@ class RequestsSender:
         self._direct = True  # False once the session may have been configured by its user
         self._routes: dict[str, _Route] = {}
         self._timeouts: tuple[Timeout, urllib3.Timeout] | None = None
+
+    @property
+    def keepalive(self) -> float:
+        """Seconds a pooled connection may sit idle and still be reused."""
+        return self._idle_limit.seconds
 
     @property
     def session(self) -> requests.Session:
@@ -317,7 +420,7 @@ class RequestsSender:
         size = 0
         try:
             if declared.isdigit() and int(declared) > cap:
-                raise self._too_large(response.status, int(declared))
+                raise body_too_large(response.status, int(declared), cap)
             connection = getattr(response, "connection", None)
             sock = getattr(connection, "sock", None)
             while True:
@@ -332,7 +435,7 @@ class RequestsSender:
                     break
                 size += len(chunk)
                 if size > cap:
-                    raise self._too_large(response.status, size)
+                    raise body_too_large(response.status, size, cap)
                 chunks.append(chunk)
         except BaseException:
             response.close()  # the connection holds an unread rest: never reuse it
@@ -340,13 +443,6 @@ class RequestsSender:
             raise
         response.release_conn()
         return b"".join(chunks)
-
-    def _too_large(self, status: int, size: int) -> SendError:
-        return SendError(
-            f"the response body ({size} bytes or more) exceeds max_response_bytes={self.max_response_bytes}",
-            state=AttemptState.ANSWERED,
-            status=status,
-        )
 
     def close(self) -> None:
         """Close the session and its pooled connections."""

@@ -412,7 +412,7 @@ class RetryLoop:
         request_id = response.request_id
         if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
             # For the decoder: what it quotes of an unreadable body is scrubbed of these (_formats.decoded).
-            setattr(response, "attempt_secrets", secrets)
+            response.attempt_secrets = secrets
             try:
                 if self.check is not None:
                     self.check(response)

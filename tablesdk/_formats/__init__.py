@@ -78,6 +78,7 @@ def _decode_error(exc: BaseException, body: bytes) -> ResponseDecodeError:
 class _Answer(Protocol):
     status: int
     body: bytes
+    attempt_secrets: SecretPattern | None
 
     @property
     def request_id(self) -> str | None: ...
@@ -103,13 +104,13 @@ def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
 def _unquote_secrets(error: ResponseDecodeError, response: _Answer) -> None:
     """Remove the attempt's secrets from what ``error`` quotes of ``response``'s body.
 
-    The retry loop leaves them on the response (``attempt_secrets``, set in
+    The retry loop leaves them on the response (``HttpResponse.attempt_secrets``, set in
     ``RetryLoop.answered``); a server may echo a signature or token bare, where the
     excerpt's own ``sig=``/``Bearer`` rule cannot see it. Every excerpt quotes the body
     that was decoded, so it is made again from that body with the secrets removed
     before it is cut (a secret split by the cut would leave its start behind)."""
-    secrets = getattr(response, "attempt_secrets", None)
-    if not isinstance(secrets, SecretPattern):
+    secrets = response.attempt_secrets
+    if secrets is None:
         return
     from .errors import body_excerpt
 

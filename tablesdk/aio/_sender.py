@@ -34,6 +34,7 @@ from requests.structures import CaseInsensitiveDict
 from .._errors import require_positive_int
 from .._extras import install_hint
 from .._http import (
+    body_too_large,
     body_too_slow,
     DEFAULT_MAX_RESPONSE_BYTES,
     AttemptState,
@@ -192,26 +193,20 @@ class AiohttpSender:
         cap = self.max_response_bytes
         declared = raw.content_length
         if declared is not None and declared > cap:
-            raise self._too_large(raw.status, declared)
+            raise body_too_large(raw.status, declared, cap)
         chunks: list[bytes] = []
         size = 0
         async for chunk in raw.content.iter_chunked(_CHUNK):
             size += len(chunk)
             if size > cap:
                 raw.close()  # the connection holds an unread rest: never reuse it
-                raise self._too_large(raw.status, size)
+                raise body_too_large(raw.status, size, cap)
             chunks.append(chunk)
             if clock() > finish_by:
                 raw.close()
                 raise body_too_slow(size)
         return b"".join(chunks)
 
-    def _too_large(self, status: int, size: int) -> SendError:
-        return SendError(
-            f"the response body ({size} bytes or more) exceeds max_response_bytes={self.max_response_bytes}",
-            state=AttemptState.ANSWERED,
-            status=status,
-        )
 
     async def close(self) -> None:
         """Close the session and its pooled connections."""
