@@ -26,7 +26,8 @@ tree walk (safe parse, then each property's tag, attributes and text).
 a hand-signed GET, ``json.loads``); ``scan-context`` and ``scan-tracked`` iterate
 the scan through a context (NO_TRACKING; APPEND_ONLY, every page with keys of its
 own, so every entity is tracked); ``save`` adds the insert entities to one context
-and saves them 100 per ``save_changes(BATCH)``.
+and saves them 100 per ``save_changes(BATCH)``. ``to-arrow`` reads the scan's pages with
+``TableQuery.to_arrow()`` (one pyarrow.Table; pyarrow imported and one page converted in both runs).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ sys.path.insert(1, str(ROOT))
 
 WORKLOADS = (
     "scan", "insert", "bulk", "decode-json", "decode-atom", "lxml-reads", "scan-floor", "scan-context", "scan-tracked",
-    "save",
+    "save", "to-arrow",
 )
 
 
@@ -127,7 +128,8 @@ def child(workload: str, count: int, built: int) -> None:
             stamp = f"2026-11-23T15:30:{r % 60:02d}" + ("Z" if r % 10 == 0 else f".{r * 7919 % 10_000_000:07d}".rstrip("0") + "Z")
             items.append({"odata.etag": f"W/\"datetime'{stamp.replace(':', '%3A')}'\"", "Timestamp": stamp, **entity})
     page = json.dumps({"odata.metadata": "http://x/$metadata#t", "value": items}).encode()
-    install_service(page, count, distinct=workload == "scan-tracked")
+    warm_up = 1000 if workload == "to-arrow" else 0  # its warm-up page is served before the counted ones
+    install_service(page, count + warm_up, distinct=workload == "scan-tracked")
     conn = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="
             "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
             "TableEndpoint=http://127.0.0.1:9/devstoreaccount1;")
@@ -137,6 +139,13 @@ def child(workload: str, count: int, built: int) -> None:
         if count:
             seen = floor_scan("http://127.0.0.1:9/devstoreaccount1", "cputable")
             assert seen >= count, seen
+    elif workload == "to-arrow":
+        import pyarrow  # noqa: F401 - imported in both runs: the import is not a per-entity cost
+
+        client.create_query("cputable").take(1000).to_arrow()  # warm-up: first-use costs of pyarrow compute
+        if count:
+            table = client.create_query("cputable").to_arrow()
+            assert table.num_rows >= count, table.num_rows
     elif workload.startswith("scan"):
         from tablesdk import MergeOption
 

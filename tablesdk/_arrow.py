@@ -6,7 +6,7 @@ so ``import tablesdk`` never loads them.
 
 Reading (:func:`iter_query_batches`, :func:`query_to_arrow`): each page of the
 query becomes one ``pyarrow.RecordBatch``: a JSON page straight from its body
-(:mod:`tablesdk._arrow_json`), any other page decoded by the client into an
+(:mod:`tablesdk._arrow_json`: Arrow's JSON reader, no Python object per value), any other page decoded by the client into an
 :class:`~tablesdk._edm.EntityPage` (values and their EDM types, no entity
 objects) and turned column by column; only the current page (and the next page's
 undecoded answer, when the query reads ahead) is held. Each column's Arrow type
@@ -36,6 +36,7 @@ from ._errors import ContinuationCycleError, SchemaConflictError
 from ._extras import install_hint
 
 if TYPE_CHECKING:
+    from ._arrow_json import JsonColumnsReader
     from ._query import ContinuationToken, FetchedPage, TableQuery
 
 __all__ = [
@@ -251,6 +252,7 @@ class BatchBuilder:
         #: its wire text, still marked Edm.DateTime, instead of raising: exact, for files (Parquet export).
         self.wide_datetimes_as_text = wide_datetimes_as_text
         self.columns: dict[str, _Column] = {}
+        self._json_reader: JsonColumnsReader | None = None
         if schema is not None:
             for field in schema:
                 if field.name != ETAG_COLUMN and edm_type_of_field(field) is None:
@@ -303,10 +305,11 @@ class BatchBuilder:
                 arrays[name] = array
         return self._assemble(arrays, page.etags, len(values))
 
-    def _assemble(self, arrays: dict[str, Any], etags: list[Any], count: int) -> Any:
+    def _assemble(self, arrays: dict[str, Any], etags: Any, count: int) -> Any:
+        """The batch of ``arrays`` with the scan's schema; ``etags`` a list, or an Arrow array (a JSON page's)."""
         pa = _pyarrow()
         if self.with_etag:
-            arrays[ETAG_COLUMN] = pa.array(etags, type=pa.string())
+            arrays[ETAG_COLUMN] = etags if isinstance(etags, pa.Array) else pa.array(etags, type=pa.string())
         schema = self.output_schema()
         columns = [arrays[field.name] if field.name in arrays else pa.nulls(count, type=field.type) for field in schema]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -316,16 +319,18 @@ class BatchBuilder:
         they agree with the scan so far (:mod:`tablesdk._arrow_json`), else :meth:`batch` of the
         page the client decodes."""
         if fetched.response is not None:
-            from ._arrow_json import json_page_columns
+            if self._json_reader is None:
+                from ._arrow_json import JsonColumnsReader
 
-            found = json_page_columns(fetched.response)
+                self._json_reader = JsonColumnsReader()
+            found = self._json_reader.read(fetched.response)
             if found is not None:
                 batch = self._from_columns(*found) if self.schema is None else self._fit_columns(*found)
                 if batch is not None:
                     return batch
         return self.batch(decode(fetched))
 
-    def _fit_columns(self, columns: dict[str, tuple[EdmType, Any]], etags: list[Any], count: int) -> Any:
+    def _fit_columns(self, columns: dict[str, tuple[EdmType, Any]], etags: Any, count: int) -> Any:
         """:meth:`_from_columns` for an explicit schema: None unless every column fits its field as it is
         or by a cast Arrow checks (the general path then raises, naming the value that does not fit)."""
         if self.strict and not set(columns) <= set(self.columns):
@@ -348,7 +353,7 @@ class BatchBuilder:
             arrays[name] = array
         return self._assemble(arrays, etags, count)
 
-    def _from_columns(self, columns: dict[str, tuple[EdmType, Any]], etags: list[Any], count: int) -> Any:
+    def _from_columns(self, columns: dict[str, tuple[EdmType, Any]], etags: Any, count: int) -> Any:
         """The batch of columns read from a JSON body; None when one disagrees with the scan's column."""
         for name, (edm, array) in columns.items():
             known = self.columns.get(name)

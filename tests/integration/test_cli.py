@@ -710,6 +710,28 @@ def test_parquet_export_import_round_trip_is_exact(
     assert table_contents(client, table) == {(e.PartitionKey, e.RowKey): comparable(e) for e in edm_entities()}
 
 
+def test_parquet_export_in_parallel_writes_a_file_per_range_with_one_schema(
+    client: CloudTableClient, target: str, connection_string: str, table: str, second_table: str, tmp_path: Path,
+) -> None:
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    entities = edm_entities() + [DynamicEntity(PartitionKey=f"q{n:02d}", RowKey="r", N=n) for n in range(30)]
+    fill(client, table, entities)
+    path = tmp_path / "out.parquet"
+    fmt = ["--format", wire_format(target)]
+    result = run_cli(*fmt, "export", table, str(path), "--parallel", "3", connection_string=connection_string)
+    assert b"exported 34 entities" in result.stderr, result.stderr.decode()
+    files = sorted(path.iterdir())
+    assert len(files) > 1 and all(f.name.startswith("part-") and f.suffix == ".parquet" for f in files)
+    schemas = {str(pq.read_schema(f)) for f in files}
+    assert len(schemas) == 1  # every range's file has every column: a dataset reader loses none
+    assert ds.dataset(str(path)).to_table().num_rows == 34 and "G" in ds.dataset(str(path)).schema.names
+    result = run_cli(*fmt, "import", str(path), second_table, "--create-table", connection_string=connection_string)
+    assert b"imported 34 entities, 0 failed" in result.stderr, result.stderr.decode()
+    assert table_contents(client, second_table) == {(e.PartitionKey, e.RowKey): comparable(e) for e in entities}
+
+
 def test_parquet_export_refuses_stdout_and_resume(dev_env: dict[str, str], dev_table: str) -> None:
     result = run_cli("export", dev_table, "-", "--format", "parquet", env=dev_env)
     assert result.returncode != 0 and b"Parquet" in result.stderr

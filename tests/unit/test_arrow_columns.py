@@ -162,6 +162,76 @@ def test_pages_the_columns_cannot_read_alike_go_to_the_codec(change: dict[str, o
     assert json_page_columns(json_response(items)) is None  # type: ignore[arg-type]
 
 
+def test_date_like_strings_and_whole_second_datetimes_keep_their_text_across_pages() -> None:
+    """Arrow's reader guesses timestamp[s] for date-like strings: the columns must still be what the codec reads."""
+    from tablesdk._arrow_json import JsonColumnsReader
+
+    first, second = service_items(), service_items()
+    for n, item in enumerate(first + second):
+        item["Day"] = "2024-01-01"  # a String property that looks like a date
+        item["When"] = f"2020-01-01T00:00:0{n % 10}Z"  # every DateTime a whole second
+    for item in second:
+        item["Later"] = "2024-02-02"  # first seen on the second page
+    reader, builder = JsonColumnsReader(), BatchBuilder(with_etag=True)
+    for items in (first, second):
+        found = reader.read(json_response(items))  # type: ignore[arg-type]
+        assert found is not None
+        fast, slow = builder._from_columns(*found), codec_batch(items)
+        assert fast is not None
+        assert fast.select(slow.schema.names).equals(slow) and fast.column("Day").type == pa.string()
+    assert "Day" in reader.string_fields and "Later" in reader.string_fields
+
+
+@pytest.mark.parametrize("ratios, read", [
+    (["1.0", "2.5", "0.0", "3e2"], True),  # whole doubles written as doubles: Double, as the codec reads them
+    (["1", "2.5"], False),                # an Int32 and a Double un-annotated: the codec decides
+    (["12345678901234567890123", "1.5"], False),  # beyond int64: the codec decides
+])
+def test_unannotated_numbers_are_doubles_only_when_each_was_written_as_one(ratios: list[str], read: bool) -> None:
+    from requests.structures import CaseInsensitiveDict
+
+    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._http import HttpResponse
+
+    rows = ",".join('{"PartitionKey":"p","RowKey":"%d","Ratio":%s,"Other":%s}' % (n, text, text)
+                    for n, text in enumerate(ratios))
+    response = HttpResponse(200, CaseInsensitiveDict({"content-type": "application/json;odata=minimalmetadata"}),
+                            ('{"value":[%s]}' % rows).encode())
+    found = json_page_columns(response)
+    assert (found is not None) is read
+    if found is not None:
+        assert found[0]["Ratio"][0] is EdmType.DOUBLE and found[0]["Ratio"][1].to_pylist() == [float(t) for t in ratios]
+
+
+@pytest.mark.parametrize("body", [
+    b'{"value":[{"PartitionKey":"p","RowKey":"1"}]}{"value":[]}',  # two documents: json.loads refuses
+    b'{"value":[{"PartitionKey":"p","RowKey":"1"},null]}',
+    b'{"value":[{"PartitionKey":"p","RowKey":"1","S":"a","S":"b"}]}',  # a key twice
+    b'{"value":[]}',
+    b'{"value":{"PartitionKey":"p","RowKey":"1"}}',
+])
+def test_bodies_json_loads_reads_otherwise_go_to_the_codec(body: bytes) -> None:
+    from requests.structures import CaseInsensitiveDict
+
+    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._http import HttpResponse
+
+    response = HttpResponse(200, CaseInsensitiveDict({"content-type": "application/json;odata=minimalmetadata"}), body)
+    assert json_page_columns(response) is None
+
+
+def test_a_string_field_that_becomes_a_number_on_a_later_page_is_read_afresh() -> None:
+    from tablesdk._arrow_json import JsonColumnsReader
+
+    first, second = service_items(), service_items()
+    for item in second:
+        item["Name"] = 7
+    reader = JsonColumnsReader()
+    assert reader.read(json_response(first)) is not None  # type: ignore[arg-type]
+    found = reader.read(json_response(second))  # type: ignore[arg-type]
+    assert found is not None and found[0]["Name"][0] is EdmType.INT32
+
+
 def test_nometadata_pages_go_to_the_codec() -> None:
     from tablesdk._arrow_json import json_page_columns
 
