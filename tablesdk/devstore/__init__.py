@@ -22,7 +22,8 @@ This package never imports the SDK client; it shares only the EDM helpers.
 from __future__ import annotations
 
 from ._server import DevStore, DevStoreServer
-from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, KNOWN_VERSIONS, Request, Response, TableService
+from ._request import KNOWN_VERSIONS, Request, Response
+from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, TableService
 from ._storage import Storage
 
 __all__ = [

@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Callable, Iterable
 
-from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, MAX_BODY, Request, Response, TableService
+from ._request import MAX_BODY, Request, Response
+from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, TableService
 from ._storage import Storage
 
 __all__ = ["DevStore", "DevStoreServer"]

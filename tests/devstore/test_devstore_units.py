@@ -10,9 +10,10 @@ import pytest
 
 from tablesdk.devstore._errors import ServiceError
 from tablesdk.devstore._multipart import boundary_of, parse_http_request, split_parts, write_batch_response, SubResponse
-from tablesdk.devstore._service import (
-    ATOM, _entity_keys, _parse_literal_list, check_table_name, decode_token, encode_token, negotiate,
-)
+from tablesdk.devstore._negotiation import negotiate
+from tablesdk.devstore._query_options import decode_token, encode_token
+from tablesdk.devstore._url_parts import check_table_name, entity_keys, parse_literal_list
+from tablesdk.devstore._wire import ATOM
 from tablesdk.devstore._storage import Storage, etag_for
 from tablesdk.devstore._values import (
     atom_property_xml, canonical_datetime, check_entity, check_key, parse_atom_entity, parse_json_body,
@@ -239,15 +240,15 @@ def test_canonical_datetime() -> None:
 # ----------------------------------------------------------------- URL pieces
 
 def test_entity_keys_from_url_segment() -> None:
-    assert _entity_keys("PartitionKey='a',RowKey='b'") == ("a", "b")
-    assert _entity_keys("RowKey='b', PartitionKey='a'") == ("a", "b")
-    assert _entity_keys("PartitionKey='o''neil',RowKey=''") == ("o'neil", "")
-    assert _entity_keys("PartitionKey='a(b)',RowKey='x,y=z'") == ("a(b)", "x,y=z")
+    assert entity_keys("PartitionKey='a',RowKey='b'") == ("a", "b")
+    assert entity_keys("RowKey='b', PartitionKey='a'") == ("a", "b")
+    assert entity_keys("PartitionKey='o''neil',RowKey=''") == ("o'neil", "")
+    assert entity_keys("PartitionKey='a(b)',RowKey='x,y=z'") == ("a(b)", "x,y=z")
     for bad in ("PartitionKey='a'", "PartitionKey='a',RowKey='b',X='c'", "PartitionKey=a,RowKey='b'",
                 "PartitionKey='a' RowKey='b'", "PartitionKey='a',RowKey='b"):
         with pytest.raises(ServiceError):
-            _entity_keys(bad)
-    assert _parse_literal_list("'tbl'") == [(None, "tbl")]
+            entity_keys(bad)
+    assert parse_literal_list("'tbl'") == [(None, "tbl")]
 
 
 @pytest.mark.parametrize("name", ["abc", "A" * 63, "Table1"])

@@ -16,26 +16,22 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from faults import AMBIGUOUS_FAULTS, DELAY_FAULTS, AsyncFaultSender, Fault, FaultProxy, FaultRule
+from fault_support import ALL_FAULTS, IMPATIENCE, TIMEOUT, entity, fast_policy, inject, insert_op, stored
+from faults import AMBIGUOUS_FAULTS, DELAY_FAULTS, AsyncFaultSender, Fault, FaultProxy
 
 from tablesdk import (
     BatchError,
-    BatchOperation,
-    BatchOperationKind,
     CloudStorageAccount,
     CloudTableClient,
     ConflictError,
     ConnectionFailedError,
     DataServiceRequestError,
-    DynamicEntity,
     EntityStates,
-    ExponentialRetry,
     LinearRetry,
     NoRetry,
     OperationContext,
@@ -47,41 +43,15 @@ from tablesdk import (
     prop,
 )
 from tablesdk.aio import AiohttpSender, AsyncCloudTableClient
-from tablesdk._entity import entity_to_payload
 from tablesdk._http import AttemptState
 from tablesdk._retry import RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
-TIMEOUT = (10.0, 30.0)  # never reached by a clean attempt: a failure detector, not a clock
-DELAY = 30.0  # a delay fault holds its request until the client gives up; this only bounds it
-IMPATIENCE = 0.3  # the read timeout of the attempts a delay fault holds (AsyncFaultSender)
 SIGNAL_BOUND = 30.0  # how long a test waits for a proxy signal before calling the proxy stuck
-ALL_FAULTS = list(Fault)
 
-
-def fast_policy() -> ExponentialRetry:
-    return ExponentialRetry(count=3, delta_seconds=0.05, min_backoff=0.01, max_backoff=0.2)
-
-
-@pytest.fixture
-def direct(azurite_connection_string: str) -> Iterator[CloudTableClient]:
-    """A sync client that talks to Azurite directly: the referee."""
-    with CloudStorageAccount.parse(azurite_connection_string).create_cloud_table_client() as client:
-        yield client
-
-
-@pytest.fixture
-def table_name(direct: CloudTableClient, unique_table_name: str) -> Iterator[str]:
-    direct.create_table(unique_table_name)
-    yield unique_table_name
-    direct.delete_table_if_exists(unique_table_name)
-
-
-@pytest.fixture
-def proxy(azurite_endpoint: str) -> Iterator[FaultProxy]:
-    with FaultProxy(azurite_endpoint, lifetime=120.0) as p:
-        yield p
+# direct, fault_table_name and proxy are this folder's conftest.py's; the settings and helpers
+# both fault modules share are in fault_support.py.
 
 
 def proxied(
@@ -107,18 +77,6 @@ async def faulty(proxy: FaultProxy, azurite_connection_string: str) -> AsyncIter
         yield client
 
 
-def entity(pk: str, rk: str, n: int = 0) -> DynamicEntity:
-    return DynamicEntity(PartitionKey=pk, RowKey=rk, N=n, Tx=uuid.uuid4().hex)
-
-
-def stored(direct: CloudTableClient, table: str) -> dict[tuple[str, str], DynamicEntity]:
-    return {(e.PartitionKey, e.RowKey): e for e in direct.create_query(table)}
-
-
-def inject(proxy: FaultProxy, fault: Fault, times: int, **match: str) -> FaultRule:
-    return proxy.inject(fault, times=times, delay=DELAY, **match)
-
-
 def actions(proxy: FaultProxy) -> list[str]:
     events = proxy.events
     # The client closed each connection it gave up on: no late answer is ever read.
@@ -131,42 +89,39 @@ def actions(proxy: FaultProxy) -> list[str]:
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 async def test_insert_survives_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
-    inject(proxy, fault, 2, method="POST", path=rf"/{table_name}$")
+    inject(proxy, fault, 2, method="POST", path=rf"/{fault_table_name}$")
     row = entity("p", "r1", 1)
     if fault in AMBIGUOUS_FAULTS:
         with pytest.raises(ConflictError) as info:
-            await faulty.insert_entity(table_name, row)
+            await faulty.insert_entity(fault_table_name, row)
         assert info.value.ambiguous_retry is True and info.value.error_code == "EntityAlreadyExists"
     else:
-        assert await faulty.insert_entity(table_name, row) == row.etag
+        assert await faulty.insert_entity(fault_table_name, row) == row.etag
     assert actions(proxy) == [fault.value] * 2 + ["forward"]
     assert len({e.client_request_id for e in proxy.events}) == 1  # one operation, three attempts
-    assert stored(direct, table_name)["p", "r1"]["Tx"] == row["Tx"]
+    assert stored(direct, fault_table_name)["p", "r1"]["Tx"] == row["Tx"]
 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 async def test_query_pages_survive_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     for i in range(5):
-        direct.insert_entity(table_name, entity("p", f"r{i}", i))
-    inject(proxy, fault, 2, method="GET", path=rf"/{table_name}\(\)")
-    rows = [e.RowKey async for e in faulty.create_query(table_name).where(prop("N") >= 0).page_size(3)]
+        direct.insert_entity(fault_table_name, entity("p", f"r{i}", i))
+    inject(proxy, fault, 2, method="GET", path=rf"/{fault_table_name}\(\)")
+    rows = [e.RowKey async for e in faulty.create_query(fault_table_name).where(prop("N") >= 0).page_size(3)]
     assert rows == [f"r{i}" for i in range(5)]
     assert actions(proxy) == [fault.value] * 2 + ["forward", "forward"]
 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 async def test_batch_survives_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     rows = [entity("p", f"r{i}", i) for i in range(3)]
-    ops = [
-        BatchOperation(BatchOperationKind.INSERT, table_name, r.PartitionKey, r.RowKey, entity_to_payload(r), None)
-        for r in rows
-    ]
+    ops = [insert_op(fault_table_name, r) for r in rows]
     inject(proxy, fault, 2, method="POST", path=r"/\$batch$")
     if fault in AMBIGUOUS_FAULTS:
         with pytest.raises(BatchError) as info:
@@ -175,20 +130,20 @@ async def test_batch_survives_two_faults(
     else:
         assert [r.status for r in await faulty.execute_batch(ops)] == [204, 204, 204]
     assert actions(proxy) == [fault.value] * 2 + ["forward"]
-    found = stored(direct, table_name)
+    found = stored(direct, fault_table_name)
     assert sorted(found) == [("p", f"r{i}") for i in range(3)]
     assert all(found["p", r.RowKey]["Tx"] == r["Tx"] for r in rows)
 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 async def test_save_changes_with_retries_survives_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     ctx = faulty.get_table_service_context()
     first, second = entity("p", "a", 1), entity("p", "b", 2)
-    ctx.add_object(table_name, first)
-    ctx.add_object(table_name, second)
-    inject(proxy, fault, 2, method="POST", path=rf"/{table_name}$")
+    ctx.add_object(fault_table_name, first)
+    ctx.add_object(fault_table_name, second)
+    inject(proxy, fault, 2, method="POST", path=rf"/{fault_table_name}$")
     if fault in AMBIGUOUS_FAULTS:
         with pytest.raises(DataServiceRequestError) as info:
             await ctx.save_changes_with_retries(SaveChangesOptions.CONTINUE_ON_ERROR)
@@ -201,22 +156,19 @@ async def test_save_changes_with_retries_survives_two_faults(
         assert ctx.get_entity_descriptor(first).state is EntityStates.UNCHANGED
     assert ctx.get_entity_descriptor(second).state is EntityStates.UNCHANGED
     assert actions(proxy) == [fault.value] * 2 + ["forward", "forward"]
-    found = stored(direct, table_name)
+    found = stored(direct, fault_table_name)
     assert (found["p", "a"]["Tx"], found["p", "b"]["Tx"]) == (first["Tx"], second["Tx"])
 
 
 async def test_batch_whose_attempt_after_two_internal_errors_answers_late_is_ambiguous(
-    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     """What a busy machine did to test_batch_survives_two_faults[internal_error] when the read
     timeout was 0.5 s: the third attempt reached Azurite but answered after the read timeout.
     Two 500s and a timeout leave the outcome unknown, the policy allows a fourth attempt, and
     the 409 it meets inside the 202 is flagged as the retry's own doing. Not a flake: pinned."""
     rows = [entity("p", f"r{i}", i) for i in range(3)]
-    ops = [
-        BatchOperation(BatchOperationKind.INSERT, table_name, r.PartitionKey, r.RowKey, entity_to_payload(r), None)
-        for r in rows
-    ]
+    ops = [insert_op(fault_table_name, r) for r in rows]
     inject(proxy, Fault.INTERNAL_ERROR, 2, method="POST", path=r"/\$batch$")
     inject(proxy, Fault.DELAY_BEFORE_ANSWER, 1, method="POST", path=r"/\$batch$")
     with pytest.raises(BatchError) as info:
@@ -224,18 +176,18 @@ async def test_batch_whose_attempt_after_two_internal_errors_answers_late_is_amb
     assert info.value.status_code == 409 and info.value.ambiguous_retry is True
     assert actions(proxy) == ["internal_error"] * 2 + ["delay_before_answer", "forward"]
     assert [e.upstream_status for e in proxy.events] == [None, None, 202, 202]
-    found = stored(direct, table_name)
+    found = stored(direct, fault_table_name)
     assert all(found["p", r.RowKey]["Tx"] == r["Tx"] for r in rows)
 
 
 async def test_bulk_insert_survives_server_busy(
-    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     inject(proxy, Fault.SERVER_BUSY, 3, method="POST", path=r"/\$batch$")
     rows = [entity(f"p{i % 4}", f"{i:04d}", i) for i in range(400)]
-    result = await faulty.bulk_insert(table_name, rows, max_concurrency=4)
+    result = await faulty.bulk_insert(fault_table_name, rows, max_concurrency=4)
     assert not result.failed and result.requests == result.batches + 3
-    assert len(stored(direct, table_name)) == 400
+    assert len(stored(direct, fault_table_name)) == 400
 
 
 # ------------------------------------------------------------------ errors without retries
@@ -256,18 +208,18 @@ async def test_bulk_insert_survives_server_busy(
 )
 async def test_no_retry_raises_the_fault(
     fault: Fault, expected: type[TableServiceError], status: int | None,
-    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, table_name: str,
+    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, fault_table_name: str,
 ) -> None:
     async with proxied(proxy, azurite_connection_string, NoRetry()) as client:
         inject(proxy, fault, 1, method="POST")
         with pytest.raises(TableServiceError) as info:
-            await client.insert_entity(table_name, entity("p", "r", 1))
+            await client.insert_entity(fault_table_name, entity("p", "r", 1))
     error = info.value
     assert type(error) is expected
     assert (error.status_code, error.ambiguous_retry) == (status, False)
     assert error.client_request_id == proxy.events[0].client_request_id
     assert proxy.count() == 1
-    assert list(stored(direct, table_name)) == ([("p", "r")] if fault in AMBIGUOUS_FAULTS else [])
+    assert list(stored(direct, fault_table_name)) == ([("p", "r")] if fault in AMBIGUOUS_FAULTS else [])
 
 
 async def test_a_refused_connection_is_never_sent_and_says_so(unique_table_name: str, azurite_connection_string: str) -> None:
@@ -284,20 +236,22 @@ async def test_a_refused_connection_is_never_sent_and_says_so(unique_table_name:
 
 
 async def test_retried_delete_whose_answer_was_lost_is_ambiguous(
-    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
-    direct.insert_entity(table_name, entity("p", "gone"))
+    direct.insert_entity(fault_table_name, entity("p", "gone"))
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="DELETE")
     with pytest.raises(ResourceNotFoundError) as info:
-        await faulty.delete_entity(table_name, partition_key="p", row_key="gone", etag="*")
+        await faulty.delete_entity(fault_table_name, partition_key="p", row_key="gone", etag="*")
     assert info.value.ambiguous_retry is True
     assert [(e.action, e.upstream_status) for e in proxy.events] == [("forward_then_reset", 204), ("forward", 404)]
 
 
-async def test_retried_read_is_never_flagged(proxy: FaultProxy, faulty: AsyncCloudTableClient, table_name: str) -> None:
+async def test_retried_read_is_never_flagged(
+    proxy: FaultProxy, faulty: AsyncCloudTableClient, fault_table_name: str
+) -> None:
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="GET")
     with pytest.raises(ResourceNotFoundError) as info:
-        await faulty.get_entity(table_name, "p", "missing")
+        await faulty.get_entity(fault_table_name, "p", "missing")
     assert info.value.ambiguous_retry is False and proxy.count() == 2
 
 
@@ -305,14 +259,14 @@ async def test_retried_read_is_never_flagged(proxy: FaultProxy, faulty: AsyncClo
 
 
 async def test_operation_deadline_caps_a_long_retry_sequence(
-    proxy: FaultProxy, azurite_connection_string: str, table_name: str
+    proxy: FaultProxy, azurite_connection_string: str, fault_table_name: str
 ) -> None:
     op = OperationContext()
     async with proxied(proxy, azurite_connection_string, LinearRetry(1000, 0.05), operation_deadline=1.0) as client:
         inject(proxy, Fault.SERVER_BUSY, 1000, method="POST")
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError) as info:
-            await client.insert_entity(table_name, entity("p", "r"), operation_context=op)
+            await client.insert_entity(fault_table_name, entity("p", "r"), operation_context=op)
         elapsed = time.monotonic() - started
     assert 0.5 <= elapsed < 5.0, elapsed  # 1000 retries would take 50 s
     attempts = len(op.attempts)
@@ -324,7 +278,7 @@ async def test_operation_deadline_caps_a_long_retry_sequence(
 
 
 async def test_client_timeout_applies_to_each_attempt(
-    proxy: FaultProxy, azurite_connection_string: str, table_name: str
+    proxy: FaultProxy, azurite_connection_string: str, fault_table_name: str
 ) -> None:
     async with proxied(
         proxy, azurite_connection_string, LinearRetry(2, 0.01), impatience=None, timeout=(2.0, 0.3)
@@ -332,7 +286,7 @@ async def test_client_timeout_applies_to_each_attempt(
         inject(proxy, Fault.DELAY_BEFORE_FORWARD, 3, method="GET")
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError):
-            await client.query_entity_payloads(table_name)
+            await client.query_entity_payloads(fault_table_name)
         elapsed = time.monotonic() - started
     assert 0.9 <= elapsed < 10.0, elapsed  # the proxy holds each attempt for up to 30 s: the client ended them
     assert proxy.count(Fault.DELAY_BEFORE_FORWARD) == 3
@@ -340,13 +294,13 @@ async def test_client_timeout_applies_to_each_attempt(
 
 
 async def test_operation_context_records_failures_then_success(
-    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     inject(proxy, Fault.SERVER_BUSY, 1, method="POST")
     inject(proxy, Fault.RESET, 1, method="POST")
     op = OperationContext()
     row = entity("p", "r", 1)
-    await faulty.insert_entity(table_name, row, operation_context=op)
+    await faulty.insert_entity(fault_table_name, row, operation_context=op)
     attempts = op.attempts
     assert [a.status for a in attempts] == [503, None, 204]
     assert [a.state for a in attempts] == [AttemptState.UNKNOWN, AttemptState.UNKNOWN, AttemptState.ANSWERED]
@@ -367,14 +321,14 @@ async def patient(proxy: FaultProxy, azurite_connection_string: str) -> AsyncIte
 
 
 async def test_a_cancelled_save_leaves_unknown_changes_pending(
-    proxy: FaultProxy, patient: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, patient: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     ctx = patient.get_table_service_context()
     rows = [entity("p", f"r{i}", i) for i in range(3)]
     for row in rows:
-        ctx.add_object(table_name, row)
+        ctx.add_object(fault_table_name, row)
     # The first insert reaches Azurite; its answer is held until we cancel.
-    held = inject(proxy, Fault.DELAY_BEFORE_ANSWER, 1, method="POST", path=rf"/{table_name}$")
+    held = inject(proxy, Fault.DELAY_BEFORE_ANSWER, 1, method="POST", path=rf"/{fault_table_name}$")
     saving = asyncio.ensure_future(ctx.save_changes())
     await signalled(held.forwarded)
     saving.cancel()
@@ -390,16 +344,16 @@ async def test_a_cancelled_save_leaves_unknown_changes_pending(
     outcome = info.value.response
     assert isinstance(outcome[0].error, ConflictError)
     assert [r.succeeded for r in outcome[1:]] == [True, True]
-    assert direct.get_entity(table_name, "p", "r0")["Tx"] == rows[0]["Tx"]
+    assert direct.get_entity(fault_table_name, "p", "r0")["Tx"] == rows[0]["Tx"]
 
 
 async def test_a_cancelled_save_keeps_the_changes_that_were_applied(
-    proxy: FaultProxy, patient: AsyncCloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, patient: AsyncCloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     ctx = patient.get_table_service_context()
     rows = [entity("p", f"r{i}", i) for i in range(3)]
     for row in rows:
-        ctx.add_object(table_name, row)
+        ctx.add_object(fault_table_name, row)
     await ctx.save_changes()
     assert all(ctx.get_entity_descriptor(r).state is EntityStates.UNCHANGED for r in rows)
     rows[1]["N"] = 10
@@ -414,7 +368,7 @@ async def test_a_cancelled_save_keeps_the_changes_that_were_applied(
         await saving
     assert ctx.get_entity_descriptor(rows[1]).state is EntityStates.UNCHANGED  # applied before the cancel
     assert ctx.get_entity_descriptor(rows[2]).state is EntityStates.MODIFIED  # never forwarded: pending
-    assert direct.get_entity(table_name, "p", "r2")["N"] == 2
+    assert direct.get_entity(fault_table_name, "p", "r2")["N"] == 2
     proxy.clear()
     await ctx.save_changes()
-    assert direct.get_entity(table_name, "p", "r2")["N"] == 20
+    assert direct.get_entity(fault_table_name, "p", "r2")["N"] == 20

@@ -24,24 +24,20 @@ Azure Storage team's "Network errors and timeouts on successful server side oper
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from faults import AMBIGUOUS_FAULTS, DELAY_FAULTS, Fault, FaultProxy, FaultRule, FaultSender
+from fault_support import ALL_FAULTS, IMPATIENCE, TIMEOUT, entity, fast_policy, inject, insert_op, stored
+from faults import AMBIGUOUS_FAULTS, DELAY_FAULTS, Fault, FaultProxy, FaultSender
 
 from tablesdk import (
     BatchError,
-    BatchOperation,
-    BatchOperationKind,
     CloudStorageAccount,
     CloudTableClient,
     ConflictError,
     ConnectionFailedError,
     DataServiceRequestError,
-    DynamicEntity,
     EntityStates,
-    ExponentialRetry,
     LinearRetry,
     NoRetry,
     OperationContext,
@@ -52,44 +48,18 @@ from tablesdk import (
     TableServiceError,
     prop,
 )
-from tablesdk._entity import entity_to_payload
 from tablesdk import RequestsSender
 from tablesdk._retry import RetryPolicy
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT = (10.0, 30.0)  # never reached by a clean attempt: a failure detector, not a clock
-DELAY = 30.0  # a delay fault holds its request until the client gives up; this only bounds it
-IMPATIENCE = 0.3  # the read timeout of the attempts a delay fault holds (FaultSender)
-ALL_FAULTS = list(Fault)
 SAFE_FAULTS = [f for f in Fault if f not in AMBIGUOUS_FAULTS]
-
-
-def fast_policy() -> ExponentialRetry:
-    return ExponentialRetry(count=3, delta_seconds=0.05, min_backoff=0.01, max_backoff=0.2)
 
 
 # ------------------------------------------------------------------ fixtures
 
-
-@pytest.fixture
-def direct(azurite_connection_string: str) -> Iterator[CloudTableClient]:
-    """A client that talks to Azurite directly: the referee."""
-    with CloudStorageAccount.parse(azurite_connection_string).create_cloud_table_client() as client:
-        yield client
-
-
-@pytest.fixture
-def table_name(direct: CloudTableClient, unique_table_name: str) -> Iterator[str]:
-    direct.create_table(unique_table_name)
-    yield unique_table_name
-    direct.delete_table_if_exists(unique_table_name)
-
-
-@pytest.fixture
-def proxy(azurite_endpoint: str) -> Iterator[FaultProxy]:
-    with FaultProxy(azurite_endpoint, lifetime=120.0) as p:
-        yield p
+# direct, fault_table_name and proxy are this folder's conftest.py's; the settings and helpers
+# both fault modules share are in fault_support.py.
 
 
 def proxied_client(
@@ -114,23 +84,6 @@ def faulty(proxy: FaultProxy, azurite_connection_string: str) -> Iterator[CloudT
 # ------------------------------------------------------------------ helpers
 
 
-def entity(pk: str, rk: str, n: int = 0) -> DynamicEntity:
-    """An entity with a per-write transaction id, the Azure Storage team's way to recognise one's own write."""
-    return DynamicEntity(PartitionKey=pk, RowKey=rk, N=n, Tx=uuid.uuid4().hex)
-
-
-def stored(direct: CloudTableClient, table: str) -> dict[tuple[str, str], DynamicEntity]:
-    return {(e.PartitionKey, e.RowKey): e for e in direct.create_query(table)}
-
-
-def insert_op(table: str, e: DynamicEntity) -> BatchOperation:
-    return BatchOperation(BatchOperationKind.INSERT, table, e.PartitionKey, e.RowKey, entity_to_payload(e), None)
-
-
-def inject(proxy: FaultProxy, fault: Fault, times: int, **match: str) -> FaultRule:
-    return proxy.inject(fault, times=times, delay=DELAY, **match)
-
-
 def entity_set_path(table: str) -> str:
     return rf"/{table}$"
 
@@ -149,39 +102,41 @@ def assert_faults_seen(proxy: FaultProxy, fault: Fault, times: int, then: int = 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 def test_insert_survives_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
-    inject(proxy, fault, 2, method="POST", path=entity_set_path(table_name))
+    inject(proxy, fault, 2, method="POST", path=entity_set_path(fault_table_name))
     row = entity("p", "r1", 1)
     if fault in AMBIGUOUS_FAULTS:
         # The first attempt was applied; its answer was lost; the last retry conflicts with it.
         with pytest.raises(ConflictError) as info:
-            faulty.insert_entity(table_name, row)
+            faulty.insert_entity(fault_table_name, row)
         assert info.value.ambiguous_retry is True
         assert info.value.error_code == "EntityAlreadyExists"
         assert "may have succeeded" in str(info.value)
         assert [e.upstream_status for e in proxy.events] == [204, 409, 409]
     else:
-        etag = faulty.insert_entity(table_name, row)
+        etag = faulty.insert_entity(fault_table_name, row)
         assert etag and row.etag == etag
     assert_faults_seen(proxy, fault, 2)
     assert len({e.client_request_id for e in proxy.events}) == 1  # one operation, three attempts
-    rows = stored(direct, table_name)
+    rows = stored(direct, fault_table_name)
     assert list(rows) == [("p", "r1")]
     assert rows["p", "r1"]["Tx"] == row["Tx"]  # it is our write: the ambiguity resolves to "done"
 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 def test_query_page_survives_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     for i in range(5):
-        direct.insert_entity(table_name, entity("p", f"r{i}", i))
-    inject(proxy, fault, 2, method="GET", path=rf"/{table_name}\(\)")
-    first, token = faulty.query_entity_payloads(table_name, top=3, filter=(prop("N") >= 0).render())
+        direct.insert_entity(fault_table_name, entity("p", f"r{i}", i))
+    inject(proxy, fault, 2, method="GET", path=rf"/{fault_table_name}\(\)")
+    first, token = faulty.query_entity_payloads(fault_table_name, top=3, filter=(prop("N") >= 0).render())
     assert token is not None
     assert_faults_seen(proxy, fault, 2)
-    rest, end = faulty.query_entity_payloads(table_name, top=3, filter=(prop("N") >= 0).render(), continuation_token=token)
+    rest, end = faulty.query_entity_payloads(
+        fault_table_name, top=3, filter=(prop("N") >= 0).render(), continuation_token=token
+    )
     assert end is None
     keys = [p.values["RowKey"] for p in first + rest]
     assert keys == [f"r{i}" for i in range(5)]
@@ -189,11 +144,11 @@ def test_query_page_survives_two_faults(
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 def test_batch_survives_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     rows = [entity("p", f"r{i}", i) for i in range(3)]
     inject(proxy, fault, 2, method="POST", path=r"/\$batch$")
-    operations = [insert_op(table_name, r) for r in rows]
+    operations = [insert_op(fault_table_name, r) for r in rows]
     if fault in AMBIGUOUS_FAULTS:
         # The refusal arrives inside a 202: the client, not the transport, must flag it.
         with pytest.raises(BatchError) as info:
@@ -205,20 +160,20 @@ def test_batch_survives_two_faults(
         results = faulty.execute_batch(operations)
         assert [r.status for r in results] == [204, 204, 204]
     assert_faults_seen(proxy, fault, 2)
-    found = stored(direct, table_name)
+    found = stored(direct, fault_table_name)
     assert sorted(found) == [("p", f"r{i}") for i in range(3)]
     assert all(found["p", r.RowKey]["Tx"] == r["Tx"] for r in rows)
 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 def test_save_changes_with_retries_survives_two_faults(
-    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     ctx = faulty.get_table_service_context()
     first, second = entity("p", "a", 1), entity("p", "b", 2)
-    ctx.add_object(table_name, first)
-    ctx.add_object(table_name, second)
-    inject(proxy, fault, 2, method="POST", path=entity_set_path(table_name))  # both hit the first insert
+    ctx.add_object(fault_table_name, first)
+    ctx.add_object(fault_table_name, second)
+    inject(proxy, fault, 2, method="POST", path=entity_set_path(fault_table_name))  # both hit the first insert
     if fault in AMBIGUOUS_FAULTS:
         with pytest.raises(DataServiceRequestError) as info:
             ctx.save_changes_with_retries(SaveChangesOptions.CONTINUE_ON_ERROR)
@@ -227,7 +182,7 @@ def test_save_changes_with_retries_survives_two_faults(
         assert isinstance(error, ConflictError) and error.ambiguous_retry is True
         assert outcome[1].error is None and outcome[1].status_code == 204
         # What the Azure Storage team advises: read the entity back and compare the transaction id.
-        assert direct.get_entity(table_name, "p", "a")["Tx"] == first["Tx"]
+        assert direct.get_entity(fault_table_name, "p", "a")["Tx"] == first["Tx"]
         assert ctx.get_entity_descriptor(first).state is EntityStates.ADDED  # still pending here
         ctx.detach(first)
     else:
@@ -236,21 +191,21 @@ def test_save_changes_with_retries_survives_two_faults(
         assert ctx.get_entity_descriptor(first).state is EntityStates.UNCHANGED
     assert ctx.get_entity_descriptor(second).state is EntityStates.UNCHANGED
     assert_faults_seen(proxy, fault, 2, then=2)
-    found = stored(direct, table_name)
+    found = stored(direct, fault_table_name)
     assert sorted(found) == [("p", "a"), ("p", "b")]
     assert (found["p", "a"]["Tx"], found["p", "b"]["Tx"]) == (first["Tx"], second["Tx"])
 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS, ids=lambda f: f.value)
 def test_idempotent_upsert_survives_every_fault(
-    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    fault: Fault, proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     """Insert-or-replace repeats harmlessly: no ambiguity to report whatever happened."""
     row = entity("p", "u", 7)
     inject(proxy, fault, 2, method="PUT")
-    faulty.upsert_entity(table_name, row, mode="replace")
+    faulty.upsert_entity(fault_table_name, row, mode="replace")
     assert_faults_seen(proxy, fault, 2)
-    assert direct.get_entity(table_name, "p", "u")["Tx"] == row["Tx"]
+    assert direct.get_entity(fault_table_name, "p", "u")["Tx"] == row["Tx"]
 
 
 # ------------------------------------------------------------------ a slow answer: one more attempt
@@ -263,23 +218,23 @@ def test_idempotent_upsert_survives_every_fault(
 
 
 def test_insert_whose_attempt_after_two_resets_answers_late_is_retried_once_more(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
-    inject(proxy, Fault.FORWARD_THEN_RESET, 2, method="POST", path=entity_set_path(table_name))
-    inject(proxy, Fault.DELAY_BEFORE_ANSWER, 1, method="POST", path=entity_set_path(table_name))
+    inject(proxy, Fault.FORWARD_THEN_RESET, 2, method="POST", path=entity_set_path(fault_table_name))
+    inject(proxy, Fault.DELAY_BEFORE_ANSWER, 1, method="POST", path=entity_set_path(fault_table_name))
     row = entity("p", "r1", 1)
     with pytest.raises(ConflictError) as info:
-        faulty.insert_entity(table_name, row)
+        faulty.insert_entity(fault_table_name, row)
     assert info.value.ambiguous_retry is True and info.value.error_code == "EntityAlreadyExists"
     events = proxy.events
     assert [e.action for e in events] == ["forward_then_reset"] * 2 + ["delay_before_answer", "forward"]
     assert [e.upstream_status for e in events] == [204, 409, 409, 409]
     assert events[2].client_gave_up and len({e.client_request_id for e in events}) == 1
-    assert direct.get_entity(table_name, "p", "r1")["Tx"] == row["Tx"]
+    assert direct.get_entity(fault_table_name, "p", "r1")["Tx"] == row["Tx"]
 
 
 def test_batch_whose_attempt_after_two_internal_errors_answers_late_is_ambiguous(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     """Two 500s leave the outcome unknown (the service may have applied the batch before
     failing), so the 409 the fourth attempt meets is flagged as the retry's own doing; here
@@ -288,24 +243,24 @@ def test_batch_whose_attempt_after_two_internal_errors_answers_late_is_ambiguous
     inject(proxy, Fault.INTERNAL_ERROR, 2, method="POST", path=r"/\$batch$")
     inject(proxy, Fault.DELAY_BEFORE_ANSWER, 1, method="POST", path=r"/\$batch$")
     with pytest.raises(BatchError) as info:
-        faulty.execute_batch([insert_op(table_name, r) for r in rows])
+        faulty.execute_batch([insert_op(fault_table_name, r) for r in rows])
     assert info.value.status_code == 409 and info.value.failed_index == 0
     assert info.value.ambiguous_retry is True
     events = proxy.events
     assert [e.action for e in events] == ["internal_error"] * 2 + ["delay_before_answer", "forward"]
     assert [e.upstream_status for e in events] == [None, None, 202, 202]  # the refusal is inside the 202
-    found = stored(direct, table_name)
+    found = stored(direct, fault_table_name)
     assert all(found["p", r.RowKey]["Tx"] == r["Tx"] for r in rows)
 
 
 def test_save_changes_whose_attempt_after_two_delays_answers_late_is_retried_once_more(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     ctx = faulty.get_table_service_context()
     first, second = entity("p", "a", 1), entity("p", "b", 2)
-    ctx.add_object(table_name, first)
-    ctx.add_object(table_name, second)
-    inject(proxy, Fault.DELAY_BEFORE_ANSWER, 3, method="POST", path=entity_set_path(table_name))
+    ctx.add_object(fault_table_name, first)
+    ctx.add_object(fault_table_name, second)
+    inject(proxy, Fault.DELAY_BEFORE_ANSWER, 3, method="POST", path=entity_set_path(fault_table_name))
     with pytest.raises(DataServiceRequestError) as info:
         ctx.save_changes_with_retries(SaveChangesOptions.CONTINUE_ON_ERROR)
     outcome = info.value.response
@@ -313,7 +268,7 @@ def test_save_changes_whose_attempt_after_two_delays_answers_late_is_retried_onc
     assert outcome[1].error is None and outcome[1].status_code == 204
     assert_faults_seen(proxy, Fault.DELAY_BEFORE_ANSWER, 3, then=2)
     assert [e.upstream_status for e in proxy.events] == [204, 409, 409, 409, 204]
-    assert direct.get_entity(table_name, "p", "a")["Tx"] == first["Tx"]
+    assert direct.get_entity(fault_table_name, "p", "a")["Tx"] == first["Tx"]
 
 
 # ------------------------------------------------------------------ without retries: the right exception
@@ -334,13 +289,13 @@ def test_save_changes_whose_attempt_after_two_delays_answers_late_is_retried_onc
 )
 def test_no_retry_raises_the_fault(
     fault: Fault, expected: type[TableServiceError], status: int | None, code: str | None,
-    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, table_name: str,
+    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, fault_table_name: str,
 ) -> None:
     with proxied_client(proxy, azurite_connection_string, NoRetry()) as client:
         inject(proxy, fault, 1, method="POST")
         row = entity("p", "r", 1)
         with pytest.raises(TableServiceError) as info:
-            client.insert_entity(table_name, row)
+            client.insert_entity(fault_table_name, row)
     error = info.value
     assert type(error) is expected
     assert (error.status_code, error.error_code, error.ambiguous_retry) == (status, code, False)
@@ -349,57 +304,57 @@ def test_no_retry_raises_the_fault(
         assert error.request_id == proxy.events[0].request_id  # the proxy's ServerBusy/InternalError id
     assert proxy.count() == 1
     # The client cannot tell, but the proxy knows whether the insert reached Azurite.
-    assert list(stored(direct, table_name)) == ([("p", "r")] if fault in AMBIGUOUS_FAULTS else [])
+    assert list(stored(direct, fault_table_name)) == ([("p", "r")] if fault in AMBIGUOUS_FAULTS else [])
 
 
 # ------------------------------------------------------------------ ambiguous retries
 
 
 def test_insert_whose_response_was_lost_reports_ambiguous_conflict(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="POST")
     row = entity("p", "r", 1)
     with pytest.raises(ConflictError) as info:
-        faulty.insert_entity(table_name, row)
+        faulty.insert_entity(fault_table_name, row)
     assert info.value.ambiguous_retry is True and info.value.status_code == 409
     assert [(e.action, e.upstream_status) for e in proxy.events] == [("forward_then_reset", 204), ("forward", 409)]
-    assert direct.get_entity(table_name, "p", "r")["Tx"] == row["Tx"]
+    assert direct.get_entity(fault_table_name, "p", "r")["Tx"] == row["Tx"]
 
 
 def test_save_changes_with_retries_reports_ambiguous_insert(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     ctx = faulty.get_table_service_context()
     row = entity("p", "r", 1)
-    ctx.add_object(table_name, row)
+    ctx.add_object(fault_table_name, row)
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="POST")
     with pytest.raises(DataServiceRequestError) as info:
         ctx.save_changes_with_retries()
     assert info.value.status_code == 409
     error = info.value.response[0].error
     assert isinstance(error, ConflictError) and error.ambiguous_retry is True
-    assert direct.get_entity(table_name, "p", "r")["Tx"] == row["Tx"]
+    assert direct.get_entity(fault_table_name, "p", "r")["Tx"] == row["Tx"]
 
 
 def test_delete_whose_response_was_lost_reports_ambiguous_not_found(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
-    direct.insert_entity(table_name, entity("p", "gone"))
+    direct.insert_entity(fault_table_name, entity("p", "gone"))
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="DELETE")
     with pytest.raises(ResourceNotFoundError) as info:
-        faulty.delete_entity(table_name, partition_key="p", row_key="gone", etag="*")
+        faulty.delete_entity(fault_table_name, partition_key="p", row_key="gone", etag="*")
     assert info.value.ambiguous_retry is True and info.value.status_code == 404
     assert [(e.action, e.upstream_status) for e in proxy.events] == [("forward_then_reset", 204), ("forward", 404)]
-    assert stored(direct, table_name) == {}
+    assert stored(direct, fault_table_name) == {}
 
 
 def test_save_changes_with_retries_reports_ambiguous_delete(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
-    direct.insert_entity(table_name, entity("p", "gone"))
+    direct.insert_entity(fault_table_name, entity("p", "gone"))
     ctx = faulty.get_table_service_context()
-    tracked = ctx.get(table_name, "p", "gone")
+    tracked = ctx.get(fault_table_name, "p", "gone")
     assert tracked is not None
     ctx.delete_object(tracked)
     inject(proxy, Fault.TRUNCATE, 1, method="DELETE")
@@ -407,26 +362,26 @@ def test_save_changes_with_retries_reports_ambiguous_delete(
         ctx.save_changes_with_retries()
     error = info.value.response[0].error
     assert isinstance(error, ResourceNotFoundError) and error.ambiguous_retry is True
-    assert stored(direct, table_name) == {}
+    assert stored(direct, fault_table_name) == {}
 
 
 def test_genuine_conflict_is_not_ambiguous(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
-    direct.insert_entity(table_name, entity("p", "r"))
+    direct.insert_entity(fault_table_name, entity("p", "r"))
     with pytest.raises(ConflictError) as info:
-        faulty.insert_entity(table_name, entity("p", "r"))
+        faulty.insert_entity(fault_table_name, entity("p", "r"))
     assert info.value.ambiguous_retry is False
     assert "may have succeeded" not in str(info.value)
     assert proxy.count() == 1
 
 
 def test_retried_read_is_never_flagged(
-    proxy: FaultProxy, faulty: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, fault_table_name: str
 ) -> None:
     inject(proxy, Fault.FORWARD_THEN_RESET, 1, method="GET")
     with pytest.raises(ResourceNotFoundError) as info:
-        faulty.get_entity(table_name, "p", "missing")
+        faulty.get_entity(fault_table_name, "p", "missing")
     assert info.value.ambiguous_retry is False
     assert proxy.count() == 2
 
@@ -435,7 +390,7 @@ def test_retried_read_is_never_flagged(
 
 
 def test_operation_deadline_caps_a_long_retry_sequence(
-    proxy: FaultProxy, azurite_connection_string: str, table_name: str
+    proxy: FaultProxy, azurite_connection_string: str, fault_table_name: str
 ) -> None:
     policy = LinearRetry(count=1000, interval_seconds=0.05)
     op = OperationContext()
@@ -443,7 +398,7 @@ def test_operation_deadline_caps_a_long_retry_sequence(
         inject(proxy, Fault.SERVER_BUSY, 1000, method="POST")
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError) as info:
-            client.insert_entity(table_name, entity("p", "r"), operation_context=op)
+            client.insert_entity(fault_table_name, entity("p", "r"), operation_context=op)
         elapsed = time.monotonic() - started
     assert 0.5 <= elapsed < 5.0, elapsed  # 1000 retries would take 50 s
     attempts = len(op.attempts)
@@ -457,7 +412,7 @@ def test_operation_deadline_caps_a_long_retry_sequence(
 
 
 def test_operation_deadline_caps_a_slow_attempt(
-    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, azurite_connection_string: str, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     # A 30 s read timeout would let one attempt hang for 30 s; the deadline cuts it to 1 s.
     with proxied_client(
@@ -467,15 +422,15 @@ def test_operation_deadline_caps_a_slow_attempt(
         inject(proxy, Fault.DELAY_BEFORE_FORWARD, 5)
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError):
-            client.insert_entity(table_name, entity("p", "r"))
+            client.insert_entity(fault_table_name, entity("p", "r"))
         elapsed = time.monotonic() - started
     assert 0.8 <= elapsed < 10.0, elapsed  # uncapped, the attempt would wait for the 30 s hold
     assert proxy.count(Fault.DELAY_BEFORE_FORWARD) == 1 and proxy.events[0].client_gave_up
-    assert stored(direct, table_name) == {}
+    assert stored(direct, fault_table_name) == {}
 
 
 def test_client_timeout_applies_to_each_attempt(
-    proxy: FaultProxy, azurite_connection_string: str, table_name: str
+    proxy: FaultProxy, azurite_connection_string: str, fault_table_name: str
 ) -> None:
     """Without a deadline an operation may take (retries + 1) x the timeout: the retry article's 90 * (N+1)."""
     with proxied_client(
@@ -484,7 +439,7 @@ def test_client_timeout_applies_to_each_attempt(
         inject(proxy, Fault.DELAY_BEFORE_FORWARD, 3, method="GET")
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError):
-            client.query_entity_payloads(table_name)
+            client.query_entity_payloads(fault_table_name)
         elapsed = time.monotonic() - started
     assert 0.9 <= elapsed < 10.0, elapsed  # the proxy holds each attempt for up to 30 s: the client ended them
     assert proxy.count(Fault.DELAY_BEFORE_FORWARD) == 3
@@ -495,14 +450,14 @@ def test_client_timeout_applies_to_each_attempt(
 
 
 def test_operation_context_records_failures_then_success(
-    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, table_name: str
+    proxy: FaultProxy, faulty: CloudTableClient, direct: CloudTableClient, fault_table_name: str
 ) -> None:
     inject(proxy, Fault.SERVER_BUSY, 1, method="POST")
     inject(proxy, Fault.INTERNAL_ERROR, 1, method="POST")
     inject(proxy, Fault.RESET, 1, method="POST")
     op = OperationContext()
     row = entity("p", "r", 1)
-    result = faulty.execute_operation(insert_op(table_name, row), operation_context=op)
+    result = faulty.execute_operation(insert_op(fault_table_name, row), operation_context=op)
     assert result.status == 204
     events = proxy.events
     attempts = op.attempts
@@ -526,6 +481,6 @@ def test_operation_context_records_failures_then_success(
     for before, after in zip(attempts, attempts[1:]):
         assert before.start <= before.end
         assert before.end + (before.retry_delay or 0) <= after.start + 0.005
-    assert all(a.url.endswith(f"/{table_name}") and a.method == "POST" for a in attempts)
+    assert all(a.url.endswith(f"/{fault_table_name}") and a.method == "POST" for a in attempts)
     assert op.last_attempt is attempts[3]
-    assert direct.get_entity(table_name, "p", "r")["Tx"] == row["Tx"]
+    assert direct.get_entity(fault_table_name, "p", "r")["Tx"] == row["Tx"]

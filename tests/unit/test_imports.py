@@ -63,6 +63,22 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 EMULATOR = ("tablesdk.devstore", "tablesdk.devstore.*")
 EMULATOR_MAY_IMPORT = ("tablesdk._edm", "tablesdk._edm_base", "tablesdk._edm_specs")
 
+#: The emulator's own layers, bottom first, checked like :data:`LAYERS` (it sits in "tools"
+#: above). The operations take a ``Call`` and the storage and never the router: ``$batch``
+#: is handed ``TableService._route`` as a callback, so nothing below the service imports it.
+EMULATOR_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (layer, tuple(f"tablesdk.devstore.{name}" for name in names)) for layer, names in (
+        ("emulator: values, bodies, storage", (
+            "_errors", "_values", "_filter", "_auth", "_admin", "_storage", "_wire", "_multipart",
+        )),
+        ("emulator: a request", ("_request", "_url_parts", "_query_options", "_negotiation", "_error_answers")),
+        ("emulator: operations", ("_table_operations", "_entity_reads", "_entity_writes", "_admin_requests")),
+        ("emulator: batches", ("_batch_requests",)),
+        ("emulator: the service", ("_service",)),
+        ("emulator: front ends", ("_server", "__main__")),
+    )
+) + (("emulator: public names", ("tablesdk.devstore",)),)
+
 #: The one allow-list: imports that go up a layer or close a cycle, each because the public API
 #: makes the lower object hand out the higher one.
 ALLOWED: Mapping[tuple[str, str], str] = {
@@ -154,10 +170,12 @@ def layer_of(name: str, layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS
     return None
 
 
-def unplaced(modules: Iterable[str], layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS) -> list[str]:
+def unplaced(
+    modules: Iterable[str], layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS, table: str = "LAYERS",
+) -> list[str]:
     """A message for each module no layer names."""
     return [
-        f"{name} is in no layer: add it to LAYERS in tests/unit/test_imports.py, in the layer of the module it was "
+        f"{name} is in no layer: add it to {table} in tests/unit/test_imports.py, in the layer of the module it was "
         f"split from or the one its imports allow, and to the layers table of docs/architecture.md"
         for name in modules
         if layer_of(name, layers) is None
@@ -295,6 +313,17 @@ def test_imports_point_down_the_layers(graph: list[Import]) -> None:
 
 def test_the_emulator_imports_nothing_of_the_client_but_edm(graph: list[Import]) -> None:
     problems = outside_emulator(graph)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_emulator_module_is_in_an_emulator_layer() -> None:
+    emulator = [name for name in module_files() if _matches(name, EMULATOR)]
+    problems = unplaced(emulator, EMULATOR_LAYERS, "EMULATOR_LAYERS")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_emulator_imports_point_down_its_layers(graph: list[Import]) -> None:
+    problems = upward(graph, EMULATOR_LAYERS, allowed={})
     assert not problems, "\n".join(problems)
 
 
