@@ -59,7 +59,6 @@ import json
 import math
 import os
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -625,12 +624,10 @@ def test_azurite_and_devstore_traces_are_identical(
 ) -> None:
     script = generate_script(seed)
     name = f"diff{seed}{uuid.uuid4().hex[:10]}"
-    started = time.perf_counter()
     azurite = Runner(*table_on(azurite_connection_string, name))
     devstore = Runner(*table_on(devstore_connection_string, name))
     left = azurite.run(script)
     right = devstore.run(script)
-    elapsed = time.perf_counter() - started
     problem = first_difference(script, left, right)
     if problem is not None:
         pytest.fail(f"seed {seed}: {problem}", pytrace=False)
@@ -640,4 +637,7 @@ def test_azurite_and_devstore_traces_are_identical(
     statuses = json.dumps(left)
     for needle in ('"EntityAlreadyExists"', '"UpdateConditionNotSatisfied"', '"ResourceNotFound"', '"failed_index"'):
         assert needle in statuses, f"seed {seed}: no step produced {needle}"
-    assert elapsed < 20, f"seed {seed} took {elapsed:.1f} s ({azurite.requests + devstore.requests} requests)"
+    # the cost of a seed is counted in requests, not seconds (a loaded machine must not fail it): a
+    # script that paged without end, or a step that multiplied its requests, shows here
+    assert azurite.requests == devstore.requests, f"seed {seed}: {azurite.requests} vs {devstore.requests} requests"
+    assert azurite.requests <= 2 * len(script), f"seed {seed}: {azurite.requests} requests for {len(script)} steps"
