@@ -229,3 +229,62 @@ def test_a_binary_column_of_any_arrow_binary_type_in_the_schema_keeps_its_bytes(
         assert frame["Y"].iloc[0] == b"\xff\x00\xfe\x01" and frame["Y"].isna().tolist() == [False, True]
     finally:
         dev_client.delete_table_if_exists(unique_table_name)
+
+
+def test_a_read_keeps_nothing_per_partition(
+    devstore_connection_string: str, source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 26: a worker's memory is bounded by the partition, so nothing of tablesdk may outlive
+    # a partition's task: each task's client is closed, and reading the table again leaves
+    # nothing more allocated under tablesdk (no cache, pool or page kept per partition).
+    import gc
+    import tracemalloc
+    import weakref
+
+    import pyarrow as pa
+
+    from tablesdk.dask import ConnectionSecret
+
+    made: list[weakref.ref[CloudTableClient]] = []
+    closed: list[int] = []
+    make_client, close_client = ConnectionSecret.client, CloudTableClient.close
+
+    def recording_client(self: ConnectionSecret, payload_format: str = "json") -> CloudTableClient:
+        client = make_client(self, payload_format)
+        made.append(weakref.ref(client))
+        return client
+
+    def recording_close(self: CloudTableClient) -> None:
+        closed.append(id(self))
+        close_client(self)
+
+    monkeypatch.setattr(ConnectionSecret, "client", recording_client)
+    monkeypatch.setattr(CloudTableClient, "close", recording_close)
+    boundaries = [f"k{n:02d}" for n in range(2, 24, 2)]  # 12 partitions
+    ddf = read_table(devstore_connection_string, source, boundaries=boundaries, schema=None)
+
+    def read_all() -> int:
+        with dask.config.set(scheduler="sync"):
+            return int(ddf.map_partitions(len).compute().sum())
+
+    assert read_all() == 240  # the first read pays what is paid once (imports, lazy tables)
+    tracemalloc.start(25)
+    try:
+        gc.collect()
+        before = tracemalloc.take_snapshot()
+        arrow_before = pa.total_allocated_bytes()
+        for _ in range(3):
+            assert read_all() == 240
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    # allocated under tablesdk's code, but not the bundled emulator's (it serves in this process)
+    ours = [tracemalloc.Filter(True, "*/tablesdk/*", all_frames=True),
+            tracemalloc.Filter(False, "*/tablesdk/devstore/*", all_frames=True)]
+    grown = after.filter_traces(ours).compare_to(before.filter_traces(ours), "traceback")
+    kept = sum(stat.size_diff for stat in grown if stat.size_diff > 0)
+    assert kept < 16 * 1024, f"{kept} B kept:\n" + "\n\n".join(str(stat) + "\n" + "\n".join(stat.traceback.format()[-16:]) for stat in grown[:4])
+    assert pa.total_allocated_bytes() <= arrow_before
+    assert len(made) == 1 + 4 * 12 and len(closed) == len(made)  # read_table's own (boundaries given) and one a task
+    assert all(ref() is None for ref in made)
