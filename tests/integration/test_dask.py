@@ -284,7 +284,8 @@ def test_a_read_keeps_nothing_per_partition(
             tracemalloc.Filter(False, "*/tablesdk/devstore/*", all_frames=True)]
     grown = after.filter_traces(ours).compare_to(before.filter_traces(ours), "traceback")
     kept = sum(stat.size_diff for stat in grown if stat.size_diff > 0)
-    assert kept < 16 * 1024, f"{kept} B kept:\n" + "\n\n".join(str(stat) + "\n" + "\n".join(stat.traceback.format()[-16:]) for stat in grown[:4])
+    where = "\n\n".join(f"{stat}\n" + "\n".join(stat.traceback.format()[-16:]) for stat in grown[:4])
+    assert kept < 16 * 1024, f"{kept} B kept:\n{where}"
     assert pa.total_allocated_bytes() <= arrow_before
     assert len(made) == 1 + 4 * 12 and len(closed) == len(made)  # read_table's own (boundaries given) and one a task
     assert all(ref() is None for ref in made)
