@@ -305,14 +305,18 @@ def _frame_types_mapper() -> Callable[[Any], Any]:
 
     Dask converts object columns to strings by default (``dataframe.convert-string``), which
     fails on bytes; an Arrow binary dtype is left alone, and its values are the same bytes.
+    Every binary kind a schema may give (``binary``, ``large_binary``, ``binary(n)``) keeps its
+    own Arrow type: ``to_pandas`` would make an object column of any of them.
     """
     import pandas as pd
     import pyarrow as pa
 
     base = pandas_types_mapper()
-    binary = pd.ArrowDtype(pa.binary())
 
     def mapper(arrow_type: Any) -> Any:
-        return binary if arrow_type == pa.binary() else base(arrow_type)
+        if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) \
+                or pa.types.is_fixed_size_binary(arrow_type):
+            return pd.ArrowDtype(arrow_type)
+        return base(arrow_type)
 
     return mapper

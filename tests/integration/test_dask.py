@@ -33,6 +33,8 @@ def source(dev_client: CloudTableClient, unique_table_name: str) -> Iterator[str
             entity["Big"] = EntityProperty(n * 2**33, EdmType.INT64)  # sparse, and Int64 with nulls
         if n % 4 == 0:
             entity["Ok"] = n % 8 == 0
+        if n % 5 == 0:
+            entity["Blob"] = bytes([n % 256, 0xFF, 0xFE])  # sparse, and not UTF-8
         entities.append(entity)
     dev_client.bulk_insert(unique_table_name, entities).raise_on_error()
     yield unique_table_name
@@ -40,7 +42,11 @@ def source(dev_client: CloudTableClient, unique_table_name: str) -> Iterator[str
 
 
 def serial(client: CloudTableClient, table: str) -> pd.DataFrame:
-    return client.create_query(table).to_pandas().set_index("PartitionKey")
+    """The serial scan as read_table makes it: to_pandas by PartitionKey, Binary as Arrow binary."""
+    import pyarrow as pa
+
+    frame = client.create_query(table).to_pandas().set_index("PartitionKey")
+    return frame.astype({"Blob": pd.ArrowDtype(pa.binary())}) if "Blob" in frame else frame
 
 
 @pytest.mark.parametrize("boundaries", [None, ["k05", "k10", "k11", "k20"], ["k05x", "zz"]])
@@ -158,3 +164,128 @@ def test_a_binary_property_reads_under_dask_string_conversion(
         assert sorted(frame["Blob"].tolist()) == sorted(blobs)
     finally:
         dev_client.delete_table_if_exists(unique_table_name)
+
+
+def test_every_edm_type_round_trips_under_the_default_dask_config(
+    client: CloudTableClient, connection_string: str, target: str, table: str
+) -> None:
+    # Dask's default config turns object (and python-string) columns into pyarrow strings
+    # (dataframe.convert-string); every EDM type must come back as written, Binary as its exact bytes.
+    import uuid
+
+    import pyarrow as pa
+    from dask.dataframe.utils import pyarrow_strings_enabled
+
+    from tablesdk._edm_base import parse_datetime
+
+    assert pyarrow_strings_enabled(), "the test needs Dask's default string conversion on"
+    when = "2024-02-29T23:59:59.1234567Z"  # the 100 ns digit must survive
+    full = DynamicEntity(
+        "a", "1", S="text é", I32=EntityProperty(-7, EdmType.INT32), I64=EntityProperty(2**40 + 1, EdmType.INT64),
+        D=1.25, B=True, T=parse_datetime(when), G=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        Y=b"\x00\xff\xfe\x80binary",
+    )
+    sparse = DynamicEntity("b", "2", S="only this")  # every other property missing: nulls
+    client.bulk_insert(table, [full, sparse]).raise_on_error()
+    payload_format = target.rsplit("-", 1)[1]
+    with dask.config.set(scheduler="sync"):
+        frame = read_table(connection_string, table, boundaries=["b"], payload_format=payload_format).compute()
+    frame = frame.drop(columns="Timestamp")
+    expected = pd.DataFrame(
+        {
+            "RowKey": pd.array(["1", "2"], dtype="string"),
+            "S": pd.array(["text é", "only this"], dtype="string"),
+            "I32": pd.array([-7, None], dtype="Int32"),
+            "I64": pd.array([2**40 + 1, None], dtype="Int64"),
+            "D": [1.25, float("nan")],
+            "B": pd.array([True, None], dtype="boolean"),
+            "T": pd.to_datetime([when, None], utc=True).as_unit("ns"),
+            "G": pd.array(["12345678-1234-5678-1234-567812345678", None], dtype="string"),
+            "Y": pd.array([b"\x00\xff\xfe\x80binary", None], dtype=pd.ArrowDtype(pa.binary())),
+        },
+        index=pd.Index(["a", "b"], dtype="string", name="PartitionKey"),
+    )
+    pd.testing.assert_frame_equal(frame, expected, check_like=True)
+    assert frame.loc["a", "T"].nanosecond == 700 and frame.loc["a", "Y"] == full["Y"]
+
+
+@pytest.mark.parametrize("binary_type", ["binary", "large_binary", "fixed_size_binary"])
+def test_a_binary_column_of_any_arrow_binary_type_in_the_schema_keeps_its_bytes(
+    devstore_connection_string: str, dev_client: CloudTableClient, unique_table_name: str, binary_type: str
+) -> None:
+    import pyarrow as pa
+
+    arrow_type = pa.binary(4) if binary_type == "fixed_size_binary" else getattr(pa, binary_type)()
+    dev_client.create_table(unique_table_name)
+    try:
+        dev_client.bulk_insert(unique_table_name, [
+            DynamicEntity("a", "1", Y=b"\xff\x00\xfe\x01"), DynamicEntity("b", "2")
+        ]).raise_on_error()
+        ddf = read_table(devstore_connection_string, unique_table_name, schema=pa.schema([("Y", arrow_type)]),
+                         boundaries=["b"])
+        with dask.config.set(scheduler="sync"):
+            frame = ddf.compute()
+        assert frame["Y"].dtype == pd.ArrowDtype(arrow_type) == ddf["Y"].dtype
+        assert frame["Y"].iloc[0] == b"\xff\x00\xfe\x01" and frame["Y"].isna().tolist() == [False, True]
+    finally:
+        dev_client.delete_table_if_exists(unique_table_name)
+
+
+def test_a_read_keeps_nothing_per_partition(
+    devstore_connection_string: str, source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 26: a worker's memory is bounded by the partition, so nothing of tablesdk may outlive
+    # a partition's task: each task's client is closed, and reading the table again leaves
+    # nothing more allocated under tablesdk (no cache, pool or page kept per partition).
+    import gc
+    import tracemalloc
+    import weakref
+
+    import pyarrow as pa
+
+    from tablesdk.dask import ConnectionSecret
+
+    made: list[weakref.ref[CloudTableClient]] = []
+    closed: list[int] = []
+    make_client, close_client = ConnectionSecret.client, CloudTableClient.close
+
+    def recording_client(self: ConnectionSecret, payload_format: str = "json") -> CloudTableClient:
+        client = make_client(self, payload_format)
+        made.append(weakref.ref(client))
+        return client
+
+    def recording_close(self: CloudTableClient) -> None:
+        closed.append(id(self))
+        close_client(self)
+
+    monkeypatch.setattr(ConnectionSecret, "client", recording_client)
+    monkeypatch.setattr(CloudTableClient, "close", recording_close)
+    boundaries = [f"k{n:02d}" for n in range(2, 24, 2)]  # 12 partitions
+    ddf = read_table(devstore_connection_string, source, boundaries=boundaries, schema=None)
+
+    def read_all() -> int:
+        with dask.config.set(scheduler="sync"):
+            return int(ddf.map_partitions(len).compute().sum())
+
+    assert read_all() == 240  # the first read pays what is paid once (imports, lazy tables)
+    tracemalloc.start(25)
+    try:
+        gc.collect()
+        before = tracemalloc.take_snapshot()
+        arrow_before = pa.total_allocated_bytes()
+        for _ in range(3):
+            assert read_all() == 240
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    # allocated under tablesdk's code, but not the bundled emulator's (it serves in this process)
+    ours = [tracemalloc.Filter(True, "*/tablesdk/*", all_frames=True),
+            tracemalloc.Filter(False, "*/tablesdk/devstore/*", all_frames=True)]
+    grown = after.filter_traces(ours).compare_to(before.filter_traces(ours), "traceback")
+    kept = sum(stat.size_diff for stat in grown if stat.size_diff > 0)
+    where = "\n\n".join(f"{stat}\n" + "\n".join(stat.traceback.format()[-16:]) for stat in grown[:4])
+    assert kept < 16 * 1024, f"{kept} B kept:\n{where}"
+    assert pa.total_allocated_bytes() <= arrow_before
+    assert len(made) == 1 + 4 * 12 and len(closed) == len(made)  # read_table's own (boundaries given) and one a task
+    assert all(ref() is None for ref in made)
