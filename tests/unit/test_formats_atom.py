@@ -372,3 +372,117 @@ def test_parser_is_safe_to_share_between_threads() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+# ------------------------------------------------------------------ pages read column by column
+
+
+def _by_entry(atom: AtomFormat, body: bytes) -> list[EntityPayload]:
+    return atom._read(parse_xml(body))
+
+
+def _feed(*entries: str) -> bytes:
+    return (
+        f'<feed xmlns:d="{DATASERVICES_NS}" xmlns:m="{METADATA_NS}" xmlns="{ATOM_NS}">' + "".join(entries) + "</feed>"
+    ).encode()
+
+
+def _entry_text(props: str, etag: str = "") -> str:
+    return entry(props, etag or None).decode().replace(
+        f' xmlns:d="{DATASERVICES_NS}" xmlns:m="{METADATA_NS}" xmlns="{ATOM_NS}"', ""
+    )
+
+
+_TYPED = (
+    '<d:PartitionKey>p</d:PartitionKey><d:RowKey>{row}</d:RowKey><d:I m:type="Edm.Int32">{i}</d:I>'
+    '<d:L m:type="Edm.Int64">{big}</d:L><d:D m:type="Edm.Double">{i}.5</d:D><d:B m:type="Edm.Boolean">{b}</d:B>'
+    '<d:W m:type="Edm.DateTime">{when}</d:W><d:G m:type="Edm.Guid">{guid}</d:G><d:X m:type="Edm.Binary">AAEC</d:X>'
+    '<d:E /><d:S m:type="Edm.String">s</d:S><d:N m:type="Edm.Int32" m:null="true" />'
+)
+_WHENS = ("2024-01-02T03:04:05.1234567Z", "2024-01-02T03:04:05Z", "2024-01-02T03:04:05.1230000Z", "2024-01-02T03:04:05.94687Z")
+
+
+def _typed(n: int, **changes: str) -> str:
+    fields = {
+        "row": str(n), "i": str(n), "big": str(2**40 + n), "b": ("true", "false")[n % 2], "when": _WHENS[n % 4],
+        "guid": f"{n:08x}-213d-42c9-9a79-3e9149a57833",
+    }
+    fields.update(changes)
+    return _entry_text(_TYPED.format(**fields), etag=f"W/&quot;{n}&quot;")
+
+
+#: Pages the column-by-column reading takes (one shape, several, empty entries, nulls, forms
+#: only the per-value readers read) and pages it leaves to the entry-by-entry reading.
+_PAGES = {
+    "one shape": _feed(*(_typed(i) for i in range(8))),
+    "two shapes interleaved": _feed(*(_typed(i) if i % 3 else _entry_text("<d:A>x</d:A>") for i in range(7))),
+    "empty entries": _feed(_typed(1), '<entry><content type="application/xml" /></entry>', _typed(2), "<entry />"),
+    "forms the column readers leave": _feed(
+        _typed(1, b="1", when=" 2024-01-02T03:04:05Z ", guid=" c9da6455-213d-42c9-9a79-3e9149a57833\n", big=" 7 "),
+        _typed(2, b="False", when="2024-01-02T05:04:05.1234567+02:00", guid="{c9da6455-213d-42c9-9a79-3e9149a57833}"),
+        _typed(3, b="0", when="2024-01-02T03:04:05"),
+    ),
+    "whitespace in a guid column": _feed(_typed(1, guid=" c9da645-213d-42c9-9a79-3e9149a57833"), _typed(2)),
+    "xml:space, other attributes, null false": _feed(
+        _entry_text('<d:A xml:space="preserve"> a </d:A><d:I m:type="Edm.Int32" m:null="false" x="1">3</d:I>'),
+        _entry_text('<d:A xml:space="preserve"> b </d:A><d:I m:type="Edm.Int32" m:null="false" x="1">4</d:I>'),
+    ),
+    "only nulls": _feed(_entry_text('<d:N m:null="true" /><d:M m:type="Edm.Guid" m:null="true" />')),
+    "another namespace": _feed(_entry_text('<d:A>1</d:A><x:B xmlns:x="urn:other">2</x:B>'), _typed(1)),
+    "a repeated property": _feed(_typed(1), _entry_text("<d:A>1</d:A><d:A>2</d:A>")),
+    "an unknown type": _feed(_typed(1), _entry_text('<d:U m:type="Edm.Byte">1</d:U>')),
+    "an Int32 out of range": _feed(_typed(1), _typed(2, i="2147483648")),
+    "an Int64 too long": _feed(_typed(1, big="0" * 30 + "1")),
+    "a bad value in the second entity, an unknown type in the third": _feed(
+        _typed(1), _typed(2, b="yes"), _entry_text('<d:U m:type="Edm.Byte">1</d:U>')
+    ),
+    "an empty typed element": _feed(_typed(1), _entry_text('<d:I m:type="Edm.Int32" />')),
+    "properties outside an entry": (
+        f'<feed xmlns:d="{DATASERVICES_NS}" xmlns:m="{METADATA_NS}" xmlns="{ATOM_NS}">'
+        "<m:properties><d:A>0</d:A></m:properties>" + _typed(1) + "</feed>"
+    ).encode(),
+    "two properties elements in an entry": _feed(
+        '<entry><content type="application/xml"><m:properties><d:A>1</d:A></m:properties>'
+        "<m:properties><d:A>2</d:A><d:B>3</d:B></m:properties></content></entry>"
+    ),
+}
+
+
+def _described(payloads: list[EntityPayload]) -> list[tuple[object, ...]]:
+    """Everything a payload holds, down to the class and seventh digit of each value."""
+    return [
+        (
+            [(name, type(value), repr(value), getattr(value, "ticks_remainder", None)) for name, value in p.values.items()],
+            list(p.types.items()), p.etag,
+        )
+        for p in payloads
+    ]
+
+
+@pytest.mark.parametrize("name", list(_PAGES))
+def test_a_page_reads_as_entry_by_entry(atom: AtomFormat, name: str) -> None:
+    body = _PAGES[name]
+    try:
+        want: object = _described(_by_entry(atom, body))
+    except ValueError as exc:
+        want = str(exc)
+    for _ in range(2):  # the second time with the shapes remembered
+        try:
+            got: object = _described(atom.parse_entities(body))
+        except ValueError as exc:
+            got = getattr(exc, "reason", str(exc))
+        assert got == want
+
+
+def test_a_regular_page_is_read_column_by_column(atom: AtomFormat, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: AtomFormat, root: object) -> list[EntityPayload]:
+        raise AssertionError("read entry by entry")
+
+    monkeypatch.setattr(AtomFormat, "_read", refuse)
+    for name in ("one shape", "two shapes interleaved", "empty entries", "forms the column readers leave", "only nulls"):
+        page = atom.parse_entity_page(_PAGES[name])
+        assert len(page) == len(_PAGES[name].split(b"<entry")) - 1, name
+    page = atom.parse_entity_page(_PAGES["one shape"])
+    assert len({id(types) for types in page.types}) == 1  # one types dict for the entities of a shape
+    with pytest.raises(AssertionError, match="entry by entry"):
+        atom.parse_entity_page(_PAGES["a repeated property"])
