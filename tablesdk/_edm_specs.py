@@ -384,7 +384,8 @@ def _datetime_column(texts: list[Any]) -> list[Any] | None:
     looked at one by one.
     """
     lengths = list(map(len, texts))
-    if min(lengths) < 20 or max(lengths) > 28 or not all(map(str.endswith, texts, repeat("Z"))):
+    # The last characters as a list counted in C: cheaper than str.endswith per text.
+    if min(lengths) < 20 or max(lengths) > 28 or list(map(getitem, texts, repeat(-1))).count("Z") != len(texts):
         return None
     marks = list(map(getitem, texts, repeat(19)))
     if marks.count(".") + marks.count("Z") != len(texts) or marks.count("Z") != lengths.count(20):
