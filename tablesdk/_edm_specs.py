@@ -384,7 +384,8 @@ def _datetime_column(texts: list[Any]) -> list[Any] | None:
     looked at one by one.
     """
     lengths = list(map(len, texts))
-    if min(lengths) < 20 or max(lengths) > 28 or not all(map(str.endswith, texts, repeat("Z"))):
+    # The last characters as a list counted in C: cheaper than str.endswith per text.
+    if min(lengths) < 20 or max(lengths) > 28 or list(map(getitem, texts, repeat(-1))).count("Z") != len(texts):
         return None
     marks = list(map(getitem, texts, repeat(19)))
     if marks.count(".") + marks.count("Z") != len(texts) or marks.count("Z") != lengths.count(20):
@@ -396,13 +397,20 @@ def _datetime_column(texts: list[Any]) -> list[Any] | None:
     if set(map(_TZINFO, parsed)) != {_UTC_ZONE}:
         return None
     values = list(starmap(_NEW_EDM_DATETIME, map(_SECOND, map(_DATETIME_STATE, parsed))))
-    for index in compress(range(len(texts)), map(int.__eq__, lengths, repeat(28))):
-        digit = texts[index][26]
-        if digit != "0":
-            if not "1" <= digit <= "9":
-                return None
-            values[index].ticks_remainder = ord(digit) - 48
+    deque(map(_SET_TICKS, values, repeat(0)), 0)
+    if 28 in lengths:  # seventh digits: read and set a column at a time (no Python step per value)
+        seventh = list(map(int.__eq__, lengths, repeat(28)))
+        digits = list(map(getitem, compress(texts, seventh), repeat(26)))
+        if not _DIGITS.keys() >= set(digits):
+            return None
+        deque(map(_SET_TICKS, compress(values, seventh), map(_DIGITS.__getitem__, digits)), 0)
     return values
+
+
+#: The value of each decimal digit character.
+_DIGITS = {str(digit): digit for digit in range(10)}
+#: The slot of the seventh digit, set in C.
+_SET_TICKS: Callable[[Any, int], None] = EdmDateTime.__dict__["ticks_remainder"].__set__
 
 
 # ---------------------------------------------------------------- Edm.Guid

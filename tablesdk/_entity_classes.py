@@ -447,6 +447,26 @@ setattr(TableEntity, "RowKey", DeclaredProperty("RowKey", EdmType.STRING))
 setattr(TableEntity, "Timestamp", DeclaredProperty("Timestamp", EdmType.DATETIME))
 
 
+class PageTypes(dict[str, EdmType]):
+    """The EDM types of the custom properties of a page of read :class:`DynamicEntity`\s, one
+    dict shared by all of them (a page's entities usually have one shape and one typing): an
+    entity copies it into a plain dict of its own before it changes a type. Copies and pickles
+    of it are plain dicts."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+def _own_types(entity: DynamicEntity) -> dict[str, EdmType]:
+    """``entity._types``, made its own first when it is a page's shared dict."""
+    types = entity._types
+    if type(types) is not dict:
+        types = entity._types = dict(types)
+    return types
+
+
 class DynamicEntity(MutableMapping[str, Any]):
     """An entity as a property bag: ``e["Rating"] = 3``, ``del e["Old"]``.
 
@@ -490,13 +510,14 @@ class DynamicEntity(MutableMapping[str, Any]):
             return
         if isinstance(value, EntityProperty):
             self._values[name] = value.value
-            self._types[name] = value.edm_type
+            _own_types(self)[name] = value.edm_type
         else:
             self._values[name] = value
 
     def __delitem__(self, name: str) -> None:
         del self._values[name]
-        self._types.pop(name, None)
+        if name in self._types:
+            del _own_types(self)[name]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)

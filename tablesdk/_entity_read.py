@@ -27,6 +27,7 @@ from ._entity_classes import (
     DynamicEntity,
     E,
     SYSTEM_PROPERTIES,
+    PageTypes,
     TableEntity,
 )
 from ._entity_write import (
@@ -226,8 +227,10 @@ def _read_dynamic_page(entity_type: type[E], page: EntityPage, keep_values: bool
     count = len(bags)
     keys = [list(map(dict.pop, bags, repeat(name), repeat(None))) for name in SYSTEM_PROPERTIES]
     types = page.types
+    bag_types: list[dict[str, EdmType]]
     if count and types.count(types[0]) == count:  # one dict shared by the page (or all equal)
-        bag_types = list(map(dict.copy, repeat(_custom_types(types[0]), count)))
+        # One dict for the page, which an entity copies before it changes a type (PageTypes).
+        bag_types = [PageTypes(_custom_types(types[0]))] * count
     else:
         bag_types = list(map(_custom_types, types))
     entities = list(map(entity_type.__new__, repeat(entity_type, count)))

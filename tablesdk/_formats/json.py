@@ -426,7 +426,14 @@ def _refuse_repeated_members(body: bytes | str, data: Any) -> None:
     if type(items) is list and set(map(type, items)) == {dict}:
         members += sum(map(len, items))
     raw = body.encode("utf-8") if isinstance(body, str) else body
-    if raw.translate(None, _JSON_WHITESPACE).count(b'":') == members:
+    # Whitespace changes the count only where it stands right before a colon: without any
+    # there, the body's own ``":`` are those of the body without whitespace, counted without
+    # making that copy (a byte-by-byte translate costs a sixth of the page's json.loads).
+    if b" :" in raw or b"\t" in raw or b"\n" in raw or b"\r" in raw:
+        written = raw.translate(None, _JSON_WHITESPACE).count(b'":')
+    else:
+        written = raw.count(b'":')
+    if written == members:
         return
     json.loads(body, object_pairs_hook=_distinct_members)
 

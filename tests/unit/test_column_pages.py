@@ -209,3 +209,26 @@ def test_a_page_with_entities_tracked_already_or_twice_is_tracked_one_by_one(ent
     _track_both(entity_type, json.dumps({"value": items}).encode(), None, known)
     twice = items + [entity(4, Name="again")]  # one identity twice in a page: the second refreshes the first
     _track_both(entity_type, json.dumps({"value": twice}).encode(), None, [])
+
+
+def test_the_entities_of_a_page_share_one_types_dict_and_copy_it_before_changing_it() -> None:
+    import copy
+    import pickle
+
+    from tablesdk import EdmType, EntityProperty
+
+    body = json.dumps({"value": [entity(n) for n in range(4)]}).encode()
+    first, second, third, fourth = read_page(DynamicEntity, JsonFormat().parse_entity_page(body))
+    assert first._types is second._types  # one dict for the page
+    want = {name: second.edm_type(name) for name in second}
+    first["Count"] = EntityProperty(5, EdmType.INT64)
+    del third["Id"]
+    fourth["Extra"] = "untyped"  # a plain value changes no type
+    assert first.edm_type("Count") is EdmType.INT64 and "Id" not in third
+    assert {name: second.edm_type(name) for name in second} == want  # the others keep theirs
+    assert second._types is fourth._types and type(first._types) is dict and type(third._types) is dict
+    for twin in (pickle.loads(pickle.dumps(second)), copy.deepcopy(second)):
+        assert twin == second and type(twin._types) is dict
+    shallow = copy.copy(second)
+    shallow["Count"] = EntityProperty(6, EdmType.INT64)
+    assert second.edm_type("Count") is EdmType.INT32

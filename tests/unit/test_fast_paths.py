@@ -88,6 +88,28 @@ def test_edm_datetime_constructor_keeps_its_keyword_and_class_default() -> None:
     assert seven.ticks_remainder == 7 and (seven + timedelta(0)).ticks_remainder == 0
 
 
+def test_edm_datetime_keeps_the_seventh_digit_in_a_slot_and_stays_a_datetime_subclass() -> None:
+    import copy
+    import weakref
+
+    from tablesdk._edm_specs import _datetime_column
+
+    for value in (parse_datetime("2024-01-02T03:04:05.1234567Z"), _datetime_column(["2024-01-02T03:04:05.1234567Z"])[0]):
+        assert type(value) is EdmDateTime and value.ticks_remainder == 7
+        assert vars(value) == {}  # no instance dict made for the digit
+        for twin in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
+            assert type(twin) is EdmDateTime and twin == value and twin.ticks_remainder == 7
+        changed = value.replace(year=2025)  # made by datetime's C code, without the digit
+        assert type(changed) is EdmDateTime and changed.ticks_remainder == 0
+        assert weakref.ref(value)() is value
+        value.note = "kept"  # type: ignore[attr-defined]
+        assert vars(value) == {"note": "kept"}
+        with pytest.raises(AttributeError, match="'EdmDateTime' object has no attribute 'missing'"):
+            value.missing  # type: ignore[attr-defined]  # noqa: B018
+    whole = _datetime_column(["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.1234560Z"])
+    assert [v.ticks_remainder for v in whole] == [0, 0]
+
+
 # ------------------------------------------------------------------ batch response headers
 
 from tablesdk._batch_answer import _read_headers, _read_headers_by_line  # noqa: E402

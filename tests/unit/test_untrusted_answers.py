@@ -176,6 +176,10 @@ REPEATED_JSON = [
     b'{"PartitionKey":"q","RowKey":"r","PartitionKey":"p"}',  # the last is the one asked for
     b'{"PartitionKey":"p","RowKey":"r","X":1,"X":2}',
     b'{"PartitionKey":"p","RowKey":"r","X":1, "X" :2}',  # whitespace before the colon
+    # A repeat and a name with whitespace before its colon: as many '":' as members read.
+    b'{"PartitionKey":"p","RowKey":"r","X":1,"X":2,"Y" :3}',
+    b'{"PartitionKey":"p","RowKey":"r","X":1,"X":2,"Y"\t:3}',
+    b'{"PartitionKey":"p","RowKey":"r","X":1,"X":2,"Y"\r\n:3}',
     b'{"PartitionKey":"p","RowKey":"r","X":1,"X@odata.type":"Edm.Int64","X@odata.type":"Edm.Int32"}',
 ]
 
