@@ -6,7 +6,6 @@ Start with :class:`CloudStorageAccount` (``parse`` a connection string or use
 docs/index.md for the concepts.
 """
 
-import logging as _logging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._version import __version__
@@ -167,6 +166,3 @@ __all__ = [
     "ResponseDecodeError",
     "ContinuationCycleError",
 ]
-
-# A library leaves logging output to the application: nothing reaches stderr unless it configures logging.
-_logging.getLogger("tablesdk").addHandler(_logging.NullHandler())

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
+import functools
 import ipaddress
 import re
 import threading
@@ -146,9 +145,29 @@ def _check_account_name(account_name: str, field: str = "account_name") -> None:
         raise ValueError(f"{field}: must be 1 to 64 ASCII letters and digits")
 
 
+def _first_hmac_sha256(key: bytes, message: bytes) -> bytes:
+    # hashlib and hmac (OpenSSL) load with the first signature, not with ``import tablesdk``
+    # (start-up); then _hmac_sha256 is the one-shot OpenSSL digest itself.
+    global _hmac_sha256
+    import hmac
+
+    _hmac_sha256 = functools.partial(hmac.digest, digest="sha256")
+    return _hmac_sha256(key, message)
+
+
+_hmac_sha256: Callable[[bytes, bytes], bytes] = _first_hmac_sha256
+
+
 def _sign(key: bytes, string_to_sign: str) -> str:
-    digest = hmac.new(key, string_to_sign.encode("utf-8"), hashlib.sha256).digest()
+    digest = _hmac_sha256(key, string_to_sign.encode("utf-8"))
     return base64.b64encode(digest).decode("ascii")
+
+
+def _equal_secrets(a: bytes, b: bytes) -> bool:
+    """Compare in constant time (hmac.compare_digest, imported when first compared)."""
+    import hmac
+
+    return hmac.compare_digest(a, b)
 
 
 def _canonicalized_resource(account_name: str, url: str) -> str:
@@ -218,9 +237,7 @@ class _KeyCredential(TableCredential):
         if type(other) is not type(self):
             return NotImplemented
         assert isinstance(other, _KeyCredential)
-        return self._account_name == other._account_name and hmac.compare_digest(
-            self._key, other._key
-        )
+        return self._account_name == other._account_name and _equal_secrets(self._key, other._key)
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._account_name))
@@ -311,7 +328,7 @@ class SasCredential(TableCredential):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SasCredential):
             return NotImplemented
-        return hmac.compare_digest(self._token.encode("utf-8"), other._token.encode("utf-8"))
+        return _equal_secrets(self._token.encode("utf-8"), other._token.encode("utf-8"))
 
     def __hash__(self) -> int:
         return hash(("SasCredential", tuple(sorted(self._public.items()))))

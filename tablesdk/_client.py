@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._operations import (
@@ -48,6 +47,8 @@ from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout
 
 from ._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from ._account import CloudStorageAccount
     from ._context import TableServiceContext
     from ._table import CloudTable
@@ -207,6 +208,8 @@ class CloudTableClient(ClientCore):
         """
         with self._executor_lock:
             if self._executor is None:
+                from concurrent.futures import ThreadPoolExecutor  # with the first begin_* (start-up)
+
                 self._executor = ThreadPoolExecutor(
                     max_workers=self._transport.pool_size, thread_name_prefix="tablesdk"
                 )

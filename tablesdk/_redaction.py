@@ -14,17 +14,21 @@ reprs, the command line) uses these and no copy of them.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ._errors import TableServiceError
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = [
     "SecretPattern",
     "attempt_secrets",
     "install_log_filter",
+    "library_logger",
     "redact_text",
     "redact_url",
     "scrub",
@@ -60,8 +64,11 @@ def strip_query(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
-class _RedactingFilter(logging.Filter):
-    """Rewrites third-party log records (urllib3 logs request paths) to hide SAS signatures."""
+class _RedactingFilter:
+    """Rewrites third-party log records (urllib3 logs request paths) to hide SAS signatures.
+
+    A plain object with ``filter``, which logging accepts as a filter: subclassing
+    ``logging.Filter`` would import logging with ``import tablesdk`` (start-up)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -80,10 +87,33 @@ _FILTER = _RedactingFilter()
 
 def install_log_filter() -> None:
     """Put the redacting filter on urllib3's loggers (once; every transport calls this)."""
+    import logging
+
     for name in _THIRD_PARTY_LOGGERS:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+_null_handler_added = False
+
+
+def library_logger(name: str) -> logging.Logger:
+    """The logger ``name`` (``tablesdk`` or below it) for the code that logs.
+
+    ``import tablesdk`` does not import logging (start-up): the loggers are made by
+    the code that logs, when it is first used (the transport, the emulator), and the
+    first of them puts a ``NullHandler`` on ``tablesdk``, as a library should: nothing
+    reaches stderr unless the application configures logging. Every record of the
+    package goes through a logger made here, so it finds that handler in place.
+    """
+    global _null_handler_added
+    import logging
+
+    if not _null_handler_added:
+        logging.getLogger("tablesdk").addHandler(logging.NullHandler())
+        _null_handler_added = True
+    return logging.getLogger(name)
 
 
 def _get_header(headers: dict[str, str], name: str) -> str | None:

@@ -45,7 +45,6 @@ redaction itself (and the filter urllib3's DEBUG lines pass through) is
 from __future__ import annotations
 
 import functools
-import logging
 import sys
 import time
 import uuid
@@ -74,6 +73,7 @@ from ._redaction import (
     SecretPattern,
     attempt_secrets,
     install_log_filter,
+    library_logger,
     redact_text,
     redact_url,
     scrub_error,
@@ -84,6 +84,8 @@ from ._retry import RetryPolicy
 from ._tracing import active_tracer, traced_attempt
 
 if TYPE_CHECKING:
+    import logging
+
     from ._auth import TableCredential
 
 __all__ = [
@@ -106,7 +108,14 @@ __all__ = [
     "DEFAULT_TIMEOUT",
 ]
 
-_LOG = logging.getLogger("tablesdk.transport")
+#: The transport's logger, made with the first record (logging is not imported by ``import tablesdk``).
+_LOG: logging.Logger | None = None
+
+
+def _make_log() -> logging.Logger:
+    global _LOG
+    _LOG = library_logger("tablesdk.transport")
+    return _LOG
 
 #: ``User-Agent`` sent when the caller does not give one.
 DEFAULT_USER_AGENT = f"tablesdk/{__version__}"
@@ -470,7 +479,7 @@ class RetryLoop:
             step = self._decide(error, end) if error is not None else Step(None, response=result.response)
         self._record(result, start, end, step.delay)
         if step.delay is not None:
-            _LOG.warning(
+            (_LOG or _make_log()).warning(
                 "%s %s attempt %d failed (%s); retrying in %.3f s",
                 method, result.url, self.attempt, error, step.delay,
             )
@@ -512,7 +521,7 @@ class RetryLoop:
                 start=start, end=end, retry_delay=delay, error=str(error) if error is not None else None,
                 state=result.state,
             ))
-        _LOG.debug(
+        (_LOG or _make_log()).debug(
             "%s %s -> %s (request id %s, client request id %s, attempt %d, %.1f ms)",
             self.request.method, result.url,
             status if status is not None else type(error).__name__,
