@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager, nullcontext
 import sys
-import traceback
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -107,6 +106,8 @@ def describe_error(error: BaseException) -> str:
 def report_error(error: BaseException, settings: Settings) -> int:
     """Print the error line (and with --debug the traceback) on stderr, secrets removed."""
     if settings.debug:
+        import traceback  # with --debug only (start-up)
+
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(settings.redact(text))
     line = " ".join(describe_error(error).split())

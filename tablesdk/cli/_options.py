@@ -9,7 +9,6 @@ that no output shows one.
 
 from __future__ import annotations
 
-import logging
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,16 +104,18 @@ class Settings:
         self._clients.clear()
 
 
-class _RedactingFormatter(logging.Formatter):
-    def __init__(self, settings: Settings) -> None:
-        super().__init__("%(asctime)s %(name)s %(levelname)s %(message)s")
-        self.settings = settings
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self.settings.redact(super().format(record))
-
-
 def enable_debug(settings: Settings) -> None:
+    # logging is imported here, for --debug only: not by every command's start-up.
+    import logging
+
+    class _RedactingFormatter(logging.Formatter):
+        def __init__(self, settings: Settings) -> None:
+            super().__init__("%(asctime)s %(name)s %(levelname)s %(message)s")
+            self.settings = settings
+
+        def format(self, record: logging.LogRecord) -> str:
+            return self.settings.redact(super().format(record))
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter(settings))
     root = logging.getLogger()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -99,6 +98,8 @@ already seen in this run (A, B, A would read the same pages forever).
 
     def fetch(start: ContinuationToken | None, top: int | None) -> Page:
         return client.query_page_payloads(query, start, top, ignore_missing_entity=True)
+
+    from concurrent.futures import ThreadPoolExecutor  # not imported by --help (start-up)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tablesdk-page") as pool:
         future = pool.submit(fetch, *pager.first())

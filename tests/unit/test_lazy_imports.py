@@ -20,6 +20,19 @@ NOT_AT_IMPORT = (
 )
 
 
+#: Standard-library modules that only some calls need, loaded by those calls (start-up): logging by
+#: the first logger, concurrent.futures by the first thread pool, hashlib and hmac by the first
+#: signature, traceback and tempfile by the command line's --debug and export.
+STDLIB_NOT_AT_IMPORT = ("logging", "concurrent.futures", "hashlib", "hmac", "traceback", "tempfile")
+
+
+def loaded_by(statement: str, modules: tuple[str, ...]) -> set[str]:
+    """The ``modules`` (full names) in ``sys.modules`` after ``statement``, in a fresh interpreter."""
+    script = f"import sys\n{statement}\nprint(sorted(set(sys.modules) & set({list(modules)!r})))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return set(json.loads(done.stdout.splitlines()[-1].replace("'", '"')))
+
+
 def imported_by(statement: str) -> set[str]:
     """The top-level packages of ``NOT_AT_IMPORT`` that ``statement`` imports in a fresh interpreter."""
     script = (
@@ -61,3 +74,36 @@ def test_cli_without_its_extra_says_how_to_install(monkeypatch: pytest.MonkeyPat
     assert main(["--help"]) == 2
     err = capsys.readouterr().err
     assert "rich is not installed" in err and INSTALL_HINT in err
+
+
+def test_import_tablesdk_loads_no_standard_module_only_some_calls_need() -> None:
+    assert loaded_by("import tablesdk", STDLIB_NOT_AT_IMPORT) == set()
+
+
+def test_cli_help_loads_no_standard_module_only_some_commands_need() -> None:
+    statement = "from tablesdk.cli import main\nassert main(['--help']) == 0"
+    assert loaded_by(statement, STDLIB_NOT_AT_IMPORT) == set()
+
+
+def test_the_calls_that_need_them_load_them() -> None:
+    # the check above can fail: these statements load what it looks for
+    signed = "import tablesdk._auth as a\na._sign(b'k', 'text')"
+    assert loaded_by(signed, STDLIB_NOT_AT_IMPORT) == {"hashlib", "hmac"}
+    logged = "import tablesdk._redaction as r\nr.library_logger('tablesdk.x')"
+    assert loaded_by(logged, STDLIB_NOT_AT_IMPORT) >= {"logging"}
+    pooled = (
+        "import tablesdk\n"
+        "client = tablesdk.CloudStorageAccount.development_storage_account().create_cloud_table_client()\n"
+        "client.executor()\n"
+    )
+    assert "concurrent.futures" in loaded_by(pooled, STDLIB_NOT_AT_IMPORT)
+
+
+def test_the_package_logger_gets_its_null_handler_with_the_first_logger() -> None:
+    statement = (
+        "import logging, tablesdk._redaction as r\n"
+        "assert not logging.getLogger('tablesdk').handlers\n"
+        "r.library_logger('tablesdk.transport')\nr.library_logger('tablesdk.other')\n"
+        "assert [type(h).__name__ for h in logging.getLogger('tablesdk').handlers] == ['NullHandler']\n"
+    )
+    assert loaded_by(statement, ("logging",)) == {"logging"}
