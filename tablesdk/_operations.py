@@ -34,7 +34,6 @@ from ._batch import (
     prefer_value,
     supports_prefer,
 )
-from ._batch_answer import BatchAnswer
 from ._edm import EntityPage, EntityPayload
 from ._entity import (
     AnyEntity,
@@ -66,21 +65,13 @@ from ._http import HttpResponse, RequestHook, SendingRequest
 from ._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
-from ._service import (
-    AccessPolicy,
-    ServiceProperties,
-    ServiceStats,
-    parse_acl,
-    parse_service_properties,
-    parse_service_stats,
-    serialize_acl,
-    serialize_service_properties,
-)
 from ._tracing import annotate
 from ._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
+    from ._batch_answer import BatchAnswer
+    from ._service import AccessPolicy, ServiceProperties, ServiceStats
 
 __all__ = [
     "Call",
@@ -98,6 +89,18 @@ T = TypeVar("T")
 MAX_URI_SEGMENT_LENGTH = 260
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
+
+#: The batch answer reader (its multipart patterns), imported with the first batch, not by
+#: ``import tablesdk`` (start-up); then kept here, so later batches do not import it again.
+_BatchAnswer: type[BatchAnswer] | None = None
+
+
+def _load_batch_answer() -> type[BatchAnswer]:
+    global _BatchAnswer
+    from ._batch_answer import BatchAnswer
+
+    _BatchAnswer = BatchAnswer
+    return BatchAnswer
 
 #: The SDK's own errors: the flow runners raise them afresh from the caller's call (a bug keeps every frame).
 RAISED_FROM_THE_CALL = (TableServiceError, TableValidationError)
@@ -408,6 +411,8 @@ class ClientCore:
     def _f_get_table_acl(
         self, table_name: str, operation_context: OperationContext | None
     ) -> Flow[dict[str, AccessPolicy]]:
+        from ._service import parse_acl  # the service-level XML loads with its first call (start-up)
+
         validate_table_name(table_name)
         response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
         return decoded(response, decoding(parse_acl))
@@ -415,6 +420,8 @@ class ClientCore:
     def _f_set_table_acl(
         self, table_name: str, policies: dict[str, AccessPolicy], operation_context: OperationContext | None
     ) -> Flow[None]:
+        from ._service import serialize_acl
+
         validate_table_name(table_name)
         body = serialize_acl(policies)
         yield Call(
@@ -423,6 +430,8 @@ class ClientCore:
         )
 
     def _f_get_service_properties(self, operation_context: OperationContext | None) -> Flow[ServiceProperties]:
+        from ._service import parse_service_properties
+
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
         )
@@ -431,6 +440,8 @@ class ClientCore:
     def _f_set_service_properties(
         self, properties: ServiceProperties, operation_context: OperationContext | None
     ) -> Flow[None]:
+        from ._service import serialize_service_properties
+
         body = serialize_service_properties(properties)
         yield Call(
             "PUT", "", query=[("restype", "service"), ("comp", "properties")], body=body,
@@ -438,6 +449,8 @@ class ClientCore:
         )
 
     def _f_get_service_stats(self, operation_context: OperationContext | None) -> Flow[ServiceStats]:
+        from ._service import parse_service_stats
+
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "stats")],
             operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,
@@ -649,7 +662,7 @@ class ClientCore:
         )
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
-        answer = BatchAnswer(operations, self._format)
+        answer = (_BatchAnswer or _load_batch_answer())(operations, self._format)
         annotate({"tablesdk.batch.operation_count": len(operations)})
         try:
             yield Call(

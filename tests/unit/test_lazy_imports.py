@@ -107,3 +107,25 @@ def test_the_package_logger_gets_its_null_handler_with_the_first_logger() -> Non
         "assert [type(h).__name__ for h in logging.getLogger('tablesdk').handlers] == ['NullHandler']\n"
     )
     assert loaded_by(statement, ("logging",)) == {"logging"}
+
+
+#: Our own modules few programs need: the bulk loader, the service-level settings (XML), the batch
+#: answer reader (multipart patterns). Their public names resolve when first named.
+OWN_NOT_AT_IMPORT = ("tablesdk._bulk", "tablesdk._service", "tablesdk._batch_answer")
+
+
+def test_import_tablesdk_leaves_the_bulk_loader_service_settings_and_batch_answers() -> None:
+    assert loaded_by("import tablesdk", OWN_NOT_AT_IMPORT) == set()
+
+
+def test_their_public_names_load_them_when_named() -> None:
+    assert loaded_by("from tablesdk import BulkResult", OWN_NOT_AT_IMPORT) == {"tablesdk._bulk"}
+    assert loaded_by("import tablesdk; tablesdk.ServiceStats", OWN_NOT_AT_IMPORT) == {"tablesdk._service"}
+    statement = (
+        "import tablesdk, tablesdk._bulk as b, tablesdk._service as s\n"
+        "assert tablesdk.EntityOutcome is b.EntityOutcome and tablesdk.CorsRule is s.CorsRule\n"
+        "assert {'BulkInsertError', 'ServiceProperties', 'RequestsSender'} <= set(dir(tablesdk))\n"
+        "namespace = {}\nexec('from tablesdk import *', namespace)\n"
+        "assert set(tablesdk.__all__) <= set(namespace)\n"
+    )
+    assert loaded_by(statement, OWN_NOT_AT_IMPORT) == {"tablesdk._bulk", "tablesdk._service"}
