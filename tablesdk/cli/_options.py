@@ -23,7 +23,12 @@ from .._retry import ExponentialRetry, NoRetry
 from .._redaction import redact_text
 from ._progress import Progress, progress_wanted
 
-__all__ = ["CommandGroup", "Settings", "TablesdkCommand", "deprecated_spelling", "enable_debug", "global_options"]
+__all__ = [
+    "IMPORT_MODES", "CommandGroup", "Settings", "TablesdkCommand", "deprecated_spelling", "enable_debug", "global_options",
+]
+
+#: ``--mode`` of import and copy: the command line's spelling -> the bulk loader's mode.
+IMPORT_MODES = {"insert": "insert", "upsert": "merge", "merge": "merge", "replace": "replace"}
 
 
 @dataclass

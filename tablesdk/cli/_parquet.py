@@ -18,13 +18,12 @@ from .._arrow import BatchBuilder, _scan
 from .._arrow_write import arrow_rows
 from .._client import CloudTableClient
 from ._export import ExportError, ExportSpec
-from ._files import EntityLine
+from ._files import PARQUET, EntityLine
 from ._progress import Progress
 from ._transfer import build_query
 
 __all__ = ["PARQUET", "export_parquet", "parquet_lines", "parquet_rows"]
 
-PARQUET = "parquet"
 
 
 def export_parquet(

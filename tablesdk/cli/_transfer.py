@@ -23,6 +23,7 @@ from .._pager import Pager
 from .._query import TableQuery
 from .._filter import prop
 from ._files import EntityLine, payload_json
+from ._options import IMPORT_MODES
 from ._progress import Progress
 
 __all__ = [
@@ -53,7 +54,6 @@ _WHOLE_IMPORT_ERRORS = frozenset({
     "AuthorizationPermissionMismatch", "AuthorizationResourceTypeMismatch",
 })
 
-IMPORT_MODES = {"insert": "insert", "upsert": "merge", "merge": "merge", "replace": "replace"}
 
 #: Entities whose keys one ``--skip-existing`` look-up covers (one key-range query, keys only).
 EXISTING_CHECK_BLOCK = 1000
