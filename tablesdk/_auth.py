@@ -74,8 +74,19 @@ DEFAULT_SAS_VERSION = "2019-02-02"
 # signedProtocol fields; older layouts are not produced.
 _MIN_SAS_VERSION = "2015-04-05"
 
-_TABLE_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
-_VERSION_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _table_name_re() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
+
+
+
+@functools.cache
+def _version_re() -> re.Pattern[str]:
+    return re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 _REDACTED = "<redacted>"
 
 
@@ -465,7 +476,7 @@ def _normalise_permission(permission: str) -> str:
 
 
 def _check_version(version: str) -> None:
-    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version) or version < _MIN_SAS_VERSION:
+    if not isinstance(version, str) or not _version_re().fullmatch(version) or version < _MIN_SAS_VERSION:
         raise TableValidationError("version", f"a service version 'YYYY-MM-DD', {_MIN_SAS_VERSION} or later", repr(version))
 
 
@@ -486,7 +497,7 @@ def _check_ip(ip: str) -> None:
 
 
 def _check_table_name(table_name: str) -> None:
-    if not isinstance(table_name, str) or not _TABLE_NAME_RE.fullmatch(table_name):
+    if not isinstance(table_name, str) or not _table_name_re().fullmatch(table_name):
         raise TableValidationError(
             "table_name",
             "3-63 alphanumeric characters, starting with a letter",

@@ -14,6 +14,7 @@ reprs, the command line) uses these and no copy of them.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING
@@ -37,9 +38,24 @@ __all__ = [
     "strip_query",
 ]
 
-_SIG_IN_URL = re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
-_SIG_IN_TEXT = re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
-_QUERY_IN_TEXT = re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
+
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _sig_in_url() -> re.Pattern[str]:
+    return re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
+
+
+
+@functools.cache
+def _sig_in_text() -> re.Pattern[str]:
+    return re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
+
+
+
+@functools.cache
+def _query_in_text() -> re.Pattern[str]:
+    return re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
+
 _REDACTED = "REDACTED"
 
 
@@ -49,13 +65,13 @@ def redact_url(url: str) -> str:
     Use it wherever a URL may reach a log, a repr or an exception: a SAS
     signature is a bearer secret.
     """
-    return _SIG_IN_URL.sub(r"\1" + _REDACTED, url)
+    return _sig_in_url().sub(r"\1" + _REDACTED, url)
 
 
 def redact_text(text: str) -> str:
     """Redact ``sig=`` values and drop query strings of URLs found in free ``text``."""
-    text = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
-    return _QUERY_IN_TEXT.sub(r"\1?...", text)
+    text = _sig_in_text().sub(r"\1" + _REDACTED, text)
+    return _query_in_text().sub(r"\1?...", text)
 
 
 def strip_query(url: str) -> str:
@@ -76,7 +92,7 @@ class _RedactingFilter:
         except Exception:  # a malformed record is not ours to fix
             return True
         if "sig=" in message.lower():
-            record.msg = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, message)
+            record.msg = _sig_in_text().sub(r"\1" + _REDACTED, message)
             record.args = ()
         return True
 
@@ -151,7 +167,9 @@ def attempt_secrets(headers: dict[str, str], url: str) -> SecretPattern | None:
     return SecretPattern(secrets)
 
 
-_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+@functools.cache
+def _alnum_run() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z0-9]+")
 
 
 class SecretPattern:
@@ -167,7 +185,7 @@ class SecretPattern:
 
     def __init__(self, secrets: list[str]) -> None:
         self._secrets = secrets
-        self._needles = [max(_ALNUM_RUN.findall(secret) or [""], key=len) for secret in secrets]
+        self._needles = [max(_alnum_run().findall(secret) or [""], key=len) for secret in secrets]
         self._pattern: re.Pattern[str] | None = None
 
     def _compiled(self, text: str) -> re.Pattern[str] | None:
@@ -226,7 +244,7 @@ def scrub(text: str, secrets: SecretPattern | None) -> str:
     """``text`` without the attempt's ``secrets`` and without any ``sig=`` value."""
     if secrets is not None:
         text = secrets.sub(_REDACTED, text)
-    return _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
+    return _sig_in_text().sub(r"\1" + _REDACTED, text)
 
 
 def scrub_error(error: TableServiceError, secrets: SecretPattern | None) -> None:

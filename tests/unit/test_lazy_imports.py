@@ -22,8 +22,11 @@ NOT_AT_IMPORT = (
 
 #: Standard-library modules that only some calls need, loaded by those calls (start-up): logging by
 #: the first logger, concurrent.futures by the first thread pool, hashlib and hmac by the first
-#: signature, traceback and tempfile by the command line's --debug and export.
-STDLIB_NOT_AT_IMPORT = ("logging", "concurrent.futures", "hashlib", "hmac", "traceback", "tempfile")
+#: signature, traceback and tempfile by the command line's --debug and export, random by the first
+#: retry policy, decimal by the first Decimal field or double in a filter.
+STDLIB_NOT_AT_IMPORT = (
+    "logging", "concurrent.futures", "hashlib", "hmac", "traceback", "tempfile", "random", "decimal",
+)
 
 
 def loaded_by(statement: str, modules: tuple[str, ...]) -> set[str]:
@@ -129,3 +132,10 @@ def test_their_public_names_load_them_when_named() -> None:
         "assert set(tablesdk.__all__) <= set(namespace)\n"
     )
     assert loaded_by(statement, OWN_NOT_AT_IMPORT) == {"tablesdk._bulk", "tablesdk._service"}
+
+
+def test_cli_help_leaves_the_commands_work_to_the_commands() -> None:
+    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk.cli._transfer", "tablesdk._arrow")
+    statement = "from tablesdk.cli import main\nassert main(['--help']) == 0"
+    assert loaded_by(statement, work) == set()
+    assert loaded_by(statement.replace("'--help'", "'export', '--help'"), work) == set()
