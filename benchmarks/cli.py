@@ -179,6 +179,10 @@ def main() -> int:
             rate_ratio = median[cli_name][0] / median[lib_name][0]
             cpu_ratio = median[lib_name][1] / median[cli_name][1]
             print(f"  {cli_name} / {lib_name}: rate {rate_ratio:.2f}, CPU efficiency {cpu_ratio:.2f}")
+            # the same ratio taken within each repetition (both ran back to back, under the same load)
+            within = [c[0] / lib[0] for c, lib in zip(result[cli_name], result[lib_name])]
+            print(f"    rate ratio within each repetition: median {statistics.median(within):.2f} "
+                  f"({', '.join(f'{r:.2f}' for r in within)})")
         if not args.skip_memory:
             sizes = [int(size) for size in args.memory_sizes.split(",")]
             peaks = memory(cs, client, work, sizes)

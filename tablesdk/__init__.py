@@ -6,7 +6,6 @@ Start with :class:`CloudStorageAccount` (``parse`` a connection string or use
 docs/index.md for the concepts.
 """
 
-import logging as _logging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._version import __version__
@@ -22,7 +21,6 @@ from ._auth import (
     generate_table_sas,
 )
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from ._bulk import BulkInsertError, BulkResult, EntityOutcome
 from ._client import CloudTableClient
 from ._context import TableServiceContext
 from ._merge import MergeOption
@@ -59,22 +57,36 @@ from ._query import EmptyResultError, TableQuery
 from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable
 from ._table import CloudTable, TableContext
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
-from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 from ._transport import OperationContext
 from ._options import TableRequestOptions
 
 if _TYPE_CHECKING:
+    from ._bulk import BulkInsertError, BulkResult, EntityOutcome
     from ._requests_sender import RequestsSender
+    from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 else:
+    #: Public names whose module loads when one of them is first named (or when a call needs
+    #: it), not by ``import tablesdk`` (start-up): the default sender brings requests and
+    #: urllib3; the bulk loader and the service-level settings are used by few programs.
+    _LAZY = {
+        "RequestsSender": "._requests_sender",
+        "BulkInsertError": "._bulk", "BulkResult": "._bulk", "EntityOutcome": "._bulk",
+        "AccessPolicy": "._service", "AnalyticsLogging": "._service", "CorsRule": "._service",
+        "Metrics": "._service", "ServiceProperties": "._service", "ServiceStats": "._service",
+    }
 
     def __getattr__(name: str) -> object:
-        # The default sender brings requests and urllib3: imported when first named (or when a
-        # client creates it), not by ``import tablesdk``.
-        if name == "RequestsSender":
-            from ._requests_sender import RequestsSender
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from importlib import import_module
 
-            return RequestsSender
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(import_module(module, __name__), name)
+        globals()[name] = value  # found directly from now on
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "__version__",
@@ -167,6 +179,3 @@ __all__ = [
     "ResponseDecodeError",
     "ContinuationCycleError",
 ]
-
-# A library leaves logging output to the application: nothing reaches stderr unless it configures logging.
-_logging.getLogger("tablesdk").addHandler(_logging.NullHandler())

@@ -25,7 +25,6 @@ Writing columns as entities is :mod:`tablesdk._arrow_write`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from itertools import chain, repeat
 from operator import itemgetter
@@ -36,6 +35,8 @@ from ._errors import ContinuationCycleError, SchemaConflictError
 from ._extras import install_hint
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ._arrow_json import JsonColumnsReader
     from ._query import ContinuationToken, FetchedPage, TableQuery
 
@@ -562,6 +563,8 @@ def _scan(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
         )
     remaining = query.take_count
     seen: set[ContinuationToken] = set()
+    from concurrent.futures import ThreadPoolExecutor  # not at import: the command line's --help loads this module
+
     pool = ThreadPoolExecutor(1, thread_name_prefix="tablesdk-arrow") if query.reads_ahead else None
     ahead: Future[FetchedPage] | None = None
     try:

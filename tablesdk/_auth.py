@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
+import functools
 import ipaddress
 import re
 import threading
@@ -75,8 +74,19 @@ DEFAULT_SAS_VERSION = "2019-02-02"
 # signedProtocol fields; older layouts are not produced.
 _MIN_SAS_VERSION = "2015-04-05"
 
-_TABLE_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
-_VERSION_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _table_name_re() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
+
+
+
+@functools.cache
+def _version_re() -> re.Pattern[str]:
+    return re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 _REDACTED = "<redacted>"
 
 
@@ -146,9 +156,29 @@ def _check_account_name(account_name: str, field: str = "account_name") -> None:
         raise ValueError(f"{field}: must be 1 to 64 ASCII letters and digits")
 
 
+def _first_hmac_sha256(key: bytes, message: bytes) -> bytes:
+    # hashlib and hmac (OpenSSL) load with the first signature, not with ``import tablesdk``
+    # (start-up); then _hmac_sha256 is the one-shot OpenSSL digest itself.
+    global _hmac_sha256
+    import hmac
+
+    _hmac_sha256 = functools.partial(hmac.digest, digest="sha256")
+    return _hmac_sha256(key, message)
+
+
+_hmac_sha256: Callable[[bytes, bytes], bytes] = _first_hmac_sha256
+
+
 def _sign(key: bytes, string_to_sign: str) -> str:
-    digest = hmac.new(key, string_to_sign.encode("utf-8"), hashlib.sha256).digest()
+    digest = _hmac_sha256(key, string_to_sign.encode("utf-8"))
     return base64.b64encode(digest).decode("ascii")
+
+
+def _equal_secrets(a: bytes, b: bytes) -> bool:
+    """Compare in constant time (hmac.compare_digest, imported when first compared)."""
+    import hmac
+
+    return hmac.compare_digest(a, b)
 
 
 def _canonicalized_resource(account_name: str, url: str) -> str:
@@ -218,9 +248,7 @@ class _KeyCredential(TableCredential):
         if type(other) is not type(self):
             return NotImplemented
         assert isinstance(other, _KeyCredential)
-        return self._account_name == other._account_name and hmac.compare_digest(
-            self._key, other._key
-        )
+        return self._account_name == other._account_name and _equal_secrets(self._key, other._key)
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._account_name))
@@ -311,7 +339,7 @@ class SasCredential(TableCredential):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SasCredential):
             return NotImplemented
-        return hmac.compare_digest(self._token.encode("utf-8"), other._token.encode("utf-8"))
+        return _equal_secrets(self._token.encode("utf-8"), other._token.encode("utf-8"))
 
     def __hash__(self) -> int:
         return hash(("SasCredential", tuple(sorted(self._public.items()))))
@@ -448,7 +476,7 @@ def _normalise_permission(permission: str) -> str:
 
 
 def _check_version(version: str) -> None:
-    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version) or version < _MIN_SAS_VERSION:
+    if not isinstance(version, str) or not _version_re().fullmatch(version) or version < _MIN_SAS_VERSION:
         raise TableValidationError("version", f"a service version 'YYYY-MM-DD', {_MIN_SAS_VERSION} or later", repr(version))
 
 
@@ -469,7 +497,7 @@ def _check_ip(ip: str) -> None:
 
 
 def _check_table_name(table_name: str) -> None:
-    if not isinstance(table_name, str) or not _TABLE_NAME_RE.fullmatch(table_name):
+    if not isinstance(table_name, str) or not _table_name_re().fullmatch(table_name):
         raise TableValidationError(
             "table_name",
             "3-63 alphanumeric characters, starting with a letter",

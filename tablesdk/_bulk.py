@@ -70,7 +70,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 import contextvars
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
@@ -96,6 +95,8 @@ from ._retry import RetryPolicy
 from ._transport import OperationContext
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ._client import CloudTableClient
 
 __all__ = [
@@ -757,6 +758,8 @@ def bulk_insert(
     duplicate keys), are reported in :attr:`BulkResult.failed`; call
     :meth:`BulkResult.raise_on_error` to turn them into an exception.
     """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait  # not at import (start-up)
+
     policy = resolve_retry_policy(retry_policy, options, client.retry_policy)
     call = BulkCall(table, entities, mode, progress, policy, client.format, client.table_endpoint, client.api_version)
     workers = workers_within_pool("bulk_insert", "max_workers", max_workers, client.transport.pool_size, stacklevel=2)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._operations import (
@@ -34,7 +33,6 @@ from ._operations import (
     run_flow,
 )
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from ._bulk import BulkMode, BulkResult, ProgressCallback, bulk_insert
 from ._edm import EdmType, EntityPayload
 from ._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._filter import FilterLike
@@ -43,12 +41,15 @@ from ._pager import Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import ExponentialRetry, RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
-from ._service import AccessPolicy, ServiceProperties, ServiceStats
 from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport, user_agent_header
 
 from ._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from ._account import CloudStorageAccount
+    from ._bulk import BulkMode, BulkResult, ProgressCallback
+    from ._service import AccessPolicy, ServiceProperties, ServiceStats
     from ._context import TableServiceContext
     from ._table import CloudTable
 
@@ -207,6 +208,8 @@ class CloudTableClient(ClientCore):
         """
         with self._executor_lock:
             if self._executor is None:
+                from concurrent.futures import ThreadPoolExecutor  # with the first begin_* (start-up)
+
                 self._executor = ThreadPoolExecutor(
                     max_workers=self._transport.pool_size, thread_name_prefix="tablesdk"
                 )
@@ -536,6 +539,8 @@ class CloudTableClient(ClientCore):
         the result's ``succeeded`` and ``failed``; see :func:`tablesdk._bulk.bulk_insert`.
         Every batch is sent with ``options`` (``retry_policy`` wins over theirs).
         """
+        from ._bulk import bulk_insert  # the bulk loader loads with its first call (start-up)
+
         return bulk_insert(
             self, table_name, entities, mode, max_workers, progress, retry_policy=retry_policy,
             options=check_options(options),

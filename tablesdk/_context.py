@@ -21,7 +21,6 @@ tracked entity), ``_save_plan`` (a save's requests and outcomes) and ``_tracking
 from __future__ import annotations
 
 import contextvars
-from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
@@ -38,6 +37,8 @@ from ._transport import OperationContext
 
 from ._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ._client import CloudTableClient
 
 __all__ = ["TableServiceContext"]

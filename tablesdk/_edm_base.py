@@ -104,7 +104,12 @@ def _rebuild_edm_datetime(iso: str, remainder: int) -> EdmDateTime:
 
 
 #: A Python str can hold surrogate code points that no Unicode encoding can send.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _surrogate() -> re.Pattern[str]:
+    return re.compile("[\ud800-\udfff]")
 
 
 def check_text(name: str, text: str) -> None:
@@ -114,7 +119,7 @@ def check_text(name: str, text: str) -> None:
     altered; ``str.isascii`` answers in constant time for the common case.
     """
     if not text.isascii():
-        bad = _SURROGATE.search(text)
+        bad = _surrogate().search(text)
         if bad is not None:
             raise TableValidationError(
                 name, "strings must be valid Unicode (a lone surrogate cannot be sent)",

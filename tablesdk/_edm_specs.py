@@ -20,9 +20,7 @@ import sys
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from decimal import Decimal
 from itertools import compress, repeat, starmap
 from operator import attrgetter, getitem, itemgetter
 from typing import Any
@@ -60,7 +58,6 @@ ColumnReader = Callable[[list[Any]], "list[Any] | None"]
 TemplateWriter = Callable[[type], "tuple[str, Callable[[Any], str]] | None"]
 
 
-@dataclass(frozen=True, eq=False)
 class EdmTypeSpec:
     """How the client handles one EDM type; its wire name is ``edm_type.value``.
 
@@ -68,40 +65,72 @@ class EdmTypeSpec:
     identity (:func:`text_as_is`) and a derived table that wants None there says so.
     """
 
-    edm_type: EdmType
-    #: The Python class of a value read back, and its name in messages ("uuid.UUID").
-    python_class: type
-    python_name: str
-    #: Class annotations that declare a property of this type (``Rating: int``).
-    declared_by: tuple[Any, ...]
-    #: Classes whose values (or subclasses') are sent as this type when nothing else types
-    #: them; an int is Int32 only while it fits (:func:`~tablesdk._edm.infer_edm_type`).
-    sent_from: tuple[type, ...]
-    #: Raise :class:`TableValidationError` when ``value`` cannot be sent as this type.
-    check: Callable[[str, Any], None]
-    #: Bytes a value counts in the service's entity-size formula: ``size + measure(value)``.
-    size: int
-    measure: Callable[[Any], int]
-    #: AtomPub: the element text of a value, and the value of a text (the general reading,
-    #: and the one the decoder calls for every value, which reads the same texts alike).
-    to_atom: Callable[[Any], str]
-    from_atom: Callable[[str], Any]
-    atom_reader: Callable[[str], Any]
-    #: JSON: the value to write and whether it carries ``Name@odata.type``; the JSON kinds
-    #: an un-annotated value of this type arrives as (an int by its range).
-    to_json: Callable[[Any], Any]
-    json_annotated: bool
-    json_bare_kinds: tuple[type, ...]
-    #: JSON reading: the general conversion, the one the page decoder calls per value, and
-    #: the one it calls per column; and the body-template writer of the encoder.
-    from_json: Callable[[Any], Any]
-    json_reader: Callable[[Any], Any]
-    json_column_reader: ColumnReader
-    json_template: TemplateWriter
-    #: The ``$filter`` literal of a checked value (the name is for errors), and a key that
-    #: sorts values as the service compares them (None where the order is not known).
-    filter_literal: Callable[[Any, str], str]
-    order_key: Callable[[Any], Any]
+    # A plain class, not a dataclass: each dataclass costs ``import tablesdk`` about 0.5 ms (start-up).
+    # One instance per EDM type, never changed after it is built.
+
+    __slots__ = (
+        "edm_type", "python_class", "python_name", "declared_by", "sent_from", "check", "size", "measure",
+        "to_atom", "from_atom", "atom_reader", "to_json", "json_annotated", "json_bare_kinds", "from_json",
+        "json_reader", "json_column_reader", "json_template", "filter_literal", "order_key",
+    )
+
+    def __init__(
+        self,
+        edm_type: EdmType,
+        python_class: type,
+        python_name: str,
+        declared_by: tuple[Any, ...],
+        sent_from: tuple[type, ...],
+        check: Callable[[str, Any], None],
+        size: int,
+        measure: Callable[[Any], int],
+        to_atom: Callable[[Any], str],
+        from_atom: Callable[[str], Any],
+        atom_reader: Callable[[str], Any],
+        to_json: Callable[[Any], Any],
+        json_annotated: bool,
+        json_bare_kinds: tuple[type, ...],
+        from_json: Callable[[Any], Any],
+        json_reader: Callable[[Any], Any],
+        json_column_reader: ColumnReader,
+        json_template: TemplateWriter,
+        filter_literal: Callable[[Any, str], str],
+        order_key: Callable[[Any], Any],
+    ) -> None:
+        self.edm_type = edm_type
+        # The Python class of a value read back, and its name in messages ("uuid.UUID").
+        self.python_class = python_class
+        self.python_name = python_name
+        # Class annotations that declare a property of this type (``Rating: int``).
+        self.declared_by = declared_by
+        # Classes whose values (or subclasses') are sent as this type when nothing else types
+        # them; an int is Int32 only while it fits (:func:`~tablesdk._edm.infer_edm_type`).
+        self.sent_from = sent_from
+        # Raise :class:`TableValidationError` when ``value`` cannot be sent as this type.
+        self.check = check
+        # Bytes a value counts in the service's entity-size formula: ``size + measure(value)``.
+        self.size = size
+        self.measure = measure
+        # AtomPub: the element text of a value, and the value of a text (the general reading,
+        # and the one the decoder calls for every value, which reads the same texts alike).
+        self.to_atom = to_atom
+        self.from_atom = from_atom
+        self.atom_reader = atom_reader
+        # JSON: the value to write and whether it carries ``Name@odata.type``; the JSON kinds
+        # an un-annotated value of this type arrives as (an int by its range).
+        self.to_json = to_json
+        self.json_annotated = json_annotated
+        self.json_bare_kinds = json_bare_kinds
+        # JSON reading: the general conversion, the one the page decoder calls per value, and
+        # the one it calls per column; and the body-template writer of the encoder.
+        self.from_json = from_json
+        self.json_reader = json_reader
+        self.json_column_reader = json_column_reader
+        self.json_template = json_template
+        # The ``$filter`` literal of a checked value (the name is for errors), and a key that
+        # sorts values as the service compares them (None where the order is not known).
+        self.filter_literal = filter_literal
+        self.order_key = order_key
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -291,6 +320,8 @@ def _double_literal(value: Any, name: str) -> str:
         raise TableValidationError(name, "$filter cannot express NaN or infinite doubles", repr(number))
     # Positional notation only: Azurite reads an exponent literal such as 1e+300 as
     # matching nothing, without an error. The shortest repr's digits keep the value exact.
+    from decimal import Decimal  # doubles in filters are rare: not loaded by ``import tablesdk`` (start-up)
+
     text = format(Decimal(repr(number)), "f")
     if "." not in text:
         text += ".0"

@@ -35,6 +35,7 @@ reference); :func:`render_filter` checks that before a request is sent.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Mapping
@@ -595,16 +596,19 @@ def prefix_upper_bound(prefix: str) -> str | None:
 # ---------------------------------------------------------------- analysis
 
 
-_RAW_TOKEN = re.compile(
-    r"\s*(?:"
-    r"(?P<literal>[A-Za-z]*'(?:[^']|'')*')"  # 'text', datetime'...', guid'...', X'..'
-    r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<number>[-+]?[0-9.][0-9A-Za-z.+-]*)"
-    r"|(?P<open>\()"
-    r"|(?P<close>\))"
-    r"|(?P<other>\S)"
-    r")"
-)
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _raw_token() -> re.Pattern[str]:
+    return re.compile(
+        r"\s*(?:"
+        r"(?P<literal>[A-Za-z]*'(?:[^']|'')*')"  # 'text', datetime'...', guid'...', X'..'
+        r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+        r"|(?P<number>[-+]?[0-9.][0-9A-Za-z.+-]*)"
+        r"|(?P<open>\()"
+        r"|(?P<close>\))"
+        r"|(?P<other>\S)"
+        r")"
+    )
 
 
 def _count_raw_comparisons(text: str) -> int:
@@ -617,8 +621,9 @@ def _count_raw_comparisons(text: str) -> int:
     after_operand = False
     position = 0
     length = len(text)
+    raw_token = _raw_token()
     while position < length:
-        match = _RAW_TOKEN.match(text, position)
+        match = raw_token.match(text, position)
         if match is None:  # only trailing whitespace is left
             break
         position = match.end()

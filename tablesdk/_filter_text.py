@@ -29,11 +29,11 @@ grave accent), but no filter can name them: ``true eq 1`` is read as the literal
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ._edm import EdmType
 from ._errors import TableValidationError
@@ -79,12 +79,16 @@ def filter_name_problem(name: str) -> str | None:
 # ---------------------------------------------------------------- raw text
 
 
-@dataclass(frozen=True)
 class _Token:
-    kind: str  # "(" ")" "word" "literal" "end"
-    text: str
-    position: int
-    edm_type: EdmType | None = None
+    # A plain class, not a dataclass: each dataclass costs ``import tablesdk`` about 0.5 ms (start-up).
+
+    __slots__ = ("kind", "text", "position", "edm_type")
+
+    def __init__(self, kind: str, text: str, position: int, edm_type: EdmType | None = None) -> None:
+        self.kind = kind  # "(" ")" "word" "literal" "end"
+        self.text = text
+        self.position = position
+        self.edm_type = edm_type
 
 
 class _FilterSyntaxError(Exception):
@@ -94,9 +98,24 @@ class _FilterSyntaxError(Exception):
         self.position = position
 
 
-_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]?)")
-_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,7})?)?(?:Z|[+-]\d{2}:\d{2})?\Z")
-_HEX = re.compile(r"(?:[0-9A-Fa-f]{2})*\Z")
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _number() -> re.Pattern[str]:
+    return re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]?)")
+
+
+
+@functools.cache
+def _datetime() -> re.Pattern[str]:
+    return re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,7})?)?(?:Z|[+-]\d{2}:\d{2})?\Z")
+
+
+
+@functools.cache
+def _hex() -> re.Pattern[str]:
+    return re.compile(r"(?:[0-9A-Fa-f]{2})*\Z")
+
+
 _TYPED = {"datetime": EdmType.DATETIME, "guid": EdmType.GUID, "X": EdmType.BINARY, "binary": EdmType.BINARY}
 
 
@@ -118,8 +137,8 @@ def _quoted(text: str, start: int) -> tuple[str, int]:
 def _typed_literal(prefix: str, content: str, position: int) -> EdmType:
     edm_type = _TYPED[prefix]
     valid = (
-        _DATETIME.match(content) is not None if edm_type is EdmType.DATETIME
-        else _HEX.match(content) is not None if edm_type is EdmType.BINARY
+        _datetime().match(content) is not None if edm_type is EdmType.DATETIME
+        else _hex().match(content) is not None if edm_type is EdmType.BINARY
         else _is_guid(content)
     )
     if not valid:
@@ -167,7 +186,7 @@ def _tokens(text: str) -> list[_Token]:
             tokens.append(_Token("literal", content, index, EdmType.STRING))
             index = end
         elif char.isdigit() or char == "." or (char == "-" and text[index + 1:index + 2].isdigit()):
-            match = _NUMBER.match(text, index)
+            match = _number().match(text, index)
             if match is None or match.end() < length and _is_following(text[match.end()]):
                 raise _FilterSyntaxError("a malformed number", index)
             tokens.append(_Token("literal", match.group(0), index, _number_type(match, index)))
@@ -197,10 +216,12 @@ def _tokens(text: str) -> list[_Token]:
     return tokens
 
 
-@dataclass(frozen=True)
 class _Operand:
-    token: _Token
-    is_property: bool
+    __slots__ = ("token", "is_property")
+
+    def __init__(self, token: _Token, is_property: bool) -> None:
+        self.token = token
+        self.is_property = is_property
 
 
 class _Parser:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import decimal
 import enum
+import functools
 import json
 import sys
 import typing
@@ -180,10 +180,6 @@ def _json_converter(owner: str, name: str, hint: Any) -> Converter[Any]:
     return Converter(to_wire, from_wire, EdmType.STRING)
 
 
-def _decimal_from_wire(stored: Any) -> decimal.Decimal:
-    return decimal.Decimal(stored)
-
-
 def _date_to_wire(day: _dt.date) -> _dt.datetime:
     return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.timezone.utc)
 
@@ -192,7 +188,12 @@ def _date_from_wire(stored: Any) -> _dt.date:
     return stored.date() if isinstance(stored, _dt.datetime) else _dt.date.fromisoformat(str(stored)[:10])
 
 
-_DECIMAL = Converter(str, _decimal_from_wire, EdmType.STRING)
+@functools.cache
+def _decimal_converter(decimal_class: type) -> Converter[Any]:
+    """Decimals as their text: ``str`` to write, the class to read back."""
+    return Converter(str, decimal_class, EdmType.STRING)
+
+
 _DATE = Converter(_date_to_wire, _date_from_wire, EdmType.DATETIME)
 
 
@@ -227,8 +228,11 @@ def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converte
         if issubclass(hint, enum.Enum):
             converter = _enum_converter(owner, name, hint, by_value)
             return converter.edm_type, stored, converter
-        if issubclass(hint, decimal.Decimal):
-            return _DECIMAL.edm_type, stored, _DECIMAL
+        # decimal is not imported by ``import tablesdk`` (start-up): a class annotated Decimal has imported it.
+        decimal = sys.modules.get("decimal")
+        if decimal is not None and issubclass(hint, decimal.Decimal):
+            converter = _decimal_converter(decimal.Decimal)
+            return converter.edm_type, stored, converter
         if hint is _dt.date:
             return _DATE.edm_type, stored, _DATE
     return edm_type_of_annotation(owner, name, hint), stored, None

@@ -19,7 +19,6 @@ the flows themselves.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -34,7 +33,6 @@ from ._batch import (
     prefer_value,
     supports_prefer,
 )
-from ._batch_answer import BatchAnswer
 from ._edm import EntityPage, EntityPayload
 from ._entity import (
     AnyEntity,
@@ -66,21 +64,13 @@ from ._http import HttpResponse, RequestHook, SendingRequest
 from ._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
-from ._service import (
-    AccessPolicy,
-    ServiceProperties,
-    ServiceStats,
-    parse_acl,
-    parse_service_properties,
-    parse_service_stats,
-    serialize_acl,
-    serialize_service_properties,
-)
 from ._tracing import annotate
 from ._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
+    from ._batch_answer import BatchAnswer
+    from ._service import AccessPolicy, ServiceProperties, ServiceStats
 
 __all__ = [
     "Call",
@@ -99,27 +89,64 @@ MAX_URI_SEGMENT_LENGTH = 260
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
 
+#: The batch answer reader (its multipart patterns), imported with the first batch, not by
+#: ``import tablesdk`` (start-up); then kept here, so later batches do not import it again.
+_BatchAnswer: type[BatchAnswer] | None = None
+
+
+def _load_batch_answer() -> type[BatchAnswer]:
+    global _BatchAnswer
+    from ._batch_answer import BatchAnswer
+
+    _BatchAnswer = BatchAnswer
+    return BatchAnswer
+
 #: The SDK's own errors: the flow runners raise them afresh from the caller's call (a bug keeps every frame).
 RAISED_FROM_THE_CALL = (TableServiceError, TableValidationError)
 
 
-@dataclass
 class Call:
     """One request a flow needs sent: what the client's transport gets, before hooks and signing."""
 
-    method: str
-    path: str
-    query: Sequence[tuple[str, str]] = ()
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | None = None
-    retry_policy: RetryPolicy | None = None
-    operation_context: OperationContext | None = None
-    request_hook: RequestHook | None = None
-    endpoint: str | None = None  # another endpoint than the table endpoint (the secondary, for stats)
-    check: Callable[[HttpResponse], None] | None = None  # may refuse a 2xx (a batch's change set)
-    read_only: bool = False  # a POST that changes nothing (a point query in a $batch)
-    pinned: str | None = None  # "primary"/"secondary": where the continuation token being followed came from
-    options: TableRequestOptions | None = None  # the call's overrides of the client's defaults (set by run_flow)
+    # A plain class, not a dataclass: each dataclass costs ``import tablesdk`` about 0.5 ms (start-up).
+
+    __slots__ = (
+        "method", "path", "query", "headers", "body", "retry_policy", "operation_context", "request_hook",
+        "endpoint", "check", "read_only", "pinned", "options",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]] = (),
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        retry_policy: RetryPolicy | None = None,
+        operation_context: OperationContext | None = None,
+        request_hook: RequestHook | None = None,
+        endpoint: str | None = None,
+        check: Callable[[HttpResponse], None] | None = None,
+        read_only: bool = False,
+        pinned: str | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers: dict[str, str] = {} if headers is None else headers
+        self.body = body
+        self.retry_policy = retry_policy
+        self.operation_context = operation_context
+        self.request_hook = request_hook
+        self.endpoint = endpoint  # another endpoint than the table endpoint (the secondary, for stats)
+        self.check = check  # may refuse a 2xx (a batch's change set)
+        self.read_only = read_only  # a POST that changes nothing (a point query in a $batch)
+        self.pinned = pinned  # "primary"/"secondary": where the continuation token being followed came from
+        self.options = options  # the call's overrides of the client's defaults (set by run_flow)
+
+    def __repr__(self) -> str:
+        return f"Call({self.method} {self.path!r})"
 
 
 #: An operation: yields the calls it needs, receives their answers, returns its result.
@@ -408,6 +435,8 @@ class ClientCore:
     def _f_get_table_acl(
         self, table_name: str, operation_context: OperationContext | None
     ) -> Flow[dict[str, AccessPolicy]]:
+        from ._service import parse_acl  # the service-level XML loads with its first call (start-up)
+
         validate_table_name(table_name)
         response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
         return decoded(response, decoding(parse_acl))
@@ -415,6 +444,8 @@ class ClientCore:
     def _f_set_table_acl(
         self, table_name: str, policies: dict[str, AccessPolicy], operation_context: OperationContext | None
     ) -> Flow[None]:
+        from ._service import serialize_acl
+
         validate_table_name(table_name)
         body = serialize_acl(policies)
         yield Call(
@@ -423,6 +454,8 @@ class ClientCore:
         )
 
     def _f_get_service_properties(self, operation_context: OperationContext | None) -> Flow[ServiceProperties]:
+        from ._service import parse_service_properties
+
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
         )
@@ -431,6 +464,8 @@ class ClientCore:
     def _f_set_service_properties(
         self, properties: ServiceProperties, operation_context: OperationContext | None
     ) -> Flow[None]:
+        from ._service import serialize_service_properties
+
         body = serialize_service_properties(properties)
         yield Call(
             "PUT", "", query=[("restype", "service"), ("comp", "properties")], body=body,
@@ -438,6 +473,8 @@ class ClientCore:
         )
 
     def _f_get_service_stats(self, operation_context: OperationContext | None) -> Flow[ServiceStats]:
+        from ._service import parse_service_stats
+
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "stats")],
             operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,
@@ -649,7 +686,7 @@ class ClientCore:
         )
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
-        answer = BatchAnswer(operations, self._format)
+        answer = (_BatchAnswer or _load_batch_answer())(operations, self._format)
         annotate({"tablesdk.batch.operation_count": len(operations)})
         try:
             yield Call(

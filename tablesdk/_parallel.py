@@ -19,7 +19,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 import contextvars
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from ._continuation import ContinuationToken, ResultSegment
@@ -59,6 +58,8 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
     ``[]`` when the table has at most one partition key. The query's filter is
     not applied to probes (it could make each one scan far).
     """
+    from concurrent.futures import ThreadPoolExecutor  # not at import (start-up)
+
     require_positive_int("count", count)
     probe_query = TableQuery(
         query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1, options=query.request_options

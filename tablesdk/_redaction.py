@@ -14,17 +14,22 @@ reprs, the command line) uses these and no copy of them.
 
 from __future__ import annotations
 
-import logging
+import functools
 import re
 from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ._errors import TableServiceError
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = [
     "SecretPattern",
     "attempt_secrets",
     "install_log_filter",
+    "library_logger",
     "redact_text",
     "redact_url",
     "scrub",
@@ -33,9 +38,24 @@ __all__ = [
     "strip_query",
 ]
 
-_SIG_IN_URL = re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
-_SIG_IN_TEXT = re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
-_QUERY_IN_TEXT = re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
+
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _sig_in_url() -> re.Pattern[str]:
+    return re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
+
+
+
+@functools.cache
+def _sig_in_text() -> re.Pattern[str]:
+    return re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
+
+
+
+@functools.cache
+def _query_in_text() -> re.Pattern[str]:
+    return re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
+
 _REDACTED = "REDACTED"
 
 
@@ -45,13 +65,13 @@ def redact_url(url: str) -> str:
     Use it wherever a URL may reach a log, a repr or an exception: a SAS
     signature is a bearer secret.
     """
-    return _SIG_IN_URL.sub(r"\1" + _REDACTED, url)
+    return _sig_in_url().sub(r"\1" + _REDACTED, url)
 
 
 def redact_text(text: str) -> str:
     """Redact ``sig=`` values and drop query strings of URLs found in free ``text``."""
-    text = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
-    return _QUERY_IN_TEXT.sub(r"\1?...", text)
+    text = _sig_in_text().sub(r"\1" + _REDACTED, text)
+    return _query_in_text().sub(r"\1?...", text)
 
 
 def strip_query(url: str) -> str:
@@ -60,8 +80,11 @@ def strip_query(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
-class _RedactingFilter(logging.Filter):
-    """Rewrites third-party log records (urllib3 logs request paths) to hide SAS signatures."""
+class _RedactingFilter:
+    """Rewrites third-party log records (urllib3 logs request paths) to hide SAS signatures.
+
+    A plain object with ``filter``, which logging accepts as a filter: subclassing
+    ``logging.Filter`` would import logging with ``import tablesdk`` (start-up)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -69,7 +92,7 @@ class _RedactingFilter(logging.Filter):
         except Exception:  # a malformed record is not ours to fix
             return True
         if "sig=" in message.lower():
-            record.msg = _SIG_IN_TEXT.sub(r"\1" + _REDACTED, message)
+            record.msg = _sig_in_text().sub(r"\1" + _REDACTED, message)
             record.args = ()
         return True
 
@@ -80,10 +103,33 @@ _FILTER = _RedactingFilter()
 
 def install_log_filter() -> None:
     """Put the redacting filter on urllib3's loggers (once; every transport calls this)."""
+    import logging
+
     for name in _THIRD_PARTY_LOGGERS:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+_null_handler_added = False
+
+
+def library_logger(name: str) -> logging.Logger:
+    """The logger ``name`` (``tablesdk`` or below it) for the code that logs.
+
+    ``import tablesdk`` does not import logging (start-up): the loggers are made by
+    the code that logs, when it is first used (the transport, the emulator), and the
+    first of them puts a ``NullHandler`` on ``tablesdk``, as a library should: nothing
+    reaches stderr unless the application configures logging. Every record of the
+    package goes through a logger made here, so it finds that handler in place.
+    """
+    global _null_handler_added
+    import logging
+
+    if not _null_handler_added:
+        logging.getLogger("tablesdk").addHandler(logging.NullHandler())
+        _null_handler_added = True
+    return logging.getLogger(name)
 
 
 def _get_header(headers: dict[str, str], name: str) -> str | None:
@@ -121,7 +167,9 @@ def attempt_secrets(headers: dict[str, str], url: str) -> SecretPattern | None:
     return SecretPattern(secrets)
 
 
-_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+@functools.cache
+def _alnum_run() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z0-9]+")
 
 
 class SecretPattern:
@@ -137,7 +185,7 @@ class SecretPattern:
 
     def __init__(self, secrets: list[str]) -> None:
         self._secrets = secrets
-        self._needles = [max(_ALNUM_RUN.findall(secret) or [""], key=len) for secret in secrets]
+        self._needles = [max(_alnum_run().findall(secret) or [""], key=len) for secret in secrets]
         self._pattern: re.Pattern[str] | None = None
 
     def _compiled(self, text: str) -> re.Pattern[str] | None:
@@ -196,7 +244,7 @@ def scrub(text: str, secrets: SecretPattern | None) -> str:
     """``text`` without the attempt's ``secrets`` and without any ``sig=`` value."""
     if secrets is not None:
         text = secrets.sub(_REDACTED, text)
-    return _SIG_IN_TEXT.sub(r"\1" + _REDACTED, text)
+    return _sig_in_text().sub(r"\1" + _REDACTED, text)
 
 
 def scrub_error(error: TableServiceError, secrets: SecretPattern | None) -> None:

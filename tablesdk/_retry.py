@@ -38,10 +38,12 @@ those errors with ``ambiguous_retry`` (see :mod:`tablesdk._transport`).
 from __future__ import annotations
 
 import math
-import random as _random
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
+
+if TYPE_CHECKING:
+    import random as _random
 
 __all__ = [
     "RetryPolicy",
@@ -241,9 +243,11 @@ class ExponentialRetry:
             raise ValueError(
                 f"max_backoff ({max_backoff!r}) must be >= min_backoff ({min_backoff!r})"
             )
-        if random is not None and not isinstance(random, _random.Random):
+        from random import Random  # with the first policy, not with ``import tablesdk`` (start-up)
+
+        if random is not None and not isinstance(random, Random):
             raise ValueError(f"random must be a random.Random, got {type(random).__name__}")
-        self._random = random if random is not None else _random.Random()
+        self._random = random if random is not None else Random()
 
     @property
     def count(self) -> int:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ._actions import R, TableBatchOperation, TableOperation, TableResult
 from ._batch import BatchOperationKind
-from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EdmType, EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, EntityObject
 from ._errors import ResourceNotFoundError, TableErrorCode
@@ -23,11 +22,12 @@ from ._filter import FilterLike
 from ._options import TableRequestOptions
 from ._query import ContinuationToken, TableQuery
 from ._retry import RetryPolicy
-from ._service import AccessPolicy
 from ._transport import OperationContext
 
 from ._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from ._bulk import BulkMode, BulkResult, ProgressCallback
+    from ._service import AccessPolicy
     from ._client import CloudTableClient, RequestHook
     from ._context import TableServiceContext
     from ._save_outcome import DataServiceResponse

@@ -20,6 +20,7 @@ signature.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -33,18 +34,36 @@ MAX_TEXT_EXCERPT = 300
 
 #: Longest excerpt of a success body that could not be decoded.
 MAX_DECODE_EXCERPT = 120
-# A body may echo the request's URL or headers: never quote a SAS signature or a credential.
-_SECRET_IN_TEXT = re.compile(
-    r"(\bsig=)[^&#\s'\"<]*|(\b(?:SharedKey|SharedKeyLite|Bearer)\s+)\S+", re.IGNORECASE
-)
-_TRAILER = re.compile(r"\s*\r?\nRequestId:.*\Z", re.DOTALL)
-_TAG = re.compile(rb"<[^>]*>")
-_SPACE = re.compile(r"\s+")
+
+
+# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
+@functools.cache
+def _secret_in_text() -> re.Pattern[str]:
+    # A body may echo the request's URL or headers: never quote a SAS signature or a credential.
+    return re.compile(r"(\bsig=)[^&#\s'\"<]*|(\b(?:SharedKey|SharedKeyLite|Bearer)\s+)\S+", re.IGNORECASE)
+
+
+
+@functools.cache
+def _trailer() -> re.Pattern[str]:
+    return re.compile(r"\s*\r?\nRequestId:.*\Z", re.DOTALL)
+
+
+
+@functools.cache
+def _tag() -> re.Pattern[bytes]:
+    return re.compile(rb"<[^>]*>")
+
+
+
+@functools.cache
+def _space() -> re.Pattern[str]:
+    return re.compile(r"\s+")
 
 
 def strip_trailer(message: str) -> str:
     """``message`` without the service's ``RequestId:``/``Time:`` trailer and outer whitespace."""
-    return _TRAILER.sub("", message).strip()
+    return _trailer().sub("", message).strip()
 
 
 def _text(value: Any) -> str:
@@ -90,9 +109,9 @@ def _from_xml(body: bytes) -> tuple[str | None, str] | None:
 
 
 def _excerpt(body: bytes, limit: int = MAX_TEXT_EXCERPT, secrets: SecretPattern | None = None) -> str:
-    text = _TAG.sub(b" ", body[: limit * 20]).decode("utf-8", errors="replace")
-    text = _SPACE.sub(" ", text).strip()
-    text = _SECRET_IN_TEXT.sub(lambda m: (m.group(1) or m.group(2)) + "REDACTED", text)
+    text = _tag().sub(b" ", body[: limit * 20]).decode("utf-8", errors="replace")
+    text = _space().sub(" ", text).strip()
+    text = _secret_in_text().sub(lambda m: (m.group(1) or m.group(2)) + "REDACTED", text)
     if secrets is not None:  # before cutting: a secret the cut would split leaves no prefix behind
         text = scrub(text, secrets)
     if len(text) > limit:

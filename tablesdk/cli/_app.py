@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager, nullcontext
 import sys
-import traceback
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -21,21 +20,17 @@ from .._account import CloudStorageAccount
 from .._client import CloudTableClient
 from .._entity import DynamicEntity, entity_from_payload
 from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
-from ._export import RESUME_SUFFIX, ExportError, ExportOutput, ExportSpec, KeyRange, export_table
-from ._parquet import PARQUET, export_parquet, parquet_lines, parquet_rows
-from ._files import FILE_FORMATS, parse_entity_text, payload_json, read_csv, read_jsonl
-from ._options import CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options
-from ._progress import progress_wanted
-from ._transfer import (
-    IMPORT_MODES,
-    ImportSummary,
-    build_query,
-    copy_entities,
-    count_entities,
-    delete_entities,
-    import_entities,
-    pages,
+from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json, read_csv, read_jsonl
+from ._options import (
+    IMPORT_MODES, CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options,
 )
+from ._progress import progress_wanted
+
+# The commands' work (_export, _parquet, _transfer: Arrow, the export's temporary files and
+# dataclasses) is imported by the commands that do it, not by every start of the command line
+# (``tablesdk --help`` takes the command tree and click only).
+if TYPE_CHECKING:
+    from ._transfer import ImportSummary
 
 __all__ = ["cli", "run", "EXIT_ERROR", "EXIT_USAGE", "EXIT_PARTIAL"]
 
@@ -99,6 +94,8 @@ def describe_error(error: BaseException) -> str:
         return f"invalid input: {error} - fix the value and run again"
     if isinstance(error, OSError) and error.filename is not None:
         return f"{error.strerror or error}: {error.filename}"
+    from ._export import ExportError
+
     if isinstance(error, (ValueError, ExportError)):
         return str(error)
     return f"{type(error).__name__}: {error} (run with --debug for the traceback)"
@@ -107,6 +104,8 @@ def describe_error(error: BaseException) -> str:
 def report_error(error: BaseException, settings: Settings) -> int:
     """Print the error line (and with --debug the traceback) on stderr, secrets removed."""
     if settings.debug:
+        import traceback  # with --debug only (start-up)
+
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(settings.redact(text))
     line = " ".join(describe_error(error).split())
@@ -341,6 +340,9 @@ _SELECT_OPTION = click.option("--select", metavar="A,B", help="Only these proper
 def query_command(table: str, filter_: str | None, select: str | None, top: int | None, output: str | None,
                   limit: int) -> None:
     """Print the entities of TABLE that match --filter."""
+    from ._export import ExportOutput, ExportSpec, KeyRange
+    from ._transfer import build_query, pages
+
     settings = _settings()
     client = settings.client()
     query = build_query(client, table, filter_, _select(select), top)
@@ -360,6 +362,8 @@ def query_command(table: str, filter_: str | None, select: str | None, top: int 
 
 
 def _print_json_array(client: CloudTableClient, query: Any) -> None:
+    from ._transfer import pages
+
     out = sys.stdout.buffer
     separator = b"[\n"
     for payloads, _ in pages(client, query):
@@ -381,6 +385,7 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
     from rich.table import Table
 
     from .._edm import EdmType, to_atom_text
+    from ._transfer import pages
 
     rows: list[dict[str, str]] = []
     columns: dict[str, None] = {"PartitionKey": None, "RowKey": None, "Timestamp": None}
@@ -415,6 +420,8 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
 @_FILTER_OPTION
 def count_command(table: str, filter_: str | None) -> None:
     """Print how many entities of TABLE match --filter (reads only their keys)."""
+    from ._transfer import build_query, count_entities
+
     settings = _settings()
     client = settings.client()
     with settings.progress_for(f"counting {table}") as progress:
@@ -462,6 +469,9 @@ def entities_text(count: int) -> str:
 def export_command(table: str, file: str, filter_: str | None, select: str | None, file_format: str | None,
                    legacy_file_format: str | None, resume: bool, parallel: int) -> None:
     """Write the entities of TABLE (matching --filter) to FILE, or to stdout for '-'."""
+    from ._export import RESUME_SUFFIX, ExportError, ExportSpec, export_table
+    from ._parquet import export_parquet
+
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
     client = settings.client()
@@ -515,6 +525,8 @@ def _record_estimate(path: str, file_format: str) -> int | None:
     if path == "-" or not os.path.isfile(path):
         return None
     if file_format == PARQUET:
+        from ._parquet import parquet_rows
+
         return parquet_rows(path)
     lines, last = 0, b"\n"
     with open(path, "rb") as handle:
@@ -555,6 +567,9 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
                    file_format: str | None, legacy_file_format: str | None, skip_existing: bool,
                    workers: int) -> int:
     """Write the entities of FILE (or stdin for '-') into TABLE, in batches."""
+    from ._parquet import parquet_lines
+    from ._transfer import ImportSummary, import_entities
+
     settings = _settings()
     _check_skip_existing(skip_existing, mode)
     client = settings.client()
@@ -588,6 +603,8 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
                  filter_: str | None, select: str | None, mode: str, create_table: bool, rejects: str | None,
                  skip_existing: bool, workers: int) -> int:
     """Copy the entities of table SOURCE (matching --filter) into table DESTINATION, streaming."""
+    from ._transfer import ImportSummary, build_query, copy_entities
+
     settings = _settings()
     _check_skip_existing(skip_existing, mode)
     source_client = settings.client()
@@ -614,6 +631,8 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
 @click.option("--dry-run", is_flag=True, help="Only print how many entities match.")
 def delete_entities_command(table: str, filter_: str, yes: bool, dry_run: bool) -> None:
     """Delete the entities of TABLE matching --filter, in batches per partition."""
+    from ._transfer import build_query, count_entities, delete_entities
+
     settings = _settings()
     client = settings.client()
     query = build_query(client, table, filter_)

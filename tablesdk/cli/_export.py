@@ -15,9 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import IO
@@ -94,7 +92,12 @@ class ExportOutput:
         if target == "-":
             if resume:
                 raise ExportError("--resume needs an output file (its state is kept next to it), not '-'")
-            data: IO[bytes] = sys.stdout.buffer if spec.file_format == "jsonl" else tempfile.TemporaryFile()
+            if spec.file_format == "jsonl":
+                data: IO[bytes] = sys.stdout.buffer
+            else:
+                import tempfile  # shutil and tempfile (bz2, lzma, random) load when exporting, not for --help
+
+                data = tempfile.TemporaryFile()
             return cls(spec, target, data, ranges)
         state_path = target + RESUME_SUFFIX
         data_path = target + ROWS_SUFFIX if spec.file_format == "csv" else target
@@ -199,6 +202,8 @@ class ExportOutput:
         first = self.data.read(1 << 16).decode("utf-8", "replace")
         self.data.seek(0)
         if first_row_width(first) >= width or not first:
+            import shutil
+
             shutil.copyfileobj(self.data, out, 1 << 20)
             return
         rows = io.TextIOWrapper(self.data, encoding="utf-8", newline="")

@@ -30,6 +30,7 @@ from .._formats.json import JsonFormat
 
 __all__ = [
     "FILE_FORMATS",
+    "PARQUET",
     "CsvColumns",
     "EntityLine",
     "csv_row",
@@ -45,6 +46,8 @@ __all__ = [
 
 #: The entity file formats: JSON lines and typed CSV.
 FILE_FORMATS = ("jsonl", "csv")
+#: The columnar format (tablesdk.cli._parquet reads and writes it; named here, where --help finds it).
+PARQUET = "parquet"
 
 #: (line number where the record starts, the entity or the reason it could not be read, raw text).
 EntityLine = tuple[int, "DynamicEntity | ValueError", str]

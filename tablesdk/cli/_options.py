@@ -9,7 +9,6 @@ that no output shows one.
 
 from __future__ import annotations
 
-import logging
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,12 @@ from .._retry import ExponentialRetry, NoRetry
 from .._redaction import redact_text
 from ._progress import Progress, progress_wanted
 
-__all__ = ["CommandGroup", "Settings", "TablesdkCommand", "deprecated_spelling", "enable_debug", "global_options"]
+__all__ = [
+    "IMPORT_MODES", "CommandGroup", "Settings", "TablesdkCommand", "deprecated_spelling", "enable_debug", "global_options",
+]
+
+#: ``--mode`` of import and copy: the command line's spelling -> the bulk loader's mode.
+IMPORT_MODES = {"insert": "insert", "upsert": "merge", "merge": "merge", "replace": "replace"}
 
 
 @dataclass
@@ -105,16 +109,18 @@ class Settings:
         self._clients.clear()
 
 
-class _RedactingFormatter(logging.Formatter):
-    def __init__(self, settings: Settings) -> None:
-        super().__init__("%(asctime)s %(name)s %(levelname)s %(message)s")
-        self.settings = settings
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self.settings.redact(super().format(record))
-
-
 def enable_debug(settings: Settings) -> None:
+    # logging is imported here, for --debug only: not by every command's start-up.
+    import logging
+
+    class _RedactingFormatter(logging.Formatter):
+        def __init__(self, settings: Settings) -> None:
+            super().__init__("%(asctime)s %(name)s %(levelname)s %(message)s")
+            self.settings = settings
+
+        def format(self, record: logging.LogRecord) -> str:
+            return self.settings.redact(super().format(record))
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter(settings))
     root = logging.getLogger()

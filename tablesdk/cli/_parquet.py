@@ -41,7 +41,7 @@ from .._edm import EdmType
 from .._errors import SchemaConflictError
 from .._filter import prop
 from ._export import ExportError, ExportSpec, _key_ranges
-from ._files import EntityLine
+from ._files import PARQUET, EntityLine
 from ._progress import Progress
 from ._transfer import build_query
 
@@ -49,7 +49,6 @@ __all__ = [
     "PAGES_PER_ROW_GROUP", "PARQUET", "PART_SUFFIX", "ParquetSink", "export_parquet", "parquet_lines", "parquet_rows",
 ]
 
-PARQUET = "parquet"
 #: Pages (1,000 entities each from the service) written as one row group: the batches an export holds at most.
 PAGES_PER_ROW_GROUP = 10
 #: The files of an unfinished export: ``FILE.tablesdk-part0``, ``-part1``... (one per schema).

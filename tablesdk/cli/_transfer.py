@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -20,10 +19,11 @@ from .._edm import EntityPayload
 from .._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from .._errors import TableServiceError
 from .._continuation import ContinuationToken
-from .._pager import Pager
-from .._query import TableQuery
+from .._pager import PageRequest, Pager
+from .._query import FetchedPage, TableQuery
 from .._filter import prop
 from ._files import EntityLine, payload_json
+from ._options import IMPORT_MODES
 from ._progress import Progress
 
 __all__ = [
@@ -54,7 +54,6 @@ _WHOLE_IMPORT_ERRORS = frozenset({
     "AuthorizationPermissionMismatch", "AuthorizationResourceTypeMismatch",
 })
 
-IMPORT_MODES = {"insert": "insert", "upsert": "merge", "merge": "merge", "replace": "replace"}
 
 #: Entities whose keys one ``--skip-existing`` look-up covers (one key-range query, keys only).
 EXISTING_CHECK_BLOCK = 1000
@@ -91,30 +90,33 @@ def pages(
     Follows continuation (also of empty pages); stops after the query's
     ``take`` cap; raises ContinuationCycleError when the service sends a token
 already seen in this run (A, B, A would read the same pages forever).
-    The next page is requested as soon as a page arrives, on a helper thread,
-    so the service prepares it while the caller handles this one: at most two
-    pages are held at a time.
+    The next page is requested as soon as a page's answer arrives (its token is
+    in the headers), on a helper thread, before this page is decoded: the
+    service prepares it while this thread decodes and the caller writes this
+    one, as ``create_query`` reads ahead (:meth:`Pager.ahead` says when; with
+    ``--top`` the last page waits until the count is known). At most two pages
+    are held at a time: this one and the next one's undecoded answer.
     """
     pager = Pager(query.take_count, query.request_top, start=token)
 
-    def fetch(start: ContinuationToken | None, top: int | None) -> Page:
-        return client.query_page_payloads(query, start, top, ignore_missing_entity=True)
+    def fetch(request: PageRequest) -> FetchedPage:  # the HTTP stage only (safe on any thread)
+        return client.fetch_query_segment(query, request.token, request.top)
+
+    from concurrent.futures import ThreadPoolExecutor  # not imported by --help (start-up)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tablesdk-page") as pool:
-        future = pool.submit(fetch, *pager.first())
-        while True:
-            payloads, next_token = future.result()
-            if next_token is not None:
-                pager.follow(next_token)  # a token seen before in this export: a cycle
-            payloads = pager.trim(payloads)
-            if pager.done:
-                next_token = None
-            if next_token is not None:
-                # The page arrived decoded, so what is still wanted is known exactly.
-                future = pool.submit(fetch, *pager.request(next_token))
-            yield payloads, next_token
-            if next_token is None:
+        fetched: FetchedPage | None = fetch(pager.first())
+        while fetched is not None:
+            next_token = fetched.continuation_token
+            ahead = pager.ahead(next_token)
+            in_flight = pool.submit(fetch, ahead) if ahead is not None else None
+            payloads = pager.trim(client._decode_page(fetched).payloads())
+            fetched = None  # the undecoded answer is no longer needed
+            following = pager.next(next_token)  # follows the token: a token seen before is a cycle
+            yield payloads, next_token if following is not None else None
+            if following is None:
                 return
+            fetched = in_flight.result() if in_flight is not None else fetch(following)
 
 
 def count_entities(client: CloudTableClient, query: TableQuery[Any], progress: Progress) -> int:

@@ -46,6 +46,10 @@ __all__ = ["Request", "Response", "TableService", "KNOWN_VERSIONS", "HTTP_METHOD
            "DEVSTORE_KEY"]
 
 log = logging.getLogger("tablesdk.devstore")
+# The client's loggers put a NullHandler on "tablesdk" when first made (``import tablesdk`` does not
+# import logging); the emulator may log before any of them exists, so its logger has its own:
+# nothing reaches stderr unless the application configures logging.
+log.addHandler(logging.NullHandler())
 
 DEVSTORE_ACCOUNT = "devstoreaccount1"
 DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

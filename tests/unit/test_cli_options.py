@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tablesdk._edm import EdmType, EntityPayload
-from tablesdk.cli import _app
+from tablesdk.cli import _export, _transfer
 from tablesdk.cli._app import cli, entities_text
 from tablesdk.cli._files import pad_csv_rows, read_csv
 from tablesdk.cli._options import Settings
@@ -80,7 +80,7 @@ def test_the_old_format_spellings_still_work_with_a_warning_on_stderr(seen: list
 
 def test_export_takes_file_format_and_its_old_spelling(monkeypatch: pytest.MonkeyPatch, seen: list[Settings]) -> None:
     formats: list[str] = []
-    monkeypatch.setattr(_app, "export_table", lambda client, spec, *a, **k: formats.append(spec.file_format) or 0)
+    monkeypatch.setattr(_export, "export_table", lambda client, spec, *a, **k: formats.append(spec.file_format) or 0)
     new = CliRunner().invoke(cli, ["--dev", "export", "T", "out.jsonl", "--file-format", "csv"])
     assert new.exit_code == 0 and "deprecated" not in new.stderr
     old = CliRunner().invoke(cli, ["--dev", "export", "T", "out.jsonl", "--format", "csv"])
@@ -127,7 +127,7 @@ def test_the_grid_shows_the_first_hundred_and_says_how_many_more(
     monkeypatch: pytest.MonkeyPatch, grid_client: None
 ) -> None:
     pages = fake_pages(100_000)
-    monkeypatch.setattr(_app, "pages", pages)
+    monkeypatch.setattr(_transfer, "pages", pages)
     result = CliRunner().invoke(cli, ["--dev", "query", "Blogs", "-o", "table"])
     assert result.exit_code == 0, result.output
     assert "000099" in result.stdout and "000100" not in result.stdout
@@ -138,13 +138,13 @@ def test_the_grid_shows_the_first_hundred_and_says_how_many_more(
 def test_the_grid_limit_is_an_option_and_a_short_result_has_no_note(
     monkeypatch: pytest.MonkeyPatch, grid_client: None
 ) -> None:
-    monkeypatch.setattr(_app, "pages", fake_pages(250, page_size=100))
+    monkeypatch.setattr(_transfer, "pages", fake_pages(250, page_size=100))
     some = CliRunner().invoke(cli, ["--dev", "query", "Blogs", "-o", "table", "--limit", "120"])
     assert "000119" in some.stdout and "000120" not in some.stdout
     assert "showing 120 of 200+ entities" in some.stderr
     every = CliRunner().invoke(cli, ["--dev", "query", "Blogs", "-o", "table", "--limit", "0"])
     assert "000249" in every.stdout and "showing" not in every.stderr
-    monkeypatch.setattr(_app, "pages", fake_pages(100))
+    monkeypatch.setattr(_transfer, "pages", fake_pages(100))
     exact = CliRunner().invoke(cli, ["--dev", "query", "Blogs", "-o", "table"])
     assert "000099" in exact.stdout and exact.stderr == ""
 

@@ -20,6 +20,22 @@ NOT_AT_IMPORT = (
 )
 
 
+#: Standard-library modules that only some calls need, loaded by those calls (start-up): logging by
+#: the first logger, concurrent.futures by the first thread pool, hashlib and hmac by the first
+#: signature, traceback and tempfile by the command line's --debug and export, random by the first
+#: retry policy, decimal by the first Decimal field or double in a filter.
+STDLIB_NOT_AT_IMPORT = (
+    "logging", "concurrent.futures", "hashlib", "hmac", "traceback", "tempfile", "random", "decimal",
+)
+
+
+def loaded_by(statement: str, modules: tuple[str, ...]) -> set[str]:
+    """The ``modules`` (full names) in ``sys.modules`` after ``statement``, in a fresh interpreter."""
+    script = f"import sys\n{statement}\nprint(sorted(set(sys.modules) & set({list(modules)!r})))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return set(json.loads(done.stdout.splitlines()[-1].replace("'", '"')))
+
+
 def imported_by(statement: str) -> set[str]:
     """The top-level packages of ``NOT_AT_IMPORT`` that ``statement`` imports in a fresh interpreter."""
     script = (
@@ -61,3 +77,65 @@ def test_cli_without_its_extra_says_how_to_install(monkeypatch: pytest.MonkeyPat
     assert main(["--help"]) == 2
     err = capsys.readouterr().err
     assert "rich is not installed" in err and INSTALL_HINT in err
+
+
+def test_import_tablesdk_loads_no_standard_module_only_some_calls_need() -> None:
+    assert loaded_by("import tablesdk", STDLIB_NOT_AT_IMPORT) == set()
+
+
+def test_cli_help_loads_no_standard_module_only_some_commands_need() -> None:
+    statement = "from tablesdk.cli import main\nassert main(['--help']) == 0"
+    assert loaded_by(statement, STDLIB_NOT_AT_IMPORT) == set()
+
+
+def test_the_calls_that_need_them_load_them() -> None:
+    # the check above can fail: these statements load what it looks for
+    signed = "import tablesdk._auth as a\na._sign(b'k', 'text')"
+    assert loaded_by(signed, STDLIB_NOT_AT_IMPORT) == {"hashlib", "hmac"}
+    logged = "import tablesdk._redaction as r\nr.library_logger('tablesdk.x')"
+    assert loaded_by(logged, STDLIB_NOT_AT_IMPORT) >= {"logging"}
+    pooled = (
+        "import tablesdk\n"
+        "client = tablesdk.CloudStorageAccount.development_storage_account().create_cloud_table_client()\n"
+        "client.executor()\n"
+    )
+    assert "concurrent.futures" in loaded_by(pooled, STDLIB_NOT_AT_IMPORT)
+
+
+def test_the_package_logger_gets_its_null_handler_with_the_first_logger() -> None:
+    statement = (
+        "import logging, tablesdk._redaction as r\n"
+        "assert not logging.getLogger('tablesdk').handlers\n"
+        "r.library_logger('tablesdk.transport')\nr.library_logger('tablesdk.other')\n"
+        "assert [type(h).__name__ for h in logging.getLogger('tablesdk').handlers] == ['NullHandler']\n"
+    )
+    assert loaded_by(statement, ("logging",)) == {"logging"}
+
+
+#: Our own modules few programs need: the bulk loader, the service-level settings (XML), the batch
+#: answer reader (multipart patterns). Their public names resolve when first named.
+OWN_NOT_AT_IMPORT = ("tablesdk._bulk", "tablesdk._service", "tablesdk._batch_answer")
+
+
+def test_import_tablesdk_leaves_the_bulk_loader_service_settings_and_batch_answers() -> None:
+    assert loaded_by("import tablesdk", OWN_NOT_AT_IMPORT) == set()
+
+
+def test_their_public_names_load_them_when_named() -> None:
+    assert loaded_by("from tablesdk import BulkResult", OWN_NOT_AT_IMPORT) == {"tablesdk._bulk"}
+    assert loaded_by("import tablesdk; tablesdk.ServiceStats", OWN_NOT_AT_IMPORT) == {"tablesdk._service"}
+    statement = (
+        "import tablesdk, tablesdk._bulk as b, tablesdk._service as s\n"
+        "assert tablesdk.EntityOutcome is b.EntityOutcome and tablesdk.CorsRule is s.CorsRule\n"
+        "assert {'BulkInsertError', 'ServiceProperties', 'RequestsSender'} <= set(dir(tablesdk))\n"
+        "namespace = {}\nexec('from tablesdk import *', namespace)\n"
+        "assert set(tablesdk.__all__) <= set(namespace)\n"
+    )
+    assert loaded_by(statement, OWN_NOT_AT_IMPORT) == {"tablesdk._bulk", "tablesdk._service"}
+
+
+def test_cli_help_leaves_the_commands_work_to_the_commands() -> None:
+    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk.cli._transfer", "tablesdk._arrow")
+    statement = "from tablesdk.cli import main\nassert main(['--help']) == 0"
+    assert loaded_by(statement, work) == set()
+    assert loaded_by(statement.replace("'--help'", "'export', '--help'"), work) == set()
