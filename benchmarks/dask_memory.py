@@ -195,9 +195,10 @@ def main() -> None:
     pk_partitions = args.entities // PER_PARTITION
     step = pk_partitions // args.partitions
     boundaries = [f"p{i * step:05d}" for i in range(1, args.partitions)]
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=logging.ERROR)
-    with cluster, Client(cluster) as client:
+    cluster = LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    )
+    with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
         base = client.run(warm_up, conn if args.warm_read else None)
         for worker, row in sorted(base.items()):
             print(f"warm {row['pid']}: pool {row['backend']}, rss {row['rss'] / MIB:.1f} MiB, hwm "
@@ -225,7 +226,7 @@ def main() -> None:
                 del frame
             else:
                 held = client.persist(ddf)
-                wait(held)
+                wait(held)  # type: ignore[no-untyped-call]
                 del held
             wall = time.perf_counter() - start
             after = client.run(probe_worker, args.trim)

@@ -448,7 +448,7 @@ setattr(TableEntity, "Timestamp", DeclaredProperty("Timestamp", EdmType.DATETIME
 
 
 class PageTypes(dict[str, EdmType]):
-    """The EDM types of the custom properties of a page of read :class:`DynamicEntity`\s, one
+    """The EDM types of the custom properties of a page of read :class:`DynamicEntity` objects, one
     dict shared by all of them (a page's entities usually have one shape and one typing): an
     entity copies it into a plain dict of its own before it changes a type. Copies and pickles
     of it are plain dicts."""
