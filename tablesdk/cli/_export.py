@@ -241,7 +241,7 @@ def export_table(
             _read_ranges(query, output, progress, parallel)
         elif not output.ranges[0].done:
             key_range = output.ranges[0]
-            for payloads, token in pages(client, query, key_range.continuation()):
+            for payloads, token in pages(client, query, key_range.continuation(), read_only=True):  # written, never changed
                 _written(output, key_range, payloads, token, progress)
         output.finish()
     finally:
