@@ -183,6 +183,6 @@ def test_a_page_with_one_entity_of_another_shape_or_a_non_finite_double_gives_th
 
 
 def test_a_page_whose_entities_differ_only_in_their_types_gives_the_same_bytes() -> None:
-    same_values = [entity({"N": 5}, {"N": T.INT32}), entity({"N": 5}, {"N": T.INT64}), entity({"N": 5}, {"N": T.DOUBLE})]
+    same_values = [entity({"N": 5}, {"N": edm_type}) for edm_type in (T.INT32, T.INT64, T.DOUBLE)]
     lines = assert_same(same_values)
     assert lines.splitlines()[1] == b'{"PartitionKey":"p","RowKey":"r","N":"5","N@odata.type":"Edm.Int64"}'
