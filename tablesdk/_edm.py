@@ -187,6 +187,13 @@ class EntityPage:
             self._payloads = list(map(EntityPayload, self.values, map(dict.copy, self.types), self.etags))
         return self._payloads
 
+    def read_only_payloads(self) -> list[EntityPayload]:
+        """The page as payloads that share the decoder's ``types`` dicts: for a reader that never
+        changes them (the export writes each page and drops it), without a copy per entity."""
+        if self._payloads is not None:
+            return self._payloads
+        return list(map(EntityPayload, self.values, self.types, self.etags))
+
 
 #: EDM type of a value of exactly each class no other type claims (an int: while it fits Int32).
 _SENT_AS: dict[type, EdmType] = {cls: spec.edm_type for spec in EDM_SPECS.values() for cls in spec.sent_from}

@@ -52,6 +52,7 @@ from .json_write import (
     _body,
     _encode,
     _encode_text,
+    _page_text,
     _template_text,
 )
 
@@ -497,11 +498,14 @@ class JsonFormat(PayloadFormat):
         The same bytes as calling :meth:`serialize_entity` once per entity, for
         less: every body is written to one text, checked for non-ASCII characters
         once and encoded once (a page that has any goes entity by entity, so the
-        escapes and the size rule of a single body apply unchanged).
+        escapes and the size rule of a single body apply unchanged). A page of one
+        shape (the usual query page) is written column by column (``_page_text``).
         """
         if not payloads:
             return b""
-        text = "\n".join([_template_text(payload) or _encode_text(_body(payload)) for payload in payloads])
+        text = _page_text(payloads) if isinstance(payloads, list) else None
+        if text is None:
+            text = "\n".join([_template_text(payload) or _encode_text(_body(payload)) for payload in payloads])
         if text.isascii():
             return text.encode("ascii") + b"\n"
         return b"".join([_encode(_body(payload)) + b"\n" for payload in payloads])

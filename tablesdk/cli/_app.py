@@ -470,7 +470,6 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
                    legacy_file_format: str | None, resume: bool, parallel: int) -> None:
     """Write the entities of TABLE (matching --filter) to FILE, or to stdout for '-'."""
     from ._export import RESUME_SUFFIX, ExportError, ExportSpec, export_table
-    from ._parquet import export_parquet
 
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
@@ -478,6 +477,8 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     try:
         with settings.progress_for(f"exporting {table}") as progress:
             if spec.file_format == PARQUET:
+                from ._parquet import export_parquet  # Arrow and the bulk loader: not for JSON lines or CSV
+
                 count = export_parquet(client, spec, file, resume=resume, parallel=parallel, progress=progress)
             else:
                 count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)

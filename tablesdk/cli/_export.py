@@ -241,7 +241,8 @@ def export_table(
             _read_ranges(query, output, progress, parallel)
         elif not output.ranges[0].done:
             key_range = output.ranges[0]
-            for payloads, token in pages(client, query, key_range.continuation()):
+            # The pages are written and dropped, never changed: no copy of each entity's types.
+            for payloads, token in pages(client, query, key_range.continuation(), read_only=True):
                 _written(output, key_range, payloads, token, progress)
         output.finish()
     finally:

@@ -83,7 +83,8 @@ Page = tuple[list[EntityPayload], "ContinuationToken | None"]
 
 
 def pages(
-    client: CloudTableClient, query: TableQuery[Any], token: ContinuationToken | None = None
+    client: CloudTableClient, query: TableQuery[Any], token: ContinuationToken | None = None, *,
+    read_only: bool = False,
 ) -> Iterator[Page]:
     """Every page of ``query`` from ``token`` on, as payloads with the token of the next page.
 
@@ -95,7 +96,9 @@ already seen in this run (A, B, A would read the same pages forever).
     service prepares it while this thread decodes and the caller writes this
     one, as ``create_query`` reads ahead (:meth:`Pager.ahead` says when; with
     ``--top`` the last page waits until the count is known). At most two pages
-    are held at a time: this one and the next one's undecoded answer.
+    are held at a time: this one and the next one's undecoded answer. With
+    ``read_only`` the payloads share their ``types`` dicts (:meth:`EntityPage.read_only_payloads`):
+    for a caller that only reads them.
     """
     pager = Pager(query.take_count, query.request_top, start=token)
 
@@ -110,7 +113,8 @@ already seen in this run (A, B, A would read the same pages forever).
             next_token = fetched.continuation_token
             ahead = pager.ahead(next_token)
             in_flight = pool.submit(fetch, ahead) if ahead is not None else None
-            payloads = pager.trim(client._decode_page(fetched).payloads())
+            page = client._decode_page(fetched)
+            payloads = pager.trim(page.read_only_payloads() if read_only else page.payloads())
             fetched = None  # the undecoded answer is no longer needed
             following = pager.next(next_token)  # follows the token: a token seen before is a cycle
             yield payloads, next_token if following is not None else None

@@ -85,3 +85,32 @@ def test_a_token_seen_before_is_a_cycle() -> None:
     client.second_requested.set()
     with pytest.raises(ContinuationCycleError):
         list(pages(client, _query()))  # type: ignore[arg-type]
+
+
+def test_read_only_pages_share_the_decoder_s_types_and_others_get_their_own() -> None:
+    shared = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
+    page = EntityPage([{"PartitionKey": "p", "RowKey": str(n)} for n in range(3)], [shared] * 3, [None] * 3)
+    assert all(p.types is shared for p in page.read_only_payloads())  # the export only reads them: no copies
+    assert all(p.types == shared and p.types is not shared for p in page.payloads())
+    assert page.read_only_payloads() is page.payloads()  # once made, the page's own payloads serve both
+
+
+def test_the_export_reads_its_pages_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tablesdk import CloudStorageAccount
+    import tablesdk.cli._export as export_module
+
+    seen: list[bool] = []
+
+    def recording_pages(client: Any, query: Any, token: Any = None, *, read_only: bool = False) -> Any:
+        seen.append(read_only)
+        return iter(())
+
+    class Quiet:
+        def update(self, count: int) -> None:
+            pass
+
+    monkeypatch.setattr(export_module, "pages", recording_pages)
+    client = CloudStorageAccount.development_storage_account().create_cloud_table_client()
+    spec = export_module.ExportSpec("pages", None, (), "jsonl")
+    assert export_module.export_table(client, spec, "-", resume=False, progress=Quiet()) == 0  # type: ignore[arg-type]
+    assert seen == [True]

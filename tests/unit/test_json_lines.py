@@ -136,3 +136,53 @@ def test_nan_and_infinity_doubles_stay_annotated_strings() -> None:
     values = {"A": math.nan, "B": math.inf, "C": -math.inf, "D": 1e300 * 10}
     lines = assert_same([entity(values, dict.fromkeys(values, T.DOUBLE))])
     assert b'"A":"NaN","A@odata.type":"Edm.Double","B":"Infinity"' in lines
+
+
+def page_of(count: int, **changes: Any) -> list[EntityPayload]:
+    """``count`` entities of one shape (every query type), as one parsed query page; ``changes``
+    replace the raw JSON text of the last entity's values (e.g. a NaN)."""
+    def one(n: int) -> str:
+        fields = {
+            "Name": f'"e{n}"', "Count": str(n), "Big": '"1099511627776"', "Ratio": f"{n / 7!r}",
+            "When": '"2024-02-29T23:59:59.1234567Z"', "Whole": '"2024-02-29T23:59:59Z"',
+            "Id": '"c9da6455-213d-42c9-9a79-3e9149a57833"', "Blob": '"AAEC/w=="', "Active": "true",
+        }
+        if n == count - 1:
+            fields.update(changes)
+        annotations = {"Big": "Int64", "Ratio": "Double", "When": "DateTime", "Whole": "DateTime", "Id": "Guid",
+                       "Blob": "Binary"}
+        members = [f'"PartitionKey":"p","RowKey":"{n:04d}","Timestamp":"2024-05-01T10:00:00.1234567Z"']
+        for name, text in fields.items():
+            members.append(f'"{name}":{text}')
+            if name in annotations:
+                members.append(f'"{name}@odata.type":"Edm.{annotations[name]}"')
+        return "{" + ",".join(members) + "}"
+
+    body = '{"odata.metadata":"m","value":[' + ",".join(one(n) for n in range(count)) + "]}"
+    return CODEC.parse_entities(body.encode())
+
+
+def test_a_page_of_one_shape_is_written_column_by_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    payloads = page_of(50)
+    expected = one_by_one(payloads)
+
+    def not_per_entity(payload: EntityPayload) -> str:
+        raise AssertionError("a page of one shape is written without a template per entity")
+
+    monkeypatch.setattr(json_module, "_template_text", not_per_entity)
+    assert CODEC.serialize_entity_lines(payloads) == expected
+
+
+@pytest.mark.parametrize(
+    "changes", [{"Ratio": '"NaN"'}, {"Ratio": '"-Infinity"'}, {"Count": "3000000000"}, {"Name": "null"}]
+)
+def test_a_page_with_one_entity_of_another_shape_or_a_non_finite_double_gives_the_same_bytes(
+    changes: dict[str, str],
+) -> None:
+    assert_same(page_of(20, **changes))
+
+
+def test_a_page_whose_entities_differ_only_in_their_types_gives_the_same_bytes() -> None:
+    same_values = [entity({"N": 5}, {"N": edm_type}) for edm_type in (T.INT32, T.INT64, T.DOUBLE)]
+    lines = assert_same(same_values)
+    assert lines.splitlines()[1] == b'{"PartitionKey":"p","RowKey":"r","N":"5","N@odata.type":"Edm.Int64"}'
