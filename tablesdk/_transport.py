@@ -45,6 +45,7 @@ redaction itself (and the filter urllib3's DEBUG lines pass through) is
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 import uuid
@@ -142,9 +143,36 @@ def user_agent_header(application: str | None) -> str:
 
 @functools.cache
 def _platform() -> str:
-    import platform
+    """The platform words of the User-Agent, as ``platform.platform(terse=True)`` puts them.
 
-    return platform.platform(terse=True)
+    On Linux with glibc they come from ``os.uname()`` and the C library itself:
+    ``platform.platform`` would run ``uname -p`` in a child process and scan the
+    interpreter's binary for the glibc version, on the first request of every process.
+    """
+    uname = os.uname() if hasattr(os, "uname") else None
+    libc = _glibc_version() if uname is not None and uname.sysname == "Linux" else None
+    if uname is None or libc is None:
+        import platform
+
+        return platform.platform(terse=True)
+    words = "-".join(part.strip() for part in (uname.sysname, uname.release, uname.machine, "with", libc) if part)
+    for character in ' /\\:;"()':  # what platform.platform replaces, so the words stay the same
+        words = words.replace(character, "_" if character == " " else "-")
+    words = words.replace("unknown", "")
+    while "--" in words:
+        words = words.replace("--", "-")
+    return words.rstrip("-")
+
+
+def _glibc_version() -> str | None:
+    """``glibc2.36`` for glibc 2.36 (the C library's own answer), or None for another C library."""
+    try:
+        answer = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        return None
+    if not answer or not answer.startswith("glibc "):
+        return None
+    return answer.replace(" ", "", 1)
 
 
 def _python_version() -> str:
