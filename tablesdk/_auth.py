@@ -27,7 +27,6 @@ import base64
 import binascii
 import functools
 import ipaddress
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from ._errors import TableValidationError
+from ._patterns import pattern_on_first_use
 
 __all__ = [
     "check_token_credential",
@@ -75,16 +75,8 @@ DEFAULT_SAS_VERSION = "2019-02-02"
 _MIN_SAS_VERSION = "2015-04-05"
 
 
-# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
-@functools.cache
-def _table_name_re() -> re.Pattern[str]:
-    return re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
-
-
-
-@functools.cache
-def _version_re() -> re.Pattern[str]:
-    return re.compile(r"\d{4}-\d{2}-\d{2}")
+_table_name_re = pattern_on_first_use(r"[A-Za-z][A-Za-z0-9]{2,62}")
+_version_re = pattern_on_first_use(r"\d{4}-\d{2}-\d{2}")
 
 
 _REDACTED = "<redacted>"

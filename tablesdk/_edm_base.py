@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import re
 import sys
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -20,6 +19,7 @@ from enum import Enum
 from typing import Annotated, Any, Callable
 
 from ._errors import TableValidationError
+from ._patterns import pattern_on_first_use
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -106,10 +106,7 @@ def _rebuild_edm_datetime(iso: str, remainder: int) -> EdmDateTime:
 #: A Python str can hold surrogate code points that no Unicode encoding can send.
 
 
-# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
-@functools.cache
-def _surrogate() -> re.Pattern[str]:
-    return re.compile("[\ud800-\udfff]")
+_surrogate = pattern_on_first_use("[\ud800-\udfff]")
 
 
 def check_text(name: str, text: str) -> None:

@@ -35,8 +35,6 @@ reference); :func:`render_filter` checks that before a request is sent.
 
 from __future__ import annotations
 
-import functools
-import re
 import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar, Union
@@ -45,6 +43,7 @@ from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter_text import check_filter_text, check_literal_type, filter_name_problem
+from ._patterns import pattern_on_first_use
 
 __all__ = [
     "PropertyRef",
@@ -596,19 +595,16 @@ def prefix_upper_bound(prefix: str) -> str | None:
 # ---------------------------------------------------------------- analysis
 
 
-# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
-@functools.cache
-def _raw_token() -> re.Pattern[str]:
-    return re.compile(
-        r"\s*(?:"
-        r"(?P<literal>[A-Za-z]*'(?:[^']|'')*')"  # 'text', datetime'...', guid'...', X'..'
-        r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
-        r"|(?P<number>[-+]?[0-9.][0-9A-Za-z.+-]*)"
-        r"|(?P<open>\()"
-        r"|(?P<close>\))"
-        r"|(?P<other>\S)"
-        r")"
-    )
+_raw_token = pattern_on_first_use(
+    r"\s*(?:"
+    r"(?P<literal>[A-Za-z]*'(?:[^']|'')*')"  # 'text', datetime'...', guid'...', X'..'
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<number>[-+]?[0-9.][0-9A-Za-z.+-]*)"
+    r"|(?P<open>\()"
+    r"|(?P<close>\))"
+    r"|(?P<other>\S)"
+    r")"
+)
 
 
 def _count_raw_comparisons(text: str) -> int:

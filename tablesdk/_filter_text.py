@@ -29,7 +29,6 @@ grave accent), but no filter can name them: ``true eq 1`` is read as the literal
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 import uuid
@@ -37,6 +36,7 @@ from collections.abc import Mapping
 
 from ._edm import EdmType
 from ._errors import TableValidationError
+from ._patterns import pattern_on_first_use
 
 __all__ = ["FILTER_KEYWORDS", "filter_name_problem", "check_filter_text", "check_literal_type"]
 
@@ -98,22 +98,9 @@ class _FilterSyntaxError(Exception):
         self.position = position
 
 
-# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
-@functools.cache
-def _number() -> re.Pattern[str]:
-    return re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]?)")
-
-
-
-@functools.cache
-def _datetime() -> re.Pattern[str]:
-    return re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,7})?)?(?:Z|[+-]\d{2}:\d{2})?\Z")
-
-
-
-@functools.cache
-def _hex() -> re.Pattern[str]:
-    return re.compile(r"(?:[0-9A-Fa-f]{2})*\Z")
+_number = pattern_on_first_use(r"-?(?:[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z]?)")
+_datetime = pattern_on_first_use(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,7})?)?(?:Z|[+-]\d{2}:\d{2})?\Z")
+_hex = pattern_on_first_use(r"(?:[0-9A-Fa-f]{2})*\Z")
 
 
 _TYPED = {"datetime": EdmType.DATETIME, "guid": EdmType.GUID, "X": EdmType.BINARY, "binary": EdmType.BINARY}

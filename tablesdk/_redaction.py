@@ -14,13 +14,13 @@ reprs, the command line) uses these and no copy of them.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ._errors import TableServiceError
+from ._patterns import pattern_on_first_use
 
 if TYPE_CHECKING:
     import logging
@@ -39,22 +39,9 @@ __all__ = [
 ]
 
 
-# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
-@functools.cache
-def _sig_in_url() -> re.Pattern[str]:
-    return re.compile(r"([?&]sig=)[^&#]*", re.IGNORECASE)
-
-
-
-@functools.cache
-def _sig_in_text() -> re.Pattern[str]:
-    return re.compile(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
-
-
-
-@functools.cache
-def _query_in_text() -> re.Pattern[str]:
-    return re.compile(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
+_sig_in_url = pattern_on_first_use(r"([?&]sig=)[^&#]*", re.IGNORECASE)
+_sig_in_text = pattern_on_first_use(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
+_query_in_text = pattern_on_first_use(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
 
 _REDACTED = "REDACTED"
 
@@ -167,9 +154,7 @@ def attempt_secrets(headers: dict[str, str], url: str) -> SecretPattern | None:
     return SecretPattern(secrets)
 
 
-@functools.cache
-def _alnum_run() -> re.Pattern[str]:
-    return re.compile(r"[A-Za-z0-9]+")
+_alnum_run = pattern_on_first_use(r"[A-Za-z0-9]+")
 
 
 class SecretPattern:

@@ -20,12 +20,12 @@ signature.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import Any
 
 from .._redaction import SecretPattern, scrub
+from .._patterns import pattern_on_first_use
 
 __all__ = ["parse_error_body", "strip_trailer", "body_excerpt", "MAX_TEXT_EXCERPT", "MAX_DECODE_EXCERPT"]
 
@@ -36,29 +36,11 @@ MAX_TEXT_EXCERPT = 300
 MAX_DECODE_EXCERPT = 120
 
 
-# Patterns compiled on first use (then cached), not by ``import tablesdk`` (start-up).
-@functools.cache
-def _secret_in_text() -> re.Pattern[str]:
-    # A body may echo the request's URL or headers: never quote a SAS signature or a credential.
-    return re.compile(r"(\bsig=)[^&#\s'\"<]*|(\b(?:SharedKey|SharedKeyLite|Bearer)\s+)\S+", re.IGNORECASE)
-
-
-
-@functools.cache
-def _trailer() -> re.Pattern[str]:
-    return re.compile(r"\s*\r?\nRequestId:.*\Z", re.DOTALL)
-
-
-
-@functools.cache
-def _tag() -> re.Pattern[bytes]:
-    return re.compile(rb"<[^>]*>")
-
-
-
-@functools.cache
-def _space() -> re.Pattern[str]:
-    return re.compile(r"\s+")
+# A body may echo the request's URL or headers: never quote a SAS signature or a credential.
+_secret_in_text = pattern_on_first_use(r"(\bsig=)[^&#\s'\"<]*|(\b(?:SharedKey|SharedKeyLite|Bearer)\s+)\S+", re.IGNORECASE)
+_trailer = pattern_on_first_use(r"\s*\r?\nRequestId:.*\Z", re.DOTALL)
+_tag = pattern_on_first_use(rb"<[^>]*>")
+_space = pattern_on_first_use(r"\s+")
 
 
 def strip_trailer(message: str) -> str:

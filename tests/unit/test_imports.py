@@ -27,7 +27,7 @@ PACKAGE = "tablesdk"
 #: client goes here by name, in the same commit as the row of the table in the docs.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", (
-        "tablesdk._version", "tablesdk._errors", "tablesdk._redaction", "tablesdk._auth", "tablesdk._account",
+        "tablesdk._version", "tablesdk._errors", "tablesdk._patterns", "tablesdk._redaction", "tablesdk._auth", "tablesdk._account",
         "tablesdk._tracing", "tablesdk._extras",
     )),
     ("one exchange", ("tablesdk._http", "tablesdk._requests_sender", "tablesdk.aio._sender")),
