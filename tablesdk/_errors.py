@@ -9,6 +9,7 @@ message and the request id are kept.
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import Any
 
@@ -329,3 +330,13 @@ def require_positive_int(name: str, value: Any, unit: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an int >= 1{unit}, got {value!r}")
     return value
+
+
+def require_positive_seconds(name: str, value: Any, *, finite: bool = False) -> float:
+    """``float(value)`` when it is a number of seconds > 0 (a bool is not a number here; with
+    ``finite``, infinity is refused too); otherwise a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or (
+        finite and not math.isfinite(value)
+    ):
+        raise ValueError(f"{name} must be > 0 seconds{' and finite' if finite else ''}, got {value!r}")
+    return float(value)

@@ -17,23 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import require_positive_int
+from ._errors import require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import RetryPolicy
 from ._transport import _check_timeout
 
-__all__ = ["TableRequestOptions", "LOCATION_MODES", "check_deadline", "check_options", "resolve_retry_policy"]
+__all__ = ["TableRequestOptions", "LOCATION_MODES", "check_options", "resolve_retry_policy"]
 
 #: Where reads go: the primary only (default), the primary with retries alternating to the
 #: read-only secondary of an RA-GRS account, or the secondary only. Writes always go to the primary.
 LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
-
-
-def check_deadline(value: Any, name: str = "deadline") -> float:
-    """``value`` when it is a number of seconds > 0; otherwise a ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -62,7 +55,7 @@ class TableRequestOptions:
         if self.timeout is not None:
             _check_timeout(self.timeout, "timeout")
         if self.deadline is not None:
-            check_deadline(self.deadline)
+            require_positive_seconds("deadline", self.deadline)
         if self.retry_policy is not None and not callable(getattr(self.retry_policy, "retry_after", None)):
             raise TypeError(
                 f"retry_policy must have retry_after(attempt, error), not {type(self.retry_policy).__name__}"

@@ -7,7 +7,6 @@ sender, not by ``import tablesdk``.
 
 from __future__ import annotations
 
-import math
 import re
 import socket
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
 from requests.structures import CaseInsensitiveDict
 
-from ._errors import require_positive_int
+from ._errors import require_positive_int, require_positive_seconds
 from ._http import (
     body_too_large,
     body_too_slow,
@@ -273,13 +272,9 @@ class RequestsSender:
         keepalive: float = 4.0,
     ) -> None:
         require_positive_int("pool_size", pool_size)
-        if isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)) or not (
-            keepalive > 0 and math.isfinite(keepalive)
-        ):
-            raise ValueError(f"keepalive must be a number of seconds > 0, got {keepalive!r}")
         self.pool_size = pool_size
         self.max_response_bytes = check_max_response_bytes(max_response_bytes)
-        self._idle_limit = _IdleLimit(float(keepalive))
+        self._idle_limit = _IdleLimit(require_positive_seconds("keepalive", keepalive, finite=True))
         session = requests.Session()
         session.trust_env = trust_env
         session.auth = _NoAuth()

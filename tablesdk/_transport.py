@@ -59,6 +59,7 @@ from ._version import __version__
 from ._auth import http_date
 from ._errors import (
     BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, TableValidationError, require_positive_int,
+    require_positive_seconds,
 )
 from ._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -807,10 +808,8 @@ class Transport:
         The options default to this transport's; an asyncio driver reuses this and the
         loop, and differs only in awaiting the sender and the back-off.
         """
-        if deadline is not None and (
-            isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0
-        ):
-            raise ValueError(f"deadline must be > 0 seconds, got {deadline!r}")
+        if deadline is not None:
+            require_positive_seconds("deadline", deadline)
         if server_timeout is not None:
             _check_server_timeout(server_timeout)
         client_request_id = (

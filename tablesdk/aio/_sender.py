@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from requests.structures import CaseInsensitiveDict
 
-from .._errors import require_positive_int
+from .._errors import require_positive_int, require_positive_seconds
 from .._extras import install_hint
 from .._http import (
     body_too_large,
@@ -127,6 +127,7 @@ class AiohttpSender:
         keepalive: float = 4.0,
     ) -> None:
         require_positive_int("pool_size", pool_size)
+        keepalive = require_positive_seconds("keepalive", keepalive, finite=True)
         self._aiohttp = import_aiohttp()
         import yarl  # aiohttp's URL type
 
