@@ -30,7 +30,7 @@ from typing import Any
 from ._edm import EdmType, b64decode_strict
 from ._http import HttpResponse
 
-__all__ = ["JsonColumnsReader", "PageColumns", "json_page_columns"]
+__all__ = ["JsonColumnsReader", "PageColumns"]
 
 #: (each property's EDM type and Arrow array, by name in order of first appearance; the ETags as an
 #: Arrow string array; the row count).
@@ -90,11 +90,6 @@ class JsonColumnsReader:
                 return None
         self.string_fields = {field.name: None for field in entities.type if pa.types.is_string(field.type)}
         return entities
-
-
-def json_page_columns(response: HttpResponse) -> PageColumns | None:
-    """The columns of one JSON query page read on its own (see :class:`JsonColumnsReader`), or None."""
-    return JsonColumnsReader().read(response)
 
 
 def _parse(body: bytes, strings: dict[str, None]) -> Any:

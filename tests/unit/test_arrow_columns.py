@@ -131,10 +131,10 @@ def codec_batch(items: list[dict[str, object]]) -> pa.RecordBatch:
 
 
 def test_a_json_page_read_as_columns_equals_the_codec_read() -> None:
-    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._arrow_json import JsonColumnsReader
 
     items = service_items()
-    found = json_page_columns(json_response(items))  # type: ignore[arg-type]
+    found = JsonColumnsReader().read(json_response(items))  # type: ignore[arg-type]
     assert found is not None
     builder = BatchBuilder(with_etag=True)
     fast = builder._from_columns(*found)
@@ -155,11 +155,11 @@ def test_a_json_page_read_as_columns_equals_the_codec_read() -> None:
     {"Nested": {"a": 1}},
 ])
 def test_pages_the_columns_cannot_read_alike_go_to_the_codec(change: dict[str, object]) -> None:
-    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._arrow_json import JsonColumnsReader
 
     items = service_items()
     items[1].update(change)
-    assert json_page_columns(json_response(items)) is None  # type: ignore[arg-type]
+    assert JsonColumnsReader().read(json_response(items)) is None  # type: ignore[arg-type]
 
 
 def test_date_like_strings_and_whole_second_datetimes_keep_their_text_across_pages() -> None:
@@ -190,14 +190,14 @@ def test_date_like_strings_and_whole_second_datetimes_keep_their_text_across_pag
 def test_unannotated_numbers_are_doubles_only_when_each_was_written_as_one(ratios: list[str], read: bool) -> None:
     from requests.structures import CaseInsensitiveDict
 
-    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._arrow_json import JsonColumnsReader
     from tablesdk._http import HttpResponse
 
     rows = ",".join('{"PartitionKey":"p","RowKey":"%d","Ratio":%s,"Other":%s}' % (n, text, text)
                     for n, text in enumerate(ratios))
     response = HttpResponse(200, CaseInsensitiveDict({"content-type": "application/json;odata=minimalmetadata"}),
                             ('{"value":[%s]}' % rows).encode())
-    found = json_page_columns(response)
+    found = JsonColumnsReader().read(response)
     assert (found is not None) is read
     if found is not None:
         assert found[0]["Ratio"][0] is EdmType.DOUBLE and found[0]["Ratio"][1].to_pylist() == [float(t) for t in ratios]
@@ -213,11 +213,11 @@ def test_unannotated_numbers_are_doubles_only_when_each_was_written_as_one(ratio
 def test_bodies_json_loads_reads_otherwise_go_to_the_codec(body: bytes) -> None:
     from requests.structures import CaseInsensitiveDict
 
-    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._arrow_json import JsonColumnsReader
     from tablesdk._http import HttpResponse
 
     response = HttpResponse(200, CaseInsensitiveDict({"content-type": "application/json;odata=minimalmetadata"}), body)
-    assert json_page_columns(response) is None
+    assert JsonColumnsReader().read(response) is None
 
 
 def test_a_string_field_that_becomes_a_number_on_a_later_page_is_read_afresh() -> None:
@@ -233,21 +233,21 @@ def test_a_string_field_that_becomes_a_number_on_a_later_page_is_read_afresh() -
 
 
 def test_nometadata_pages_go_to_the_codec() -> None:
-    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._arrow_json import JsonColumnsReader
 
     response = json_response(service_items(), "application/json;odata=nometadata")
-    assert json_page_columns(response) is None  # type: ignore[arg-type]
-    assert json_page_columns(json_response(service_items())) is not None  # type: ignore[arg-type]
+    assert JsonColumnsReader().read(response) is None  # type: ignore[arg-type]
+    assert JsonColumnsReader().read(json_response(service_items())) is not None  # type: ignore[arg-type]
 
 
 def test_a_json_page_fits_an_explicit_schema_as_the_codec_read_does() -> None:
-    from tablesdk._arrow_json import json_page_columns
+    from tablesdk._arrow_json import JsonColumnsReader
     from tablesdk._formats import get_format
 
     schema = pa.schema([("RowKey", pa.string()), ("Count", pa.int64()), ("Ratio", pa.float64()), ("Id", pa.string()),
                         ("When", pa.timestamp("ns", tz="UTC")), ("Absent", pa.bool_())])
     items = service_items()
-    found = json_page_columns(json_response(items))  # type: ignore[arg-type]
+    found = JsonColumnsReader().read(json_response(items))  # type: ignore[arg-type]
     assert found is not None
     fast = BatchBuilder(schema=schema)._fit_columns(*found)
     body = json_response(items).body  # type: ignore[attr-defined]
