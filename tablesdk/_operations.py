@@ -69,7 +69,6 @@ from ._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
-    from ._batch_answer import BatchAnswer
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
 
 __all__ = [
@@ -89,17 +88,6 @@ MAX_URI_SEGMENT_LENGTH = 260
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
 
-#: The batch answer reader (its multipart patterns), imported with the first batch, not by
-#: ``import tablesdk`` (start-up); then kept here, so later batches do not import it again.
-_BatchAnswer: type[BatchAnswer] | None = None
-
-
-def _load_batch_answer() -> type[BatchAnswer]:
-    global _BatchAnswer
-    from ._batch_answer import BatchAnswer
-
-    _BatchAnswer = BatchAnswer
-    return BatchAnswer
 
 #: The SDK's own errors: the flow runners raise them afresh from the caller's call (a bug keeps every frame).
 RAISED_FROM_THE_CALL = (TableServiceError, TableValidationError)
@@ -686,7 +674,9 @@ class ClientCore:
         )
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
-        answer = (_BatchAnswer or _load_batch_answer())(operations, self._format)
+        from ._batch_answer import BatchAnswer  # with the first batch, not by ``import tablesdk`` (start-up)
+
+        answer = BatchAnswer(operations, self._format)
         annotate({"tablesdk.batch.operation_count": len(operations)})
         try:
             yield Call(
