@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import IO
@@ -30,7 +31,7 @@ from .._continuation import ContinuationToken
 from .._parallel import find_partition_boundaries
 from .._query import TableQuery
 from ._files import CsvColumns, csv_header, csv_row, first_row_width, json_codec, pad_csv_rows, payload_json
-from ._output import OutputPath, output_path, replace_small_file
+from ._output import OutputFileError, OutputPath, output_path, replace_small_file
 from ._progress import Progress
 from ._transfer import build_query, pages
 
@@ -185,11 +186,15 @@ class ExportOutput:
         the end (a file appeared at the path) can still be finished with ``--resume``.
         """
         self.data.flush()
-        if self.spec.file_format == "csv":
-            self._assemble_csv()
-        elif self.rows_path is not None:
-            self.data.close()
-            self.output.install(self.rows_path)
+        try:
+            if self.spec.file_format == "csv":
+                self._assemble_csv()
+            elif self.rows_path is not None:
+                self.data.close()
+                self.output.install(self.rows_path)
+        except OutputFileError:
+            raise OutputFileError(f"{self.output.given} appeared while the export ran; it was left as it is: "
+                                  "run the same command with --resume --overwrite to replace it") from None
         if self.state_path is not None:
             os.remove(self.state_path)
 
@@ -242,7 +247,7 @@ class ExportOutput:
 
         Only the export's own files (rows, state) are ever removed: never the output path.
         """
-        if self.data.closed:
+        if self.data.closed or self.data is sys.stdout.buffer:  # stdout: flushed by finish, or its reader is gone
             return
         if self.output.stream:
             if self.spec.file_format == "jsonl":

@@ -216,6 +216,44 @@ def test_a_resumed_export_needs_overwrite_for_an_existing_file_and_keeps_working
     assert len(lines) == len(set(lines)) == 100 and os.listdir(tmp_path) == ["out.jsonl"]
 
 
+@pytest.mark.parametrize("name", ["out.jsonl", "out.csv"])
+def test_a_file_that_appears_during_the_export_is_not_replaced_and_resume_finishes(
+    store: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
+) -> None:
+    target = tmp_path / name
+
+    class WritesTheTarget:
+        """Passes every request on; another program writes the target while the first page is read."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def send(self, request: HttpRequest, timeout: Any) -> HttpResponse:
+            if not target.exists():
+                target.write_bytes(OLD)
+            answer: HttpResponse = self.inner.send(request, timeout)
+            return answer
+
+        def close(self) -> None:
+            self.inner.close()
+
+    make_client = Settings.client
+
+    def client(self: Settings, *a: Any, **k: Any) -> Any:
+        made = make_client(self, *a, **k)
+        made.transport._sender = WritesTheTarget(made.transport._sender)
+        return made
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Settings, "client", client)
+        result = CliRunner().invoke(cli, ["export", TABLE, str(target)], env={"AZURE_STORAGE_CONNECTION_STRING": store})
+    assert "appeared while the export ran" in failed(result) and "--resume --overwrite" in result.output
+    assert target.read_bytes() == OLD
+    result = export(store, monkeypatch, str(target), "--resume", "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert target.read_bytes().count(b"\n") == 100 + name.endswith(".csv") and os.listdir(tmp_path) == [name]
+
+
 # ---------------------------------------------------------------- --parallel Parquet: the directory
 
 
