@@ -133,8 +133,14 @@ class ExportOutput:
                 f"{state_path} is the state of another export ({saved}); run the same export "
                 "again with --resume, or delete the state file to start over"
             )
-        rows_path = os.path.join(os.path.dirname(state_path), os.path.basename(state["rows"]))
-        data = open(rows_path, "r+b")
+        rows_name = os.path.basename(str(state.get("rows", "")))
+        if not (rows_name.startswith(os.path.basename(output.path) + ".") and rows_name.endswith(ROWS_SUFFIX)):
+            raise ExportError(f"{state_path} names no rows file of this export ({rows_name!r}): "
+                              "delete it to start over")
+        rows_path = os.path.join(os.path.dirname(state_path), rows_name)
+        # The export's own file: never a link (truncating through it would cut another file).
+        data = os.fdopen(os.open(rows_path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)),
+                         "r+b")
         data.truncate(state["offset"])  # drop what was written after the last checkpoint
         data.seek(state["offset"])
         columns = CsvColumns((name, EdmType(edm)) for name, edm in state["columns"][2:])

@@ -71,6 +71,7 @@ def export(store: str, monkeypatch: pytest.MonkeyPatch, *args: str, fail_after: 
 
     def failing_client(self: Settings, *a: Any, **k: Any) -> Any:
         client = make_client(self, *a, **k)
+        assert fail_after is not None
         client.transport._sender = BusyAfter(client.transport._sender, fail_after)
         return client
 
@@ -252,6 +253,25 @@ def test_a_file_that_appears_during_the_export_is_not_replaced_and_resume_finish
     result = export(store, monkeypatch, str(target), "--resume", "--overwrite")
     assert result.exit_code == 0, result.output
     assert target.read_bytes().count(b"\n") == 100 + name.endswith(".csv") and os.listdir(tmp_path) == [name]
+
+
+def test_resume_truncates_only_its_own_rows_file_never_through_a_link(
+    store: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    target = tmp_path / "out.jsonl"
+    failed(export(store, monkeypatch, str(target), fail_after=2))
+    state_path = tmp_path / "out.jsonl.tablesdk-resume"
+    state = json.loads(state_path.read_text())
+    other = tmp_path / "other.txt"
+    other.write_bytes(OLD * 100)
+    rows = tmp_path / state["rows"]
+    rows.unlink()
+    rows.symlink_to(other)  # the rows file replaced by a link to another file
+    failed(export(store, monkeypatch, str(target), "--resume"))
+    assert other.read_bytes() == OLD * 100 and not target.exists()
+    state_path.write_text(json.dumps({**state, "rows": "other.txt"}))  # a state naming a file not its own
+    assert "names no rows file of this export" in failed(export(store, monkeypatch, str(target), "--resume"))
+    assert other.read_bytes() == OLD * 100
 
 
 # ---------------------------------------------------------------- --parallel Parquet: the directory
