@@ -166,6 +166,9 @@ def test_a_failed_export_to_a_fifo_leaves_the_fifo(store: str, monkeypatch: pyte
         result = export(store, monkeypatch, str(fifo), "--filter", "N lt 10")
         assert result.exit_code == 0, result.output
         assert os.read(reader, 1 << 16).count(b"\n") == 10 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+        refused = failed(export(store, monkeypatch, str(fifo), "--file-format", "parquet"))
+        assert "goes to a regular file" in refused and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+        assert os.listdir(tmp_path) == ["pipe"]
     finally:
         os.close(reader)
 
