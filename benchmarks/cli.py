@@ -125,7 +125,7 @@ def rates(cs: str, client: CloudTableClient, work: str, count: int, repeats: int
 
     for run in range(repeats):
         record("create_query", *timed(lambda: sum(1 for _ in client.create_query("benchsource"))))
-        wall, _, cpu = run_cli(cs, "export", "benchsource", file)
+        wall, _, cpu = run_cli(cs, "export", "benchsource", file, "--overwrite")  # the same file each repeat
         record("cli export", wall, cpu)
         client.create_table(f"benchbulk{run}")
         record("bulk_insert", *timed(lambda: client.bulk_insert(f"benchbulk{run}", data).raise_on_error()))

@@ -96,3 +96,20 @@ class FakeFormat(PayloadFormat):
 
     def parse_tables(self, body: bytes) -> list[str]:  # pragma: no cover - unused
         raise NotImplementedError
+
+
+def refuse_creation_in(directory: Any, monkeypatch: Any) -> None:
+    """Make ``os.open`` refuse to create a file in ``directory`` (EACCES), as a read-only directory does for
+    anyone but root: a test running as root plays with it what every other user gets."""
+    import errno
+    import os
+
+    create = os.open
+    where = os.fspath(directory)
+
+    def refused(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_CREAT and os.path.dirname(os.fspath(path)) == where:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return create(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refused)

@@ -9,6 +9,7 @@ error code, what went wrong and what to do; the traceback only with
 from __future__ import annotations
 
 import os
+import re
 from contextlib import AbstractContextManager, nullcontext
 import sys
 from collections.abc import Iterator
@@ -40,30 +41,47 @@ EXIT_PARTIAL = 3
 #: Rows ``query`` shows as a grid unless ``--limit`` says otherwise.
 GRID_LIMIT = 100
 
-#: What to do about a service error, by error code (then by status).
-_HINTS_BY_CODE = {
-    "TableNotFound": "check the table name, or create it (`tablesdk tables create NAME`, or --create-table)",
-    "TableAlreadyExists": "the table is there already; use it, or pick another name",
-    "TableBeingDeleted": "the service is still deleting a table of that name; retry in a minute",
-    "ResourceNotFound": "check the PartitionKey and RowKey (`tablesdk query TABLE --filter ...` lists keys)",
-    "EntityAlreadyExists": "use `upsert` (or `replace`) to overwrite it, or import with --mode upsert",
-    "UpdateConditionNotSatisfied": "the entity changed since you read it: read it again for its ETag, or omit --etag",
-    "AuthenticationFailed": "check the account key or SAS token (and that this machine's clock is right)",
-    "AuthorizationFailure": "the credential may not do this: check the SAS permissions and expiry",
-    "AuthorizationPermissionMismatch": "the SAS token lacks the permission: create one with it",
-    "InvalidInput": "check the --filter syntax and the property values",
-    "OutOfRangeInput": "a value is outside what the service accepts: check names, keys and sizes",
-    "ServerBusy": "the service is throttling: retry later, or with fewer --workers",
+#: What to do about a service error, by error code (then by status): a first piece of advice and
+#: alternatives joined to it with "or". An alternative that names an option (outside a quoted
+#: `tablesdk ...` command) is given only by a command that has that option.
+_HINTS_BY_CODE: dict[str, tuple[str, ...]] = {
+    "TableNotFound": ("check the table name", "create it (`tablesdk tables create NAME`)", "pass --create-table"),
+    "TableAlreadyExists": ("the table is there already; use it, or pick another name",),
+    "TableBeingDeleted": ("the service is still deleting a table of that name; retry in a minute",),
+    "ResourceNotFound": ("check the PartitionKey and RowKey (`tablesdk query TABLE --filter ...` lists keys)",),
+    "EntityAlreadyExists": ("use `tablesdk upsert` (or `tablesdk replace`) to overwrite it", "pass --mode upsert"),
+    "UpdateConditionNotSatisfied": ("the entity changed since you read it: read it again for its ETag", "omit --etag"),
+    "AuthenticationFailed": ("check the account key or SAS token (and that this machine's clock is right)",),
+    "AuthorizationFailure": ("the credential may not do this: check the SAS permissions and expiry",),
+    "AuthorizationPermissionMismatch": ("the SAS token lacks the permission: create one with it",),
+    "InvalidInput": ("check the property values and names", "check the --filter syntax"),
+    "OutOfRangeInput": ("a value is outside what the service accepts: check names, keys and sizes",),
+    "ServerBusy": ("the service is throttling: retry later", "with fewer --workers", "with a lower --parallel"),
 }
-_HINTS_BY_STATUS = {
-    400: "check the command's arguments (filter syntax, names, values)",
-    403: "check the account key or SAS token, its permissions and expiry",
-    404: "check the table name and keys",
-    409: "the resource is in the way: see the error code",
-    412: "the entity changed since you read it: read it again for its ETag",
-    500: "the service failed: retry later",
-    503: "the service is busy: retry later",
+_HINTS_BY_STATUS: dict[int, tuple[str, ...]] = {
+    400: ("check the command's arguments (names, values)", "check the --filter syntax"),
+    403: ("check the account key or SAS token, its permissions and expiry",),
+    404: ("check the table name and keys",),
+    409: ("the resource is in the way: see the error code",),
+    412: ("the entity changed since you read it: read it again for its ETag",),
+    500: ("the service failed: retry later",),
+    503: ("the service is busy: retry later",),
 }
+_OPTION_NAME = re.compile(r"--[a-z][a-z0-9-]*")
+_QUOTED_COMMAND = re.compile(r"`[^`]*`")
+
+
+def options_named(text: str) -> set[str]:
+    """The options ``text`` tells the user to pass (those inside a quoted `tablesdk ...` command aside)."""
+    return set(_OPTION_NAME.findall(_QUOTED_COMMAND.sub("", text)))
+
+
+def _hint(advice: tuple[str, ...], options: frozenset[str] | None) -> str:
+    """``advice`` joined with "or", without the pieces naming an option the command lacks (all of those
+    when the command is not known)."""
+    kept = [piece for piece in advice
+            if not options_named(piece) or (options is not None and options_named(piece) <= options)]
+    return ", or ".join(kept)
 
 
 _active = Settings()
@@ -77,8 +95,9 @@ def _settings() -> Settings:
 # ---------------------------------------------------------------- errors
 
 
-def describe_error(error: BaseException) -> str:
-    """One line saying what went wrong and what to do."""
+def describe_error(error: BaseException, options: frozenset[str] | None = None) -> str:
+    """One line saying what went wrong and what to do (``options``: those of the command that failed,
+    so that the line suggests only options it has; None: suggest none)."""
     if isinstance(error, ConnectionFailedError):
         if error.unresolved:
             return (f"cannot reach the service ({error.message}); check the account name / endpoint "
@@ -87,16 +106,15 @@ def describe_error(error: BaseException) -> str:
                 "and that the service is running (for --dev: `tablesdk serve`)")
     if isinstance(error, TableServiceError):
         head = " ".join(str(part) for part in (error.status_code, error.error_code) if part)
-        hint = _HINTS_BY_CODE.get(error.error_code or "") or _HINTS_BY_STATUS.get(error.status_code or 0)
+        advice = _HINTS_BY_CODE.get(error.error_code or "") or _HINTS_BY_STATUS.get(error.status_code or 0)
+        hint = _hint(advice, options) if advice else None
         text = f"{head}: {error.message}" if head else error.message
         return f"{text} - {hint}" if hint else text
     if isinstance(error, TableValidationError):
         return f"invalid input: {error} - fix the value and run again"
     if isinstance(error, OSError) and error.filename is not None:
         return f"{error.strerror or error}: {error.filename}"
-    from ._export import ExportError
-
-    if isinstance(error, (ValueError, ExportError)):
+    if isinstance(error, ValueError):  # the command's own refusals (ExportError, OutputFileError) say what to do
         return str(error)
     return f"{type(error).__name__}: {error} (run with --debug for the traceback)"
 
@@ -108,7 +126,7 @@ def report_error(error: BaseException, settings: Settings) -> int:
 
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(settings.redact(text))
-    line = " ".join(describe_error(error).split())
+    line = " ".join(describe_error(error, settings.command_options).split())
     sys.stderr.write(settings.redact(f"tablesdk: error: {line}") + "\n")
     sys.stderr.flush()
     return EXIT_ERROR
@@ -457,6 +475,9 @@ def entities_text(count: int) -> str:
     return f"{count} {'entity' if count == 1 else 'entities'}"
 
 
+_OVERWRITE_HELP = "Replace FILE if it exists (only once the command succeeds; a failed one leaves it as it was)."
+
+
 @cli.command("export")
 @click.argument("table")
 @click.argument("file")
@@ -466,10 +487,16 @@ def entities_text(count: int) -> str:
 @click.option("--resume", is_flag=True, help="Continue an export that stopped (its state is in FILE.tablesdk-resume).")
 @click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Read N PartitionKey ranges at once.")
+@click.option("--overwrite", is_flag=True, help=_OVERWRITE_HELP)
 def export_command(table: str, file: str, filter_: str | None, select: str | None, file_format: str | None,
-                   legacy_file_format: str | None, resume: bool, parallel: int) -> None:
-    """Write the entities of TABLE (matching --filter) to FILE, or to stdout for '-'."""
+                   legacy_file_format: str | None, resume: bool, parallel: int, overwrite: bool) -> None:
+    """Write the entities of TABLE (matching --filter) to FILE, or to stdout for '-'.
+
+    FILE is written beside its path and renamed into place when the export is done: a
+    failed export leaves what was there as it was. A device or FIFO is written as a stream.
+    """
     from ._export import RESUME_SUFFIX, ExportError, ExportSpec, export_table
+    from ._output import OutputFileError
 
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
@@ -479,20 +506,28 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
             if spec.file_format == PARQUET:
                 from ._parquet import export_parquet  # Arrow and the bulk loader: not for JSON lines or CSV
 
-                count = export_parquet(client, spec, file, resume=resume, parallel=parallel, progress=progress)
+                count = export_parquet(client, spec, file, resume=resume, parallel=parallel, progress=progress,
+                                       overwrite=overwrite)
             else:
-                count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel)
-    except ExportError:  # refused before it started (its message says what to do)
+                count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel,
+                                     overwrite=overwrite)
+    except (ExportError, OutputFileError):  # refused (its message says what to do)
         raise
     except BaseException:
-        if file != "-" and os.path.exists(file + RESUME_SUFFIX):
+        state = (os.path.realpath(file) if os.path.islink(file) else file) + RESUME_SUFFIX
+        if file != "-" and os.path.exists(state):
             click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)
         raise
     click.echo(f"tablesdk: exported {entities_text(count)}", err=True)
 
 
-def _open_rejects(path: str | None) -> AbstractContextManager[IO[bytes] | None]:
-    return open(path, "wb") if path else nullcontext()
+def _open_rejects(path: str | None, overwrite: bool) -> AbstractContextManager[IO[bytes] | None]:
+    if not path:
+        return nullcontext()
+    from ._output import written_file
+
+    # The rejects so far are kept when the command fails, where that destroys nothing.
+    return written_file(path, overwrite=overwrite, keep_on_failure=True)
 
 
 def _summary_exit(summary: ImportSummary, verb: str, rejects_path: str | None) -> int:
@@ -546,6 +581,9 @@ _SKIP_EXISTING_OPTION = click.option(
     "--skip-existing", is_flag=True,
     help="With --mode insert: an entity already in the table is done, not failed (counted as skipped), "
          "so an interrupted run can be run again.")
+_OVERWRITE_REJECTS_OPTION = click.option(
+    "--overwrite", is_flag=True,
+    help="Replace the --rejects file if it exists (a failed command leaves it as it was).")
 _WORKERS_OPTION = click.option("--workers", type=click.IntRange(1, 16), default=8, show_default=True,
                                help="Batches sent at once.")
 
@@ -564,9 +602,10 @@ def _check_skip_existing(skip_existing: bool, mode: str) -> None:
 @_file_format_options
 @_SKIP_EXISTING_OPTION
 @_WORKERS_OPTION
+@_OVERWRITE_REJECTS_OPTION
 def import_command(file: str, table: str, mode: str, create_table: bool, rejects: str | None,
                    file_format: str | None, legacy_file_format: str | None, skip_existing: bool,
-                   workers: int) -> int:
+                   workers: int, overwrite: bool) -> int:
     """Write the entities of FILE (or stdin for '-') into TABLE, in batches."""
     from ._parquet import parquet_lines
     from ._transfer import ImportSummary, import_entities
@@ -576,10 +615,10 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
     client = settings.client()
     file_format = _file_format(file, file_format, legacy_file_format)
     lines = parquet_lines(file) if file_format == PARQUET else _entity_lines(file, file_format)
-    if create_table:
-        client.create_table_if_not_exists(table)
     total = _record_estimate(file, file_format) if progress_wanted(settings.progress) else None
-    with _open_rejects(rejects) as rejects_file:
+    with _open_rejects(rejects, overwrite) as rejects_file:  # refused (an existing file) before anything is done
+        if create_table:
+            client.create_table_if_not_exists(table)
         summary = ImportSummary(rejects=rejects_file)
         with settings.progress_for(f"importing into {table}", total) as progress:
             import_entities(client, table, lines, mode, progress, summary, workers=workers,
@@ -600,9 +639,10 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
 @_REJECTS_OPTION
 @_SKIP_EXISTING_OPTION
 @_WORKERS_OPTION
+@_OVERWRITE_REJECTS_OPTION
 def copy_command(source: str, destination: str, to_connection_string: str | None, to_format: str | None,
                  filter_: str | None, select: str | None, mode: str, create_table: bool, rejects: str | None,
-                 skip_existing: bool, workers: int) -> int:
+                 skip_existing: bool, workers: int, overwrite: bool) -> int:
     """Copy the entities of table SOURCE (matching --filter) into table DESTINATION, streaming."""
     from ._transfer import ImportSummary, build_query, copy_entities
 
@@ -614,10 +654,10 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
         settings.other_connection_strings.append(to_connection_string)  # its secrets are redacted too
         target_account = CloudStorageAccount.parse(to_connection_string)
     target = settings.client(target_account, to_format)
-    if create_table:
-        target.create_table_if_not_exists(destination)
     query = build_query(source_client, source, filter_, _select(select))
-    with _open_rejects(rejects) as rejects_file:
+    with _open_rejects(rejects, overwrite) as rejects_file:  # refused (an existing file) before anything is done
+        if create_table:
+            target.create_table_if_not_exists(destination)
         summary = ImportSummary(rejects=rejects_file)
         with settings.progress_for(f"copying {source} to {destination}") as progress:
             copy_entities(source_client, query, target, destination, mode, progress, summary, workers=workers,

@@ -1,13 +1,17 @@
 """``tablesdk export``: stream a table (or a query of it) into a JSON-lines or CSV file, resumably.
 
-Memory stays flat: each page of the query is written as it arrives. After each
-page the output is flushed and a small state file next to it
-(``FILE.tablesdk-resume``) records the continuation token, the output's length
-at that point and, for CSV, the columns so far. ``--resume`` cuts the output
-back to that length and carries on from the token, so a page is never written
-twice. A CSV export writes its rows to ``FILE.tablesdk-rows`` first (the header,
-which names every column, is only known at the end) and assembles ``FILE`` when
-the query is done. The state and row files are removed once the export is complete.
+Memory stays flat: each page of the query is written as it arrives. The output
+is written beside ``FILE`` (``FILE.XXXXXXXX.tablesdk-rows``, a new file of its
+own; :mod:`tablesdk.cli._output` has the rules) and renamed onto it only when
+the query is done, so a failed export leaves what was at ``FILE`` as it was.
+After each page the rows are flushed and a small state file next to ``FILE``
+(``FILE.tablesdk-resume``) records the rows file, the continuation token, the
+rows' length at that point and, for CSV, the columns so far. ``--resume`` cuts
+the rows back to that length and carries on from the token, so a page is never
+written twice. A CSV file's header, which names every column, is only known at
+the end: it is written first into the file that replaces ``FILE``, followed by
+the rows. The state and rows files are removed once the export is complete.
+A device, a FIFO or ``-`` is written as a stream (no resume).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .._continuation import ContinuationToken
 from .._parallel import find_partition_boundaries
 from .._query import TableQuery
 from ._files import CsvColumns, csv_header, csv_row, first_row_width, json_codec, pad_csv_rows, payload_json
+from ._output import OutputFileError, OutputPath, output_path, replace_small_file
 from ._progress import Progress
 from ._transfer import build_query, pages
 
@@ -34,7 +39,7 @@ __all__ = ["RESUME_SUFFIX", "ROWS_SUFFIX", "ExportError", "ExportSpec", "ExportO
 
 RESUME_SUFFIX = ".tablesdk-resume"
 ROWS_SUFFIX = ".tablesdk-rows"
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 #: Seconds between saves of the resume state.
 CHECKPOINT_SECONDS = 1.0
 #: PartitionKey ranges per reader of ``--parallel``: ranges of unequal size even out.
@@ -74,12 +79,14 @@ class ExportOutput:
     """The file being written, its resume state and the CSV columns seen so far."""
 
     spec: ExportSpec
-    target: str
+    output: OutputPath
     data: IO[bytes]
     ranges: list[KeyRange]
     count: int = 0
     columns: CsvColumns = field(default_factory=CsvColumns)
     state_path: str | None = None
+    #: The rows written beside the output (None: written to a stream, or spooled to an anonymous file).
+    rows_path: str | None = None
     timestamp: bool = False
     #: Pages written since the state file was last saved, and whether the output and ranges agree now.
     unsaved: bool = False
@@ -87,45 +94,58 @@ class ExportOutput:
     _saved_at: float = 0.0
 
     @classmethod
-    def open(cls, spec: ExportSpec, target: str, resume: bool, ranges: list[KeyRange]) -> ExportOutput:
+    def open(cls, spec: ExportSpec, target: str, resume: bool, ranges: list[KeyRange], *,
+             overwrite: bool = False) -> ExportOutput:
         """Start (or, with ``resume`` and a state file present, continue) writing ``target``."""
-        if target == "-":
+        output = output_path(target, overwrite=overwrite)
+        if output.stream:
             if resume:
-                raise ExportError("--resume needs an output file (its state is kept next to it), not '-'")
+                what = "'-'" if target == "-" else f"{target} (not a regular file)"
+                raise ExportError(f"--resume needs an output file (its state is kept next to it), not {what}")
             if spec.file_format == "jsonl":
-                data: IO[bytes] = sys.stdout.buffer
+                data = output.open_stream()
             else:
                 import tempfile  # shutil and tempfile (bz2, lzma, random) load when exporting, not for --help
 
                 data = tempfile.TemporaryFile()
-            return cls(spec, target, data, ranges)
-        state_path = target + RESUME_SUFFIX
-        data_path = target + ROWS_SUFFIX if spec.file_format == "csv" else target
+            return cls(spec, output, data, ranges)
+        state_path = output.path + RESUME_SUFFIX
         if os.path.exists(state_path):
             if not resume:
                 raise ExportError(
                     f"an unfinished export to {target} exists: pass --resume to continue it, "
                     f"or delete {state_path} to start over"
                 )
-            return cls._resume(spec, target, data_path, state_path)
-        return cls(spec, target, open(data_path, "w+b"), ranges, state_path=state_path)
+            return cls._resume(spec, output, state_path)
+        data, rows_path = output.beside(ROWS_SUFFIX)
+        return cls(spec, output, data, ranges, state_path=state_path, rows_path=rows_path)
 
     @classmethod
-    def _resume(cls, spec: ExportSpec, target: str, data_path: str, state_path: str) -> ExportOutput:
+    def _resume(cls, spec: ExportSpec, output: OutputPath, state_path: str) -> ExportOutput:
         with open(state_path, encoding="utf-8") as handle:
             state = json.load(handle)
+        if state.get("version") != _STATE_VERSION:
+            raise ExportError(f"{state_path} was written by another version of tablesdk: delete it (and the "
+                              f"{ROWS_SUFFIX} file next to it) and export again")
         saved = state.get("spec", {})
-        if state.get("version") != _STATE_VERSION or ExportSpec(**{**saved, "select": tuple(saved.get("select", ()))}) != spec:
+        if ExportSpec(**{**saved, "select": tuple(saved.get("select", ()))}) != spec:
             raise ExportError(
                 f"{state_path} is the state of another export ({saved}); run the same export "
                 "again with --resume, or delete the state file to start over"
             )
-        data = open(data_path, "r+b")
+        rows_name = os.path.basename(str(state.get("rows", "")))
+        if not (rows_name.startswith(os.path.basename(output.path) + ".") and rows_name.endswith(ROWS_SUFFIX)):
+            raise ExportError(f"{state_path} names no rows file of this export ({rows_name!r}): "
+                              "delete it to start over")
+        rows_path = os.path.join(os.path.dirname(state_path), rows_name)
+        # The export's own file: never a link (truncating through it would cut another file).
+        data = os.fdopen(os.open(rows_path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)),
+                         "r+b")
         data.truncate(state["offset"])  # drop what was written after the last checkpoint
         data.seek(state["offset"])
         columns = CsvColumns((name, EdmType(edm)) for name, edm in state["columns"][2:])
         ranges = [KeyRange(**item) for item in state["ranges"]]
-        return cls(spec, target, data, ranges, state["count"], columns, state_path)
+        return cls(spec, output, data, ranges, state["count"], columns, state_path, rows_path)
 
     def write_page(self, payloads: list[EntityPayload]) -> None:
         """Append one page of entities in the file format."""
@@ -156,41 +176,58 @@ class ExportOutput:
         state = {
             "version": _STATE_VERSION,
             "spec": asdict(self.spec),
+            "rows": os.path.basename(self.rows_path or ""),
             "offset": self.data.tell(),
             "count": self.count,
             "columns": [[name, edm.value] for name, edm in self.columns.columns],
             "ranges": [asdict(item) for item in self.ranges],
         }
-        temporary = self.state_path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(state, handle)
-        os.replace(temporary, self.state_path)
+        replace_small_file(self.state_path, json.dumps(state).encode("utf-8"))
         self._saved_at, self.unsaved = now, False
 
     def finish(self) -> None:
-        """Complete the file (CSV: header, then the rows) and remove the resume state."""
+        """Complete the output (CSV: header, then the rows), put it in place and remove the resume state.
+
+        Until the output is in place the rows and the state stay, so an export refused at
+        the end (a file appeared at the path) can still be finished with ``--resume``.
+        """
         self.data.flush()
-        if self.spec.file_format == "csv":
-            self._assemble_csv()
-        elif self.target != "-":
-            self.data.close()
+        try:
+            if self.spec.file_format == "csv":
+                self._assemble_csv()
+            elif self.rows_path is not None:
+                self.data.close()
+                self.output.install(self.rows_path)
+        except OutputFileError:
+            raise OutputFileError(f"{self.output.given} appeared while the export ran; it was left as it is: "
+                                  "run the same command with --resume --overwrite to replace it") from None
         if self.state_path is not None:
             os.remove(self.state_path)
 
     def _assemble_csv(self) -> None:
         header = csv_header(self.columns).encode("utf-8")
         self.data.seek(0)
-        out = sys.stdout.buffer if self.target == "-" else open(self.target, "wb")
+        if self.output.stream:
+            out = self.output.open_stream()
+            try:
+                out.write(header)
+                self._copy_rows(out)
+            finally:
+                self.output.close_stream(out)
+            self.data.close()
+            return
+        out, assembled = self.output.beside(".tablesdk-tmp")
         try:
-            out.write(header)
-            self._copy_rows(out)
-            out.flush()
+            with out:
+                out.write(header)
+                self._copy_rows(out)
+            self.output.install(assembled)
         finally:
-            if out is not sys.stdout.buffer:
-                out.close()
+            if os.path.exists(assembled):
+                os.remove(assembled)
         self.data.close()
-        if self.target != "-":
-            os.remove(self.target + ROWS_SUFFIX)
+        if self.rows_path is not None:
+            os.remove(self.rows_path)
 
     def _copy_rows(self, out: IO[bytes]) -> None:
         """The spooled rows into ``out``; padded with empty cells when columns came after them.
@@ -212,18 +249,28 @@ class ExportOutput:
         rows.detach()
 
     def close(self) -> None:
-        """Release the output; an unfinished one stays for ``--resume`` if a page was saved, else goes."""
-        if self.data is sys.stdout.buffer or self.data.closed:
+        """Release the output; unfinished rows stay for ``--resume`` if a page was saved, else go.
+
+        Only the export's own files (rows, state) are ever removed: never the output path.
+        """
+        if self.data.closed or self.data is sys.stdout.buffer:  # stdout: flushed by finish, or its reader is gone
+            return
+        if self.output.stream:
+            if self.spec.file_format == "jsonl":
+                self.output.close_stream(self.data)
+            else:
+                self.data.close()
             return
         if self.unsaved and self.consistent:  # stopped between pages: keep everything written so far
             self.checkpoint(force=True)
         self.data.close()
-        if self.state_path is not None and not os.path.exists(self.state_path):
-            os.remove(self.data.name)  # failed before its first page: nothing to resume
+        if self.state_path is not None and not os.path.exists(self.state_path) and self.rows_path is not None:
+            os.remove(self.rows_path)  # failed before its first page: nothing to resume
 
 
 def export_table(
-    client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, progress: Progress, parallel: int = 1
+    client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, progress: Progress, parallel: int = 1,
+    overwrite: bool = False,
 ) -> int:
     """Write every entity of the export's query to ``target`` (a path or '-'); returns how many.
 
@@ -231,7 +278,7 @@ def export_table(
     per reader) that ``parallel`` readers read at once; a resumed export keeps
     the ranges it started with.
     """
-    output = ExportOutput.open(spec, target, resume, [])
+    output = ExportOutput.open(spec, target, resume, [], overwrite=overwrite)
     try:
         query = build_query(client, spec.table, spec.filter, spec.select)
         if not output.ranges:

@@ -46,6 +46,8 @@ class Settings:
     debug: bool = False
     progress: bool | None = None
     retries: int | None = None
+    #: The options of the command being run (what an error line may suggest); None before one runs.
+    command_options: frozenset[str] | None = None
     other_connection_strings: list[str] = field(default_factory=list, repr=False)
     _clients: list[CloudTableClient] = field(default_factory=list, repr=False)
 
@@ -191,6 +193,18 @@ class TablesdkCommand(click.Command):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.params.extend(_late_options())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, recording its options first: an error line suggests only options it has."""
+        settings = ctx.find_object(Settings)
+        if settings is not None:
+            settings.command_options = self.option_names()
+        return super().invoke(ctx)
+
+    def option_names(self) -> frozenset[str]:
+        """Every option this command takes (its own and the connection options), as typed."""
+        return frozenset(name for param in self.params if isinstance(param, click.Option)
+                         for name in (*param.opts, *param.secondary_opts) if name.startswith("--"))
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command's own options, then the connection options under their own heading."""

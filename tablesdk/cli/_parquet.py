@@ -15,12 +15,17 @@ DateTime column that becomes text) the groups so far stay in a part file, the ne
 go to a new part with the wider schema, and at the end the parts are copied into the
 file with the final schema, a row group at a time (earlier rows get nulls for the new
 column, or the column's text). The file is only complete when the export is: until then
-the rows are in ``FILE.tablesdk-partN`` files next to it, removed when it ends either way.
+the rows are in ``FILE.XXXXXXXX.tablesdk-partN`` files next to it, removed when it ends
+either way, and the complete file is renamed onto ``FILE`` (the rules of
+:mod:`tablesdk.cli._output`: an existing file only with ``--overwrite``, a failed export
+leaves ``FILE`` as it was).
 A property with two EDM types fails the export with :class:`~tablesdk.SchemaConflictError`
 (the property, both types and the keys of a row of each), as ``to_arrow`` does.
 
 ``--parallel N`` writes a directory ``FILE`` of ``part-NNNNN.parquet`` files, one per
-PartitionKey range, read by N readers at once; the files are given one schema at the end
+PartitionKey range, read by N readers at once (into a new directory beside ``FILE``,
+renamed onto it when the export succeeds and removed when it fails; ``FILE`` must not
+exist, or be an empty directory); the files are given one schema at the end
 (the union of theirs), so a directory reader that takes the schema of one file (pyarrow
 datasets, pandas, DuckDB) loses no column. An import reads a file or such a directory,
 a row group at a time.
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,6 +47,7 @@ from .._errors import SchemaConflictError
 from .._filter import prop
 from ._export import ExportError, ExportSpec, _key_ranges
 from ._files import PARQUET, EntityLine
+from ._output import OutputPath, new_directory_beside, output_path
 from ._progress import Progress
 from ._transfer import build_query
 
@@ -64,8 +70,11 @@ class ParquetSink:
     largest number of batches waiting for their row group at any time.
     """
 
-    def __init__(self, target: str, builder: BatchBuilder, pages_per_row_group: int = PAGES_PER_ROW_GROUP) -> None:
+    def __init__(self, target: str, builder: BatchBuilder, pages_per_row_group: int = PAGES_PER_ROW_GROUP,
+                 *, install: Callable[[str], None] | None = None) -> None:
         self.target = target
+        #: Puts the complete file in place (default: renamed onto ``target``, a path of the export's own).
+        self.install: Callable[[str], None] = install or (lambda path: os.replace(path, target))
         self.builder = builder
         self.pages_per_row_group = pages_per_row_group
         self.count = 0
@@ -95,7 +104,7 @@ class ParquetSink:
         if self._writer is None or not schema.equals(self._schema, check_metadata=True):
             if self._writer is not None:  # the schema widened: later groups go to a part of their own
                 self._writer.close()
-            path = f"{self.target}{PART_SUFFIX}{len(self.parts)}"
+            path = self._new_part(str(len(self.parts)))
             self.parts.append(path)
             self._writer, self._schema = pq.ParquetWriter(path, schema), schema
         data = pa.Table.from_batches([self.builder.conform(batch, schema) for batch in self._pending], schema=schema)
@@ -113,17 +122,26 @@ class ParquetSink:
             self._writer = None
         final = self.builder.output_schema() if self.count else self.builder.empty_schema()
         if len(self.parts) == 1 and self._schema.equals(final, check_metadata=True):
-            os.replace(self.parts.pop(), self.target)  # the usual case: one schema from the first group on
+            self.install(self.parts[0])  # the usual case: one schema from the first group on
+            self.parts.pop()
             return self.count
-        assembling = f"{self.target}{PART_SUFFIX}-final"
+        assembling = self._new_part("-final")
+        self.parts.append(assembling)
         with pq.ParquetWriter(assembling, final) as out:
-            if not self.parts:
+            if not self.parts[:-1]:
                 out.write_table(pa.Table.from_batches([], schema=final))
-            for part in self.parts:
+            for part in self.parts[:-1]:
                 _copy_groups(part, out, final, self.builder)
-        os.replace(assembling, self.target)
+        self.install(assembling)
+        self.parts.remove(assembling)
         self._remove_parts()
         return self.count
+
+    def _new_part(self, name: str) -> str:
+        """A new file of the export's own beside ``target`` (created exclusively: never an existing file)."""
+        handle, path = OutputPath(self.target, self.target, stream=False, overwrite=False).beside(PART_SUFFIX + name)
+        handle.close()
+        return path
 
     def abort(self) -> None:
         """Drop the unfinished export's files."""
@@ -131,8 +149,6 @@ class ParquetSink:
             self._writer.close()
             self._writer = None
         self._remove_parts()
-        if os.path.exists(f"{self.target}{PART_SUFFIX}-final"):
-            os.remove(f"{self.target}{PART_SUFFIX}-final")
 
     def _remove_parts(self) -> None:
         for part in self.parts:
@@ -154,16 +170,21 @@ def _copy_groups(path: str, out: Any, schema: Any, builder: BatchBuilder) -> Non
 
 
 def export_parquet(
-    client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, parallel: int, progress: Progress
+    client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, parallel: int, progress: Progress,
+    overwrite: bool = False,
 ) -> int:
     """Write every entity of the export's query to the Parquet file ``target`` (with ``parallel`` > 1: a
     directory of one file per PartitionKey range); returns how many."""
     if target == "-" or resume:
         raise ExportError("a Parquet export goes to a file, in one run: without '-' or --resume")
+    output = output_path(target, overwrite=overwrite, directory=parallel > 1)
+    if output.stream:
+        raise ExportError(f"a Parquet export goes to a regular file: {target} is a device or a FIFO")
     query = build_query(client, spec.table, spec.filter, spec.select)
     if parallel > 1:
-        return _export_ranges(query, target, parallel, progress)
-    sink = ParquetSink(target, BatchBuilder(wide_datetimes_as_text=True))  # exact for every DateTime, 1601 to 9999
+        return _export_ranges(query, output, parallel, progress)
+    sink = ParquetSink(output.path, BatchBuilder(wide_datetimes_as_text=True),  # exact for every DateTime, 1601 to 9999
+                       install=output.install)
     try:
         for batch in _scan(query, sink.builder):
             sink.add(batch)
@@ -174,13 +195,15 @@ def export_parquet(
         raise
 
 
-def _export_ranges(query: Any, target: str, parallel: int, progress: Progress) -> int:
-    """``--parallel``: each PartitionKey range to its own file of the directory ``target``, ``parallel`` at once."""
-    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
-        raise ExportError(f"{target} exists: a parallel Parquet export writes a new directory of one file per range")
-    os.makedirs(target, exist_ok=True)
+def _export_ranges(query: Any, output: OutputPath, parallel: int, progress: Progress) -> int:
+    """``--parallel``: each PartitionKey range to its own file of the directory ``output``, ``parallel`` at once.
+
+    The files are written into a new directory beside ``output``, renamed onto it when
+    every range is done; a failed export removes that directory and its files only.
+    """
     ranges = _key_ranges(query, parallel)
-    sinks = [ParquetSink(os.path.join(target, RANGE_FILE.format(n)), BatchBuilder(wide_datetimes_as_text=True))
+    working = new_directory_beside(output, ".tablesdk-parts")
+    sinks = [ParquetSink(os.path.join(working, RANGE_FILE.format(n)), BatchBuilder(wide_datetimes_as_text=True))
              for n in range(len(ranges))]
     lock = threading.Lock()
     stop = threading.Event()
@@ -209,11 +232,17 @@ def _export_ranges(query: Any, target: str, parallel: int, progress: Progress) -
                 stop.set()
                 raise
         _unify_files([sink.target for sink in sinks], sinks)
+        try:
+            os.rename(working, output.path)  # replaces an empty directory; fails if files appeared in it
+        except OSError as exc:
+            raise ExportError(f"{output.given} changed while the export ran ({exc.strerror}); "
+                              "it was left as it is: export again to a new name") from None
     except BaseException:
+        import shutil
+
         for sink in sinks:
             sink.abort()
-            if os.path.exists(sink.target):
-                os.remove(sink.target)
+        shutil.rmtree(working)  # the export's own new directory: only its files are in it
         raise
     return sum(sink.count for sink in sinks)
 
@@ -227,7 +256,8 @@ def _unify_files(paths: list[str], sinks: list[ParquetSink]) -> None:
     for path, schema, sink in zip(paths, schemas, sinks):
         if schema.equals(union, check_metadata=True):
             continue
-        rewritten = path + PART_SUFFIX + "-final"
+        handle, rewritten = OutputPath(path, path, stream=False, overwrite=True).beside(PART_SUFFIX + "-final")
+        handle.close()
         with pq.ParquetWriter(rewritten, union) as out:
             _copy_groups(path, out, union, sink.builder)
         os.replace(rewritten, path)

@@ -413,14 +413,15 @@ def test_export_resume_continues_where_it_stopped(
     with pytest.raises(KeyboardInterrupt):
         export_table(table_client, spec, str(partial), resume=False, progress=Interrupt("x", False))
     state = tmp_path / "part.jsonl.tablesdk-resume"
-    assert state.exists() and 1000 <= partial.read_bytes().count(b"\n") < 2500
-    with partial.open("ab") as handle:
+    rows = tmp_path / json.loads(state.read_text())["rows"]  # written beside the target, renamed onto it at the end
+    assert not partial.exists() and 1000 <= rows.read_bytes().count(b"\n") < 2500
+    with rows.open("ab") as handle:
         handle.write(b'{"PartitionKey":"half-written')  # a page cut short after the last checkpoint
     again = run_cli("export", dev_table, str(partial), env=dev_env)
     assert again.returncode == 1 and b"--resume" in again.stderr
     assert again.stderr.count(b"\n") == 1 and b"export stopped" not in again.stderr  # refused: nothing stopped
     ok(run_cli("export", dev_table, str(partial), "--resume", env=dev_env))
-    assert partial.read_bytes() == full.read_bytes() and not state.exists()
+    assert partial.read_bytes() == full.read_bytes() and not state.exists() and not rows.exists()
     other = run_cli("export", dev_table, str(tmp_path / "x.jsonl"), "--resume", "--filter", "N gt 1", env=dev_env)
     assert other.returncode == 0  # nothing to resume: a plain export
 
