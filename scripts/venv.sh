@@ -24,5 +24,16 @@ if [[ "$_have" != "$_hash [$_extras]" && ( -n "$_extras" || "$_have" != "$_hash 
         || ! "$PY" -I -c 'import sys, importlib.metadata as m; sys.exit(m.version("tablesdk") is None)' 2>/dev/null; then
     echo "venv.sh: installing tablesdk${_extras:+ with $_extras extras} into $VENV" >&2
     (cd "$ROOT" && "$PY" -m pip install --disable-pip-version-check -q -e ".${_extras:+[$_extras]}")
+    # azure-cosmosdb-table (the deprecated client, for interop tests) ships its own top-level
+    # `tests`, `samples` and `doc` packages, which would shadow this repository's `tests`: remove them.
+    "$PY" - <<'PYEOF'
+import importlib.metadata as metadata, shutil
+try:
+    files = metadata.files("azure-cosmosdb-table") or []
+except metadata.PackageNotFoundError:
+    files = []
+for top in sorted({f.parts[0] for f in files if f.parts[0] in ("tests", "samples", "doc")}):
+    shutil.rmtree(metadata.distribution("azure-cosmosdb-table").locate_file(top), ignore_errors=True)
+PYEOF
     echo "$_hash [$_extras]" >"$_stamp_file"
 fi

@@ -318,7 +318,10 @@ def match_preflight(stored: str | None, origin: str, method: str, headers: list[
 
 
 def cors_response_headers(stored: str | None, origin: str, method: str) -> list[tuple[str, str]]:
-    """The CORS headers of an actual (not preflight) request from ``origin``; none if no rule matches."""
+    """The CORS headers of an actual (not preflight) request from ``origin``.
+
+    With rules set and none matching, only ``Vary: Origin``; with no rules, none.
+    """
     props = json.loads(stored) if stored else DEFAULT_PROPERTIES
     for rule in props["cors"]:
         if _origin_allowed(origin, rule) and method in rule["methods"]:
@@ -329,4 +332,5 @@ def cors_response_headers(stored: str | None, origin: str, method: str) -> list[
             if allow != "*":
                 headers.append(("Vary", "Origin"))
             return headers
-    return []
+    # No rule lets this origin in: the answer still varies with Origin whenever rules exist.
+    return [("Vary", "Origin")] if props["cors"] else []

@@ -72,8 +72,8 @@ def preflight(req: Request, storage: Storage) -> Response:
     origin = req.headers.get("origin", "")
     method = req.headers.get("access-control-request-method", "")
     if not origin or not method:
-        raise pipeline_error("InvalidHeaderValue", message="A CORS preflight request needs the Origin and "
-                                                           "Access-Control-Request-Method headers.")
+        missing = "Origin" if not origin else "Access-Control-Request-Method"
+        raise pipeline_error("InvalidHeaderValue", details=[("HeaderName", missing)])
     requested = [h.strip() for h in req.headers.get("access-control-request-headers", "").split(",") if h.strip()]
     with storage.reading():
         stored = storage.get_meta("service_properties")

@@ -170,8 +170,10 @@ def _sub_call(call: Call, account: str, method: str, url: str, headers: dict[str
     """The call of one operation in a batch body, and its path after the account."""
     parts = urlsplit(url)
     path = parts.path
-    if not parts.scheme and not path.startswith("/"):
-        path = f"/{account}/{path}"
+    if not parts.scheme and not _names_account(path, account):
+        # ``POST mytable HTTP/1.1`` and ``POST /mytable HTTP/1.1`` (a client whose endpoint is
+        # path-style writes the latter): the service resolves both against the batch's account.
+        path = f"/{account}/{path.lstrip('/')}"
     try:
         rest = strip_account(path, account)
     except PipelineError:
@@ -182,3 +184,7 @@ def _sub_call(call: Call, account: str, method: str, url: str, headers: dict[str
     sub = Call(sub_req, query_dict(parts.query), call.version, call.explicit_version, call.auth,
                call.base, index, in_batch=True)
     return sub, rest
+
+
+def _names_account(path: str, account: str) -> bool:
+    return path.startswith("/") and path[1:].split("/", 1)[0] == account

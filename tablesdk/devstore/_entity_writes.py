@@ -18,7 +18,9 @@ from ._wire import Format, atom_entry, json_entity, key_path
 __all__ = ["WriteOp", "check_etag", "sas_write_kind", "prepare_write", "execute_write", "sas_write_check",
            "single_write"]
 
-_ETAG_RE = re.compile(r"W/\"datetime'[^'\"]+'\"\Z")
+# Any weak ETag is a well-formed If-Match value to the service: one it never issued simply does
+# not match (412), where a value that is no ETag at all is refused (400).
+_WEAK_ETAG_RE = re.compile(r"[Ww]/\"[^\"]*\"\Z")
 
 
 @dataclass
@@ -36,9 +38,9 @@ class WriteOp:
 
 
 def check_etag(value: str) -> str:
-    """An If-Match value as sent, when it is ``*`` or an ETag the service gives."""
+    """An If-Match value as sent, when it is ``*`` or a weak ETag (the form the service gives)."""
     value = value.strip()
-    if value == "*" or _ETAG_RE.match(value):
+    if value == "*" or _WEAK_ETAG_RE.match(value):
         return value
     raise error("InvalidInput", message=INVALID_ETAG.format(value))
 
@@ -172,6 +174,9 @@ def single_write(call: Call, storage: Storage, account: str, method: str, table:
     """An entity write sent as its own request, in its own transaction."""
     if call.sas is not None:  # permission before the body is even parsed
         call.sas.check(sas_write_kind(method, call.req.headers), table)
+    with storage.reading():  # the service finds the table before it reads the entity
+        if storage.get_table(table) is None:
+            raise error("TableNotFound")
     op = prepare_write(call, method, table, keys)
     sas_write_check(call, op)
     with storage.transaction():

@@ -121,7 +121,7 @@ MESSAGES: dict[str, tuple[int, str]] = {
     "RequestBodyTooLarge": (413, "The request body is too large and exceeds the maximum permissible limit."),
     "ResourceNotFound": (404, "The specified resource does not exist."),
     "UnsupportedHttpVerb": (405, "The resource doesn't support specified Http Verb."),
-    "UnsupportedMediaType": (415, "The content type of the request body is not supported."),
+    "MediaTypeNotSupported": (415, "None of the provided media types are supported"),
     "InternalError": (500, "The server encountered an internal error. Please retry the request."),
 }
 
@@ -134,6 +134,7 @@ INVALID_ETAG = (
 TOO_MANY_CHANGES = "The batch request operation exceeds the maximum 100 changes per change set."
 BAD_BODY = "An error occurred while processing this request."
 NAME_LENGTH = "The specified resource name length is not within the permissible limits."
+KEY_COUNT = "The number of keys specified in the URI does not match number of key properties for the resource."
 
 
 def error(code: str, *args: object, message: str | None = None, status: int | None = None) -> ServiceError:

@@ -14,7 +14,9 @@ Literals: ``'text'`` (a quote inside is doubled), ``123`` (Edm.Int32),
 ``X'0aff'`` and ``binary'0aff'``. Keywords are lower case, as in OData.
 
 Evaluation follows the service's typing rule (the white paper, section 8.4):
-a comparison whose operands have different EDM types does not match; it is
+a comparison whose operands have different EDM types does not match, except that
+an Int32 literal compares by value with Int64 and Double properties (as the
+service does: microsoft/AzureStorageExplorer issues 5346 and 6866); it is
 *unknown* rather than false, so ``not`` cannot turn it into a match. A
 comparison with a property the entity does not have is *false* (so ``ne``
 does not match it either), and ``not`` turns it into a match:
@@ -349,6 +351,18 @@ def _compare(op: str, a: Any, b: Any) -> bool:
     return bool(a <= b)
 
 
+#: The property types a literal of a type also compares with, by value: the service compares an
+#: Int32 literal numerically with Int64 and Double properties (an Int64 or Double literal only
+#: matches its own type), so ``N ge 5`` finds an Int64 ``N`` of 7.
+_WIDENED_BY: dict[str, tuple[str, ...]] = {INT32: (INT64, DOUBLE)}
+
+
+def _literal_widening(node: Node | None) -> tuple[str, ...]:
+    if node is None or node.kind != "lit":
+        return ()
+    return _WIDENED_BY.get(node.value[0], ())
+
+
 def _compile(node: Node) -> Evaluator:
     kind = node.kind
     if kind == "lit":
@@ -364,11 +378,13 @@ def _compile(node: Node) -> Evaluator:
             name = node.left.value
             edm, want = node.right.value
 
+            widened = _WIDENED_BY.get(edm, ())
+
             def prop_vs_literal(entity: Entity) -> Typed:
                 got = entity.get(name)
                 if got is None:
                     return _FALSE
-                if got[0] != edm:
+                if got[0] != edm and got[0] not in widened:
                     return None
                 return _TRUE if _compare(op, got[1], want) else _FALSE
 
@@ -376,12 +392,16 @@ def _compile(node: Node) -> Evaluator:
 
         left_prop = node.left is not None and node.left.kind == "prop"
         right_prop = node.right is not None and node.right.kind == "prop"
+        left_widens = _literal_widening(node.left)
+        right_widens = _literal_widening(node.right)
 
         def comparison(entity: Entity) -> Typed:
             a, b = left(entity), right(entity)
             if (a is None and left_prop) or (b is None and right_prop):
                 return _FALSE  # a property the entity lacks
-            if a is None or b is None or a[0] != b[0]:
+            if a is None or b is None:
+                return None
+            if a[0] != b[0] and b[0] not in left_widens and a[0] not in right_widens:
                 return None
             return _TRUE if _compare(op, a[1], b[1]) else _FALSE
 

@@ -92,7 +92,7 @@ def body_format(headers: dict[str, str], version: str) -> str:
         if version >= V_NO_ATOM:
             raise pipeline_error("AtomFormatNotSupported")
         return "atom"
-    raise error("UnsupportedMediaType")
+    raise error("MediaTypeNotSupported")
 
 
 

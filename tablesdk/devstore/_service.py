@@ -32,7 +32,7 @@ from ._batch_requests import serve_batch
 from ._entity_reads import get_entity, query_entities
 from ._entity_writes import single_write
 from ._error_answers import error_response, invalid_url_response, pipeline_error_response
-from ._errors import PipelineError, ServiceError, error, pipeline_error
+from ._errors import KEY_COUNT, PipelineError, ServiceError, error, pipeline_error
 from ._negotiation import soft_format
 from ._request import (
     HTTP_METHODS, KNOWN_VERSIONS, LEGACY_VERSION, MAX_BODY, MAX_PAGE, Call, Request, Response, effective_method,
@@ -181,6 +181,7 @@ class TableService:
             if method != "POST":
                 raise error("MethodNotAllowed")
             return serve_batch(call, self.storage, self.account, self._route)
+        _check_trailing_keys(rest)
         head, paren, tail = segment.partition("(")
         name = unquote(head)
         keys_text = unquote(paren + tail) if paren else ""
@@ -233,3 +234,16 @@ class TableService:
     def table_names(self) -> list[str]:
         with self.storage.reading():
             return list(self.storage.iter_tables())
+
+
+def _check_trailing_keys(rest: str) -> None:
+    """``/<table>/<more>`` is an operation on ``<table>``, whose entities have two keys: a key
+    predicate in ``<more>`` with another number of keys (``/t/Tables('t')``, as a client builds
+    from an account URL that already ends in a table name) is refused as the service refuses it."""
+    trailing = rest.split("?", 1)[0].strip("/").split("/")[1:]
+    if not trailing:
+        return
+    _, paren, keys = trailing[-1].partition("(")
+    if paren and keys.endswith(")") and keys[:-1].strip():
+        if len(parse_literal_list(unquote(keys[:-1]))) != 2:
+            raise error("InvalidInput", message=KEY_COUNT)

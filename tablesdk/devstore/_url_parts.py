@@ -18,10 +18,15 @@ _TABLE_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 
 
 def query_dict(raw_query: str) -> dict[str, str]:
-    """The query string by name; a name given twice keeps its first value."""
+    """The query string by name; a name given more than once has all its values, joined by commas.
+
+    The service reads a repeated parameter as one multi-valued parameter (as Shared Key
+    canonicalization joins its values), never as its first value alone: a SAS sent as
+    ``sig=<valid>&sig=junk`` carries the signature ``<valid>,junk``, which does not verify.
+    """
     result: dict[str, str] = {}
     for name, value in parse_qsl(raw_query, keep_blank_values=True):
-        result.setdefault(name, value)
+        result[name] = result[name] + "," + value if name in result else value
     return result
 
 

@@ -130,9 +130,8 @@ def test_timestamp_is_a_datetime() -> None:
         "Age eq 42.0",  # Int32 property, Double literal
         "Age eq '42'",  # Int32 property, String literal
         "Big eq 1099511627777.0",
-        "Small64 eq 5",  # Int64 property, Int32 literal
-        "Whole eq 3",  # Double property, Int32 literal
-        "Score gt 1",
+        "Whole eq 3L",  # Double property, Int64 literal
+        "Small64 eq 5.0",  # Int64 property, Double literal
         "Flag eq 'true'",
         "Name eq 1",
         f"Name eq guid'{G1}'",
@@ -147,6 +146,16 @@ def test_type_mismatch_never_matches(text: str) -> None:
     assert flt.evaluate(ENTITY) is None  # unknown, not false
 
 
+@pytest.mark.parametrize("text, expected", [
+    # the one exception to the typing rule: an Int32 literal compares by value with Int64 and
+    # Double properties (the service's answers: AzureStorageExplorer issues 5346 and 6866)
+    ("Small64 eq 5", True), ("Small64 gt 5", False), ("Big gt 5", True), ("Whole eq 3", True),
+    ("Score gt 1", True), ("Score lt 4", False), ("5 eq Small64", True), ("Nan eq 1", False),
+])
+def test_an_int32_literal_compares_by_value_with_int64_and_double(text: str, expected: bool) -> None:
+    assert match(text) is expected
+
+
 def test_type_mismatch_is_not_turned_into_a_match_by_not() -> None:
     assert not match("not (Age eq 42L)")
     assert not match("not (Age ne 42L)")
@@ -159,8 +168,8 @@ def test_same_property_different_types_across_entities() -> None:
     b = {"Rating": (DBL, 3.5)}
     flt = compile_filter("Rating gt 1.2")
     assert [flt.matches(a), flt.matches(b)] == [False, True]
-    flt = compile_filter("Rating gt 1")
-    assert [flt.matches(a), flt.matches(b)] == [True, False]
+    flt = compile_filter("Rating gt 1")  # but an Int32 literal compares with a Double by value
+    assert [flt.matches(a), flt.matches(b)] == [True, True]
 
 
 # ----------------------------------------------------------------- missing properties
