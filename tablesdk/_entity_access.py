@@ -139,6 +139,9 @@ def overwrite_entity(target: Any, fresh: Any) -> None:
         adapter = _model_adapter(target)
         for field in adapter.fields:
             adapter.assign(target, field.name, getattr(fresh, field.name))
+        extra = adapter.extra_fields(fresh)
+        if extra is not None:
+            object.__setattr__(target, "__pydantic_extra__", dict(extra))
         adapter.set_timestamp(target, getattr(fresh, "Timestamp", None))
         return
     if isinstance(target, DynamicEntity):

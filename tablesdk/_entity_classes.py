@@ -28,6 +28,7 @@ from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
 from ._filter_text import filter_name_problem
+from ._model_values import value_to_wire
 from ._models import Converter, field_plan
 
 
@@ -590,7 +591,7 @@ def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | 
     for name, declared in entity.__declared__.items():
         value = getattr(entity, renamed.get(name, name))
         if value is not None and name in converters:
-            value = converters[name].to_wire(value)
+            value = value_to_wire(converters[name], renamed.get(name, name), value)
         yield name, value, wire_types.get(name), declared
     for name, value in entity.extra_properties.items():
         if isinstance(value, EntityProperty):

@@ -228,11 +228,11 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity))
     try:
         return _payload_of_properties(
-            type(entity).__name__, getattr(entity, "PartitionKey"), getattr(entity, "RowKey"), adapter.etag(entity),
-            properties, validate,
+            type(entity).__name__, getattr(entity, "PartitionKey", None), getattr(entity, "RowKey", None),
+            adapter.etag(entity), properties, validate,
         )
     except TableValidationError as exc:
-        path = adapter.paths.get(exc.field)
+        path = adapter.path_of(exc.field)
         if path is None:
             raise
         # A flattened property: name the field's path (Shipping.Address.Street), not its stored name.
