@@ -161,7 +161,8 @@ def _flag_by_name(owner: str, name: str, cls: type[enum.Flag]) -> Converter[Any]
                 value |= cls[part]
             except KeyError:
                 raise TableValidationError(
-                    name, f"{stored!r} is not a member of {cls.__name__}", f"members: {list(cls.__members__)}"
+                    name, f"{part!r} is not a member of {cls.__name__}",
+                    f"stored {stored!r}; members: {list(cls.__members__)}",
                 ) from None
         return value
 
