@@ -532,7 +532,7 @@ class ModelAdapter:
     def build(self, values: dict[str, Any], etag: str | None, timestamp: Any) -> Any:
         """An instance from the stored ``values`` (stored names, wire values already decoded)."""
         extras: dict[_Node, dict[str, Any]] = {}
-        if self._extras_nodes and len(values) > len(self.by_stored) - len(self.markers):
+        if self._extras_nodes:
             for name, value in values.items():
                 node = self.extras_node(name)
                 if node is not None and value is not None:
