@@ -190,10 +190,15 @@ class _Node:
     ``extra="allow"`` fields): they are stored as dynamic properties named ``prefix + key``.
     """
 
-    __slots__ = ("cls", "kind", "fields", "make", "required", "prefix", "path", "extras", "owner", "declared")
+    __slots__ = ("cls", "kind", "fields", "make", "required", "prefix", "path", "steps", "extras", "owner", "declared")
 
-    def __init__(self, cls: type, kind: str, fields: tuple[ModelField, ...], owner: str, prefix: str, path: str) -> None:
+    def __init__(
+        self, cls: type, kind: str, fields: tuple[ModelField, ...], owner: str, prefix: str, path: str,
+        steps: tuple[tuple[str, bool], ...] = (),
+    ) -> None:
         self.cls = cls
+        #: The attributes (or keys) from the entity down to this object, as ModelField.steps.
+        self.steps = steps
         self.kind = kind
         self.fields = fields
         self.owner = owner
@@ -211,8 +216,10 @@ class _Node:
 
     # ------------------------------------------------------------ an object into properties
 
-    def collect(self, obj: Any, out: list[Sent], adapter: ModelAdapter) -> None:
-        """Append the properties of ``obj`` (an object of this node's class, never None) to ``out``."""
+    def collect(self, obj: Any, out: list[Sent], adapter: ModelAdapter, strict: bool = True) -> None:
+        """Append the properties of ``obj`` (an object of this node's class, never None) to ``out``.
+
+        Not ``strict`` (comparing, diffing): what a write refuses is taken as it is, or as None."""
         mapping = self.kind == "typeddict"
         for f in self.fields:
             if mapping:
@@ -220,35 +227,35 @@ class _Node:
             else:
                 value = getattr(obj, f.name, _MISSING)
                 if value is _MISSING:
-                    raise TableValidationError(
-                        f.path, f"{self.owner}.{f.path} has no value",
-                        "the object lacks the attribute: a pydantic model made by model_construct() without it?",
-                    )
+                    _refuse(strict, _no_value(self.owner, f.path))
+                    value = None
             node = f.node
             if node is None:
                 if f.converter is not None and value is not None:
-                    value = value_to_wire(f.converter, f.path, value)
+                    value = _converted(f, value, strict)
                 out.append((f.stored, value, f.edm_type))
                 continue
             if value is None:
                 if not f.optional and not (mapping and f.name not in obj):
-                    raise TableValidationError(
+                    _refuse(strict, TableValidationError(
                         f.path, f"{self.owner}.{f.path} is declared as {node.cls.__name__}, not Optional",
                         f"got None; annotate it {node.cls.__name__} | None to store None",
-                    )
+                    ))
                 node.collect_nones(out)
                 continue
             if not isinstance(value, Mapping if node.kind == "typeddict" else node.cls):
-                raise TableValidationError(
+                _refuse(strict, TableValidationError(
                     f.path, f"{self.owner}.{f.path} is declared as {node.cls.__name__}", f"got {type(value).__name__}"
-                )
+                ))
+                node.collect_nones(out)
+                continue
             start = len(out)
-            node.collect(value, out, adapter)
+            node.collect(value, out, adapter, strict)
             if f.optional and all(sent[1] is None for sent in out[start:]):
                 # Present, with nothing stored below it: the marker tells it from None.
                 out.append((f.stored, True, EdmType.BOOLEAN))
         if self.extras:
-            self._collect_extras(obj, out, adapter)
+            self._collect_extras(obj, out, adapter, strict)
 
     def collect_nones(self, out: list[Sent]) -> None:
         """Append a null for every leaf below this node (the object is None)."""
@@ -258,7 +265,7 @@ class _Node:
             else:
                 f.node.collect_nones(out)
 
-    def _collect_extras(self, obj: Any, out: list[Sent], adapter: ModelAdapter) -> None:
+    def _collect_extras(self, obj: Any, out: list[Sent], adapter: ModelAdapter, strict: bool) -> None:
         if self.kind == "typeddict":
             extras = {k: v for k, v in obj.items() if k not in self.declared}
         else:
@@ -266,16 +273,18 @@ class _Node:
         for key, value in extras.items():
             where = f"{self.path}.{key}" if self.path else str(key)
             if not isinstance(key, str):
-                raise TableValidationError(
+                _refuse(strict, TableValidationError(
                     where, f"{self.owner}: an undeclared key is stored as a property named by it",
                     f"keys are str, got {type(key).__name__}",
-                )
+                ))
+                continue
             stored = self.prefix + key
             if adapter.extras_node(stored) is not self:
-                raise TableValidationError(
+                _refuse(strict, TableValidationError(
                     where, f"{self.owner}: an undeclared field is stored as a property named {stored!r}",
                     "a declared field, or another object's undeclared fields, read that name back",
-                )
+                ))
+                continue
             out.append((stored, value, None))
 
     # ------------------------------------------------------------ properties into an object
@@ -315,6 +324,30 @@ class _Node:
             kwargs.update(mine)
             found = True
         return kwargs, found
+
+
+def _refuse(strict: bool, error: TableValidationError) -> None:
+    """Raise ``error`` when writing (``strict``); comparing and diffing carry on."""
+    if strict:
+        raise error
+
+
+def _no_value(owner: str, path: str) -> TableValidationError:
+    return TableValidationError(
+        path, f"{owner}.{path} has no value",
+        "the object lacks the attribute: a pydantic model made by model_construct() without it?",
+    )
+
+
+def _converted(f: ModelField, value: Any, strict: bool) -> Any:
+    """The value of leaf ``f`` as stored, through its converter (not ``strict``: as it is when that fails)."""
+    assert f.converter is not None
+    try:
+        return value_to_wire(f.converter, f.path, value)
+    except TableValidationError:
+        if strict:
+            raise
+        return value
 
 
 class Flatten:
@@ -413,7 +446,7 @@ def _plan_fields(
             sub_fields, sub_leaves = _plan_fields(
                 owner, inner, nested, sub_prefix, here, where, sub_delimiter, (*stack, inner), (),
             )
-            node = _Node(inner, nested, tuple(sub_fields), owner, sub_prefix, here)
+            node = _Node(inner, nested, tuple(sub_fields), owner, sub_prefix, here, where)
             fields.append(ModelField(name, stored, EdmType.STRING, None, here, where, node, optional))
             leaves.extend(sub_leaves)
             continue
@@ -505,22 +538,23 @@ class ModelAdapter:
 
     # ------------------------------------------------------------ reading an instance
 
-    def properties(self, obj: Any) -> list[Sent]:
-        """(stored name, value as sent, declared EDM type, None for an undeclared field) of every property of ``obj``."""
+    def properties(self, obj: Any, strict: bool = True) -> list[Sent]:
+        """(stored name, value as sent, declared EDM type, None for an undeclared field) of every property of ``obj``.
+
+        A value a write refuses raises TableValidationError naming its field; not ``strict``
+        (comparing, diffing), it is taken as it is (a missing one as None)."""
         out: list[Sent] = []
         if self._flat:
             for f in self.fields:
                 value = getattr(obj, f.name, _MISSING)
                 if value is _MISSING:
-                    raise TableValidationError(
-                        f.name, f"{self.cls.__name__}.{f.name} has no value",
-                        "the object lacks the attribute: a pydantic model made by model_construct() without it?",
-                    )
+                    _refuse(strict, _no_value(self.cls.__name__, f.name))
+                    value = None
                 if f.converter is not None and value is not None:
-                    value = value_to_wire(f.converter, f.name, value)
+                    value = _converted(f, value, strict)
                 out.append((f.stored, value, f.edm_type))
             return out
-        self._node.collect(obj, out, self)
+        self._node.collect(obj, out, self, strict)
         return out
 
     def etag(self, obj: Any) -> str | None:
@@ -552,6 +586,64 @@ class ModelAdapter:
             return None
         return getattr(obj, "__pydantic_extra__", None)
 
+    def take(self, target: Any, fresh: Any, stored: str) -> None:
+        """Give ``target`` what ``fresh`` (read from the service) holds for the property ``stored``:
+        a leaf, nested or not, an undeclared field, or a nested object only ``fresh`` has."""
+        field = self.by_stored.get(stored)
+        if field is not None:
+            self._set(target, fresh, field.steps, lambda container: _step(container, *field.steps[-1]))
+            return
+        if stored in self.markers:
+            steps = next(f.steps for n in _nodes(self._node) for f in n.fields if f.node is not None and f.stored == stored)
+            if _walk(target, steps) is None:
+                self._set(target, fresh, steps, lambda container: _step(container, *steps[-1]))
+            return
+        node = self.extras_node(stored)
+        if node is not None:
+            key = stored[len(node.prefix):]
+            self._set(target, fresh, (*node.steps, (key, None)), lambda container: _extras_of(container).get(key))
+
+    def drop(self, target: Any, stored: str) -> None:
+        """Remove the property ``stored`` from ``target``: a leaf becomes None, an undeclared field goes."""
+        field = self.by_stored.get(stored)
+        if field is not None:
+            container = _walk(target, field.steps[:-1])
+            if container is not None:
+                self._put(container, field.steps[-1], None)
+            return
+        node = self.extras_node(stored)
+        container = _walk(target, node.steps) if node is not None else None
+        if node is not None and container is not None:
+            _extras_of(container).pop(stored[len(node.prefix):], None)
+
+    def _set(
+        self, target: Any, fresh: Any, steps: tuple[tuple[str, bool | None], ...], value_in: Callable[[Any], Any]
+    ) -> None:
+        """Set the value at ``steps`` in ``target`` from ``fresh``; where ``target`` has no object on
+        the way, the whole object ``fresh`` has there (``value_in`` reads the value from its container)."""
+        container, fresh_container = target, fresh
+        for step in steps[:-1]:
+            inner = _step(container, *step)
+            fresh_inner = _step(fresh_container, *step) if fresh_container is not None else None
+            if inner is None:
+                self._put(container, step, fresh_inner)
+                return
+            container, fresh_container = inner, fresh_inner
+        self._put(container, steps[-1], value_in(fresh_container) if fresh_container is not None else None)
+
+    def _put(self, container: Any, step: tuple[str, bool | None], value: Any) -> None:
+        name, is_key = step
+        if is_key is None:  # an undeclared field
+            extras = _extras_of(container)
+            if value is None:
+                extras.pop(name, None)
+            else:
+                extras[name] = value
+        elif is_key:
+            container[name] = value
+        else:
+            self.assign(container, name, value)
+
     def assign(self, obj: Any, name: str, value: Any) -> None:
         """Set attribute ``name`` of ``obj``, frozen classes included (a context refreshes them)."""
         try:
@@ -570,6 +662,34 @@ class ModelAdapter:
         """Store ``timestamp`` on ``obj`` if the class declares a field for it."""
         if self.timestamp_field:
             self.assign(obj, self.timestamp_field, timestamp)
+
+
+def _step(container: Any, name: str, is_key: bool | None) -> Any:
+    """The value of attribute or key ``name`` of ``container`` (None when it has none)."""
+    if is_key is None:
+        return _extras_of(container).get(name)
+    return container.get(name) if is_key else getattr(container, name, None)
+
+
+def _walk(obj: Any, steps: tuple[tuple[str, bool], ...]) -> Any:
+    """The object at ``steps`` below ``obj`` (None when one on the way is None)."""
+    for name, is_key in steps:
+        if obj is None:
+            return None
+        obj = _step(obj, name, is_key)
+    return obj
+
+
+def _extras_of(container: Any) -> Any:
+    """Where the undeclared fields of ``container`` are kept: a TypedDict itself, a pydantic model's
+    ``__pydantic_extra__`` (made a dict when it is None)."""
+    if isinstance(container, dict):
+        return container
+    extras = getattr(container, "__pydantic_extra__", None)
+    if extras is None:
+        extras = {}
+        object.__setattr__(container, "__pydantic_extra__", extras)
+    return extras
 
 
 def _required_fields(cls: type, kind: str) -> frozenset[str]:

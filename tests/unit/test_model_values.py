@@ -359,3 +359,12 @@ def test_optional_between_annotated_markers_keeps_every_marker() -> None:
     assert _stored(marked) == {"tg": "[1,2]", "st": "d", "at__X": 3, "at__Y": None}
     assert _round_trip(marked) == marked
     assert _round_trip(Marked("p", "r")) == Marked("p", "r")
+
+
+def test_comparing_and_diffing_do_not_fail_on_a_value_only_a_write_refuses() -> None:
+    first, second = Ledger(PartitionKey="p", RowKey="r"), Ledger(PartitionKey="p", RowKey="r")
+    first.Price = "1.5"  # type: ignore[assignment]
+    assert first != second  # compared, not refused
+    loose = entity_to_payload(Typed("p", "r", Shade=2, Day="x"), validate=False)  # type: ignore[arg-type]
+    assert loose.values["Shade"] == 2 and loose.values["Day"] == "x"
+    assert entity_to_payload(Route("p", "r", None), validate=False).values["Start_X"] is None  # type: ignore[arg-type]
