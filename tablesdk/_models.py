@@ -2,10 +2,11 @@
 
 One :class:`ModelAdapter` per model class, made the first time the class is met and kept
 (:func:`adapter_for`): its fields, the name each is stored under, the EDM type each is
-written as, the conversions of values beyond the EDM types (``enum.Enum``,
-``decimal.Decimal``, ``datetime.date``, user :class:`Converter`\\ s), and how an instance
-is made and read. :mod:`tablesdk._entity` checks and converts through it, so a model
-class gets every rule a :class:`~tablesdk.TableEntity` gets.
+written as, the conversion of each value beyond the EDM types (made by
+:mod:`tablesdk._model_values`), nested objects flattened (with the presence marker of an
+Optional one, and the undeclared fields a TypedDict or a pydantic ``extra="allow"`` model
+keeps), and how an instance is made and read. :mod:`tablesdk._entity` checks and converts
+through it, so a model class gets every rule a :class:`~tablesdk.TableEntity` gets.
 
 Nothing here imports pydantic or attrs: a class is recognised by what those libraries put
 on it (``model_fields``, ``__attrs_attrs__``), so only an application that defines such a
@@ -139,6 +140,12 @@ def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
         hint = _strip_optional(typing.get_args(hint)[0])
     if hint in _ANNOTATION_TYPES:
         return _ANNOTATION_TYPES[hint]
+    if _nested_kind(hint) is not None:  # only a TableEntity property gets here: model classes flatten first
+        raise TypeError(
+            f"{owner}.{name}: a TableEntity property cannot hold a {hint.__name__} object; nested objects are "
+            "flattened on dataclass, pydantic and attrs entities only: make the entity one of those, or store "
+            "the value with a Converter"
+        )
     raise TypeError(
         f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
         "Int64, float, bool, datetime, uuid.UUID, bytes, date, Decimal, an Enum, a dataclass, pydantic model, "

@@ -368,3 +368,9 @@ def test_comparing_and_diffing_do_not_fail_on_a_value_only_a_write_refuses() -> 
     loose = entity_to_payload(Typed("p", "r", Shade=2, Day="x"), validate=False)  # type: ignore[arg-type]
     assert loose.values["Shade"] == 2 and loose.values["Day"] == "x"
     assert entity_to_payload(Route("p", "r", None), validate=False).values["Start_X"] is None  # type: ignore[arg-type]
+
+
+def test_a_nested_object_on_a_declared_entity_is_refused_with_what_is_supported() -> None:
+    with pytest.raises(TypeError, match="a TableEntity property cannot hold a Point object; nested objects are flattened"):
+        class Nested(TableEntity):  # noqa: F841
+            At: Annotated[Point | None, Flatten("__")] = None
