@@ -132,7 +132,8 @@ def _wrong_type(owner: str, name: str, declared: str, value: Any, hint: str = ""
 
 def _flag_bits(cls: type[enum.Flag]) -> list[enum.Flag]:
     """The members of ``cls`` of one bit each, in definition order (what a stored name list is made of)."""
-    return [m for m in cls.__members__.values() if isinstance(m.value, int) and m.value > 0 and not m.value & (m.value - 1)]
+    members = dict.fromkeys(cls.__members__.values())  # an alias names a member already there
+    return [m for m in members if isinstance(m.value, int) and m.value > 0 and not m.value & (m.value - 1)]
 
 
 def _flag_by_name(owner: str, name: str, cls: type[enum.Flag]) -> Converter[Any]:

@@ -374,3 +374,24 @@ def test_a_nested_object_on_a_declared_entity_is_refused_with_what_is_supported(
     with pytest.raises(TypeError, match="a TableEntity property cannot hold a Point object; nested objects are flattened"):
         class Nested(TableEntity):  # noqa: F841
             At: Annotated[Point | None, Flatten("__")] = None
+
+
+class Mode(enum.Flag):
+    NONE = 0
+    READ = 1
+    R = 1  # an alias
+    WRITE = 2
+
+
+@dataclasses.dataclass
+class Opened:
+    PartitionKey: str
+    RowKey: str
+    Mode: Mode
+
+
+def test_a_flag_with_an_alias_and_a_named_zero_is_stored_once_by_each_member_name() -> None:
+    assert _stored(Opened("p", "r", Mode.R | Mode.WRITE))["Mode"] == "READ|WRITE"
+    assert _stored(Opened("p", "r", Mode.NONE))["Mode"] == ""
+    assert _read(Opened, Mode="NONE").Mode is Mode.NONE and _read(Opened, Mode="").Mode is Mode.NONE
+    assert _read(Opened, Mode="R|WRITE").Mode == Mode.READ | Mode.WRITE
