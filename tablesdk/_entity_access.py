@@ -139,6 +139,9 @@ def overwrite_entity(target: Any, fresh: Any) -> None:
         adapter = _model_adapter(target)
         for field in adapter.fields:
             adapter.assign(target, field.name, getattr(fresh, field.name))
+        extra = adapter.extra_fields(fresh)
+        if extra is not None:
+            object.__setattr__(target, "__pydantic_extra__", dict(extra))
         adapter.set_timestamp(target, getattr(fresh, "Timestamp", None))
         return
     if isinstance(target, DynamicEntity):
@@ -162,10 +165,7 @@ def take_property(target: Any, fresh: Any, name: str, server: EntityPayload) -> 
         target[name] = server.values[name]
         return
     if not isinstance(target, (TableEntity, DynamicEntity)):
-        adapter = _model_adapter(target)
-        field = adapter.by_stored.get(name)
-        if field is not None:
-            adapter.assign(target, field.name, getattr(fresh, field.name))
+        _model_adapter(target).take(target, fresh, name)
         return
     if isinstance(target, DynamicEntity):
         value = server.values[name]
@@ -188,10 +188,7 @@ def drop_property(target: Any, name: str) -> None:
         target.pop(name, None)
         return
     if not isinstance(target, (TableEntity, DynamicEntity)):
-        adapter = _model_adapter(target)
-        field = adapter.by_stored.get(name)
-        if field is not None:
-            adapter.assign(target, field.name, None)
+        _model_adapter(target).drop(target, name)
         return
     if isinstance(target, DynamicEntity):
         del target[name]

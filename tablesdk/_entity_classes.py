@@ -28,6 +28,7 @@ from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
 from ._filter_text import filter_name_problem
+from ._model_values import value_to_wire
 from ._models import Converter, field_plan
 
 
@@ -578,8 +579,11 @@ def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
     return key(entity)
 
 
-def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | None, EdmType | None]]:
-    """(name, value, remembered type, declared type) for every custom property."""
+def _custom_properties(
+    entity: AnyEntity, strict: bool = True
+) -> Iterator[tuple[str, Any, EdmType | None, EdmType | None]]:
+    """(name, value, remembered type, declared type) for every custom property; a value its
+    converter cannot store raises TableValidationError (not ``strict``: it is taken as it is)."""
     if isinstance(entity, DynamicEntity):
         types = entity._types
         for name, value in entity._values.items():
@@ -590,7 +594,11 @@ def _custom_properties(entity: AnyEntity) -> Iterator[tuple[str, Any, EdmType | 
     for name, declared in entity.__declared__.items():
         value = getattr(entity, renamed.get(name, name))
         if value is not None and name in converters:
-            value = converters[name].to_wire(value)
+            try:
+                value = value_to_wire(converters[name], renamed.get(name, name), value)
+            except TableValidationError:
+                if strict:
+                    raise
         yield name, value, wire_types.get(name), declared
     for name, value in entity.extra_properties.items():
         if isinstance(value, EntityProperty):

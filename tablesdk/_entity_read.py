@@ -20,6 +20,7 @@ from ._edm import (
     from_json_value,
 )
 from ._errors import TableValidationError
+from ._model_values import value_from_wire
 from ._models import Converter, ModelAdapter, adapter_for
 
 from ._entity_classes import (
@@ -199,7 +200,7 @@ def _read_model(
         timestamp = from_json_value(timestamp, EdmType.DATETIME)
     by_stored = adapter.by_stored
     if len(values) > len(by_stored) + 3 or not ignore_missing_properties:
-        unknown = [n for n in values if n not in by_stored and n not in SYSTEM_PROPERTIES]
+        unknown = [n for n in values if not adapter.is_known(n) and n not in SYSTEM_PROPERTIES]
         if unknown and not ignore_missing_properties:
             raise TableValidationError(
                 unknown[0], f"is not a field of {adapter.cls.__name__}",
@@ -337,6 +338,6 @@ def _read_declared_parts(
         elif wire_type is not None and wire_type is not declared_type:
             wire_types[name] = wire_type
         if converters and value is not None and name in converters:
-            value = converters[name].from_wire(value)
+            value = value_from_wire(converters[name], renamed.get(name, name), value, values)
         state[renamed.get(name, name) if renamed else name] = value
     return typing.cast(E, obj)

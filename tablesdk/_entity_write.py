@@ -225,14 +225,14 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     adapter = adapter_for(type(entity))
     if adapter is None:
         raise _not_an_entity(entity)
-    properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity))
+    properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity, validate))
     try:
         return _payload_of_properties(
-            type(entity).__name__, getattr(entity, "PartitionKey"), getattr(entity, "RowKey"), adapter.etag(entity),
-            properties, validate,
+            type(entity).__name__, getattr(entity, "PartitionKey", None), getattr(entity, "RowKey", None),
+            adapter.etag(entity), properties, validate,
         )
     except TableValidationError as exc:
-        path = adapter.paths.get(exc.field)
+        path = adapter.path_of(exc.field)
         if path is None:
             raise
         # A flattened property: name the field's path (Shipping.Address.Street), not its stored name.
@@ -248,7 +248,7 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
         bag, bag_types = entity._values, entity._types
         properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
     else:
-        properties = _custom_properties(entity)
+        properties = _custom_properties(entity, validate)
     return _payload_of_properties(
         type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
     )

@@ -2,10 +2,11 @@
 
 One :class:`ModelAdapter` per model class, made the first time the class is met and kept
 (:func:`adapter_for`): its fields, the name each is stored under, the EDM type each is
-written as, the conversions of values beyond the EDM types (``enum.Enum``,
-``decimal.Decimal``, ``datetime.date``, user :class:`Converter`\\ s), and how an instance
-is made and read. :mod:`tablesdk._entity` checks and converts through it, so a model
-class gets every rule a :class:`~tablesdk.TableEntity` gets.
+written as, the conversion of each value beyond the EDM types (made by
+:mod:`tablesdk._model_values`), nested objects flattened (with the presence marker of an
+Optional one, and the undeclared fields a TypedDict or a pydantic ``extra="allow"`` model
+keeps), and how an instance is made and read. :mod:`tablesdk._entity` checks and converts
+through it, so a model class gets every rule a :class:`~tablesdk.TableEntity` gets.
 
 Nothing here imports pydantic or attrs: a class is recognised by what those libraries put
 on it (``model_fields``, ``__attrs_attrs__``), so only an application that defines such a
@@ -20,16 +21,27 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
-import functools
-import json
 import sys
 import typing
-from collections.abc import Callable
-from typing import Annotated, Any, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ._edm import EdmType, Int64
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
+from ._model_values import (
+    AsJson,
+    ByValue,
+    Converter,
+    Json,
+    date_converter,
+    decimal_converter,
+    enum_converter,
+    json_converter,
+    strip_optional as _strip_optional,
+    value_from_wire,
+    value_to_wire,
+)
 
 __all__ = [
     "Converter",
@@ -50,29 +62,6 @@ SYSTEM_FIELDS = ("PartitionKey", "RowKey", "Timestamp")
 #: The EDM type each plain class annotation declares (``Rating: int``).
 _ANNOTATION_TYPES: dict[Any, EdmType] = {hint: t for t, spec in EDM_SPECS.items() for hint in spec.declared_by}
 
-T = TypeVar("T")
-
-
-class Converter(Generic[T]):
-    """How a field's Python type is stored: ``Annotated[Money, Converter(to_wire, from_wire, EdmType.STRING)]``.
-
-    ``to_wire`` turns a field value into a value of ``edm_type`` (default: the EDM type the
-    value has, e.g. a ``str`` is Edm.String); ``from_wire`` turns the stored value back.
-    ``None`` is never passed to either: a null stays ``None``.
-    """
-
-    __slots__ = ("to_wire", "from_wire", "edm_type")
-
-    def __init__(
-        self, to_wire: Callable[[T], Any], from_wire: Callable[[Any], T], edm_type: EdmType = EdmType.STRING
-    ) -> None:
-        self.to_wire = to_wire
-        self.from_wire = from_wire
-        self.edm_type = edm_type
-
-    def __repr__(self) -> str:
-        return f"Converter({self.to_wire!r}, {self.from_wire!r}, {self.edm_type})"
-
 
 class StoredAs:
     """Store a field under another property name: ``Annotated[int, StoredAs("cpor")]``.
@@ -90,134 +79,36 @@ class StoredAs:
         return f"StoredAs({self.name!r})"
 
 
-class ByValue:
-    """Marker: ``Annotated[Color, ByValue]`` stores an ``enum.Enum`` field by its member's
-    value (an int or str) instead of its name (the default)."""
-
-
-def _enum_converter(owner: str, name: str, cls: type[enum.Enum], by_value: bool) -> Converter[Any]:
-    if by_value:
-        values = [member.value for member in cls]
-        kinds = {type(v) for v in values}
-        if len(kinds) != 1 or next(iter(kinds)) not in (str, int):
-            raise TypeError(f"{owner}.{name}: ByValue needs the members of {cls.__name__} to have str or int values")
-        edm_type = EdmType.STRING if kinds == {str} else EdmType.INT32
-        if edm_type is EdmType.INT32 and any(not (-(2**31) <= v < 2**31) for v in values):
-            edm_type = EdmType.INT64
-
-        def from_value(stored: Any) -> Any:
-            try:
-                return cls(stored)
-            except ValueError:
-                raise TableValidationError(
-                    name, f"{stored!r} is not a value of {cls.__name__}", f"values: {values!r}"
-                ) from None
-
-        return Converter(lambda member: member.value, from_value, edm_type)
-
-    def from_name(stored: Any) -> Any:
-        try:
-            return cls[stored]
-        except KeyError:
-            raise TableValidationError(
-                name, f"{stored!r} is not a member of {cls.__name__}", f"members: {list(cls.__members__)}"
-            ) from None
-
-    return Converter(lambda member: member.name, from_name, EdmType.STRING)
-
-
-class AsJson:
-    """Marker: ``Annotated[list[int], AsJson]`` (or ``Json[list[int]]``) stores the field as JSON
-    text (Edm.String) and rebuilds it on read as its annotation says (lists, tuples, sets,
-    frozensets, dicts, and what they hold)."""
-
-
-#: ``Json[list[str]]``: a field stored as JSON text; to a type checker it is a ``list[str]``.
-Json = Annotated[T, AsJson]
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (set, frozenset)):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _rebuild(hint: Any, data: Any) -> Any:
-    """``data`` decoded from JSON, made again into what ``hint`` names (sets, tuples, int keys ...)."""
-    hint = _strip_optional(hint)
-    if data is None:
-        return None
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (list, set, frozenset) or (origin is not None and origin.__name__ in ("Sequence", "MutableSequence")):
-        items = [_rebuild(args[0], item) for item in data] if args else list(data)
-        return origin(items) if origin in (set, frozenset) else items
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_rebuild(args[0], item) for item in data)
-        return tuple(_rebuild(a, item) for a, item in zip(args, data)) if args else tuple(data)
-    if origin is dict or (origin is not None and origin.__name__ in ("Mapping", "MutableMapping")):
-        key_type, value_type = args if args else (Any, Any)
-        return {
-            (key_type(k) if key_type in (int, float) else k): _rebuild(value_type, v) for k, v in data.items()
-        }
-    return data
-
-
-def _json_converter(owner: str, name: str, hint: Any) -> Converter[Any]:
-    def to_wire(value: Any) -> str:
-        try:
-            return json.dumps(value, default=_json_default, separators=(",", ":"), ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise TableValidationError(name, f"{owner}.{name} is stored as JSON text", str(exc)) from None
-
-    def from_wire(stored: Any) -> Any:
-        try:
-            return _rebuild(hint, json.loads(stored))
-        except (TypeError, ValueError) as exc:
-            raise TableValidationError(name, f"{owner}.{name} is stored as JSON text", f"cannot read it: {exc}") from None
-
-    return Converter(to_wire, from_wire, EdmType.STRING)
-
-
-def _date_to_wire(day: _dt.date) -> _dt.datetime:
-    return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.timezone.utc)
-
-
-def _date_from_wire(stored: Any) -> _dt.date:
-    return stored.date() if isinstance(stored, _dt.datetime) else _dt.date.fromisoformat(str(stored)[:10])
-
-
-@functools.cache
-def _decimal_converter(decimal_class: type) -> Converter[Any]:
-    """Decimals as their text: ``str`` to write, the class to read back."""
-    return Converter(str, decimal_class, EdmType.STRING)
-
-
-_DATE = Converter(_date_to_wire, _date_from_wire, EdmType.DATETIME)
-
-
 def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converter[Any] | None]:
-    """(EDM type, stored name, converter or None) of a field annotated ``hint``; TypeError if unmappable."""
+    """(EDM type, stored name, converter or None) of a field annotated ``hint``; TypeError if unmappable.
+
+    The markers of every ``Annotated`` layer count, an Optional between them too:
+    ``Annotated[Json[list[int]] | None, StoredAs("x")]`` is a JSON field stored as ``x``.
+    """
     stored = name
     converter: Converter[Any] | None = None
     explicit: EdmType | None = None
     by_value = False
     hint = _strip_optional(hint)  # Annotated[X, ...] | None
-    if typing.get_origin(hint) is typing.Annotated:
+    while typing.get_origin(hint) is typing.Annotated:  # the outer layer wins, in a layer the last marker
+        layer_stored: str | None = None
+        layer_converter: Converter[Any] | None = None
+        layer_type: EdmType | None = None
         for extra in hint.__metadata__:
             if isinstance(extra, EdmType):
-                explicit = extra
+                layer_type = extra
             elif isinstance(extra, StoredAs):
-                stored = extra.name
+                layer_stored = extra.name
             elif isinstance(extra, Converter):
-                converter = extra
+                layer_converter = extra
             elif extra is ByValue:
                 by_value = True
             elif extra is AsJson:
-                converter = _json_converter(owner, name, typing.get_args(hint)[0])
-        hint = typing.get_args(hint)[0]
-    hint = _strip_optional(hint)
+                layer_converter = json_converter(owner, name, typing.get_args(hint)[0])
+        stored = layer_stored if stored == name and layer_stored is not None else stored
+        converter = converter or layer_converter
+        explicit = explicit or layer_type
+        hint = _strip_optional(typing.get_args(hint)[0])
     if stored != name and (name in SYSTEM_FIELDS or stored in SYSTEM_FIELDS or name == "etag"):
         raise TypeError(f"{owner}.{name}: PartitionKey, RowKey, Timestamp and etag cannot be stored under another name")
     if converter is not None:
@@ -226,38 +117,35 @@ def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converte
         return explicit, stored, None
     if isinstance(hint, type):
         if issubclass(hint, enum.Enum):
-            converter = _enum_converter(owner, name, hint, by_value)
+            converter = enum_converter(owner, name, hint, by_value)
             return converter.edm_type, stored, converter
         # decimal is not imported by ``import tablesdk`` (start-up): a class annotated Decimal has imported it.
         decimal = sys.modules.get("decimal")
         if decimal is not None and issubclass(hint, decimal.Decimal):
-            converter = _decimal_converter(decimal.Decimal)
+            converter = decimal_converter(owner, name, decimal.Decimal)
             return converter.edm_type, stored, converter
         if hint is _dt.date:
-            return _DATE.edm_type, stored, _DATE
+            converter = date_converter(owner, name)
+            return converter.edm_type, stored, converter
     return edm_type_of_annotation(owner, name, hint), stored, None
-
-
-def _strip_optional(hint: Any) -> Any:
-    origin = typing.get_origin(hint)
-    if origin is typing.Union or type(hint).__name__ == "UnionType":
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return hint
 
 
 def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
     """The EDM type a property annotated ``hint`` declares (``Annotated[..., EdmType.X]`` wins)."""
     hint = _strip_optional(hint)
-    if typing.get_origin(hint) is typing.Annotated:
-        for extra in hint.__metadata__:
+    while typing.get_origin(hint) is typing.Annotated:
+        for extra in reversed(hint.__metadata__):
             if isinstance(extra, EdmType):
                 return extra
-        hint = typing.get_args(hint)[0]
-    hint = _strip_optional(hint)
+        hint = _strip_optional(typing.get_args(hint)[0])
     if hint in _ANNOTATION_TYPES:
         return _ANNOTATION_TYPES[hint]
+    if _nested_kind(hint) is not None:  # only a TableEntity property gets here: model classes flatten first
+        raise TypeError(
+            f"{owner}.{name}: a TableEntity property cannot hold a {hint.__name__} object; nested objects are "
+            "flattened on dataclass, pydantic and attrs entities only: make the entity one of those, or store "
+            "the value with a Converter"
+        )
     raise TypeError(
         f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
         "Int64, float, bool, datetime, uuid.UUID, bytes, date, Decimal, an Enum, a dataclass, pydantic model, "
@@ -269,16 +157,18 @@ class ModelField:
     """One stored property of a model class (a leaf), or one nested object flattened into several.
 
     ``name`` is the attribute, ``stored`` the property name (for a nested object, the prefix of
-    its leaves), ``path`` the dotted attribute path named in messages (``Shipping.Address.Street``),
-    ``steps`` the attributes (or, for a TypedDict, keys) from the entity down to the value, and
-    ``node`` the nested object's own fields (None for a leaf).
+    its leaves, and the name of its presence marker), ``path`` the dotted attribute path named
+    in messages (``Shipping.Address.Street``), ``steps`` the attributes (or, for a TypedDict,
+    keys) from the entity down to the value, ``node`` the nested object's own fields (None for
+    a leaf) and ``optional`` whether its annotation admits None.
     """
 
-    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node")
+    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node", "optional")
 
     def __init__(
         self, name: str, stored: str, edm_type: EdmType, converter: Converter[Any] | None,
         path: str = "", steps: tuple[tuple[str, bool], ...] = (), node: _Node | None = None,
+        optional: bool = True,
     ) -> None:
         self.name = name
         self.stored = stored
@@ -287,39 +177,140 @@ class ModelField:
         self.path = path or name
         self.steps = steps or ((name, False),)
         self.node = node
+        self.optional = optional
 
     def __repr__(self) -> str:
         return f"ModelField({self.path!r}, stored={self.stored!r}, {self.edm_type})"
 
 
 _MISSING: Any = object()
+#: (stored name, value as sent, declared EDM type or None for a dynamic property) of one property.
+Sent = tuple[str, Any, "EdmType | None"]
 
 
 class _Node:
-    """How to make one object of a (possibly nested) class from its fields' values."""
+    """One object of a (possibly nested) class: how to take its fields' values, and make it again.
 
-    __slots__ = ("cls", "kind", "fields", "make", "required")
+    ``prefix`` is the stored name of its fields without their own names (``Shipping_``; '' for
+    the entity), ``path`` its dotted path ('' for the entity), and ``extras`` whether it keeps
+    fields its class does not declare (a TypedDict's other keys, a pydantic model's
+    ``extra="allow"`` fields): they are stored as dynamic properties named ``prefix + key``.
+    """
 
-    def __init__(self, cls: type, kind: str, fields: tuple[ModelField, ...]) -> None:
+    __slots__ = ("cls", "kind", "fields", "make", "required", "prefix", "path", "steps", "extras", "owner", "declared")
+
+    def __init__(
+        self, cls: type, kind: str, fields: tuple[ModelField, ...], owner: str, prefix: str, path: str,
+        steps: tuple[tuple[str, bool], ...] = (),
+    ) -> None:
         self.cls = cls
+        #: The attributes (or keys) from the entity down to this object, as ModelField.steps.
+        self.steps = steps
         self.kind = kind
         self.fields = fields
+        self.owner = owner
+        self.prefix = prefix
+        self.path = path
         self.make: Callable[..., Any] = cls.model_construct if kind == "pydantic" else (  # type: ignore[attr-defined]
             dict if kind == "typeddict" else cls
         )
         #: Fields the constructor needs (no default): given None when the service has no value.
         self.required = _required_fields(cls, kind)
+        self.extras = kind == "typeddict" or (
+            kind == "pydantic" and getattr(cls, "model_config", {}).get("extra") == "allow"
+        )
+        self.declared = frozenset(f.name for f in fields) | frozenset(("PartitionKey", "RowKey", "Timestamp", "etag"))
 
-    def kwargs(self, values: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        """The constructor's keywords from the stored ``values``, and whether any leaf was there."""
+    # ------------------------------------------------------------ an object into properties
+
+    def collect(self, obj: Any, out: list[Sent], adapter: ModelAdapter, strict: bool = True) -> None:
+        """Append the properties of ``obj`` (an object of this node's class, never None) to ``out``.
+
+        Not ``strict`` (comparing, diffing): what a write refuses is taken as it is, or as None."""
+        mapping = self.kind == "typeddict"
+        for f in self.fields:
+            if mapping:
+                value = obj.get(f.name)
+            else:
+                value = getattr(obj, f.name, _MISSING)
+                if value is _MISSING:
+                    _refuse(strict, _no_value(self.owner, f.path))
+                    value = None
+            node = f.node
+            if node is None:
+                if f.converter is not None and value is not None:
+                    value = _converted(f, value, strict)
+                out.append((f.stored, value, f.edm_type))
+                continue
+            if value is None:
+                if not f.optional and not (mapping and f.name not in obj):
+                    _refuse(strict, TableValidationError(
+                        f.path, f"{self.owner}.{f.path} is declared as {node.cls.__name__}, not Optional",
+                        f"got None; annotate it {node.cls.__name__} | None to store None",
+                    ))
+                node.collect_nones(out)
+                continue
+            if not isinstance(value, Mapping if node.kind == "typeddict" else node.cls):
+                _refuse(strict, TableValidationError(
+                    f.path, f"{self.owner}.{f.path} is declared as {node.cls.__name__}", f"got {type(value).__name__}"
+                ))
+                node.collect_nones(out)
+                continue
+            start = len(out)
+            node.collect(value, out, adapter, strict)
+            if f.optional and all(sent[1] is None for sent in out[start:]):
+                # Present, with nothing stored below it: the marker tells it from None.
+                out.append((f.stored, True, EdmType.BOOLEAN))
+        if self.extras:
+            self._collect_extras(obj, out, adapter, strict)
+
+    def collect_nones(self, out: list[Sent]) -> None:
+        """Append a null for every leaf below this node (the object is None)."""
+        for f in self.fields:
+            if f.node is None:
+                out.append((f.stored, None, f.edm_type))
+            else:
+                f.node.collect_nones(out)
+
+    def _collect_extras(self, obj: Any, out: list[Sent], adapter: ModelAdapter, strict: bool) -> None:
+        if self.kind == "typeddict":
+            extras = {k: v for k, v in obj.items() if k not in self.declared}
+        else:
+            extras = getattr(obj, "__pydantic_extra__", None) or {}
+        for key, value in extras.items():
+            where = f"{self.path}.{key}" if self.path else str(key)
+            if not isinstance(key, str):
+                _refuse(strict, TableValidationError(
+                    where, f"{self.owner}: an undeclared key is stored as a property named by it",
+                    f"keys are str, got {type(key).__name__}",
+                ))
+                continue
+            stored = self.prefix + key
+            if adapter.extras_node(stored) is not self:
+                _refuse(strict, TableValidationError(
+                    where, f"{self.owner}: an undeclared field is stored as a property named {stored!r}",
+                    "a declared field, or another object's undeclared fields, read that name back",
+                ))
+                continue
+            out.append((stored, value, None))
+
+    # ------------------------------------------------------------ properties into an object
+
+    def kwargs(
+        self, values: Mapping[str, Any], extras: Mapping[_Node, dict[str, Any]]
+    ) -> tuple[dict[str, Any], bool]:
+        """The constructor's keywords from the stored ``values``, and whether anything of it was stored."""
         kwargs: dict[str, Any] = {}
         found = False
         for f in self.fields:
-            if f.node is not None:
-                sub = f.node.build(values)
-                if sub is not None:
-                    kwargs[f.name] = sub
-                    found = True
+            node = f.node
+            if node is not None:
+                sub, sub_found = node.kwargs(values, extras)
+                marked = f.optional and values.get(f.stored) is not None
+                if sub_found or marked or not (f.optional or (self.kind == "typeddict" and f.name not in self.required)):
+                    # A non-Optional object is made again even when nothing of it was stored.
+                    kwargs[f.name] = node.make(**sub)
+                    found = found or sub_found or marked
                 elif f.name in self.required:
                     kwargs[f.name] = None
                 continue
@@ -333,14 +324,37 @@ class _Node:
                 continue
             found = True
             if f.converter is not None:
-                value = f.converter.from_wire(value)
+                value = value_from_wire(f.converter, f.path, value, values)
             kwargs[f.name] = value
+        mine = extras.get(self) if self.extras else None
+        if mine:
+            kwargs.update(mine)
+            found = True
         return kwargs, found
 
-    def build(self, values: dict[str, Any]) -> Any:
-        """A nested object, or None when the service holds none of its leaves (it was None)."""
-        kwargs, found = self.kwargs(values)
-        return self.make(**kwargs) if found else None
+
+def _refuse(strict: bool, error: TableValidationError) -> None:
+    """Raise ``error`` when writing (``strict``); comparing and diffing carry on."""
+    if strict:
+        raise error
+
+
+def _no_value(owner: str, path: str) -> TableValidationError:
+    return TableValidationError(
+        path, f"{owner}.{path} has no value",
+        "the object lacks the attribute: a pydantic model made by model_construct() without it?",
+    )
+
+
+def _converted(f: ModelField, value: Any, strict: bool) -> Any:
+    """The value of leaf ``f`` as stored, through its converter (not ``strict``: as it is when that fails)."""
+    assert f.converter is not None
+    try:
+        return value_to_wire(f.converter, f.path, value)
+    except TableValidationError:
+        if strict:
+            raise
+        return value
 
 
 class Flatten:
@@ -395,6 +409,20 @@ def _hints(cls: type) -> dict[str, Any]:
         ) from exc
 
 
+def _unwrap(hint: Any) -> tuple[Any, bool, list[Any]]:
+    """(the class under the ``Annotated`` and Optional layers of ``hint``, whether one admits None,
+    the markers of the layers, the outer layer's first)."""
+    markers: list[Any] = []
+    optional = False
+    while True:
+        inner = _strip_optional(hint)
+        optional = optional or inner is not hint
+        if typing.get_origin(inner) is not typing.Annotated:
+            return inner, optional, markers
+        markers.extend(reversed(inner.__metadata__))  # in a layer the last marker wins
+        hint = typing.get_args(inner)[0]
+
+
 def _plan_fields(
     owner: str, cls: type, kind: str, prefix: str, path: str, steps: tuple[tuple[str, bool], ...],
     delimiter: str, stack: tuple[type, ...], skip: tuple[str, ...],
@@ -410,16 +438,7 @@ def _plan_fields(
         hint = hints.get(name, Any)
         here = f"{path}.{name}" if path else name
         where = (*steps, (name, mapping))
-        inner = _strip_optional(hint)
-        sub_delimiter = delimiter
-        stored_as = None
-        if typing.get_origin(inner) is typing.Annotated:
-            for extra in inner.__metadata__:
-                if isinstance(extra, Flatten):
-                    sub_delimiter = extra.delimiter
-                elif isinstance(extra, StoredAs):
-                    stored_as = extra.name
-            inner = _strip_optional(typing.get_args(inner)[0])
+        inner, optional, markers = _unwrap(hint)
         nested = _nested_kind(inner)
         if nested is not None:
             if inner in stack:
@@ -428,11 +447,14 @@ def _plan_fields(
                     f"{owner}.{here}: {inner.__name__} contains itself ({chain}); a reference cycle cannot be "
                     "flattened into properties (store it as Json[...] instead)"
                 )
-            stored = prefix + (stored_as or name)
+            sub_delimiter = next((m.delimiter for m in markers if isinstance(m, Flatten)), delimiter)
+            stored = prefix + next((m.name for m in markers if isinstance(m, StoredAs)), name)
+            sub_prefix = stored + sub_delimiter
             sub_fields, sub_leaves = _plan_fields(
-                owner, inner, nested, stored + sub_delimiter, here, where, sub_delimiter, (*stack, inner), (),
+                owner, inner, nested, sub_prefix, here, where, sub_delimiter, (*stack, inner), (),
             )
-            fields.append(ModelField(name, stored, EdmType.STRING, None, here, where, _Node(inner, nested, tuple(sub_fields))))
+            node = _Node(inner, nested, tuple(sub_fields), owner, sub_prefix, here, where)
+            fields.append(ModelField(name, stored, EdmType.STRING, None, here, where, node, optional))
             leaves.extend(sub_leaves)
             continue
         edm_type, stored, converter = field_plan(f"{owner}.{path}" if path else owner, name, hint)
@@ -442,18 +464,29 @@ def _plan_fields(
     return fields, leaves
 
 
+def _nodes(node: _Node) -> list[_Node]:
+    """``node`` and every node below it."""
+    found = [node]
+    for f in node.fields:
+        if f.node is not None:
+            found.extend(_nodes(f.node))
+    return found
+
+
 class ModelAdapter:
     """What tablesdk knows of one model class: made once per class by :func:`adapter_for`.
 
     ``kind`` is ``"dataclass"``, ``"pydantic"`` or ``"attrs"``; ``fields`` the custom
     fields in declaration order (a nested one holds its own); ``leaves`` every stored
     property, nested objects flattened (``by_stored`` finds them by stored name);
+    ``markers`` the stored names of the presence markers of Optional nested objects;
     ``etag_field`` / ``timestamp_field`` the attributes that hold the ETag and Timestamp
     (None: the class has none, a context keeps the ETag).
     """
 
     __slots__ = (
-        "cls", "kind", "fields", "leaves", "by_stored", "paths", "etag_field", "timestamp_field", "_node", "_flat",
+        "cls", "kind", "fields", "leaves", "by_stored", "paths", "markers", "etag_field", "timestamp_field",
+        "_node", "_flat", "_extras_nodes",
     )
 
     def __init__(self, cls: type, kind: str, hints: dict[str, Any], names: list[str]) -> None:
@@ -470,7 +503,10 @@ class ModelAdapter:
             if name in names:
                 field_plan(owner, name, hints.get(name, Any))  # refuses a renamed system field
         fields, leaves = _plan_fields(owner, cls, kind, "", "", (), "_", (cls,), system)
-        stored_names = [f.stored for f in leaves]
+        self._node = _Node(cls, kind, tuple(fields), owner, "", "")
+        nodes = _nodes(self._node)
+        self.markers = frozenset(f.stored for n in nodes for f in n.fields if f.node is not None and f.optional)
+        stored_names = [f.stored for f in leaves] + sorted(self.markers)
         twice = {s for s in stored_names if stored_names.count(s) > 1}
         if twice:
             raise TypeError(f"{owner}: two fields are stored as {sorted(twice)}")
@@ -479,44 +515,70 @@ class ModelAdapter:
         self.by_stored = {f.stored: f for f in leaves}
         #: The dotted path of each flattened leaf, by stored name (what messages name).
         self.paths = {f.stored: f.path for f in leaves if f.path != f.stored}
-        self._node = _Node(cls, kind, self.fields)
-        self._flat = all(f.node is None for f in fields)
+        #: The nodes that keep undeclared fields, the longest prefix first (the one that claims a name).
+        self._extras_nodes = sorted((n for n in nodes if n.extras), key=lambda n: -len(n.prefix))
+        self._flat = all(f.node is None for f in fields) and not self._extras_nodes
 
     def __repr__(self) -> str:
         return f"ModelAdapter({self.cls.__name__}, {self.kind}, {list(self.leaves)})"
 
+    def extras_node(self, stored: str) -> _Node | None:
+        """The object whose undeclared field a property named ``stored`` is read into (None: no object's)."""
+        if stored in self.by_stored or stored in self.markers or stored in SYSTEM_FIELDS:
+            return None
+        for node in self._extras_nodes:
+            if stored.startswith(node.prefix) and len(stored) > len(node.prefix):
+                return node
+        return None
+
+    def is_known(self, stored: str) -> bool:
+        """Whether a property named ``stored`` is read into an object of this class."""
+        return stored in self.by_stored or stored in self.markers or self.extras_node(stored) is not None
+
+    def path_of(self, stored: str) -> str | None:
+        """The dotted path of the field stored as ``stored``, where it differs from that name."""
+        path = self.paths.get(stored)
+        if path is not None or not self._extras_nodes:
+            return path
+        node = self.extras_node(stored)
+        return f"{node.path}.{stored[len(node.prefix):]}" if node is not None and node.path else None
+
     # ------------------------------------------------------------ reading an instance
 
-    def properties(self, obj: Any) -> list[tuple[str, Any, EdmType]]:
-        """(stored name, value as sent, declared EDM type) of every leaf of ``obj``."""
-        out = []
+    def properties(self, obj: Any, strict: bool = True) -> list[Sent]:
+        """(stored name, value as sent, declared EDM type, None for an undeclared field) of every property of ``obj``.
+
+        A value a write refuses raises TableValidationError naming its field; not ``strict``
+        (comparing, diffing), it is taken as it is (a missing one as None)."""
+        out: list[Sent] = []
         if self._flat:
             for f in self.fields:
-                value = getattr(obj, f.name)
+                value = getattr(obj, f.name, _MISSING)
+                if value is _MISSING:
+                    _refuse(strict, _no_value(self.cls.__name__, f.name))
+                    value = None
                 if f.converter is not None and value is not None:
-                    value = f.converter.to_wire(value)
+                    value = _converted(f, value, strict)
                 out.append((f.stored, value, f.edm_type))
             return out
-        for f in self.leaves:
-            value = obj
-            for step, is_key in f.steps:
-                value = value.get(step) if is_key else getattr(value, step)
-                if value is None:
-                    break
-            if f.converter is not None and value is not None:
-                value = f.converter.to_wire(value)
-            out.append((f.stored, value, f.edm_type))
+        self._node.collect(obj, out, self, strict)
         return out
 
     def etag(self, obj: Any) -> str | None:
         """The ETag ``obj`` carries (None: the class keeps none)."""
-        return getattr(obj, self.etag_field) if self.etag_field else None
+        return getattr(obj, self.etag_field, None) if self.etag_field else None
 
     # ------------------------------------------------------------ making and changing an instance
 
     def build(self, values: dict[str, Any], etag: str | None, timestamp: Any) -> Any:
         """An instance from the stored ``values`` (stored names, wire values already decoded)."""
-        kwargs, _ = self._node.kwargs(values)
+        extras: dict[_Node, dict[str, Any]] = {}
+        if self._extras_nodes:
+            for name, value in values.items():
+                node = self.extras_node(name)
+                if node is not None and value is not None:
+                    extras.setdefault(node, {})[name[len(node.prefix):]] = value
+        kwargs, _ = self._node.kwargs(values, extras)
         kwargs["PartitionKey"] = values.get("PartitionKey")
         kwargs["RowKey"] = values.get("RowKey")
         if self.timestamp_field:
@@ -524,6 +586,70 @@ class ModelAdapter:
         if self.etag_field:
             kwargs["etag"] = etag
         return self._node.make(**kwargs)
+
+    def extra_fields(self, obj: Any) -> dict[str, Any] | None:
+        """The undeclared fields of ``obj`` (a pydantic model's ``extra="allow"`` ones), or None if its class keeps none."""
+        if self.kind != "pydantic" or not self._node.extras:
+            return None
+        return getattr(obj, "__pydantic_extra__", None)
+
+    def take(self, target: Any, fresh: Any, stored: str) -> None:
+        """Give ``target`` what ``fresh`` (read from the service) holds for the property ``stored``:
+        a leaf, nested or not, an undeclared field, or a nested object only ``fresh`` has."""
+        field = self.by_stored.get(stored)
+        if field is not None:
+            self._set(target, fresh, field.steps, lambda container: _step(container, *field.steps[-1]))
+            return
+        if stored in self.markers:
+            steps = next(f.steps for n in _nodes(self._node) for f in n.fields if f.node is not None and f.stored == stored)
+            if _walk(target, steps) is None:
+                self._set(target, fresh, steps, lambda container: _step(container, *steps[-1]))
+            return
+        node = self.extras_node(stored)
+        if node is not None:
+            key = stored[len(node.prefix):]
+            self._set(target, fresh, (*node.steps, (key, None)), lambda container: _extras_of(container).get(key))
+
+    def drop(self, target: Any, stored: str) -> None:
+        """Remove the property ``stored`` from ``target``: a leaf becomes None, an undeclared field goes."""
+        field = self.by_stored.get(stored)
+        if field is not None:
+            container = _walk(target, field.steps[:-1])
+            if container is not None:
+                self._put(container, field.steps[-1], None)
+            return
+        node = self.extras_node(stored)
+        container = _walk(target, node.steps) if node is not None else None
+        if node is not None and container is not None:
+            _extras_of(container).pop(stored[len(node.prefix):], None)
+
+    def _set(
+        self, target: Any, fresh: Any, steps: tuple[tuple[str, bool | None], ...], value_in: Callable[[Any], Any]
+    ) -> None:
+        """Set the value at ``steps`` in ``target`` from ``fresh``; where ``target`` has no object on
+        the way, the whole object ``fresh`` has there (``value_in`` reads the value from its container)."""
+        container, fresh_container = target, fresh
+        for step in steps[:-1]:
+            inner = _step(container, *step)
+            fresh_inner = _step(fresh_container, *step) if fresh_container is not None else None
+            if inner is None:
+                self._put(container, step, fresh_inner)
+                return
+            container, fresh_container = inner, fresh_inner
+        self._put(container, steps[-1], value_in(fresh_container) if fresh_container is not None else None)
+
+    def _put(self, container: Any, step: tuple[str, bool | None], value: Any) -> None:
+        name, is_key = step
+        if is_key is None:  # an undeclared field
+            extras = _extras_of(container)
+            if value is None:
+                extras.pop(name, None)
+            else:
+                extras[name] = value
+        elif is_key:
+            container[name] = value
+        else:
+            self.assign(container, name, value)
 
     def assign(self, obj: Any, name: str, value: Any) -> None:
         """Set attribute ``name`` of ``obj``, frozen classes included (a context refreshes them)."""
@@ -545,6 +671,34 @@ class ModelAdapter:
             self.assign(obj, self.timestamp_field, timestamp)
 
 
+def _step(container: Any, name: str, is_key: bool | None) -> Any:
+    """The value of attribute or key ``name`` of ``container`` (None when it has none)."""
+    if is_key is None:
+        return _extras_of(container).get(name)
+    return container.get(name) if is_key else getattr(container, name, None)
+
+
+def _walk(obj: Any, steps: tuple[tuple[str, bool], ...]) -> Any:
+    """The object at ``steps`` below ``obj`` (None when one on the way is None)."""
+    for name, is_key in steps:
+        if obj is None:
+            return None
+        obj = _step(obj, name, is_key)
+    return obj
+
+
+def _extras_of(container: Any) -> Any:
+    """Where the undeclared fields of ``container`` are kept: a TypedDict itself, a pydantic model's
+    ``__pydantic_extra__`` (made a dict when it is None)."""
+    if isinstance(container, dict):
+        return container
+    extras = getattr(container, "__pydantic_extra__", None)
+    if extras is None:
+        extras = {}
+        object.__setattr__(container, "__pydantic_extra__", extras)
+    return extras
+
+
 def _required_fields(cls: type, kind: str) -> frozenset[str]:
     if kind == "dataclass":
         return frozenset(
@@ -555,7 +709,8 @@ def _required_fields(cls: type, kind: str) -> frozenset[str]:
         nothing = _attrs_nothing(cls)
         return frozenset(a.name for a in cls.__attrs_attrs__ if a.default is nothing)  # type: ignore[attr-defined]
     if kind == "typeddict":
-        return frozenset()  # a key the service has no value for is left out
+        # A required key the service has no value for was None; a NotRequired one is left out.
+        return frozenset(getattr(cls, "__required_keys__", ()))
     # pydantic: model_construct fills what is not given with the defaults, and leaves a required field unset
     return frozenset(name for name, info in cls.__pydantic_fields__.items() if info.is_required())  # type: ignore[attr-defined]
 

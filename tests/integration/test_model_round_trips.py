@@ -253,3 +253,41 @@ def test_nested_objects_and_json_fields_round_trip(
                     Address(billing) if billing is not None else None, tags, seen, mapping)
     client.insert_entity(table, parcel)
     assert client.get_entity(table, "p", parcel.RowKey, Parcel) == parcel
+
+
+class OpenItem(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    PartitionKey: str
+    RowKey: str
+    Count: int = 0
+
+
+@dataclasses.dataclass
+class Shipment:
+    PartitionKey: str
+    RowKey: str
+    To: Address | None = None
+    Count: int = 0
+
+
+@pytest.mark.parametrize("option", [MergeOption.OVERWRITE_CHANGES, MergeOption.PRESERVE_CHANGES])
+def test_a_refresh_takes_nested_fields_and_undeclared_ones(
+    client: CloudTableClient, table: str, option: MergeOption
+) -> None:
+    client.insert_entity(table, Shipment("p", "s", Address("1 Main St", "Springfield")))
+    client.insert_entity(table, OpenItem(PartitionKey="p", RowKey="o", Tag="old"))
+    ctx = client.get_table_service_context()
+    ctx.merge_option = option
+    [shipment] = ctx.create_query(table, Shipment).where("RowKey eq 's'")
+    [item] = ctx.create_query(table, OpenItem).where("RowKey eq 'o'")
+    shipment.Count = item.Count = 5
+    ctx.update_object(shipment)
+    ctx.update_object(item)
+    client.update_entity(table, Shipment("p", "s", Address("2 Elm St", None), 1), mode="replace", etag="*")
+    client.update_entity(table, OpenItem(PartitionKey="p", RowKey="o", Count=1, Tag="new", More=2), mode="replace", etag="*")
+    [again] = ctx.create_query(table, Shipment).where("RowKey eq 's'")
+    [open_again] = ctx.create_query(table, OpenItem).where("RowKey eq 'o'")
+    local = 5 if option is MergeOption.PRESERVE_CHANGES else 1
+    assert again is shipment and open_again is item
+    assert shipment == Shipment("p", "s", Address("2 Elm St", None), local)
+    assert (item.Count, item.__pydantic_extra__) == (local, {"Tag": "new", "More": 2})

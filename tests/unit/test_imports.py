@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options")),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter_text", "tablesdk._filter",
-        "tablesdk._models", "tablesdk._entity_classes", "tablesdk._entity_write", "tablesdk._entity_read",
+        "tablesdk._model_values", "tablesdk._models", "tablesdk._entity_classes", "tablesdk._entity_write", "tablesdk._entity_read",
         "tablesdk._entity", "tablesdk._entity_access",
     )),
     ("wire formats", (
