@@ -57,6 +57,7 @@ _START = r"(?:(?<![a-z0-9_])|(?<=%[0-9a-f]{2})|(?<=%25[0-9a-f]{2})|(?<=%2525[0-9
 _EQUALS = r"(?:=|%(?:25)*3d|\\u003d)"
 _SPACE = r"(?:[ \t]|\+|%(?:25)*20)"
 _SIG = "".join(_letter(c) for c in "sig")
+_AUTHORIZATION = rf"{_START}authorization[\"']?\s*(?::|=|%(?:25)*3a|%(?:25)*3d)\s*[\"']?"
 # A credential (bearer token, Shared Key ``account:signature``), escaped or not: never holds a
 # space, a quote or markup.
 _CREDENTIAL = r"[^\s'\"<>,;&]+"
@@ -65,9 +66,10 @@ _CREDENTIAL = r"[^\s'\"<>,;&]+"
 # alternative's first group is what is kept; the rest of the match is the secret.
 _MARKED_SECRET = pattern_on_first_use(
     "|".join([
-        # An Authorization header echoed with its name: its value (scheme and credential).
-        rf"({_START}authorization[\"']?\s*(?::|=|%(?:25)*3a|%(?:25)*3d)\s*[\"']?)"
-        rf"(?:[^\s'\"<>,;&]+{_SPACE}+)?{_CREDENTIAL}",
+        # An Authorization header echoed with its name: the credential after a known scheme,
+        # else the whole value (an unknown scheme and its credential).
+        rf"({_AUTHORIZATION}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
+        rf"({_AUTHORIZATION})(?:[^\s'\"<>,;&]+{_SPACE}+)?{_CREDENTIAL}",
         # An Authorization value alone: the credential after its scheme.
         rf"({_START}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
         # A connection string's account key.

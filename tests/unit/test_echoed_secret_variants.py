@@ -414,7 +414,7 @@ def test_no_echoed_secret_survives_in_errors_logs_or_spans(
     assert requests, "nothing was sent"
     texts = _error_texts(error) + getattr(error, "recorded_attempts") + records.texts
     for span in spans.get_finished_spans():
-        texts += [f"{name}={value}" for name, value in (span.attributes or {}).items()]
+        texts += [f"{name}={value!s}" for name, value in (span.attributes or {}).items()]
         texts.append(str(span.status.description))
     assert any(
         "error.type" in (span.attributes or {}) for span in spans.get_finished_spans()
