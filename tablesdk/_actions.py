@@ -13,6 +13,7 @@ This module decides nothing about the wire: executing turns each action into a
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
@@ -20,10 +21,12 @@ from typing import Any, Generic, TypeVar, overload
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityPayload
 from ._entity import DynamicEntity, entity_from_payload, entity_to_payload
-from ._entity_access import entity_etag, entity_keys, set_entity_etag
+from ._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
 from ._errors import TableValidationError
 
-__all__ = ["TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS"]
+__all__ = [
+    "TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS", "require_batch", "require_operation",
+]
 
 #: The most operations one entity group transaction may hold (the service's limit).
 MAX_BATCH_OPERATIONS = 100
@@ -131,15 +134,21 @@ class TableOperation(Generic[R]):
         *,
         select: Sequence[str] | None = None,
     ) -> TableOperation[Any]:
-        """Read the entity with these keys as ``entity_type`` (a missing entity is a 404 result, not an error)."""
+        """Read the entity with these keys as ``entity_type`` (a missing entity is a 404 result, not an error).
+
+        ``entity_type`` is checked here, before anything is sent: a TypeError names a
+        value that is not an entity class."""
         _check_key("PartitionKey", partition_key)
         _check_key("RowKey", row_key)
+        _check_entity_type(entity_type)
         return TableOperation(BatchOperationKind.RETRIEVE, None, partition_key, row_key, entity_type, select)
 
     @classmethod
     def _for(cls, kind: BatchOperationKind, entity: R, *, echo_content: bool = False) -> TableOperation[R]:
-        if entity is None:
-            raise TypeError(f"TableOperation.{kind.value} needs an entity")
+        try:
+            check_entity(entity)
+        except TypeError as error:
+            raise TypeError(f"TableOperation.{_FACTORY[kind]}: {error}") from None
         partition_key, row_key = entity_keys(entity)
         _check_key("PartitionKey", partition_key)
         _check_key("RowKey", row_key)
@@ -209,6 +218,72 @@ def _check_key(name: str, value: object) -> None:
         raise TableValidationError(name, "a key must be a str", f"got {type(value).__name__}")
 
 
+_ENTITY_CLASSES = (
+    "an entity class (a TableEntity or DynamicEntity subclass, a dataclass, pydantic model or attrs class "
+    "with PartitionKey and RowKey fields, or dict)"
+)
+
+
+def _check_entity_type(entity_type: object) -> None:
+    """TypeError unless entities can be read as ``entity_type``: refused when the retrieve is
+    built, not after its request was answered."""
+    from ._entity_read import ResolvedType, entity_reader
+
+    if not isinstance(entity_type, (type, ResolvedType)):
+        raise TypeError(f"TableOperation.retrieve: entity_type must be {_ENTITY_CLASSES}, got {_given(entity_type)}")
+    try:
+        entity_reader(typing.cast("type[Any]", entity_type))  # refuses a class it cannot make
+    except TypeError as error:
+        raise TypeError(f"TableOperation.retrieve: {error}") from None
+
+
+def _given(value: object) -> str:
+    """``value`` as a message names it: its type, and a short repr."""
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{type(value).__name__} {shown}" if value is not None else "None"
+
+
+def _is_sequence_of(value: object, kind: type) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, kind) for item in value)
+
+
+def require_operation(operation: object, where: str) -> TableOperation[Any]:
+    """``operation`` when it is a :class:`TableOperation`; otherwise a TypeError from ``where``
+    (``"CloudTable.execute"``) saying what was given and what to pass instead."""
+    if isinstance(operation, TableOperation):
+        return operation
+    if isinstance(operation, TableBatchOperation) or _is_sequence_of(operation, TableOperation):
+        hint = "; operations run together as a batch: execute_batch(TableBatchOperation(operations))"
+    elif isinstance(operation, BatchOperation):
+        hint = "; the client's BatchOperation runs with client.execute_operation"
+    elif operation is not None and not isinstance(operation, (str, bytes, list, tuple)):
+        hint = "; wrap an entity in an action: TableOperation.insert(entity), TableOperation.merge(entity), ..."
+    else:
+        hint = ""
+    raise TypeError(
+        f"{where} takes a TableOperation (TableOperation.insert(entity), TableOperation.retrieve(pk, rk), ...), "
+        f"got {_given(operation)}{hint}"
+    )
+
+
+def require_batch(batch: object, where: str) -> TableBatchOperation[Any]:
+    """``batch`` when it is a :class:`TableBatchOperation`; otherwise a TypeError from ``where``
+    (``"CloudTable.execute_batch"``) saying what was given and what to pass instead."""
+    if isinstance(batch, TableBatchOperation):
+        return batch
+    if _is_sequence_of(batch, TableOperation):
+        hint = "; wrap the operations: TableBatchOperation(operations)"
+    elif _is_sequence_of(batch, BatchOperation):
+        hint = "; the client's BatchOperations run with client.execute_batch(operations)"
+    elif isinstance(batch, TableOperation):
+        hint = f"; execute one action with {where.rpartition('_')[0]}(operation), or TableBatchOperation([operation])"
+    else:
+        hint = ""
+    raise TypeError(f"{where} takes a TableBatchOperation, got {_given(batch)}{hint}")
+
+
 class TableBatchOperation(Generic[R]):
     """The actions of one entity group transaction, checked as they are added.
 
@@ -250,9 +325,17 @@ class TableBatchOperation(Generic[R]):
         self._row_keys.add(operation.row_key)
 
     def extend(self, operations: Iterable[TableOperation[R]]) -> None:
-        """Add each of ``operations`` in order (stopping at the first that breaks a rule)."""
+        """Add ``operations`` in order, all or none: when one breaks a rule, the error names it
+        and the batch is left as it was."""
+        if isinstance(operations, TableOperation):
+            raise TypeError(
+                "a TableBatchOperation is extended with an iterable of TableOperations; add one with add(operation)"
+            )
+        trial: TableBatchOperation[R] = TableBatchOperation.__new__(TableBatchOperation)
+        trial._operations, trial._row_keys = list(self._operations), set(self._row_keys)
         for operation in operations:
-            self.add(operation)
+            trial.add(operation)
+        self._operations, self._row_keys = trial._operations, trial._row_keys
 
     def insert(self, entity: R, *, echo_content: bool = False) -> None:
         """Add ``TableOperation.insert(entity)``."""

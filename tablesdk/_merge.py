@@ -35,9 +35,13 @@ class MergeOption(Enum):
       local changes are lost and the entity becomes UNCHANGED.
     * ``PRESERVE_CHANGES``: the ETag is refreshed and so are the property values
       you have not changed locally; values you changed since the entity was
-      last in sync are kept (an entity marked DELETED keeps all of them). No
-      change is lost, on either side: this is the recovery path after a 412
-      Precondition Failed.
+      last in sync are kept (an entity marked DELETED keeps all of them). Saving
+      then writes your changed values over whatever another writer stored: the
+      client wins, for the changed properties, as with .NET's DataServiceContext.
+      It is not a safe recovery after a 412 Precondition Failed: a read-modify-write
+      (a counter) loses the other writer's update. To recover, read the entity
+      again with ``OVERWRITE_CHANGES``, apply your change again to the service's
+      values and save, repeating on another 412 (docs/concurrency.md).
     * ``NO_TRACKING``: results are not tracked at all (updating one needs ``attach_to``).
     """
 

@@ -19,7 +19,6 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ._errors import TableServiceError
 from ._patterns import pattern_on_first_use
 
 if TYPE_CHECKING:
@@ -40,10 +39,108 @@ __all__ = [
 
 
 _sig_in_url = pattern_on_first_use(r"([?&]sig=)[^&#]*", re.IGNORECASE)
-_sig_in_text = pattern_on_first_use(r"(\bsig=)[^&#\s'\")]*", re.IGNORECASE)
 _query_in_text = pattern_on_first_use(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
 
 _REDACTED = "REDACTED"
+
+
+def _letter(ch: str) -> str:
+    """A letter of a marker's name in either case, or percent-escaped (once or more: ``%73``,
+    ``%2573``), or as a JSON ``\\u0073`` escape. The pattern is compiled case-insensitively."""
+    codes = "|".join(sorted({f"{ord(ch.lower()):02x}", f"{ord(ch.upper()):02x}"}))
+    return rf"(?:{re.escape(ch)}|%(?:25)*(?:{codes})|\\u00(?:{codes}))"
+
+
+# Where a marker's name may start: not inside a word, or right after an escape (``%26sig=``,
+# ``\u0026sig=``: an ampersand of a percent-encoded URL or of a JSON string).
+_START = r"(?:(?<![a-z0-9_])|(?<=%[0-9a-f]{2})|(?<=%25[0-9a-f]{2})|(?<=%2525[0-9a-f]{2})|(?<=\\u[0-9a-f]{4}))"
+_EQUALS = r"(?:=|%(?:25)*3d|\\u003d)"
+_SPACE = r"(?:[ \t]|\+|%(?:25)*20)"
+_SIG = "".join(_letter(c) for c in "sig")
+_AUTHORIZATION = rf"{_START}authorization[\"']?\s*(?::|=|%(?:25)*3a|%(?:25)*3d)\s*[\"']?"
+# A credential (bearer token, Shared Key ``account:signature``), escaped or not: never holds a
+# space, a quote or markup.
+_CREDENTIAL = r"[^\s'\"<>,;&]+"
+
+# Every spelling of a secret that announces itself, compiled case-insensitively. Each
+# alternative's first group is what is kept; the rest of the match is the secret.
+_MARKED_SECRET = pattern_on_first_use(
+    "|".join([
+        # An Authorization header echoed with its name: the credential after a known scheme,
+        # else the whole value (an unknown scheme and its credential).
+        rf"({_AUTHORIZATION}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
+        rf"({_AUTHORIZATION})(?:[^\s'\"<>,;&]+{_SPACE}+)?{_CREDENTIAL}",
+        # An Authorization value alone: the credential after its scheme.
+        rf"({_START}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
+        # A connection string's account key.
+        rf"({_START}accountkey\s*{_EQUALS})[^\s'\"<>;&]*",
+        # A SAS ``sig`` parameter, its name and '=' in any case and escaping, in a URL that may itself be escaped.
+        rf"({_START}{_SIG}{_EQUALS})[^&#\s'\"<>)]*",
+        # ``sig`` as a JSON member or an XML element.
+        rf"(\"{_SIG}\"\s*:\s*\")[^\"]*",
+        rf"(<{_SIG}>)[^<]*",
+        # An account key alone: 64 bytes in base64 (86 characters and '=='), possibly escaped.
+        r"()(?<![a-z0-9+/%])(?:[a-z0-9+/]|%(?:25)*2[bf]){86}(?:=|%(?:25)*3d){2}",
+    ]),
+    re.IGNORECASE,
+)
+# A cheap first look (a few substring tests, where a regular expression costs tens of
+# microseconds per answer's headers): a text that holds none of these words, lower-cased and
+# with its escapes undone, holds no marked secret.
+_MARKER_WORDS = ("sig", "bearer", "sharedkey", "authorization", "accountkey", "==")
+# An escaped letter, digit or '=' (or an escaped '%', the start of a second escape): only a
+# text holding one can hide a word, or a secret's letters and digits, from a substring test.
+# Two patterns, each starting with one literal character, which re scans for quickly. Applied to
+# lower-cased text.
+_percent_escaped_alnum = pattern_on_first_use(r"%(?:25|3[0-9d]|[4-7][0-9a-f])")
+_unicode_escaped_alnum = pattern_on_first_use(r"\\u00[3-7][0-9a-f]")
+_unicode_escape = pattern_on_first_use(r"\\u([0-9a-f]{4})")
+
+
+def _has_escaped_alnum(lowered: str) -> bool:
+    return _percent_escaped_alnum().search(lowered) is not None or (
+        "\\u00" in lowered and _unicode_escaped_alnum().search(lowered) is not None
+    )
+
+
+def _readings(text: str) -> list[str]:
+    """``text`` lower-cased, then with its escapes undone once, twice, three times (a URL quoted
+    in another is escaped twice), as far as it holds an escaped letter, digit or '='."""
+    lowered = text.lower()
+    readings = [lowered]
+    for _ in range(3):
+        if not _has_escaped_alnum(lowered):
+            break
+        decoded = unquote(lowered) if "%" in lowered else lowered
+        if "\\u" in decoded:
+            decoded = _unicode_escape().sub(lambda m: chr(int(m.group(1), 16)), decoded)
+        if decoded == lowered:
+            break
+        lowered = decoded.lower()
+        readings.append(lowered)
+    return readings
+
+
+def _may_hold_marker(readings: list[str]) -> bool:
+    return any(word in reading for reading in readings for word in _MARKER_WORDS)
+
+
+def _keep_marker(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None) + _REDACTED
+
+
+def redact_marked(text: str) -> str:
+    """``text`` with every secret that announces itself replaced by ``REDACTED``.
+
+    Such a secret follows ``sig=`` (a SAS signature), ``Bearer`` or ``SharedKey`` (an
+    ``Authorization`` value), ``Authorization:`` or ``AccountKey=``, in any case, and with
+    the name, the ``=`` and the value percent-escaped once or more (a URL quoted inside
+    another URL) or JSON-escaped; an account key is also recognised alone (86 base64
+    characters and ``==``). The name is kept, so the reader sees what was hidden.
+    """
+    if not text or not _may_hold_marker(_readings(text)):
+        return text
+    return _MARKED_SECRET().sub(_keep_marker, text)
 
 
 def redact_url(url: str) -> str:
@@ -56,8 +153,8 @@ def redact_url(url: str) -> str:
 
 
 def redact_text(text: str) -> str:
-    """Redact ``sig=`` values and drop query strings of URLs found in free ``text``."""
-    text = _sig_in_text().sub(r"\1" + _REDACTED, text)
+    """Redact marked secrets (:func:`redact_marked`) and drop query strings of URLs found in free ``text``."""
+    text = redact_marked(text)
     return _query_in_text().sub(r"\1?...", text)
 
 
@@ -78,8 +175,9 @@ class _RedactingFilter:
             message = record.getMessage()
         except Exception:  # a malformed record is not ours to fix
             return True
-        if "sig=" in message.lower():
-            record.msg = _sig_in_text().sub(r"\1" + _REDACTED, message)
+        redacted = redact_marked(message)
+        if redacted != message:
+            record.msg = redacted
             record.args = ()
         return True
 
@@ -163,29 +261,34 @@ class SecretPattern:
     Compiling costs about a millisecond and is needed per attempt (signatures
     differ), while answers almost never echo a secret. ASCII letters and digits
     match only themselves in every escaping, so a text can hold a secret only if
-    it holds that secret's longest run of them: that substring test comes first.
+    it holds that secret's longest run of them, in some case, once its escapes are
+    undone: that substring test comes first. The pattern ignores case: a secret a
+    server echoes upper- or lower-cased leaks nearly all of it.
     """
 
     __slots__ = ("_secrets", "_needles", "_pattern")
 
     def __init__(self, secrets: list[str]) -> None:
         self._secrets = secrets
-        self._needles = [max(_alnum_run().findall(secret) or [""], key=len) for secret in secrets]
+        self._needles = [max(_alnum_run().findall(secret) or [""], key=len).lower() for secret in secrets]
         self._pattern: re.Pattern[str] | None = None
 
+    def _holds_needle(self, readings: list[str]) -> bool:
+        # A server may percent-encode every character, letters and digits too (%61 for 'a'),
+        # and a URL quoted in another is escaped twice (%2561): the readings undo that.
+        return any(needle in reading for reading in readings for needle in self._needles)
+
     def _compiled(self, text: str) -> re.Pattern[str] | None:
-        if not any(needle in text for needle in self._needles):
-            # A server may percent-encode every character, letters and digits too (%61 for 'a').
-            decoded = unquote(text) if "%" in text else text
-            if decoded is text or not any(needle in decoded for needle in self._needles):
-                return None
+        if not self._holds_needle(_readings(text)):
+            return None
         if self._pattern is None:
-            self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets))
+            self._pattern = re.compile("|".join(_any_escaping(secret) for secret in self._secrets), re.IGNORECASE)
         return self._pattern
 
     def may_hold(self, text: str) -> bool:
-        """False when ``text`` cannot hold a secret (it lacks every secret's longest run of letters and digits)."""
-        return any(needle in text for needle in self._needles)
+        """False when ``text`` cannot hold a secret (it lacks every secret's longest run of
+        letters and digits, in any case and escaping)."""
+        return self._holds_needle(_readings(text))
 
     def search(self, text: str) -> re.Match[str] | None:
         """Where a secret occurs in ``text``, or None."""
@@ -226,18 +329,35 @@ def _any_escaping(secret: str) -> str:
 
 
 def scrub(text: str, secrets: SecretPattern | None) -> str:
-    """``text`` without the attempt's ``secrets`` and without any ``sig=`` value."""
+    """``text`` without the attempt's ``secrets`` and without any marked secret (:func:`redact_marked`)."""
     if secrets is not None:
         text = secrets.sub(_REDACTED, text)
-    return _sig_in_text().sub(r"\1" + _REDACTED, text)
+    return redact_marked(text)
 
 
-def scrub_error(error: TableServiceError, secrets: SecretPattern | None) -> None:
-    """Scrub ``error``'s message and arguments in place (a server may echo a signature in its message)."""
-    message = scrub(error.message, secrets)
-    if message != error.message:
-        error.message = message
-    error.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in error.args)
+def _scrubbed(value: object, secrets: SecretPattern | None) -> object:
+    return scrub(value, secrets) if isinstance(value, str) else value
+
+
+def scrub_error(error: BaseException, secrets: SecretPattern | None) -> None:
+    """Scrub, in place, everything of ``error`` a server's answer filled in.
+
+    A server may echo a secret in its error code (the body's code element or
+    ``x-ms-error-code``), its message, its request id, or a batch's inner answer:
+    the code, message, ids, a decode error's reason and excerpt, the arguments and the
+    error a batch error wraps (``cause``) are all scrubbed. Every error built from a
+    server's answer passes through here before anyone reads it.
+    """
+    for name in ("message", "error_code", "request_id", "client_request_id", "reason", "excerpt"):
+        value = getattr(error, name, None)
+        if isinstance(value, str):
+            cleaned = scrub(value, secrets)
+            if cleaned != value:
+                setattr(error, name, cleaned)
+    error.args = tuple(_scrubbed(a, secrets) for a in error.args)
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException) and cause is not error:
+        scrub_error(cause, secrets)
 
 
 def scrub_headers(headers: MutableMapping[str, str], secrets: SecretPattern | None) -> None:
@@ -247,10 +367,11 @@ def scrub_headers(headers: MutableMapping[str, str], secrets: SecretPattern | No
     operation results) reads the headers, so the retry loop calls this on every answer.
     """
     # One look at all the values first: an answer almost never echoes a secret, and neither
-    # a secret's letters-and-digits run nor "sig=" can span the line break between two values.
-    values = "\n".join(headers.values())
-    if "sig=" not in values.lower() and (secrets is None or not secrets.may_hold(values)):
+    # a secret's letters-and-digits run nor a marker can span the line break between two values.
+    readings = _readings("\n".join(headers.values()))
+    if not _may_hold_marker(readings) and (secrets is None or not secrets._holds_needle(readings)):
         return
     for name, value in list(headers.items()):
-        if (secrets is not None and secrets.search(value)) or "sig=" in value.lower():
-            headers[name] = scrub(value, secrets)
+        cleaned = scrub(value, secrets)
+        if cleaned != value:
+            headers[name] = cleaned

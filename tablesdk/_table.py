@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from ._actions import R, TableBatchOperation, TableOperation, TableResult
+from ._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from ._batch import BatchOperationKind
 from ._edm import EdmType, EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, EntityObject
@@ -105,7 +105,10 @@ class CloudTable:
         self, operation: TableOperation[R],
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> TableResult[R]:
-        """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error."""
+        """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error.
+
+        Anything but a :class:`~tablesdk.TableOperation` is refused with a TypeError, before sending."""
+        operation = require_operation(operation, "CloudTable.execute")
         if operation.kind is BatchOperationKind.RETRIEVE:
             try:
                 payload = self.client.get_entity_payload(
@@ -133,8 +136,10 @@ class CloudTable:
         """Execute ``batch`` as one entity group transaction; one result per operation, in order.
 
         A refused transaction raises :class:`~tablesdk.BatchError` with the failing
-        operation's ``failed_index``; nothing was written.
+        operation's ``failed_index``; nothing was written. Anything but a
+        :class:`~tablesdk.TableBatchOperation` is refused with a TypeError, before sending.
         """
+        batch = require_batch(batch, "CloudTable.execute_batch")
         answers = self.client.execute_batch(
             batch.to_batch_operations(self.name), retry_policy=retry_policy,
             operation_context=operation_context, options=options

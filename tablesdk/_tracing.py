@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from ._redaction import redact_url
+from ._redaction import redact_marked, redact_url
 from ._version import __version__
 
 __all__ = ["active_tracer", "annotate", "atraced_attempt", "trace_public_methods", "traced_attempt"]
@@ -79,8 +79,10 @@ def annotate(attributes: dict[str, Any]) -> None:
 
 
 def _error_type(error: BaseException) -> str:
+    """The span's ``error.type``: the service's error code (scrubbed: a server may echo a
+    secret in it), else the exception's class name."""
     code = getattr(error, "error_code", None)
-    return str(code) if code else type(error).__name__
+    return redact_marked(str(code)) if code else type(error).__name__
 
 
 def _wrap_sync(name: str, method: Callable[..., Any]) -> Callable[..., Any]:

@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from .._redaction import SecretPattern, scrub
+from .._redaction import SecretPattern, redact_marked, scrub
 from .._patterns import pattern_on_first_use
 
 __all__ = ["parse_error_body", "strip_trailer", "body_excerpt", "MAX_TEXT_EXCERPT", "MAX_DECODE_EXCERPT"]
@@ -36,8 +36,6 @@ MAX_TEXT_EXCERPT = 300
 MAX_DECODE_EXCERPT = 120
 
 
-# A body may echo the request's URL or headers: never quote a SAS signature or a credential.
-_secret_in_text = pattern_on_first_use(r"(\bsig=)[^&#\s'\"<]*|(\b(?:SharedKey|SharedKeyLite|Bearer)\s+)\S+", re.IGNORECASE)
 _trailer = pattern_on_first_use(r"\s*\r?\nRequestId:.*\Z", re.DOTALL)
 _tag = pattern_on_first_use(rb"<[^>]*>")
 _space = pattern_on_first_use(r"\s+")
@@ -93,9 +91,9 @@ def _from_xml(body: bytes) -> tuple[str | None, str] | None:
 def _excerpt(body: bytes, limit: int = MAX_TEXT_EXCERPT, secrets: SecretPattern | None = None) -> str:
     text = _tag().sub(b" ", body[: limit * 20]).decode("utf-8", errors="replace")
     text = _space().sub(" ", text).strip()
-    text = _secret_in_text().sub(lambda m: (m.group(1) or m.group(2)) + "REDACTED", text)
-    if secrets is not None:  # before cutting: a secret the cut would split leaves no prefix behind
-        text = scrub(text, secrets)
+    # A body may echo the request's URL or headers: never quote a SAS signature or a credential.
+    # Before cutting: a secret the cut would split leaves no prefix behind.
+    text = scrub(text, secrets)
     if len(text) > limit:
         text = text[: limit - 3].rstrip() + "..."
     return text
@@ -142,7 +140,9 @@ def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str 
         elif "xml" in hint:
             result = _from_xml(stripped)
         if result is not None:
-            return result
+            # The code and message are the server's words: they may echo the request's URL or headers.
+            code, message = result
+            return (redact_marked(code) if code else code, redact_marked(message))
         return (None, _excerpt(stripped))
     except Exception:  # noqa: BLE001 - an error parser must not mask the error it describes
         return (None, "")

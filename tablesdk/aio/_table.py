@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from .._actions import R, TableBatchOperation, TableOperation, TableResult
+from .._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from .._batch import BatchOperationKind
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EdmType, EntityPayload
@@ -99,7 +99,10 @@ class AsyncCloudTable:
         self, operation: TableOperation[R],
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> TableResult[R]:
-        """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error."""
+        """Execute one action; a retrieve of a missing entity gives a 404 result rather than an error.
+
+        Anything but a :class:`~tablesdk.TableOperation` is refused with a TypeError, before sending."""
+        operation = require_operation(operation, "AsyncCloudTable.execute")
         if operation.kind is BatchOperationKind.RETRIEVE:
             try:
                 payload = await self.client.get_entity_payload(
@@ -124,7 +127,10 @@ class AsyncCloudTable:
         operation_context: OperationContext | None = None,
         options: TableRequestOptions | None = None,
     ) -> list[TableResult[R]]:
-        """Execute ``batch`` as one entity group transaction; one result per operation, in order."""
+        """Execute ``batch`` as one entity group transaction; one result per operation, in order.
+
+        Anything but a :class:`~tablesdk.TableBatchOperation` is refused with a TypeError, before sending."""
+        batch = require_batch(batch, "AsyncCloudTable.execute_batch")
         answers = await self.client.execute_batch(
             batch.to_batch_operations(self.name), retry_policy=retry_policy,
             operation_context=operation_context, options=options
