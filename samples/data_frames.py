@@ -7,7 +7,7 @@
 3. ``tablesdk.dask.read_table`` reads it again in PartitionKey ranges as a Dask DataFrame
    and totals each region; ``tablesdk.dask.write_table`` writes the totals to a second table.
 
-Needs ``pip install 'tablesdk[dask]'``. Runs against the account in
+Needs the ``dask`` extra: ``pip install '.[dask]'`` in a checkout (see README's Install). Runs against the account in
 ``AZURE_STORAGE_CONNECTION_STRING``, or else the bundled emulator started in-process:
 
     python samples/data_frames.py [--format json|atom] [--rows 500]

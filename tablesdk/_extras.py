@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ._version import __version__
 
-__all__ = ["EXTRAS", "install_hint"]
+__all__ = ["EXTRAS", "install_hint", "require_extra"]
 
 #: The packages of each optional extra, as setup.cfg declares them.
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -30,3 +30,16 @@ def install_hint(extra: str) -> str:
         f"pip install {packages} (or reinstall tablesdk with the '{extra}' extra: `pip install '.[{extra}]'` "
         f"in a checkout, `pip install 'tablesdk-{__version__}-py3-none-any.whl[{extra}]'` from the wheel)"
     )
+
+
+def require_extra(extra: str, modules: tuple[str, ...], what: str) -> None:
+    """Raise an ImportError that says what to install when one of ``modules`` is not installed.
+
+    Looks the modules up without importing them, so a module that calls this when it is imported
+    costs nothing more.
+    """
+    from importlib.util import find_spec
+
+    missing = [module for module in modules if find_spec(module) is None]
+    if missing:
+        raise ImportError(f"{what} needs {', '.join(missing)}: {install_hint(extra)}", name=missing[0])

@@ -207,9 +207,9 @@ class TrackingContext(Generic[ClientT]):
     def _warn_if_pending(self) -> None:
         pending = self._identities.pending_count()
         if pending:
-            noun = "change" if pending == 1 else "changes"
+            noun = "change that was" if pending == 1 else "changes that were"
             warnings.warn(
-                f"{type(self).__name__} left with {pending} pending {noun} that were never saved; "
+                f"{type(self).__name__} left with {pending} pending {noun} never saved; "
                 "call save_changes() before the end of the block (or detach() what you meant to drop)",
                 UnsavedChangesWarning,
                 stacklevel=3,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._account import CloudStorageAccount
+from ._extras import require_extra
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, pandas_types_mapper, query_to_arrow
 from ._arrow_write import pandas_to_arrow
 from ._bulk import BulkMode
@@ -320,3 +321,8 @@ def _frame_types_mapper() -> Callable[[Any], Any]:
         return base(arrow_type)
 
     return mapper
+
+
+# Without Dask, say which extra to install when the module is imported (not a bare ModuleNotFoundError
+# from the first call).
+require_extra("dask", ("dask", "distributed", "pyarrow", "pandas"), "tablesdk.dask")

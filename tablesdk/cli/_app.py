@@ -57,6 +57,18 @@ _HINTS_BY_CODE: dict[str, tuple[str, ...]] = {
     "InvalidInput": ("check the property values and names", "check the --filter syntax"),
     "OutOfRangeInput": ("a value is outside what the service accepts: check names, keys and sizes",),
     "ServerBusy": ("the service is throttling: retry later", "with fewer --workers", "with a lower --parallel"),
+    "AtomFormatNotSupported": ("this service takes JSON only (Azurite, and the service from version 2015-12-11): "
+                               "drop `--wire-format atom`",),
+}
+#: Advice for an error whose code is too general for the command at hand: by (command, status) or by
+#: (code, a word of the message).
+_HINTS_BY_COMMAND: dict[tuple[str, int], tuple[str, ...]] = {
+    ("tables list", 404): ("this endpoint is no Table service: check the table endpoint (an account's is "
+                           "https://ACCOUNT.table.core.windows.net) or the connection string",),
+}
+_HINTS_BY_MESSAGE: dict[tuple[str, str], tuple[str, ...]] = {
+    ("InvalidInput", "etag"): ("pass --etag as the service gave it (W/\"datetime'...'\", as `tablesdk get` "
+                               "prints it) or * for any version",),
 }
 _HINTS_BY_STATUS: dict[int, tuple[str, ...]] = {
     400: ("check the command's arguments (names, values)", "check the --filter syntax"),
@@ -95,9 +107,10 @@ def _settings() -> Settings:
 # ---------------------------------------------------------------- errors
 
 
-def describe_error(error: BaseException, options: frozenset[str] | None = None) -> str:
+def describe_error(error: BaseException, options: frozenset[str] | None = None, command: str | None = None) -> str:
     """One line saying what went wrong and what to do (``options``: those of the command that failed,
-    so that the line suggests only options it has; None: suggest none)."""
+    so that the line suggests only options it has; None: suggest none; ``command``: the command
+    that failed, as typed after ``tablesdk``)."""
     if isinstance(error, ConnectionFailedError):
         if error.unresolved:
             return (f"cannot reach the service ({error.message}); check the account name / endpoint "
@@ -106,17 +119,28 @@ def describe_error(error: BaseException, options: frozenset[str] | None = None) 
                 "and that the service is running (for --dev: `tablesdk serve`)")
     if isinstance(error, TableServiceError):
         head = " ".join(str(part) for part in (error.status_code, error.error_code) if part)
-        advice = _HINTS_BY_CODE.get(error.error_code or "") or _HINTS_BY_STATUS.get(error.status_code or 0)
+        advice = _advice(error, command)
         hint = _hint(advice, options) if advice else None
         text = f"{head}: {error.message}" if head else error.message
         return f"{text} - {hint}" if hint else text
     if isinstance(error, TableValidationError):
         return f"invalid input: {error} - fix the value and run again"
+    if isinstance(error, ImportError) and "pip install" in str(error):  # a missing extra: what to install
+        return str(error)
     if isinstance(error, OSError) and error.filename is not None:
         return f"{error.strerror or error}: {error.filename}"
     if isinstance(error, ValueError):  # the command's own refusals (ExportError, OutputFileError) say what to do
         return str(error)
     return f"{type(error).__name__}: {error} (run with --debug for the traceback)"
+
+
+def _advice(error: TableServiceError, command: str | None) -> tuple[str, ...] | None:
+    code, status, message = error.error_code or "", error.status_code or 0, (error.message or "").lower()
+    for (hint_code, word), advice in _HINTS_BY_MESSAGE.items():
+        if code == hint_code and word in message:
+            return advice
+    return (_HINTS_BY_COMMAND.get((command or "", status)) or _HINTS_BY_CODE.get(code)
+            or _HINTS_BY_STATUS.get(status))
 
 
 def report_error(error: BaseException, settings: Settings) -> int:
@@ -126,7 +150,7 @@ def report_error(error: BaseException, settings: Settings) -> int:
 
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(settings.redact(text))
-    line = " ".join(describe_error(error, settings.command_options).split())
+    line = " ".join(describe_error(error, settings.command_options, settings.command).split())
     sys.stderr.write(settings.redact(f"tablesdk: error: {line}") + "\n")
     sys.stderr.flush()
     return EXIT_ERROR

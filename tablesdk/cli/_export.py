@@ -117,6 +117,9 @@ class ExportOutput:
                     f"or delete {state_path} to start over"
                 )
             return cls._resume(spec, output, state_path)
+        if resume:  # said, not silent: a typo in FILE would otherwise export the whole table again
+            sys.stderr.write(f"tablesdk: no unfinished export to {target} ({state_path} is missing): "
+                             "starting a new one\n")
         data, rows_path = output.beside(ROWS_SUFFIX)
         return cls(spec, output, data, ranges, state_path=state_path, rows_path=rows_path)
 

@@ -48,6 +48,8 @@ class Settings:
     retries: int | None = None
     #: The options of the command being run (what an error line may suggest); None before one runs.
     command_options: frozenset[str] | None = None
+    #: The command being run, as typed after ``tablesdk`` (``tables list``); None before one runs.
+    command: str | None = None
     other_connection_strings: list[str] = field(default_factory=list, repr=False)
     _clients: list[CloudTableClient] = field(default_factory=list, repr=False)
 
@@ -199,6 +201,7 @@ class TablesdkCommand(click.Command):
         settings = ctx.find_object(Settings)
         if settings is not None:
             settings.command_options = self.option_names()
+            settings.command = ctx.command_path.partition(" ")[2] or None
         return super().invoke(ctx)
 
     def option_names(self) -> frozenset[str]:

@@ -44,6 +44,7 @@ from .._arrow_write import arrow_rows
 from .._client import CloudTableClient
 from .._edm import EdmType
 from .._errors import SchemaConflictError
+from .._extras import require_extra
 from .._filter import prop
 from ._export import ExportError, ExportSpec, _key_ranges
 from ._files import PARQUET, EntityLine
@@ -339,3 +340,6 @@ def parquet_lines(path: str) -> Iterator[EntityLine]:
             for entity in arrow_rows(table):
                 number += 1
                 yield number, entity, ""
+
+
+require_extra("arrow", ("pyarrow",), "Parquet files")  # say which extra, not a bare ModuleNotFoundError

@@ -423,7 +423,8 @@ def test_export_resume_continues_where_it_stopped(
     ok(run_cli("export", dev_table, str(partial), "--resume", env=dev_env))
     assert partial.read_bytes() == full.read_bytes() and not state.exists() and not rows.exists()
     other = run_cli("export", dev_table, str(tmp_path / "x.jsonl"), "--resume", "--filter", "N gt 1", env=dev_env)
-    assert other.returncode == 0  # nothing to resume: a plain export
+    assert other.returncode == 0  # nothing to resume: a plain export, and it says so
+    assert b"no unfinished export to" in other.stderr and b"starting a new one" in other.stderr
 
 
 def test_csv_export_resume_keeps_columns(

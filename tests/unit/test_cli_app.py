@@ -93,3 +93,55 @@ def test_a_mistyped_account_name_fails_in_seconds_with_a_hint(monkeypatch: pytes
     line = result.output.strip()
     assert "'myacct.table.core.windows.net' does not resolve" in line and "check the account name / endpoint" in line
     assert KEY not in result.output
+
+
+def test_hints_fit_the_command_and_the_error() -> None:
+    """A bad --etag is not a --filter problem; a 404 from `tables list` is a wrong endpoint, not a
+    wrong table name; AtomPub refused says to use JSON."""
+    from tablesdk._errors import TableServiceError
+
+    bad_etag = TableServiceError("The etag value 'x' specified in one of the request headers is not valid.",
+                                 status_code=400, error_code="InvalidInput")
+    line = describe_error(bad_etag, frozenset({"--etag"}), "merge")
+    assert "--etag" in line and "--filter" not in line and "check the property" not in line
+    not_a_table_service = TableServiceError("Not Found", status_code=404)
+    listing = describe_error(not_a_table_service, frozenset({"--prefix"}), "tables list")
+    assert "table endpoint" in listing and "table name and keys" not in listing
+    assert "table name and keys" in describe_error(not_a_table_service, frozenset(), "get")
+    atom = TableServiceError("Atom format is not supported.", status_code=415, error_code="AtomFormatNotSupported")
+    assert "JSON only" in describe_error(atom, frozenset(), "tables list")
+
+
+def test_the_failing_command_is_recorded_for_its_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tablesdk._errors import TableServiceError
+    from tablesdk.cli import _app
+
+    def refuse(self: object, prefix: str | None = None) -> object:
+        raise TableServiceError("Not Found", status_code=404)
+
+    monkeypatch.setattr("tablesdk._client.CloudTableClient.list_tables", refuse)
+    result = CliRunner().invoke(_app.cli, ["--dev", "tables", "list"])
+    assert result.exit_code == 1 and "table endpoint" in result.output, result.output
+
+
+def test_parquet_without_pyarrow_says_which_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "tablesdk.cli._parquet", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "pyarrow" else object())
+    result = CliRunner().invoke(cli, ["--dev", "export", "T", str(tmp_path / "t.parquet")])
+    assert result.exit_code == 1
+    assert "Parquet files needs pyarrow: pip install 'pyarrow>=14'" in result.output
+    assert "'.[arrow]'" in result.output and "ModuleNotFoundError" not in result.output
+
+
+def test_tablesdk_dask_without_dask_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.delitem(sys.modules, "tablesdk.dask", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "dask" else object())
+    with pytest.raises(ImportError, match=r"tablesdk.dask needs dask: pip install .*'\.\[dask\]'"):
+        importlib.import_module("tablesdk.dask")
+    monkeypatch.undo()  # puts the module that loaded with dask back
+    assert importlib.import_module("tablesdk.dask").read_table

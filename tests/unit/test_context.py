@@ -685,6 +685,11 @@ class TestContextManager:
                 ctx.add_object(T, blog("b"))
         assert caught[0].filename == __file__      # points at the user's with block
 
+    def test_one_pending_change_is_counted_in_the_singular(self, client: CloudTableClient) -> None:
+        with pytest.warns(UnsavedChangesWarning, match="1 pending change that was never saved"):
+            with client.get_table_service_context() as ctx:
+                ctx.add_object(T, blog("a"))
+
     def test_an_exception_leaving_the_block_is_not_hidden_by_a_warning(
         self, client: CloudTableClient, recwarn: pytest.WarningsRecorder
     ) -> None:
