@@ -266,7 +266,7 @@ class BulkTarget(Protocol):
 def is_column_data(data: object) -> bool:
     """True for a pandas DataFrame or a pyarrow Table/RecordBatch (told by the class, importing neither)."""
     cls = type(data)
-    return cls.__name__ in ("DataFrame", "Table", "RecordBatch") and cls.__module__.startswith(("pandas.", "pyarrow."))
+    return cls.__name__ in ("DataFrame", "Table", "RecordBatch") and cls.__module__.partition(".")[0] in ("pandas", "pyarrow")
 
 
 # ---------------------------------------------------------------- what a batch becomes, no I/O

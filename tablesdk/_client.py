@@ -524,7 +524,7 @@ class CloudTableClient(ClientCore):
     def bulk_insert(
         self,
         table_name: str,
-        entities: Iterable[EntityObject] | Any,
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_workers: int = 8,
         progress: ProgressCallback | None = None,

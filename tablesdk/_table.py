@@ -196,7 +196,7 @@ class CloudTable:
 
     def bulk_insert(
         self,
-        entities: Iterable[EntityObject] | Any,
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_workers: int = 8,
         progress: ProgressCallback | None = None,

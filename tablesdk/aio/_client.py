@@ -373,7 +373,7 @@ class AsyncCloudTableClient(ClientCore):
     async def bulk_insert(
         self,
         table_name: str,
-        entities: Iterable[EntityObject] | Any,
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,

@@ -188,7 +188,7 @@ class AsyncCloudTable:
 
     async def bulk_insert(
         self,
-        entities: Iterable[EntityObject] | Any,
+        entities: Iterable[EntityObject],
         mode: BulkMode = "insert",
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
