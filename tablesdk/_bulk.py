@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BULK_MODES", "DELETE", "AwaitAnswer", "AwaitRoom", "BulkBatch", "BulkCall", "BulkCommand", "BulkInsertError",
-    "BulkKind", "BulkMode", "BulkOptions", "BulkResult", "BulkTarget", "Collect", "EntityOutcome", "ProgressCallback",
+    "BulkKind", "BulkMode", "BulkOptions", "BulkResult", "Collect", "EntityOutcome", "ProgressCallback",
     "Start", "insert_call", "insert_entities", "is_column_data", "run_on_threads",
 ]
 
@@ -198,24 +198,41 @@ def _check_progress(progress: object) -> None:
         raise TypeError(f"progress must be callable, not {type(progress).__name__}")
 
 
-@dataclass(frozen=True)
 class BulkOptions:
     """The parameters every bulk face takes, checked once: ``concurrency`` batches in flight
     (``max_workers`` threads, or ``max_concurrency`` tasks), ``progress(done, total)``,
     ``retry_policy`` (over the one of ``options``, over the client's), and ``options``, the
     request options every request of the call is sent with. Build it with :meth:`threads`
-    or :meth:`tasks`, which name the concurrency as that flavour's faces do."""
+    or :meth:`tasks`, which name the concurrency as that flavour's faces do. Read-only."""
 
-    concurrency: int = 8
-    progress: ProgressCallback | None = None
-    retry_policy: RetryPolicy | None = None
-    options: TableRequestOptions | None = None
+    __slots__ = ("concurrency", "options", "progress", "retry_policy")
 
-    def __post_init__(self) -> None:
-        _check_progress(self.progress)
-        check_options(self.options)
-        if self.retry_policy is not None and not callable(getattr(self.retry_policy, "retry_after", None)):
-            raise TypeError(f"retry_policy must have retry_after(attempt, error), not {type(self.retry_policy).__name__}")
+    concurrency: int
+    progress: ProgressCallback | None
+    retry_policy: RetryPolicy | None
+    options: TableRequestOptions | None
+
+    def __init__(
+        self, concurrency: int = 8, progress: ProgressCallback | None = None, retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> None:
+        _check_progress(progress)
+        check_options(options)
+        if retry_policy is not None and not callable(getattr(retry_policy, "retry_after", None)):
+            raise TypeError(f"retry_policy must have retry_after(attempt, error), not {type(retry_policy).__name__}")
+        for name, value in (("concurrency", concurrency), ("progress", progress), ("retry_policy", retry_policy),
+                            ("options", options)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"BulkOptions is read-only: {name} cannot be set")
+
+    def __reduce__(self) -> tuple[type[BulkOptions], tuple[Any, ...]]:
+        return BulkOptions, (self.concurrency, self.progress, self.retry_policy, self.options)
+
+    def __repr__(self) -> str:
+        return (f"BulkOptions(concurrency={self.concurrency}, progress={self.progress!r}, "
+                f"retry_policy={self.retry_policy!r}, options={self.options!r})")
 
     @classmethod
     def threads(
@@ -250,17 +267,18 @@ class BulkOptions:
         return replace(self.options or TableRequestOptions(), retry_policy=self.retry_policy)
 
 
-class BulkTarget(Protocol):
-    """What the engine reads of a client (sync or async) to plan a call."""
+if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type checker needs it
+    class BulkTarget(Protocol):
+        """What the engine reads of a client (sync or async) to plan a call."""
 
-    @property
-    def format(self) -> PayloadFormat: ...
-    @property
-    def table_endpoint(self) -> str: ...
-    @property
-    def api_version(self) -> str: ...
-    @property
-    def retry_policy(self) -> RetryPolicy: ...
+        @property
+        def format(self) -> PayloadFormat: ...
+        @property
+        def table_endpoint(self) -> str: ...
+        @property
+        def api_version(self) -> str: ...
+        @property
+        def retry_policy(self) -> RetryPolicy: ...
 
 
 def is_column_data(data: object) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._bulk import DELETE, BulkCall, BulkKind, BulkOptions, BulkResult, BulkTarget, ProgressCallback, run_on_threads
+from ._bulk import DELETE, BulkCall, BulkKind, BulkOptions, BulkResult, ProgressCallback, run_on_threads
 from ._bulk_plan import plan_deletes
 from ._edm import EntityPayload
 from ._entity import DynamicEntity, validate_table_name
@@ -30,6 +30,7 @@ from ._pager import Pager
 from ._query import TableQuery
 
 if TYPE_CHECKING:
+    from ._bulk import BulkTarget
     from ._client import CloudTableClient
 
 __all__ = ["count_entities", "delete_call", "delete_entities", "key_query", "scan_pages"]
