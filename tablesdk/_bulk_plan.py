@@ -2,9 +2,9 @@
 
 :func:`plan_inserts` reads the entities of an insert once and yields each batch to send
 (a list of :class:`BulkItem` of one partition that fits both service limits) and each
-entity that failed before sending (a :data:`Refused` triple). :func:`plan_deletes` does
-the same for the pages of a key-only scan. :class:`tablesdk._bulk.BulkCall` runs either
-(docs/batch.md, "Bulk loading").
+entity that failed before sending (a :data:`Refused` triple);
+:func:`tablesdk._deleting.plan_deletes` does the same for the pages of a key-only scan.
+:class:`tablesdk._bulk.BulkCall` runs either (docs/batch.md, "Bulk loading").
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ from typing import Any
 
 from ._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from ._edm import EdmType, EntityPayload
-from ._entity import DynamicEntity, entity_from_payload, entity_to_payload
+from ._entity import entity_to_payload
 from ._errors import TableValidationError
 from ._formats import PayloadFormat
 
 __all__ = [
-    "MAX_BUFFERED_BYTES", "MAX_BUFFERED_ENTITIES", "BatchSizer", "BulkItem", "Refused", "Step", "plan_deletes",
-    "plan_inserts",
+    "MAX_BUFFERED_BYTES", "MAX_BUFFERED_ENTITIES", "BatchSizer", "BulkItem", "Refused", "Step", "plan_inserts",
 ]
 
 #: Entities held in partial per-partition groups before the oldest group is sent early.
@@ -156,31 +155,6 @@ def plan_inserts(
             yield take(next(iter(groups)))  # the oldest partial group
     while groups:
         yield take(next(iter(groups)))
-
-
-def plan_deletes(pages: Iterable[list[EntityPayload]]) -> Iterator[Step]:
-    """The entities of a key-only scan's pages, numbered in scan order, in batches of one partition
-    of at most :data:`~tablesdk._batch.MAX_BATCH_OPERATIONS` (a delete has no body to size)."""
-    index = 0
-    for page in pages:
-        yield from page_deletes(page, index)
-        index += len(page)
-
-
-def page_deletes(page: list[EntityPayload], first_index: int) -> Iterator[list[BulkItem]]:
-    """One scanned page's batches of deletes, its entities numbered from ``first_index``."""
-    groups: dict[str, list[BulkItem]] = {}
-    new = BulkItem.__new__
-    for offset, payload in enumerate(page):
-        item = new(BulkItem)
-        item.index, item.payload, item.body = first_index + offset, None, b""
-        item.entity = entity = entity_from_payload(DynamicEntity, payload)
-        item.partition_key, item.row_key = entity.PartitionKey, entity.RowKey
-        group = groups.setdefault(item.partition_key, [])
-        group.append(item)
-        if len(group) == MAX_BATCH_OPERATIONS:
-            yield groups.pop(item.partition_key)
-    yield from groups.values()
 
 
 def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValidationError:

@@ -5,7 +5,7 @@ the other keys and Timestamp, and each entity's ETag comes with it), one page at
 time, following continuation tokens with a :class:`~tablesdk._pager.Pager`.
 
 ``delete_entities`` is a bulk call (:mod:`tablesdk._bulk`): each page's entities become
-delete batches of one partition (:func:`~tablesdk._bulk_plan.plan_deletes`), written by
+delete batches of one partition (:func:`plan_deletes`), written by
 the same engine, with the same rules, as ``bulk_insert`` (the first batch's answer
 first; an answer every batch would get ends the call; at most a window in flight). The
 deletes are unconditional (``If-Match: *``) unless ``conditional`` is set: then each
@@ -16,13 +16,14 @@ deleted. Every scanned entity gets an :class:`~tablesdk._bulk.EntityOutcome`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ._batch import MAX_BATCH_OPERATIONS
 from ._bulk import DELETE, BulkCall, BulkKind, BulkOptions, BulkResult, ProgressCallback, run_on_threads
-from ._bulk_plan import plan_deletes
+from ._bulk_plan import BulkItem, Step
 from ._edm import EntityPayload
-from ._entity import DynamicEntity, validate_table_name
+from ._entity import DynamicEntity, entity_from_payload, validate_table_name
 from ._errors import TableValidationError
 from ._filter import FilterLike
 from ._options import TableRequestOptions
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from ._bulk import BulkTarget
     from ._client import CloudTableClient
 
-__all__ = ["count_entities", "delete_call", "delete_entities", "key_query", "scan_pages"]
+__all__ = ["count_entities", "delete_call", "delete_entities", "key_query", "page_deletes", "plan_deletes", "scan_pages"]
 
 
 def key_query(
@@ -77,6 +78,31 @@ def count_entities(
         if progress is not None:
             progress(count, None)
     return count
+
+
+def plan_deletes(pages: Iterable[list[EntityPayload]]) -> Iterator[Step]:
+    """The entities of a key-only scan's pages, numbered in scan order, in batches of one partition
+    of at most :data:`~tablesdk._batch.MAX_BATCH_OPERATIONS` (a delete has no body to size)."""
+    index = 0
+    for page in pages:
+        yield from page_deletes(page, index)
+        index += len(page)
+
+
+def page_deletes(page: list[EntityPayload], first_index: int) -> Iterator[list[BulkItem]]:
+    """One scanned page's batches of deletes, its entities numbered from ``first_index``."""
+    groups: dict[str, list[BulkItem]] = {}
+    new = BulkItem.__new__
+    for offset, payload in enumerate(page):
+        item = new(BulkItem)
+        item.index, item.payload, item.body = first_index + offset, None, b""
+        item.entity = entity = entity_from_payload(DynamicEntity, payload)
+        item.partition_key, item.row_key = entity.PartitionKey, entity.RowKey
+        group = groups.setdefault(item.partition_key, [])
+        group.append(item)
+        if len(group) == MAX_BATCH_OPERATIONS:
+            yield groups.pop(item.partition_key)
+    yield from groups.values()
 
 
 def delete_call(client: BulkTarget, table: str, conditional: bool, bulk: BulkOptions) -> BulkCall:

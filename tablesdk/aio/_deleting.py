@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from .._bulk import BulkOptions, BulkResult, ProgressCallback
-from .._bulk_plan import Step, page_deletes
-from .._deleting import delete_call, key_query
+from .._bulk_plan import Step
+from .._deleting import delete_call, key_query, page_deletes
 from .._edm import EntityPayload
 from .._entity import DynamicEntity, validate_table_name
 from .._filter import FilterLike

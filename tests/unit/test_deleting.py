@@ -12,7 +12,8 @@ from tablesdk import (
     ResourceNotFoundError,
 )
 from tablesdk._bulk import DELETE, BulkBatch, BulkKind
-from tablesdk._bulk_plan import BulkItem, page_deletes
+from tablesdk._bulk_plan import BulkItem
+from tablesdk._deleting import page_deletes
 from tablesdk._edm import EdmType, EntityPayload
 from tablesdk._transport import OperationContext
 
