@@ -40,6 +40,7 @@ is always called on the calling thread (on the loop for the asyncio driver).
 from __future__ import annotations
 
 import contextvars
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
@@ -250,9 +251,7 @@ class BulkOptions:
         """The parameters of a face of the asyncio flavour (``max_concurrency``; ``max_workers``,
         the old spelling of some async faces, still works with a :class:`DeprecationWarning`)."""
         if max_workers is not None:
-            warnings.warn(
-                "max_workers is deprecated on the asyncio client: use max_concurrency", DeprecationWarning, stacklevel=3
-            )
+            _warn_the_caller("max_workers is deprecated on the asyncio client: use max_concurrency", DeprecationWarning)
             max_concurrency = max_workers
         return cls(require_positive_int("max_concurrency", max_concurrency), progress, retry_policy, options)
 
@@ -265,6 +264,14 @@ class BulkOptions:
         if self.retry_policy is None:
             return self.options
         return replace(self.options or TableRequestOptions(), retry_policy=self.retry_policy)
+
+
+def _warn_the_caller(message: str, category: type[Warning]) -> None:
+    """Warn, naming the first frame outside tablesdk (faces and tracing wrappers vary the depth)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tablesdk."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type checker needs it
