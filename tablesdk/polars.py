@@ -108,11 +108,11 @@ def _binary(body: Mapping[str, Any], edm_types: Mapping[str, EdmType]) -> Filter
     comparison = _COMPARISONS.get(op)
     if comparison is None:
         return None
-    left, right = _column_name(body["left"]), _column_name(body["right"])
-    if left is not None and right is None:
-        return _comparison(left, comparison, body["right"], edm_types)
-    if right is not None and left is None:
-        return _comparison(right, _FLIPPED[comparison], body["left"], edm_types)
+    left_column, right_column = _column_name(body["left"]), _column_name(body["right"])
+    if left_column is not None and right_column is None:
+        return _comparison(left_column, comparison, body["right"], edm_types)
+    if right_column is not None and left_column is None:
+        return _comparison(right_column, _FLIPPED[comparison], body["left"], edm_types)
     return None
 
 
@@ -130,13 +130,13 @@ def _function(body: Mapping[str, Any], edm_types: Mapping[str, EdmType]) -> Filt
         high = _comparison(name, "le" if closed in ("Both", "Right") else "lt", inputs[2], edm_types)
         return None if low is None or high is None else low & high
     if function == {"StringExpr": "StartsWith"} and len(inputs) == 2:
-        name, prefix = _column_name(inputs[0]), _literal(inputs[1])
-        if name is None or edm_types.get(name) is not EdmType.STRING or not isinstance(prefix, str) or not prefix:
+        column, prefix = _column_name(inputs[0]), _literal(inputs[1])
+        if column is None or edm_types.get(column) is not EdmType.STRING or not isinstance(prefix, str) or not prefix:
             return None
         if not _orders_alike(prefix) or ord(prefix[-1]) + 1 >= 0xD800:
             return None
         above = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        return (prop(name) >= prefix) & (prop(name) < above)
+        return (prop(column) >= prefix) & (prop(column) < above)
     return None
 
 

@@ -54,7 +54,8 @@ def _read_blocks(spec: RangeSpec, columns: Sequence[str] | None) -> Iterator[Any
 
     def block() -> Any:
         table = pa.Table.from_batches(pending, schema=read.schema)
-        return table.select(list(columns)) if columns is not None else table
+        # No column at all (Ray counting rows) keeps PartitionKey: a block of no columns loses its row count.
+        return table.select(list(columns) or ["PartitionKey"]) if columns is not None else table
 
     for batch in iter_range_batches(read):
         pending.append(batch)
@@ -71,7 +72,9 @@ def _datasource(plan: RangePlan) -> Any:
     from ray.data.block import BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
 
-    class TableDatasource(Datasource):  # type: ignore[misc]
+    base: Any = Datasource  # its signatures vary from one Ray release to the next
+
+    class TableDatasource(base):  # type: ignore[misc]
         """The ranges of a table; each is one read task."""
 
         def __init__(self) -> None:
@@ -152,7 +155,9 @@ def _datasink(spec: WriteSpec, outcomes: list[tuple[int, int, Failures]]) -> Any
     from ray.data.block import BlockAccessor
     from ray.data.datasource import Datasink
 
-    class TableDatasink(Datasink):  # type: ignore[misc]
+    base: Any = Datasink
+
+    class TableDatasink(base):  # type: ignore[misc]
         """Writes each task's blocks through the bulk engine; never raises in a task."""
 
         def get_name(self) -> str:
