@@ -116,6 +116,7 @@ def test_the_service_gets_the_filter_and_the_columns(
     assert [(spec.low, spec.high, spec.filter) for spec in asked] == [(None, "k12", "N ge 230"), ("k12", None, "N ge 230")]
     assert all(spec.schema.names == ["PartitionKey", "RowKey", "N", "Blob"] for spec in asked)
     assert sum(len(spec_rows) for spec_rows in map(real, asked)) == 10  # the service sent only those
+    assert "AccountKey" not in query.explain() and conn.split("AccountKey=")[1][:20] not in query.explain()
 
 
 def test_a_nan_is_kept_where_polars_keeps_it(conn: str, client: CloudTableClient, source: str) -> None:

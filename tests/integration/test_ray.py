@@ -5,6 +5,7 @@ write. Ray runs on this machine only (loopback, no dashboard), started once for 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,14 +25,14 @@ DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
-    """A Ray of two CPUs on loopback: no dashboard, no other address, shut down after the module."""
-    ray.init(
+def local_ray() -> Iterator[Path]:
+    """A Ray of two CPUs on loopback (no dashboard), shut down after the module; gives its session directory."""
+    context = ray.init(
         address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
         log_to_driver=False, configure_logging=False,
     )
     try:
-        yield
+        yield Path(context.address_info["session_dir"])
     finally:
         ray.shutdown()
 
@@ -120,9 +121,13 @@ def test_a_failed_entity_fails_the_write_naming_its_keys(conn: str, client: Clou
     assert DEVSTORE_KEY not in str(error)
 
 
-def test_no_account_key_in_the_dataset_or_its_plan(conn: str, source: str) -> None:
+def test_no_account_key_in_the_dataset_its_stats_or_rays_logs(
+    conn: str, source: str, target: str, local_ray: Path
+) -> None:
     assert DEVSTORE_KEY in conn
     dataset = read_table(conn, source, parallelism=3)
     assert DEVSTORE_KEY not in repr(dataset)
-    dataset.materialize()
+    write_table(dataset, conn, target)
     assert DEVSTORE_KEY not in dataset.stats()
+    logs = [path for path in (local_ray / "logs").rglob("*") if path.is_file()]
+    assert logs and not [path.name for path in logs if DEVSTORE_KEY.encode() in path.read_bytes()]
