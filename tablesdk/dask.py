@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._arrow import pandas_types_mapper
-from ._engines import DEFAULT_PARTITIONS as DEFAULT_PARTITIONS  # where they were first defined
-from ._engines import SAMPLE_PAGES as SAMPLE_PAGES
 from ._engines import (
+    DEFAULT_PARTITIONS,
     KEY_CEILING,
+    SAMPLE_PAGES,
     ConnectionSecret,
     Failures,
     RangeSpec,
@@ -43,6 +43,9 @@ from ._options import TableRequestOptions
 from ._retry import RetryPolicy
 
 __all__ = ["ConnectionSecret", "TableWriteError", "read_table", "write_table", "KEY_CEILING"]
+
+#: Defined with the other engines' (:mod:`tablesdk._engines`) and kept here, where they were first read.
+_KEPT = (DEFAULT_PARTITIONS, SAMPLE_PAGES)
 
 
 def _read_range(spec: RangeSpec, columns: Sequence[str] | None = None) -> Any:

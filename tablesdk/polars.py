@@ -17,6 +17,7 @@ column types alone do not say (``{"Id": EdmType.GUID}``).
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import uuid
@@ -86,7 +87,7 @@ def _exact(node: Any, edm_types: Mapping[str, EdmType]) -> Filter | None:
         return None
     name = _column_name(node)
     if name is not None:  # a Boolean column used as the condition itself
-        return prop(name) == True if edm_types.get(name) is EdmType.BOOLEAN else None  # noqa: E712
+        return prop(name) == True if edm_types.get(name) is EdmType.BOOLEAN else None
     kind, body = next(iter(node.items()))
     try:
         if kind == "BinaryExpr":
@@ -341,7 +342,8 @@ def scan_table(
     def source(with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None) -> Iterator[Any]:
         return _frames(plan, with_columns, predicate, n_rows, max_workers)
 
-    return register_io_source(source, schema=_polars_schema(plan.schema), explain_name="azure-table")
+    named: dict[str, Any] = {"explain_name": "azure-table"} if "explain_name" in inspect.signature(register_io_source).parameters else {}
+    return register_io_source(source, schema=_polars_schema(plan.schema), **named)
 
 
 def read_table(connection_string: str, table: str, **options: Any) -> Any:

@@ -17,6 +17,7 @@ whose ``repr`` leaves the account key out.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -93,15 +94,11 @@ def _datasource(plan: RangePlan) -> Any:
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, **_: Any) -> list[Any]:
             columns = self._get_data_columns()
             schema = plan.schema if columns is None else _select_schema(plan.schema, columns)
-            return [
-                ReadTask(
-                    functools.partial(_read_blocks, spec, columns),
-                    BlockMetadata(num_rows=None, size_bytes=None, exec_stats=None, input_files=None),
-                    schema=schema,
-                    per_task_row_limit=per_task_row_limit,
-                )
-                for spec in plan.specs
-            ]
+            accepted = inspect.signature(ReadTask).parameters  # older Ray releases take fewer
+            extra = {"schema": schema, "per_task_row_limit": per_task_row_limit}
+            named = {name: value for name, value in extra.items() if name in accepted}
+            metadata = BlockMetadata(num_rows=None, size_bytes=None, exec_stats=None, input_files=None)
+            return [ReadTask(functools.partial(_read_blocks, spec, columns), metadata, **named) for spec in plan.specs]
 
     return TableDatasource()
 
