@@ -23,7 +23,7 @@ import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EdmDateTime, EdmType, EntityProperty
@@ -32,6 +32,9 @@ from ._extras import require_extra
 from ._filter import Filter, prop
 from ._options import TableRequestOptions
 from ._retry import RetryPolicy
+
+if TYPE_CHECKING:
+    import polars
 
 __all__ = ["read_table", "scan_table", "service_filter", "write_table"]
 
@@ -277,34 +280,30 @@ def _frames(
         pushed = None if found is None else found.render()
     specs: list[RangeSpec] = [spec.narrowed(wanted, pushed) for spec in plan.specs]
     remaining = n_rows
-    with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="tablesdk-polars") as pool:
-        pending: list[Future[Any]] = []
-        queue = iter(specs)
-        try:
-            for spec in queue:
-                pending.append(pool.submit(read_range, spec))
-                if len(pending) >= max_workers:
-                    break
-            while pending:
-                table = pending.pop(0).result()
-                following = next(queue, None)
-                if following is not None:
-                    pending.append(pool.submit(read_range, following))
-                frame = pl.from_arrow(table)
-                assert isinstance(frame, pl.DataFrame)
-                if predicate is not None:
-                    frame = frame.filter(predicate)
-                if with_columns is not None:
-                    frame = frame.select(with_columns)
-                if remaining is not None:
-                    frame = frame.head(remaining)
-                    remaining -= frame.height
-                yield frame
-                if remaining == 0:
-                    return
-        finally:
-            for future in pending:
-                future.cancel()
+    width = max(1, max_workers)
+    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="tablesdk-polars")
+    queue = iter(specs)
+    pending: list[Future[Any]] = [pool.submit(read_range, spec) for _, spec in zip(range(width), queue)]
+    try:
+        while pending:
+            table = pending.pop(0).result()
+            following = next(queue, None)
+            if following is not None:
+                pending.append(pool.submit(read_range, following))
+            frame = pl.from_arrow(table)
+            assert isinstance(frame, pl.DataFrame)
+            if predicate is not None:
+                frame = frame.filter(predicate)
+            if with_columns is not None:
+                frame = frame.select(with_columns)
+            if remaining is not None:
+                frame = frame.head(remaining)
+                remaining -= frame.height
+            yield frame
+            if remaining == 0:
+                return
+    finally:  # enough rows, or an error: the ranges not started are not read, none is waited for
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def scan_table(
@@ -319,7 +318,7 @@ def scan_table(
     sample_size: int = 1000,
     max_workers: int = 4,
     payload_format: str = "json",
-) -> Any:
+) -> polars.LazyFrame:
     """The entities of ``table`` as a ``polars.LazyFrame``; nothing but the probes and a sample is read
     until it is collected.
 
@@ -346,16 +345,31 @@ def scan_table(
     return register_io_source(source, schema=_polars_schema(plan.schema), **named)
 
 
-def read_table(connection_string: str, table: str, **options: Any) -> Any:
-    """``scan_table(connection_string, table, **options).collect()``: the table as a ``polars.DataFrame``."""
-    return scan_table(connection_string, table, **options).collect()
+def read_table(
+    connection_string: str,
+    table: str,
+    *,
+    filter: str | Filter | None = None,
+    columns: Sequence[str] | None = None,
+    partitions: int | None = None,
+    boundaries: Sequence[str] | None = None,
+    schema: Any = None,
+    sample_size: int = 1000,
+    max_workers: int = 4,
+    payload_format: str = "json",
+) -> polars.DataFrame:
+    """:func:`scan_table` with the same parameters, collected: the table as a ``polars.DataFrame``."""
+    return scan_table(
+        connection_string, table, filter=filter, columns=columns, partitions=partitions, boundaries=boundaries,
+        schema=schema, sample_size=sample_size, max_workers=max_workers, payload_format=payload_format,
+    ).collect()
 
 
 # ---------------------------------------------------------------- writing
 
 
 def write_table(
-    frame: Any,
+    frame: polars.DataFrame | polars.LazyFrame,
     connection_string: str,
     table: str,
     mode: BulkMode = "insert",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._bulk import BulkMode, BulkOptions
 from ._edm import EdmType
@@ -38,6 +38,9 @@ from ._extras import require_extra
 from ._filter import Filter
 from ._options import TableRequestOptions
 from ._retry import RetryPolicy
+
+if TYPE_CHECKING:
+    import ray.data
 
 __all__ = ["TableWriteError", "read_table", "write_table", "BLOCK_ROWS"]
 
@@ -120,7 +123,7 @@ def read_table(
     schema: Any = None,
     sample_size: int = 1000,
     payload_format: str = "json",
-) -> Any:
+) -> ray.data.Dataset:
     """The entities of ``table`` as a ``ray.data.Dataset`` of Arrow blocks, one read task per PartitionKey range.
 
     ``filter`` (a ``$filter`` string or expression) and ``columns`` (properties to read; the keys
@@ -141,7 +144,8 @@ def read_table(
         schema=schema, sample_size=sample_size, payload_format=payload_format,
     )
     # One block count per range: Ray would otherwise split each range's blocks into its default count.
-    return ray.data.read_datasource(_datasource(plan), override_num_blocks=len(plan.specs))
+    dataset: ray.data.Dataset = ray.data.read_datasource(_datasource(plan), override_num_blocks=len(plan.specs))
+    return dataset
 
 
 # ---------------------------------------------------------------- writing
@@ -180,7 +184,7 @@ def _datasink(spec: WriteSpec, outcomes: list[tuple[int, int, Failures]]) -> Any
 
 
 def write_table(
-    dataset: Any,
+    dataset: ray.data.Dataset,
     connection_string: str,
     table: str,
     *,
