@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
-duckdb = pytest.importorskip("duckdb")
-
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-
-from engine_data import ROWS, fill  # noqa: E402
-from tablesdk import CloudStorageAccount, CloudTableClient  # noqa: E402
+from engine_data import ROWS, fill
+from tablesdk import CloudStorageAccount, CloudTableClient
 
 pytestmark = pytest.mark.integration
 

@@ -8,15 +8,13 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
-pl = pytest.importorskip("polars")
-
-from polars.testing import assert_frame_equal  # noqa: E402
-
-from engine_data import PROPERTY_TYPES, ROWS, fill, stored  # noqa: E402
-from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, prop  # noqa: E402
-from tablesdk.polars import read_table, scan_table, write_table  # noqa: E402
+from engine_data import PROPERTY_TYPES, ROWS, fill, stored
+from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, prop
+from tablesdk.polars import read_table, scan_table, write_table
 
 pytestmark = pytest.mark.integration
 

@@ -8,16 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+import ray
+import ray.data
 
-pytest.importorskip("ray.data")
-
-import pyarrow as pa  # noqa: E402
-import ray  # noqa: E402
-
-from engine_data import PROPERTY_TYPES, ROWS, fill, sorted_rows, stored  # noqa: E402
-from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, prop  # noqa: E402
-from tablesdk.ray import TableWriteError, read_table, write_table  # noqa: E402
+from engine_data import PROPERTY_TYPES, ROWS, fill, sorted_rows, stored
+from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, prop
+from tablesdk.ray import TableWriteError, read_table, write_table
 
 pytestmark = pytest.mark.integration
 

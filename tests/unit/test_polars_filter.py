@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import polars as pl
 import pytest
 
-pl = pytest.importorskip("polars")
-
-from tablesdk import EdmType  # noqa: E402
-from tablesdk.polars import service_filter  # noqa: E402
+from tablesdk import EdmType
+from tablesdk.polars import service_filter
 
 TYPES = {
     "PartitionKey": EdmType.STRING, "N": EdmType.INT32, "Big": EdmType.INT64, "Ratio": EdmType.DOUBLE,
