@@ -170,8 +170,7 @@ def _datasink(spec: WriteSpec, outcomes: list[tuple[int, int, Failures]]) -> Any
 
         def write(self, blocks: Any, ctx: Any) -> tuple[int, int, Failures]:
             written, failures = 0, []
-            for block in blocks:
-                table = BlockAccessor.for_block(block).to_arrow()
+            for table in _one_table(BlockAccessor.for_block(block).to_arrow() for block in blocks):
                 count, failed = write_block(table, spec)
                 written += count
                 failures += failed
@@ -181,6 +180,20 @@ def _datasink(spec: WriteSpec, outcomes: list[tuple[int, int, Failures]]) -> Any
             outcomes.extend(write_result.write_returns)
 
     return TableDatasink()
+
+
+def _one_table(tables: Iterator[Any]) -> list[Any]:
+    """A write task's blocks as one table (one bulk call, whose batches fill across blocks), or
+    as they came when their columns cannot be unified."""
+    import pyarrow as pa
+
+    found = list(tables)
+    if len(found) < 2:
+        return found
+    try:
+        return [pa.concat_tables(found, promote_options="default")]
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return found
 
 
 def write_table(

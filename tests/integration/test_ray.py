@@ -129,3 +129,14 @@ def test_no_account_key_in_the_dataset_its_stats_or_rays_logs(
     assert DEVSTORE_KEY not in dataset.stats()
     logs = [path for path in (local_ray / "logs").rglob("*") if path.is_file()]
     assert logs and not [path.name for path in logs if DEVSTORE_KEY.encode() in path.read_bytes()]
+
+
+def test_a_write_tasks_blocks_go_as_one_table_when_their_columns_agree() -> None:
+    from tablesdk.ray import _one_table
+
+    first = pa.table({"PartitionKey": ["a"], "RowKey": ["1"], "V": [1]})
+    sparse = pa.table({"PartitionKey": ["a"], "RowKey": ["2"]})
+    (merged,) = _one_table(iter([first, sparse]))
+    assert merged.num_rows == 2 and merged.column("V").to_pylist() == [1, None]
+    clashing = pa.table({"PartitionKey": ["a"], "RowKey": ["3"], "V": ["text"]})
+    assert _one_table(iter([first, clashing])) == [first, clashing]  # each written with its own types
