@@ -29,7 +29,7 @@ from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EdmDateTime, EdmType, EntityProperty
 from ._engines import RangePlan, RangeSpec, plan_ranges, read_range
 from ._extras import require_extra
-from ._filter import Filter, prop
+from ._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
 from ._options import TableRequestOptions
 from ._retry import RetryPolicy
 
@@ -46,29 +46,40 @@ _DOUBLE_SAFE = frozenset({"eq", "lt", "le"})
 #: Comparisons whose answer agrees for a Guid or Boolean column (no order the two sides share).
 _EQUALITY = frozenset({"eq", "ne"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: Comparisons a range adds to its query (PartitionKey at or above its start, below its end).
+_RANGE_COMPARISONS = 2
 _UNIT_NANOS = {"Nanoseconds": 1, "Microseconds": 1_000, "Milliseconds": 1_000_000}
 
 
 # ---------------------------------------------------------------- Polars filters as $filter
 
 
-def service_filter(predicate: Any, edm_types: Mapping[str, EdmType]) -> Filter | None:
+def service_filter(
+    predicate: Any, edm_types: Mapping[str, EdmType], max_comparisons: int = MAX_FILTER_COMPARISONS
+) -> Filter | None:
     """The part of a Polars ``predicate`` the service can apply, as a filter expression (None: no part).
 
     The predicate is split at its top-level ``&``; each part is sent when every comparison in
     it is a column of ``edm_types`` against a literal whose answer is the same on the service
     as in Polars (a String literal below U+D800, where both sides order alike; Double columns
     with ``==``, ``<`` and ``<=`` only, since Polars orders NaN above every number; Guid and
-    Boolean columns with ``==`` and ``!=``; Binary never). A row whose column is null is
-    dropped by Polars and may be kept by the service, so what the service returns holds every
-    row the predicate keeps; the caller applies the predicate to it.
+    Boolean columns with ``==`` and ``!=``; Binary never), in their order while they hold at
+    most ``max_comparisons`` comparisons together (the service refuses a ``$filter`` of more
+    than 15). A row whose column is null is dropped by Polars and may be kept by the service,
+    so what the service returns holds every row the predicate keeps; the caller applies the
+    predicate to it.
     """
     try:
         tree = json.loads(predicate.meta.serialize(format="json"))
     except Exception:  # noqa: BLE001 - an expression Polars cannot write as JSON is applied by Polars alone
         return None
-    parts = [_exact(part, edm_types) for part in _conjuncts(tree)]
-    kept = [part for part in parts if part is not None]
+    kept: list[Filter] = []
+    budget = max_comparisons
+    for part in _conjuncts(tree):
+        found = _exact(part, edm_types)
+        if found is not None and count_comparisons(found) <= budget:
+            kept.append(found)
+            budget -= count_comparisons(found)
     if not kept:
         return None
     combined = kept[0]
@@ -276,7 +287,9 @@ def _frames(
     pushed = None
     if predicate is not None:
         types = {field.name: edm for field in plan.schema if (edm := edm_type_of_field(field)) is not None}
-        found = service_filter(predicate, types)
+        base = plan.specs[0].filter
+        budget = MAX_FILTER_COMPARISONS - _RANGE_COMPARISONS - (count_comparisons(base) if base else 0)
+        found = service_filter(predicate, types, budget)
         pushed = None if found is None else found.render()
     specs: list[RangeSpec] = [spec.narrowed(wanted, pushed) for spec in plan.specs]
     remaining = n_rows

@@ -63,3 +63,16 @@ def test_what_it_cannot_answer_exactly_stays_with_polars(predicate: object) -> N
 def test_the_parts_of_an_and_are_sent_each_on_its_own() -> None:
     predicate = (pl.col("N") > 5) & (pl.col("Ratio") > 1) & pl.col("Name").str.contains("x") & (pl.col("Ok") == False)  # noqa: E712
     assert sent(predicate) == "N gt 5 and Ok eq false"
+
+
+def test_no_more_comparisons_are_sent_than_the_service_takes() -> None:
+    predicate = pl.col("N") > 0
+    for bound in range(1, 20):
+        predicate = predicate & (pl.col("N") != bound)
+    text = sent(predicate)
+    assert text is not None and text.count(" ne ") == 14 and text.startswith("N gt 0 and N ne 1 and")
+    within = service_filter(predicate, TYPES, max_comparisons=4)
+    assert within is not None and within.render() == "N gt 0 and N ne 1 and N ne 2 and N ne 3"
+    between = pl.col("N").is_between(1, 9) & (pl.col("Big") > 0)  # a part that does not fit is left whole
+    found = service_filter(between, TYPES, max_comparisons=1)
+    assert found is not None and found.render() == "Big gt 0L"
