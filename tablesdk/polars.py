@@ -144,6 +144,8 @@ def _function(body: Mapping[str, Any], edm_types: Mapping[str, EdmType]) -> Filt
         low = _comparison(name, "ge" if closed in ("Both", "Left") else "gt", inputs[1], edm_types)
         high = _comparison(name, "le" if closed in ("Both", "Right") else "lt", inputs[2], edm_types)
         return None if low is None or high is None else low & high
+    if isinstance(function, dict) and isinstance(function.get("Boolean"), dict) and "IsIn" in function["Boolean"]:
+        return _is_in(inputs, edm_types)
     if function == {"StringExpr": "StartsWith"} and len(inputs) == 2:
         column, prefix = _column_name(inputs[0]), _literal(inputs[1])
         if column is None or edm_types.get(column) is not EdmType.STRING or not isinstance(prefix, str) or not prefix:
@@ -153,6 +155,38 @@ def _function(body: Mapping[str, Any], edm_types: Mapping[str, EdmType]) -> Filt
         above = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         return (prop(column) >= prefix) & (prop(column) < above)
     return None
+
+
+def _is_in(inputs: list[Any], edm_types: Mapping[str, EdmType]) -> Filter | None:
+    """``is_in`` of a short list as ``eq`` comparisons joined by ``or`` (a null in the list: not sent)."""
+    column = _column_name(inputs[0]) if len(inputs) == 2 else None
+    edm = edm_types.get(column) if column is not None else None
+    values = _list_literal(inputs[1]) if edm is not None else None
+    if column is None or edm is None or not values or len(values) > MAX_FILTER_COMPARISONS:
+        return None
+    typed = [None if value is None else _typed_value(value, edm, "eq") for value in values]
+    if any(value is None for value in typed):
+        return None
+    found: Filter = prop(column) == typed[0]
+    for value in typed[1:]:
+        found = found | (prop(column) == value)
+    return found
+
+
+def _list_literal(node: Any) -> list[Any] | None:
+    """The values of a list literal (Polars writes it as an Arrow IPC stream of one column), or None."""
+    literal = node.get("Literal", {}).get("Scalar", {}) if isinstance(node, dict) else {}
+    data = literal.get("List") if isinstance(literal, dict) else None
+    if not isinstance(data, list):
+        return None
+    import pyarrow as pa
+
+    try:
+        table = pa.ipc.open_stream(bytes(data)).read_all()
+    except (pa.ArrowInvalid, ValueError):
+        return None
+    values: list[Any] | None = table.column(0).to_pylist() if table.num_columns == 1 else None
+    return values
 
 
 def _column_name(node: Any) -> str | None:

@@ -82,6 +82,7 @@ PREDICATES = [
     pl.col("At") >= datetime(2024, 5, 6, 7, 8, 30, tzinfo=UTC),
     pl.col("Id") == "00000000-0000-0003-0000-000000000007",
     pl.col("Name").str.starts_with("n1"),
+    pl.col("RowKey").is_in(["0001", "0100", "0239", "none"]) | pl.col("Ok").is_in([True]),
     pl.col("N").is_between(20, 30, closed="left"),
     pl.col("Blob").is_null() | (pl.col("Ratio") > 28),  # nothing the service can answer: all Polars'
     (pl.col("N") % 7 == 0) & (pl.col("RowKey") < "0100"),  # half pushed, half Polars'

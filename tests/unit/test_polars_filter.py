@@ -36,6 +36,8 @@ def sent(predicate: object) -> str | None:
     (pl.col("N").is_between(3, 9), "N ge 3 and N le 9"),
     (pl.col("Name").str.starts_with("ab"), "Name ge 'ab' and Name lt 'ac'"),
     ((pl.col("N") < 3) | ~(pl.col("Name") == "x"), "N lt 3 or not (Name eq 'x')"),
+    (pl.col("Name").is_in(["a", "b"]), "Name eq 'a' or Name eq 'b'"),
+    (pl.col("Big").is_in([1, 2**60]), "Big eq 1L or Big eq 1152921504606846976L"),
 ])
 def test_what_the_service_can_answer_is_sent(predicate: object, text: str) -> None:
     assert sent(predicate) == text
@@ -53,6 +55,9 @@ def test_what_the_service_can_answer_is_sent(predicate: object, text: str) -> No
     pl.col("Name") > "\U0001f600",  # above U+D800 UTF-8 and UTF-16 order differently
     pl.col("At") > datetime(2024, 5, 6),  # a naive literal: Polars' meaning, not a UTC instant
     pl.col("Missing") == 1,
+    pl.col("Ratio").is_in([1.5, float("nan")]),  # NaN equals NaN in Polars only
+    pl.col("Name").is_in(["a", None], nulls_equal=True),
+    pl.col("N").is_in(list(range(16))),  # more comparisons than the service takes
     (pl.col("N") < 3) | pl.col("N").is_null(),  # one side of an or that cannot be sent: none of it
     ~((pl.col("N") < 3) & pl.col("N").is_null()),
 ])
