@@ -1,10 +1,10 @@
-"""Arrow tables written as entities: :func:`write_arrow` and :func:`write_pandas` (the ``arrow`` extra).
+"""Arrow tables as entities, for ``write_arrow``, ``write_pandas`` and ``bulk_insert`` of columns (the ``arrow`` extra).
 
 The columns are checked as a whole before anything is sent (PartitionKey and RowKey
 present, strings without nulls; every column of a type some EDM type holds; nanosecond
 timestamps on 100 ns ticks), then each row becomes a
 :class:`~tablesdk._entity.DynamicEntity` (nulls left out) for
-:func:`~tablesdk._bulk.bulk_insert`, which checks each entity's limits and sends them in
+:func:`~tablesdk._bulk.insert_entities`, which checks each entity's limits and sends them in
 batches: an entity it refuses fails alone, in the :class:`~tablesdk._bulk.BulkResult`.
 A column's EDM type is ``edm_types``' for it, else its field metadata's (as
 :func:`~tablesdk._arrow.query_to_arrow` writes it), else its Arrow type's.
@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._arrow import ETAG_COLUMN, _datetime_from_ns, _keys_text, _pyarrow, edm_type_of_field
-from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EdmType, parse_datetime
 from ._entity import DynamicEntity
 from ._errors import TableValidationError
 
-if TYPE_CHECKING:
-    from ._client import CloudTableClient
-    from ._retry import RetryPolicy
 
-__all__ = ["arrow_rows", "pandas_to_arrow", "write_arrow", "write_pandas"]
+__all__ = ["arrow_rows", "column_rows", "pandas_to_arrow"]
 
 
 #: Columns a table read with :func:`query_to_arrow` has that are not written: the service sets both.
@@ -151,28 +147,14 @@ def arrow_rows(table: Any, edm_types: Mapping[str, EdmType] | None = None, chunk
     return _Rows(table, _write_plan(table, edm_types), chunk)
 
 
-def write_arrow(
-    client: CloudTableClient,
-    table_name: str,
-    data: Any,
-    mode: BulkMode = "insert",
-    *,
-    edm_types: Mapping[str, EdmType] | None = None,
-    max_workers: int = 8,
-    progress: ProgressCallback | None = None,
-    retry_policy: RetryPolicy | None = None,
-) -> BulkResult:
-    """Write the rows of ``data`` as entities with ``client.bulk_insert`` (see ``CloudTableClient.write_arrow``)."""
-    rows = arrow_rows(data, edm_types)
-    return client.bulk_insert(table_name, rows, mode, max_workers, progress, retry_policy=retry_policy)
-
-
 def pandas_to_arrow(frame: Any) -> Any:
     """A pandas DataFrame as a ``pyarrow.Table``: a named index (e.g. ``PartitionKey``) becomes a column."""
     pa = _pyarrow()
     return pa.Table.from_pandas(frame, preserve_index=None).replace_schema_metadata(None)
 
 
-def write_pandas(client: CloudTableClient, table_name: str, frame: Any, mode: BulkMode = "insert", **options: Any) -> BulkResult:
-    """:func:`write_arrow` of a pandas DataFrame."""
-    return write_arrow(client, table_name, pandas_to_arrow(frame), mode, **options)
+def column_rows(data: Any, edm_types: Mapping[str, EdmType] | None = None) -> _Rows:
+    """The rows of a pandas DataFrame or a ``pyarrow.Table``/``RecordBatch`` as entities."""
+    if type(data).__name__ == "DataFrame":
+        data = pandas_to_arrow(data)
+    return arrow_rows(data, edm_types)

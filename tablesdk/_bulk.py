@@ -1,96 +1,62 @@
-"""Bulk loading: many entities, any partitions, as concurrent entity group transactions.
+"""Bulk writing: many entities, any partitions, as concurrent entity group transactions.
 
-:func:`bulk_insert` (also ``CloudTableClient.bulk_insert``) takes any iterable of
-entities, groups them by PartitionKey, cuts each group into batches that respect
-both service limits (:data:`~tablesdk._batch.MAX_BATCH_OPERATIONS` operations and
-:data:`~tablesdk._batch.MAX_BATCH_BYTES` of encoded request body), and sends the
-batches on a thread pool. It never raises for a problem with one entity: every
-input entity ends up exactly once in :attr:`BulkResult.succeeded` or
-:attr:`BulkResult.failed`, with the reason.
+One engine writes every bulk call: ``bulk_insert`` (of entities, of a pandas DataFrame or
+of a ``pyarrow.Table``), ``write_arrow``/``write_pandas``, the Dask writer and
+``delete_entities``, on threads (here) or on asyncio tasks (:mod:`tablesdk.aio._bulk`).
+Each public face checks its parameters into one :class:`BulkOptions` (concurrency,
+progress, retry policy, request options) and hands the engine a :class:`BulkKind`: what
+operation each entity becomes (insert, merge, replace, delete) and what a refusal that
+names one entity means. Every entity of the input (or of the scan) ends up exactly once
+in :attr:`BulkResult.succeeded` or :attr:`BulkResult.failed`, with the reason; a bulk call
+raises only for bad arguments (and a delete for an error of its scan).
 
 How it works (see docs/batch.md, "Bulk loading"):
 
-* **Modes.** ``"insert"`` is Insert Entity (an existing entity fails with 409
-  EntityAlreadyExists), ``"merge"`` is Insert Or Merge and ``"replace"`` is
-  Insert Or Replace. The upserts are unconditional (no ETag).
-* **Streaming.** The input is read once, on the calling thread. Each entity is
-  validated (:func:`~tablesdk._entity.entity_to_payload`) and serialized with the
-  client's payload format exactly once; the encoded bytes are what the batch
-  body is built from, so each batch's size is known exactly before it is cut.
-  Partial per-partition groups wait for more entities of their partition, up to
-  :data:`MAX_BUFFERED_ENTITIES` / :data:`MAX_BUFFERED_BYTES` in total (then the
-  oldest group is sent early), and at most ``2 * max_workers`` batches are in
-  flight, so memory stays bounded whatever the input size.
-* **Duplicates.** An entity whose (PartitionKey, RowKey) already occurred
-  earlier in the same call is not sent: it fails with a
-  :class:`~tablesdk._errors.TableValidationError` (field ``"entity"``) naming the
-  earlier input position. The service refuses an entity twice in one batch, and
-  sending the copies in different concurrent batches would make the final
-  content depend on timing.
-* **Invalid entities** (bad keys, too large, wrong types, not an entity at all)
-  fail individually before anything is sent; the call carries on.
-* **Retries.** Each batch goes through the client's
-  :meth:`~tablesdk._client.CloudTableClient.execute_batch` with the client's
-  retry policy (or ``retry_policy``): ServerBusy, other 5xx and timeouts of
-  the whole request, and a change set refused with a retryable status inside
-  its ``202``, are retried there with back-off, exactly as
-  ``save_changes_with_retries`` retries them.
-* **One bad entity does not sink the batch.** When the service refuses a
-  change set and names the failing operation (``BatchError.failed_index``),
-  that entity fails with the service's error (``BatchError.cause``, e.g. a
-  :class:`~tablesdk._errors.ConflictError`) and the rest of the batch, which did
-  not fail on its own, is sent again as a new transaction without it: one extra
-  round trip per failing entity. Errors that concern the whole request (no
-  index, authentication, a missing table, ...) fail every entity of the batch.
-  A refusal the client marks ambiguous (a 404, 409 or 412 answered to a retry
-  whose earlier attempt's outcome is unknown, or an answer that does not match
-  the operations) fails the whole batch with ``ambiguous_retry=True`` on the
-  error: the earlier attempt may have written all of it.
+* **Planning** (:mod:`tablesdk._bulk_plan`, no I/O). An insert's input is read once on the
+  calling thread (or the loop): each entity validated and serialized once, grouped by
+  PartitionKey and cut exactly against both batch limits; duplicates and invalid
+  entities fail before sending; partial groups are bounded. A delete's batches come from
+  the pages of a key-only scan.
+* **The call** (:class:`BulkCall`, no I/O): the first batch goes out alone and the
+  batches planned meanwhile wait for its answer; an answer every batch would get (a
+  missing table, a refused credential) fails every batch not yet sent, unsent; at most
+  a window of batches is in flight; tallies, progress calls and the result.
+* **One batch** (:class:`BulkBatch`): each transaction goes through the client's
+  ``execute_batch`` with the call's retry policy (ServerBusy, 5xx, timeouts and a change
+  set refused with a retryable status are retried there). When the service refuses a
+  change set and names the failing operation, that entity fails with the service's error
+  and the rest is sent again without it (a delete of an entity already gone counts as
+  done). Errors that concern the whole request (no index, authentication, a missing
+  table, ...) fail every entity of the batch; so does an insert's refusal the client
+  marks ambiguous (``ambiguous_retry``: an earlier attempt may have written it).
 
-Threads and connections: batches run on a private
-:class:`~concurrent.futures.ThreadPoolExecutor` of ``max_workers`` threads
-sharing the client's transport (one ``requests.Session``, which is safe to
-share). That session keeps at most ``pool_size`` connections per host, and
-urllib3 does not make a request wait for one of them: a request beyond
-``pool_size`` in flight at once gets a new connection that is closed afterwards
-("Connection pool is full, discarding connection"), i.e. TCP connection churn.
-So ``max_workers`` is capped at the client's ``pool_size`` (with a
-:class:`RuntimeWarning`). ``progress`` is always called on the calling thread.
-
-Code: every rule above is written once, without I/O, in :class:`BulkCall`
-(planning, the first-answer gate, stopping on an answer every batch would get,
-the batches in flight, tallies, progress, the result) and :class:`BulkBatch`
-(one batch's transactions and what each answer means). :func:`bulk_insert` here
-runs them on threads and :func:`tablesdk.aio.bulk_insert` on tasks; neither
-driver decides anything.
+Threads and connections: batches run on a private thread pool of ``max_workers`` threads
+sharing the client's transport, whose session keeps at most ``pool_size`` connections per
+host; a request beyond that would get a throw-away connection (TCP churn), so
+``max_workers`` is capped at ``pool_size`` (with a :class:`RuntimeWarning`). ``progress``
+is always called on the calling thread (on the loop for the asyncio driver).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator, Sized
 import contextvars
-from dataclasses import dataclass
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass, replace
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ._batch import (
-    MAX_BATCH_BYTES,
-    MAX_BATCH_OPERATIONS,
-    BatchOperation,
-    BatchOperationKind,
-    BatchOperationResult,
-    build_batch_request,
-    entity_path,
-)
-from ._edm import EdmType, EntityPayload
-from ._entity import EntityObject, entity_to_payload, validate_table_name
+from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from ._bulk_plan import BatchSizer, BulkItem, Step, plan_inserts
+from ._entity import validate_table_name
 from ._entity_access import set_entity_etag
-from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError
+from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int
 from ._formats import PayloadFormat
 from ._http import workers_within_pool
-from ._options import TableRequestOptions, resolve_retry_policy
+from ._options import TableRequestOptions, check_options, resolve_retry_policy
 from ._retry import RetryPolicy
 from ._transport import OperationContext
 
@@ -100,22 +66,9 @@ if TYPE_CHECKING:
     from ._client import CloudTableClient
 
 __all__ = [
-    "BULK_MODES",
-    "MAX_BUFFERED_BYTES",
-    "MAX_BUFFERED_ENTITIES",
-    "AwaitAnswer",
-    "AwaitRoom",
-    "BulkBatch",
-    "BulkCall",
-    "BulkCommand",
-    "BulkInsertError",
-    "BulkMode",
-    "BulkResult",
-    "Collect",
-    "EntityOutcome",
-    "ProgressCallback",
-    "Start",
-    "bulk_insert",
+    "BULK_MODES", "DELETE", "AwaitAnswer", "AwaitRoom", "BulkBatch", "BulkCall", "BulkCommand", "BulkInsertError",
+    "BulkKind", "BulkMode", "BulkOptions", "BulkResult", "Collect", "EntityOutcome", "ProgressCallback",
+    "Start", "insert_call", "insert_entities", "is_column_data", "run_on_threads",
 ]
 
 #: ``"insert"`` (Insert Entity), ``"merge"`` (Insert Or Merge), ``"replace"`` (Insert Or Replace).
@@ -131,11 +84,6 @@ BULK_MODES: dict[str, BatchOperationKind] = {
 #: ``progress(done, total)``: entities with a final outcome so far, and the input's
 #: length (None when the input has no ``len``).
 ProgressCallback = Callable[[int, int | None], None]
-
-#: Entities held in partial per-partition groups before the oldest group is sent early.
-MAX_BUFFERED_ENTITIES = 20_000
-#: Encoded bytes held in partial per-partition groups before the oldest group is sent early.
-MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 
 #: Errors about the request as a whole: no entity is to blame, so none is singled out.
 _REQUEST_WIDE_STATUSES = frozenset({401, 403, 405, 411, 413, 415})
@@ -243,71 +191,146 @@ class BulkInsertError(TableServiceError):
         self.result = result
 
 
-# ---------------------------------------------------------------- sizing
+# ---------------------------------------------------------------- the parameters of a call
 
 
-class _BatchSizer:
-    """Exact size of a ``$batch`` body from the sizes of its entity bodies.
-
-    Calibrated once per call by building one- and two-operation batches with
-    empty entity bodies through :func:`~tablesdk._batch.build_batch_request`
-    itself: a body is ``framing`` plus, per operation, ``part`` plus the entity
-    body, plus the key-dependent length of its URL and the extra digits of its
-    ``Content-ID``. tests/unit/test_bulk.py checks the prediction byte for byte.
-    """
-
-    def __init__(self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str) -> None:
-        self.table = table
-        self.addressed = kind is not BatchOperationKind.INSERT  # the keys are in the inner URL
-        ops = [_probe_operation(kind, table, row_key) for row_key in ("0", "1")]
-        one = len(build_batch_request(base_url, ops[:1], fmt, api_version=api_version)[0])
-        two = len(build_batch_request(base_url, ops, fmt, api_version=api_version)[0])
-        self.part = two - one
-        self.framing = one - self.part
-        self.reference_path = len(entity_path(table, "", "1")) if self.addressed else 0
-
-    def cost(self, partition_key: str, row_key: str, body_size: int, position: int) -> int:
-        """Bytes the operation adds to a batch as its ``position``-th (1-based) operation."""
-        size = self.part + body_size + len(str(position)) - 1
-        if self.addressed:
-            size += len(entity_path(self.table, partition_key, row_key)) - self.reference_path
-        return size
+def _check_progress(progress: object) -> None:
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, not {type(progress).__name__}")
 
 
-def _probe_operation(kind: BatchOperationKind, table: str, row_key: str) -> BatchOperation:
-    payload = EntityPayload(
-        {"PartitionKey": "", "RowKey": row_key}, {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
-    )
-    return BatchOperation(kind, table, "", row_key, payload, None, body=b"")
+class BulkOptions:
+    """The parameters every bulk face takes, checked once: ``concurrency`` batches in flight
+    (``max_workers`` threads, or ``max_concurrency`` tasks), ``progress(done, total)``,
+    ``retry_policy`` (over the one of ``options``, over the client's), and ``options``, the
+    request options every request of the call is sent with. Build it with :meth:`threads`
+    or :meth:`tasks`, which name the concurrency as that flavour's faces do. Read-only."""
+
+    __slots__ = ("concurrency", "options", "progress", "retry_policy")
+
+    concurrency: int
+    progress: ProgressCallback | None
+    retry_policy: RetryPolicy | None
+    options: TableRequestOptions | None
+
+    def __init__(
+        self, concurrency: int = 8, progress: ProgressCallback | None = None, retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
+    ) -> None:
+        _check_progress(progress)
+        check_options(options)
+        if retry_policy is not None and not callable(getattr(retry_policy, "retry_after", None)):
+            raise TypeError(f"retry_policy must have retry_after(attempt, error), not {type(retry_policy).__name__}")
+        for name, value in (("concurrency", concurrency), ("progress", progress), ("retry_policy", retry_policy),
+                            ("options", options)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"BulkOptions is read-only: {name} cannot be set")
+
+    def __reduce__(self) -> tuple[type[BulkOptions], tuple[Any, ...]]:
+        return BulkOptions, (self.concurrency, self.progress, self.retry_policy, self.options)
+
+    def __repr__(self) -> str:
+        return (f"BulkOptions(concurrency={self.concurrency}, progress={self.progress!r}, "
+                f"retry_policy={self.retry_policy!r}, options={self.options!r})")
+
+    @classmethod
+    def threads(
+        cls, max_workers: int, progress: ProgressCallback | None, retry_policy: RetryPolicy | None,
+        options: TableRequestOptions | None,
+    ) -> BulkOptions:
+        """The parameters of a face of the thread flavour (``max_workers``)."""
+        return cls(require_positive_int("max_workers", max_workers), progress, retry_policy, options)
+
+    @classmethod
+    def tasks(
+        cls, max_concurrency: int, progress: ProgressCallback | None, retry_policy: RetryPolicy | None,
+        options: TableRequestOptions | None, *, max_workers: int | None = None,
+    ) -> BulkOptions:
+        """The parameters of a face of the asyncio flavour (``max_concurrency``; ``max_workers``,
+        the old spelling of some async faces, still works with a :class:`DeprecationWarning`)."""
+        if max_workers is not None:
+            _warn_the_caller("max_workers is deprecated on the asyncio client: use max_concurrency", DeprecationWarning)
+            max_concurrency = max_workers
+        return cls(require_positive_int("max_concurrency", max_concurrency), progress, retry_policy, options)
+
+    def policy(self, default: RetryPolicy) -> RetryPolicy:
+        """The retry policy of every request of the call (``default``: the client's)."""
+        return resolve_retry_policy(self.retry_policy, self.options, default)
+
+    def scan_options(self) -> TableRequestOptions | None:
+        """The request options of a delete's scan: ``options``, with ``retry_policy`` when one is given."""
+        if self.retry_policy is None:
+            return self.options
+        return replace(self.options or TableRequestOptions(), retry_policy=self.retry_policy)
 
 
-# ---------------------------------------------------------------- work items
+def _warn_the_caller(message: str, category: type[Warning]) -> None:
+    """Warn, naming the first frame outside tablesdk (faces and tracing wrappers vary the depth)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tablesdk."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
-class _Item:
-    """One valid entity on its way: input position, object, payload and encoded body."""
+if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type checker needs it
+    class BulkTarget(Protocol):
+        """What the engine reads of a client (sync or async) to plan a call."""
 
-    __slots__ = ("body", "entity", "index", "partition_key", "payload", "row_key")
+        @property
+        def format(self) -> PayloadFormat: ...
+        @property
+        def table_endpoint(self) -> str: ...
+        @property
+        def api_version(self) -> str: ...
+        @property
+        def retry_policy(self) -> RetryPolicy: ...
 
-    def __init__(self, index: int, entity: Any, payload: EntityPayload, body: bytes) -> None:
-        self.index = index
-        self.entity = entity
-        self.payload = payload
-        self.body = body
-        self.partition_key: str = payload.values["PartitionKey"]
-        self.row_key: str = payload.values["RowKey"]
+
+def is_column_data(data: object) -> bool:
+    """True for a pandas DataFrame or a pyarrow Table/RecordBatch (told by the class, importing neither)."""
+    cls = type(data)
+    return cls.__name__ in ("DataFrame", "Table", "RecordBatch") and cls.__module__.partition(".")[0] in ("pandas", "pyarrow")
 
 
-class _Group:
-    """A partition's entities waiting to fill a batch, and that batch's exact body size."""
+# ---------------------------------------------------------------- what a batch becomes, no I/O
 
-    __slots__ = ("body_bytes", "items", "size")
 
-    def __init__(self, framing: int) -> None:
-        self.items: list[_Item] = []
-        self.size = framing
-        self.body_bytes = 0
+class BulkKind:
+    """What each entity of a chunk becomes (``operation``; a delete ``conditional`` on the scanned
+    ETag or ``If-Match: *``) and what a refusal naming one entity means."""
 
+    __slots__ = ("conditional", "deletes", "operation")
+
+    def __init__(self, operation: BatchOperationKind, conditional: bool = False) -> None:
+        self.operation = operation
+        self.deletes = operation is BatchOperationKind.DELETE
+        self.conditional = conditional
+
+    def operations(self, table: str, chunk: list[BulkItem]) -> list[BatchOperation]:
+        """The operations of ``chunk``, writes carrying their pre-encoded bodies. A conditional delete
+        carries the scanned ETag (none, JSON ``nometadata``, fails validation: never unconditional)."""
+        operation = self.operation
+        if self.deletes:
+            conditional = self.conditional
+            return [BatchOperation(operation, table, item.partition_key, item.row_key, None,
+                                   item.entity.etag if conditional else "*") for item in chunk]
+        return [BatchOperation(operation, table, item.partition_key, item.row_key, item.payload, None, body=item.body)
+                for item in chunk]
+
+    def blamed(self, cause: TableServiceError) -> TableServiceError | None:
+        """The outcome of the entity a refusal names: a delete of one already gone (404) is done."""
+        return None if self.deletes and cause.status_code == 404 else cause
+
+    def trusts(self, refusal: BatchError) -> bool:
+        """Whether a refusal may single out one entity. An insert's ambiguous refusal may not (an
+        earlier attempt may have written the batch); a delete's may (gone is gone)."""
+        return self.deletes or not refusal.ambiguous_retry
+
+
+#: Every entity of a delete call becomes a Delete Entity operation.
+DELETE = BatchOperationKind.DELETE
 
 #: (input position, entity, new ETag, error): the final word on one entity.
 _Outcome = tuple[int, Any, "str | None", "BaseException | None"]
@@ -318,46 +341,40 @@ class BulkBatch:
 
     A driver's worker (a thread, a task) repeats: take :meth:`next_operations`
     (None once every entity has an outcome), send them with the client's
-    ``execute_batch`` and the call's :attr:`BulkCall.policy` under a new
+    ``execute_batch``, the call's policy and request options under a new
     :class:`~tablesdk._transport.OperationContext`, and hand the results, or the
-    exception raised, to :meth:`settle`. Retries are not decided here: ``execute_batch``
-    retries a request, and a change set refused inside its ``202``, with the policy
-    before it answers. Then the driver gives the batch to :meth:`BulkCall.answered`.
+    exception raised, to :meth:`settle`. Then the driver gives the batch to
+    :meth:`BulkCall.answered`.
     """
 
     __slots__ = ("chunk", "kind", "outcomes", "pending", "requests", "table", "transactions")
 
-    def __init__(self, table: str, kind: BatchOperationKind, items: list[_Item]) -> None:
+    def __init__(self, table: str, kind: BulkKind, items: list[BulkItem]) -> None:
         self.table = table
         self.kind = kind
         self.pending = [items]  # chunks still to send, the next one last
-        self.chunk: list[_Item] = []  # the chunk sent last
+        self.chunk: list[BulkItem] = []  # the chunk sent last
         self.outcomes: list[_Outcome] = []
         self.transactions = 0  # entity group transactions attempted
         self.requests = 0  # HTTP requests made for them, with the transport's retries
 
     def next_operations(self) -> list[BatchOperation] | None:
-        """The operations of the next transaction to send, carrying their pre-encoded bodies."""
+        """The operations of the next transaction to send."""
         if not self.pending:
             return None
         self.chunk = chunk = self.pending.pop()
         self.transactions += 1
-        kind, table = self.kind, self.table
-        return [BatchOperation(kind, table, item.partition_key, item.row_key, item.payload, None, body=item.body)
-                for item in chunk]
+        return self.kind.operations(self.table, chunk)
 
     def settle(self, outcome: list[BatchOperationResult] | Exception, context: OperationContext) -> None:
-        """Record what sending the last operations did.
-
-        Entities of a chunk the service refused, but not for their own fault, are
-        queued again as a new chunk.
-        """
+        """Record what sending the last operations did; entities of a chunk the service refused,
+        but not for their own fault, are queued again as a new chunk."""
         chunk = self.chunk
         self.requests += len(context.attempts)
         if not isinstance(outcome, Exception):
             self.outcomes.extend((item.index, item.entity, result.etag, None) for item, result in zip(chunk, outcome))
         elif isinstance(outcome, BatchError):
-            self.pending.extend(_isolate(chunk, outcome, self))
+            self._isolate(chunk, outcome)
         elif isinstance(outcome, TableValidationError) and len(chunk) > 1 and outcome.field == "batch":
             # The exact sizing makes this impossible; never fail good entities for it.
             half = len(chunk) // 2
@@ -365,26 +382,23 @@ class BulkBatch:
         else:
             self.fail(chunk, outcome)  # transport errors after retries, anything unexpected: reported
 
-    def fail(self, items: Iterable[_Item], error: BaseException) -> None:
-        """Give ``items`` ``error`` as their outcome."""
+    def fail(self, items: Iterable[BulkItem], error: BaseException | None) -> None:
+        """Give ``items`` ``error`` as their outcome (None: done)."""
         self.outcomes.extend((item.index, item.entity, None, error) for item in items)
 
-
-def _isolate(chunk: list[_Item], exc: BatchError, batch: BulkBatch) -> list[list[_Item]]:
-    """Fail the entity the service blamed and return the rest of ``chunk`` to send again.
-
-    The whole chunk fails when no entity is to blame (no index, a request-wide
-    error) or when the client marked the answer ambiguous: the transaction may have
-    been applied by an earlier attempt.
-    """
-    cause: TableServiceError = exc.cause if exc.cause is not None else exc
-    index = exc.failed_index
-    if index is None or exc.ambiguous_retry or _request_wide(cause):
-        batch.fail(chunk, cause)
-        return []
-    batch.fail((chunk[index],), cause)
-    rest = chunk[:index] + chunk[index + 1:]
-    return [rest] if rest else []
+    def _isolate(self, chunk: list[BulkItem], refusal: BatchError) -> None:
+        """Settle the entity the service blamed and queue the rest of ``chunk`` again; fail the
+        whole chunk when no entity is to blame (no index, a request-wide error) or the refusal
+        cannot be trusted to single one out."""
+        cause: TableServiceError = refusal.cause if refusal.cause is not None else refusal
+        index = refusal.failed_index
+        if index is None or not 0 <= index < len(chunk) or _request_wide(cause) or not self.kind.trusts(refusal):
+            self.fail(chunk, cause)
+            return
+        self.fail((chunk[index],), self.kind.blamed(cause))
+        rest = chunk[:index] + chunk[index + 1:]
+        if rest:
+            self.pending.append(rest)
 
 
 def _ends_the_call(error: TableServiceError) -> bool:
@@ -397,87 +411,8 @@ def _request_wide(error: TableServiceError) -> bool:
     return error.status_code in _REQUEST_WIDE_STATUSES or error.error_code in _REQUEST_WIDE_CODES
 
 
-def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValidationError:
-    return TableValidationError(
-        "entity",
-        "each entity (PartitionKey, RowKey) may appear only once in one bulk_insert call",
-        f"PartitionKey={partition_key!r}, RowKey={row_key!r} is also input entity {first}",
-    )
-
-
-# ---------------------------------------------------------------- planning (no I/O)
-
-
-def _plan(
-    entities: Iterable[Any], fmt: PayloadFormat, sizer: _BatchSizer, pause: Callable[[], object] | None = None
-) -> Iterator[list[_Item] | EntityOutcome]:
-    """Read ``entities`` once and yield, in turn, each batch to send (a list of items of one
-    partition that fits both batch limits) and each entity that failed before sending.
-
-    Each entity is validated and serialized here, once: the bytes size the batch exactly
-    and are sent as they are. Partial per-partition groups wait for more entities of their
-    partition, up to :data:`MAX_BUFFERED_ENTITIES` / :data:`MAX_BUFFERED_BYTES` in total
-    (then the oldest group is yielded early). ``pause`` is called every eight entities
-    (the thread driver hands the interpreter to its workers there).
-    """
-    seen: dict[tuple[str, str], int] = {}
-    groups: dict[str, _Group] = {}  # PartitionKey -> entities waiting for a batch, oldest group first
-    buffered = [0, 0]  # entities, bytes
-
-    def take(partition_key: str) -> list[_Item]:
-        group = groups.pop(partition_key)
-        buffered[0] -= len(group.items)
-        buffered[1] -= group.body_bytes
-        return group.items
-
-    for index, entity in enumerate(entities):
-        if pause is not None and not index & 7:
-            pause()
-        try:
-            payload = entity_to_payload(entity)
-            item = _Item(index, entity, payload, fmt.serialize_entity(payload))
-        except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
-            yield EntityOutcome(index, entity, None, exc)
-            continue
-        partition_key, row_key = item.partition_key, item.row_key
-        first = seen.setdefault((partition_key, row_key), index)
-        if first != index:
-            yield EntityOutcome(index, entity, None, _duplicate_error(partition_key, row_key, first))
-            continue
-        group = groups.get(partition_key)
-        if group is None:
-            group = groups[partition_key] = _Group(sizer.framing)
-        body_size = len(item.body)
-        cost = sizer.cost(partition_key, row_key, body_size, len(group.items) + 1)
-        if group.size + cost > MAX_BATCH_BYTES and group.items:
-            yield take(partition_key)
-            group = groups[partition_key] = _Group(sizer.framing)
-            cost = sizer.cost(partition_key, row_key, body_size, 1)
-        if group.size + cost > MAX_BATCH_BYTES:
-            del groups[partition_key]
-            yield EntityOutcome(index, entity, None, _too_large(group.size + cost))
-            continue
-        group.items.append(item)
-        group.size += cost
-        group.body_bytes += body_size
-        buffered[0] += 1
-        buffered[1] += body_size
-        if len(group.items) >= MAX_BATCH_OPERATIONS:
-            yield take(partition_key)
-        while groups and (buffered[0] > MAX_BUFFERED_ENTITIES or buffered[1] > MAX_BUFFERED_BYTES):
-            yield take(next(iter(groups)))  # the oldest partial group
-    while groups:
-        yield take(next(iter(groups)))
-
-
 #: An outcome's input position (a C key for sorting them).
 _INDEX = attrgetter("index")
-
-
-def _too_large(size: int) -> TableValidationError:
-    return TableValidationError(
-        "entity", f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)", f"this entity alone makes a {size}-byte batch"
-    )
 
 
 class _Tally:
@@ -569,15 +504,14 @@ _COLLECT = Collect()
 
 
 class BulkCall:
-    """The decisions of one ``bulk_insert`` call, with no I/O of its own.
+    """The decisions of one bulk call, with no I/O of its own.
 
-    The constructor checks the arguments (raising for a bad mode, table name or
-    ``progress``). A driver (the thread one here, the asyncio one in
-    :mod:`tablesdk.aio._bulk`) runs :meth:`commands`, which reads and plans the
-    input on the driver's thread and yields what to do: :class:`Start` a batch's
-    worker (which sends it, see :class:`BulkBatch`), or take in the written
-    batches (:class:`AwaitAnswer`, :class:`AwaitRoom`, :class:`Collect`), giving
-    each to :meth:`answered`. Then :meth:`result`. The rules that live here:
+    A driver (the thread one here, the asyncio one in :mod:`tablesdk.aio._bulk`) hands
+    each planned step (a batch, or an entity that failed before sending) to :meth:`feed`,
+    then calls :meth:`finish`; both yield what to do: :class:`Start` a batch's worker
+    (which sends it, see :class:`BulkBatch`), or take in the written batches
+    (:class:`AwaitAnswer`, :class:`AwaitRoom`, :class:`Collect`), giving each to
+    :meth:`answered`. Then :meth:`result`. The rules that live here:
 
     * **first answer first**: the first batch goes out alone; up to ``window``
       batches planned meanwhile wait for its answer (planning goes on);
@@ -588,68 +522,52 @@ class BulkCall:
     * tallies, progress calls and the :class:`BulkResult`.
     """
 
-    def __init__(
-        self,
-        table: str,
-        entities: Iterable[Any],
-        mode: BulkMode,
-        progress: ProgressCallback | None,
-        policy: RetryPolicy,
-        fmt: PayloadFormat,
-        table_endpoint: str,
-        api_version: str,
-    ) -> None:
-        kind = BULK_MODES.get(mode) if isinstance(mode, str) else None
-        if kind is None:
-            raise ValueError(f"mode must be one of {sorted(BULK_MODES)}, not {mode!r}")
-        validate_table_name(table)
-        if progress is not None and not callable(progress):
-            raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+    def __init__(self, table: str, kind: BulkKind, bulk: BulkOptions, policy: RetryPolicy, total: int | None) -> None:
         self.table = table
         self.kind = kind
-        #: The retry policy of every ``execute_batch`` of the call.
+        #: The request options and retry policy of every ``execute_batch`` of the call.
+        self.options = bulk.options
         self.policy = policy
+        self.concurrency = bulk.concurrency
         self.started = time.perf_counter()
         self.in_flight = 0  # batches started and not yet answered
-        self._entities = entities
-        self._format = fmt
-        self._request_base = (table_endpoint, api_version)
-        self._tally = _Tally(len(entities) if isinstance(entities, Sized) else None, progress)
+        self._tally = _Tally(total, bulk.progress)
         self._first: BulkBatch | None = None
         self._first_answered = False
+        self._held: list[BulkBatch] | None = []  # planned after the first batch, None once released
 
-    def commands(self, window: int, pause: Callable[[], object] | None = None) -> Iterator[BulkCommand]:
-        """Plan the input and yield what the driver does next, keeping at most ``window``
-        batches in flight; the driver hands each written batch to :meth:`answered` before
-        it resumes this.
+    def commands(self, steps: Iterable[Step], window: int) -> Iterator[BulkCommand]:
+        """:meth:`feed` every step, then :meth:`finish`; the driver hands each written batch to
+        :meth:`answered` before it resumes this."""
+        for step in steps:
+            yield from self.feed(step, window)
+        yield from self.finish(window)
 
-        ``pause`` is called every eight entities while batches are in flight (the
-        thread driver hands the interpreter to its workers there).
-        """
-        endpoint, api_version = self._request_base
-        sizer = _BatchSizer(endpoint, self.table, self.kind, self._format, api_version)
-        pause_while_busy = None if pause is None else self._pauser(pause)
-        held: list[BulkBatch] | None = []  # planned after the first batch, None once released
-        for step in _plan(self._entities, self._format, sizer, pause_while_busy):
-            if isinstance(step, EntityOutcome):
-                self._tally.failed_before_sending(step)
-                continue
-            batch = BulkBatch(self.table, self.kind, step)
-            if self._first is None:
-                self._first = batch
-                self.in_flight += 1
-                yield Start(batch)
-            elif held is None:
-                yield from self._start(batch, window)
-            else:
-                held.append(batch)
-                if not self._first_answered:
-                    yield _COLLECT
-                if self._first_answered or len(held) >= window:
-                    yield from self._release(held, window)
-                    held = None
-        if held is not None:
-            yield from self._release(held, window)
+    def feed(self, step: Step, window: int) -> Iterator[BulkCommand]:
+        """What to do with one planned step, keeping at most ``window`` batches in flight."""
+        if type(step) is tuple:
+            index, entity, error = step
+            self._tally.failed_before_sending(EntityOutcome(index, entity, None, error))
+            return
+        batch = BulkBatch(self.table, self.kind, step)  # type: ignore[arg-type]  # a list: a batch
+        held = self._held
+        if self._first is None:
+            self._first = batch
+            self.in_flight += 1
+            yield Start(batch)
+        elif held is None:
+            yield from self._start(batch, window)
+        else:
+            held.append(batch)
+            if not self._first_answered:
+                yield _COLLECT
+            if self._first_answered or len(held) >= window:
+                yield from self._release(window)
+
+    def finish(self, window: int) -> Iterator[BulkCommand]:
+        """What to do once every step was fed: start what waits, then wait for every answer."""
+        if self._held is not None:
+            yield from self._release(window)
         if self.in_flight:
             yield AwaitRoom(0)
 
@@ -664,13 +582,18 @@ class BulkCall:
         """The :class:`BulkResult` of the call, once every batch was answered."""
         return self._tally.result(time.perf_counter() - self.started)
 
-    def _pauser(self, pause: Callable[[], object]) -> Callable[[], None]:
+    def pauser(self, pause: Callable[[], object] | None) -> Callable[[], None] | None:
+        """``pause``, called only while batches are in flight (for the planner)."""
+        if pause is None:
+            return None
+
         def pause_while_busy() -> None:
             if self.in_flight:
                 pause()
         return pause_while_busy
 
-    def _release(self, held: list[BulkBatch], window: int) -> Iterator[BulkCommand]:
+    def _release(self, window: int) -> Iterator[BulkCommand]:
+        held, self._held = self._held or [], None
         if self._first is not None and not self._first_answered:
             yield AwaitAnswer(self._first)
         for batch in held:
@@ -688,22 +611,37 @@ class BulkCall:
             yield AwaitRoom(window - 1)
 
 
+def insert_call(
+    client: BulkTarget, table: str, entities: Iterable[Any], mode: BulkMode, bulk: BulkOptions,
+    pause: Callable[[], object] | None = None,
+) -> tuple[BulkCall, Iterator[Step]]:
+    """The call of an insert (checking ``mode`` and ``table``) and its planned steps."""
+    operation = BULK_MODES.get(mode) if isinstance(mode, str) else None
+    if operation is None:
+        raise ValueError(f"mode must be one of {sorted(BULK_MODES)}, not {mode!r}")
+    validate_table_name(table)
+    total = len(entities) if isinstance(entities, Sized) else None
+    call = BulkCall(table, BulkKind(operation), bulk, bulk.policy(client.retry_policy), total)
+    sizer = BatchSizer(client.table_endpoint, table, operation, client.format, client.api_version)
+    return call, plan_inserts(entities, client.format, sizer, call.pauser(pause))
+
+
 # ---------------------------------------------------------------- the thread driver
 
 
-@dataclass
 class _Job:
     """A worker thread's part: send the transactions of one batch (the batch decides them)."""
 
-    client: CloudTableClient
-    policy: RetryPolicy
-    options: TableRequestOptions | None = None  # the call's request options, on every batch
+    __slots__ = ("client", "options", "policy")
+
+    def __init__(self, client: CloudTableClient, call: BulkCall) -> None:
+        self.client = client
+        self.policy = call.policy
+        self.options = call.options
 
     def send(self, operations: list[BatchOperation], context: OperationContext) -> list[BatchOperationResult]:
         """One ``$batch`` request for ``operations``."""
-        return self.client.execute_batch(
-            operations, retry_policy=self.policy, operation_context=context, options=self.options
-        )
+        return self.client.execute_batch(operations, retry_policy=self.policy, operation_context=context, options=self.options)
 
     def run(self, batch: BulkBatch) -> BulkBatch:
         """Write one batch; never raises: every entity gets an outcome."""
@@ -723,47 +661,14 @@ class _Job:
 _YIELD_TO_WORKERS = partial(time.sleep, 0)
 
 
-def bulk_insert(
-    client: CloudTableClient,
-    table: str,
-    entities: Iterable[EntityObject],
-    mode: BulkMode = "insert",
-    max_workers: int = 8,
-    progress: ProgressCallback | None = None,
-    *,
-    retry_policy: RetryPolicy | None = None,
-    options: TableRequestOptions | None = None,
-) -> BulkResult:
-    """Write ``entities`` into ``table`` as concurrent entity group transactions.
-
-    ``mode`` is ``"insert"`` (Insert Entity: an entity that exists fails with
-    409 EntityAlreadyExists), ``"merge"`` (Insert Or Merge) or ``"replace"``
-    (Insert Or Replace). ``entities`` may be any iterable (a generator is read
-    once, lazily); their order across partitions is not kept. ``max_workers``
-    batches run at once (capped at the client's ``pool_size``, with a
-    :class:`RuntimeWarning`). ``retry_policy`` defaults to the one of ``options``
-    (request options every batch is sent with), then to the client's.
-
-    ``progress(done, total)`` is called on the calling thread after each batch
-    finishes, and once more at the end if needed, with the number of entities
-    that have a final outcome (written or failed) and ``len(entities)`` (None
-    for an input without a length); the last call has ``done`` equal to the
-    number of input entities. An exception raised by ``progress`` (or by the
-    input iterator) stops the call: no new batch is started, the ones in flight
-    are waited for, and the exception propagates.
-
-    Returns a :class:`BulkResult`; it raises only for bad arguments (an
-    invalid table name or mode, ``max_workers`` < 1), before any request.
-    Per-entity problems, including ones found before sending (invalid entity,
-    duplicate keys), are reported in :attr:`BulkResult.failed`; call
-    :meth:`BulkResult.raise_on_error` to turn them into an exception.
-    """
+def run_on_threads(client: CloudTableClient, call: BulkCall, steps: Iterable[Step], face: str) -> BulkResult:
+    """Run ``call`` over ``steps`` (read on the calling thread) on a private pool of the call's
+    concurrency in threads, capped at the client's ``pool_size`` (``face`` names the caller in
+    that warning); at most twice as many batches are in flight."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait  # not at import (start-up)
 
-    policy = resolve_retry_policy(retry_policy, options, client.retry_policy)
-    call = BulkCall(table, entities, mode, progress, policy, client.format, client.table_endpoint, client.api_version)
-    workers = workers_within_pool("bulk_insert", "max_workers", max_workers, client.transport.pool_size, stacklevel=2)
-    job = _Job(client, call.policy, options)
+    workers = workers_within_pool(face, "max_workers", call.concurrency, client.transport.pool_size, stacklevel=4)
+    job = _Job(client, call)
     writing: dict[BulkBatch, Future[BulkBatch]] = {}
 
     def take_in(finished: Iterable[Future[BulkBatch]]) -> None:
@@ -774,7 +679,7 @@ def bulk_insert(
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tablesdk-bulk")
     try:
-        for command in call.commands(2 * workers, _YIELD_TO_WORKERS):
+        for command in call.commands(steps, 2 * workers):
             if isinstance(command, Start):
                 # each batch runs in a copy of the caller's context (its tracing span, contextvars)
                 writing[command.batch] = pool.submit(contextvars.copy_context().run, job.run, command.batch)
@@ -788,3 +693,21 @@ def bulk_insert(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return call.result()
+
+
+def insert_entities(
+    client: CloudTableClient, table: str, entities: Iterable[Any], mode: BulkMode, bulk: BulkOptions
+) -> BulkResult:
+    """Write ``entities`` into ``table`` as concurrent entity group transactions, on threads.
+
+    ``mode`` is ``"insert"`` (Insert Entity: an entity that exists fails with 409
+    EntityAlreadyExists), ``"merge"`` (Insert Or Merge) or ``"replace"`` (Insert Or
+    Replace). ``entities`` may be any iterable (a generator is read once, lazily); their
+    order across partitions is not kept. ``progress(done, total)`` is called on the
+    calling thread after each batch, and once more at the end if needed; an exception it
+    raises (or the input raises) stops the call: no new batch is started, the ones in
+    flight are waited for, and the exception propagates. Raises only for bad arguments,
+    before any request.
+    """
+    call, steps = insert_call(client, table, entities, mode, bulk, _YIELD_TO_WORKERS)
+    return run_on_threads(client, call, steps, "bulk_insert")

@@ -534,45 +534,52 @@ class CloudTableClient(ClientCore):
     ) -> BulkResult:
         """Write many entities, any partitions, as concurrent entity group transactions.
 
-        ``mode``: ``"insert"`` (409 if the entity exists), ``"merge"`` (insert or
-        merge) or ``"replace"`` (insert or replace). Per-entity outcomes are in
-        the result's ``succeeded`` and ``failed``; see :func:`tablesdk._bulk.bulk_insert`.
-        Every batch is sent with ``options`` (``retry_policy`` wins over theirs).
+        ``entities`` is any iterable of entities (a generator is read once, lazily), or a
+        pandas DataFrame or ``pyarrow.Table`` whose rows are written (as :meth:`write_pandas`
+        and :meth:`write_arrow` write them). ``mode``: ``"insert"`` (409 if the entity
+        exists), ``"merge"`` (insert or merge) or ``"replace"`` (insert or replace).
+        ``max_workers`` batches run at once on threads (capped at the client's ``pool_size``,
+        with a RuntimeWarning). ``progress(done, total)`` is called on the calling thread after
+        each batch. Every request is sent with ``options``; ``retry_policy`` wins over theirs,
+        which win over the client's. Per-entity outcomes are in the result's ``succeeded`` and
+        ``failed``; it raises only for bad arguments, before any request. See docs/batch.md.
         """
-        from ._bulk import bulk_insert  # the bulk loader loads with its first call (start-up)
+        from ._bulk import BulkOptions, insert_entities, is_column_data  # loads with its first call (start-up)
 
-        return bulk_insert(
-            self, table_name, entities, mode, max_workers, progress, retry_policy=retry_policy,
-            options=check_options(options),
-        )
+        bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
+        if is_column_data(entities):
+            from ._arrow_write import column_rows
+
+            entities = column_rows(entities)
+        return insert_entities(self, table_name, entities, mode, bulk)
 
     def delete_entities(
         self,
         table_name: str,
         filter: FilterLike | None = None,
         *,
-        progress: ProgressCallback | None = None,
-        max_workers: int = 4,
         conditional: bool = False,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Delete every entity of ``table_name`` matching ``filter`` (every entity when None).
 
-        The table is scanned for keys only, and each page's entities are deleted as entity
-        group transactions per partition (up to 100 each, ``max_workers`` at once).
-        Deletes are unconditional unless ``conditional``: then each carries the ETag
-        the scan read, and an entity changed since fails with
-        :class:`~tablesdk.PreconditionFailedError`. One
+        The table is scanned for keys only, and the entities are deleted as entity group
+        transactions per partition (up to 100 each) by the engine of :meth:`bulk_insert`,
+        with its parameters and its rules. Deletes are unconditional unless
+        ``conditional``: then each carries the ETag the scan read, and an entity changed
+        since fails with :class:`~tablesdk.PreconditionFailedError`. One
         :class:`~tablesdk.EntityOutcome` per entity scanned (an entity already gone
         counts as deleted); ``progress(done, None)`` after each batch, on the calling
         thread. Errors of the scan (a missing table) raise.
         """
+        from ._bulk import BulkOptions
         from ._deleting import delete_entities
 
-        return delete_entities(
-            self, table_name, filter, progress=progress, max_workers=max_workers, conditional=conditional,
-            options=options,
-        )
+        bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
+        return delete_entities(self, table_name, filter, conditional, bulk)
 
     def count_entities(
         self,
@@ -598,6 +605,7 @@ class CloudTableClient(ClientCore):
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write each row of ``data`` (a ``pyarrow.Table`` or ``RecordBatch``) as an entity, with :meth:`bulk_insert`.
 
@@ -605,15 +613,14 @@ class CloudTableClient(ClientCore):
         type follows its Arrow type (int64: Int64, int32: Int32, float64: Double, bool: Boolean,
         timestamp: DateTime, string: String, binary: Binary; a field's ``tablesdk.edm_type``
         metadata, as ``to_arrow`` writes it, or ``edm_types`` override that). Nulls are left out of
-        the entity; Timestamp and ``odata.etag`` columns are not written. Returns the
-        :class:`BulkResult`. See docs/data.md.
+        the entity; Timestamp and ``odata.etag`` columns are not written. The other parameters
+        and the :class:`BulkResult` are :meth:`bulk_insert`'s. See docs/data.md.
         """
-        from ._arrow_write import write_arrow
+        from ._arrow_write import arrow_rows
+        from ._bulk import BulkOptions, insert_entities
 
-        return write_arrow(
-            self, table_name, data, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy,
-        )
+        bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
+        return insert_entities(self, table_name, arrow_rows(data, edm_types), mode, bulk)
 
     def write_pandas(
         self,
@@ -625,14 +632,14 @@ class CloudTableClient(ClientCore):
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
-        from ._arrow_write import write_pandas
+        from ._arrow_write import arrow_rows, pandas_to_arrow
+        from ._bulk import BulkOptions, insert_entities
 
-        return write_pandas(
-            self, table_name, frame, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy,
-        )
+        bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
+        return insert_entities(self, table_name, arrow_rows(pandas_to_arrow(frame), edm_types), mode, bulk)
 
     # ------------------------------------------------------------ conveniences
 

@@ -209,7 +209,8 @@ class CloudTable:
         retry_policy: RetryPolicy | None = None,
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
-        """Write many entities as concurrent entity group transactions (see the client's ``bulk_insert``)."""
+        """Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity
+        group transactions (see the client's ``bulk_insert``)."""
         return self.client.bulk_insert(
             self.name, entities, mode, max_workers, progress, retry_policy=retry_policy, options=options
         )
@@ -218,14 +219,16 @@ class CloudTable:
         self,
         filter: FilterLike | None = None,
         *,
-        progress: ProgressCallback | None = None,
-        max_workers: int = 4,
         conditional: bool = False,
+        max_workers: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
         return self.client.delete_entities(
-            self.name, filter, progress=progress, max_workers=max_workers, conditional=conditional, options=options
+            self.name, filter, conditional=conditional, max_workers=max_workers, progress=progress,
+            retry_policy=retry_policy, options=options,
         )
 
     def count_entities(
@@ -247,11 +250,12 @@ class CloudTable:
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``)."""
         return self.client.write_arrow(
             self.name, data, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy,
+            retry_policy=retry_policy, options=options,
         )
 
     def write_pandas(
@@ -263,11 +267,12 @@ class CloudTable:
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``)."""
         return self.client.write_pandas(
             self.name, frame, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy,
+            retry_policy=retry_policy, options=options,
         )
 
     @overload

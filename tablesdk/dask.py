@@ -26,14 +26,16 @@ from typing import Any
 from ._account import CloudStorageAccount
 from ._extras import require_extra
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, pandas_types_mapper, query_to_arrow
-from ._arrow_write import pandas_to_arrow
-from ._bulk import BulkMode
+from ._arrow_write import arrow_rows, pandas_to_arrow
+from ._bulk import BulkMode, BulkOptions, insert_entities
 from ._client import CloudTableClient
 from ._entity import DynamicEntity
 from ._errors import TableServiceError
 from ._filter import Filter, prop
+from ._options import TableRequestOptions
 from ._parallel import find_partition_boundaries
 from ._query import TableQuery
+from ._retry import RetryPolicy
 
 __all__ = ["ConnectionSecret", "TableWriteError", "read_table", "write_table", "KEY_CEILING"]
 
@@ -247,16 +249,15 @@ class _WriteSpec:
     payload_format: str
     table: str
     mode: str
-    max_workers: int
+    bulk: BulkOptions
 
 
 def _write_partition(frame: Any, spec: _WriteSpec) -> tuple[int, list[tuple[str | None, str | None, str]]]:
     """Write one partition; returns how many entities were written and each failure (never raises)."""
     try:
         with spec.connection.client(spec.payload_format) as client:
-            result = client.write_arrow(
-                spec.table, pandas_to_arrow(frame), spec.mode, max_workers=spec.max_workers  # type: ignore[arg-type]
-            )
+            rows = arrow_rows(pandas_to_arrow(frame))
+            result = insert_entities(client, spec.table, rows, spec.mode, spec.bulk)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - reported with the partition, not lost in a worker
         return 0, [(None, None, f"{type(exc).__name__}: {exc}")] if len(frame) else []
     failures = [
@@ -273,6 +274,8 @@ def write_table(
     *,
     mode: BulkMode = "insert",
     max_workers: int = 8,
+    retry_policy: RetryPolicy | None = None,
+    options: TableRequestOptions | None = None,
     payload_format: str = "json",
 ) -> list[int]:
     """Write every row of ``ddf`` (PartitionKey and RowKey as columns or as the named index) as
@@ -280,14 +283,17 @@ def write_table(
     written per partition.
 
     ``mode`` is ``"insert"`` (an existing entity fails), ``"replace"`` or ``"merge"``. Column
-    types as :meth:`~tablesdk.CloudTableClient.write_arrow`. Raises :class:`TableWriteError`
+    types as :meth:`~tablesdk.CloudTableClient.write_arrow`; ``max_workers``, ``retry_policy`` and
+    ``options`` as its (on each worker; there is no ``progress``: the partitions are written in
+    other threads or processes). Raises :class:`TableWriteError`
     naming each partition and key not written when any entity failed.
     """
     from dask.base import compute, tokenize
     from dask.delayed import delayed
 
-    spec = _WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, max_workers)
-    token = tokenize(spec.connection, table, mode, ddf._name)
+    bulk = BulkOptions.threads(max_workers, None, retry_policy, options)
+    spec = _WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk)
+    token = tokenize(spec.connection, table, mode, bulk, ddf._name)
     parts = ddf.to_delayed()
     tasks = [
         delayed(_write_partition, pure=True)(part, spec, dask_key_name=f"tablesdk-write-{token}-{index}")

@@ -382,33 +382,37 @@ class AsyncCloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Write many entities, any partitions, as concurrent entity group transactions
-        (at most ``max_concurrency`` tasks; see :func:`tablesdk.aio.bulk_insert`), each
-        sent with ``options`` (``retry_policy`` wins over theirs)."""
-        from ._bulk import bulk_insert
+        (:meth:`tablesdk.CloudTableClient.bulk_insert`: entities, or a pandas DataFrame or
+        ``pyarrow.Table``), at most ``max_concurrency`` at once as tasks (requests beyond the
+        client's ``pool_size`` wait for a connection); ``progress`` is called on the loop."""
+        from .._bulk import BulkOptions, is_column_data
+        from ._bulk import insert_entities
 
-        return await bulk_insert(
-            self, table_name, entities, mode, max_concurrency, progress, retry_policy=retry_policy,
-            options=check_options(options),
-        )
+        bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options)
+        if is_column_data(entities):
+            from .._arrow_write import column_rows
+
+            entities = column_rows(entities)
+        return await insert_entities(self, table_name, entities, mode, bulk)
 
     async def delete_entities(
         self,
         table_name: str,
         filter: FilterLike | None = None,
         *,
-        progress: ProgressCallback | None = None,
-        max_concurrency: int = 4,
         conditional: bool = False,
+        max_concurrency: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Delete every entity of ``table_name`` matching ``filter``
         (:meth:`tablesdk.CloudTableClient.delete_entities`), ``max_concurrency`` batches at once."""
+        from .._bulk import BulkOptions
         from ._deleting import delete_entities
 
-        return await delete_entities(
-            self, table_name, filter, progress=progress, max_concurrency=max_concurrency,
-            conditional=conditional, options=options,
-        )
+        bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options)
+        return await delete_entities(self, table_name, filter, conditional, bulk)
 
     async def count_entities(
         self,
@@ -430,17 +434,22 @@ class AsyncCloudTableClient(ClientCore):
         mode: BulkMode = "insert",
         *,
         edm_types: Mapping[str, EdmType] | None = None,
-        max_workers: int = 8,
+        max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
+        max_workers: int | None = None,
     ) -> BulkResult:
         """Write each row of ``data`` (a ``pyarrow.Table`` or ``RecordBatch``) as an entity with
-        :meth:`bulk_insert` (``max_workers`` batches at once); the columns as
-        :meth:`tablesdk.CloudTableClient.write_arrow` takes them, checked before anything is sent."""
+        :meth:`bulk_insert`'s parameters; the columns as :meth:`tablesdk.CloudTableClient.write_arrow`
+        takes them, checked before anything is sent. ``max_workers`` is the deprecated spelling of
+        ``max_concurrency`` (a DeprecationWarning)."""
         from .._arrow_write import arrow_rows
+        from .._bulk import BulkOptions
+        from ._bulk import insert_entities
 
-        rows = arrow_rows(data, edm_types)
-        return await self.bulk_insert(table_name, rows, mode, max_workers, progress, retry_policy=retry_policy)
+        bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options, max_workers=max_workers)
+        return await insert_entities(self, table_name, arrow_rows(data, edm_types), mode, bulk)
 
     async def write_pandas(
         self,
@@ -449,17 +458,19 @@ class AsyncCloudTableClient(ClientCore):
         mode: BulkMode = "insert",
         *,
         edm_types: Mapping[str, EdmType] | None = None,
-        max_workers: int = 8,
+        max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
+        max_workers: int | None = None,
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
-        from .._arrow_write import pandas_to_arrow
+        from .._arrow_write import arrow_rows, pandas_to_arrow
+        from .._bulk import BulkOptions
+        from ._bulk import insert_entities
 
-        return await self.write_arrow(
-            table_name, pandas_to_arrow(frame), mode, edm_types=edm_types, max_workers=max_workers,
-            progress=progress, retry_policy=retry_policy,
-        )
+        bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options, max_workers=max_workers)
+        return await insert_entities(self, table_name, arrow_rows(pandas_to_arrow(frame), edm_types), mode, bulk)
 
     # ------------------------------------------------------------ conveniences
 

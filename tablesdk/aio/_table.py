@@ -202,7 +202,8 @@ class AsyncCloudTable:
         retry_policy: RetryPolicy | None = None,
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
-        """Write many entities as concurrent entity group transactions (see the client's ``bulk_insert``)."""
+        """Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity
+        group transactions (see the client's ``bulk_insert``)."""
         return await self.client.bulk_insert(
             self.name, entities, mode, max_concurrency, progress, retry_policy=retry_policy, options=options
         )
@@ -211,14 +212,16 @@ class AsyncCloudTable:
         self,
         filter: FilterLike | None = None,
         *,
-        progress: ProgressCallback | None = None,
-        max_concurrency: int = 4,
         conditional: bool = False,
+        max_concurrency: int = 8,
+        progress: ProgressCallback | None = None,
+        retry_policy: RetryPolicy | None = None,
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
         return await self.client.delete_entities(
-            self.name, filter, progress=progress, max_concurrency=max_concurrency, conditional=conditional, options=options
+            self.name, filter, conditional=conditional, max_concurrency=max_concurrency, progress=progress,
+            retry_policy=retry_policy, options=options,
         )
 
     async def count_entities(
@@ -237,14 +240,16 @@ class AsyncCloudTable:
         mode: BulkMode = "insert",
         *,
         edm_types: Mapping[str, EdmType] | None = None,
-        max_workers: int = 8,
+        max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
+        max_workers: int | None = None,
     ) -> BulkResult:
-        """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``)."""
+        """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``) (``max_workers``: the deprecated spelling of ``max_concurrency``)."""
         return await self.client.write_arrow(
-            self.name, data, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy,
+            self.name, data, mode, edm_types=edm_types, max_concurrency=max_concurrency, progress=progress,
+            retry_policy=retry_policy, options=options, max_workers=max_workers,
         )
 
     async def write_pandas(
@@ -253,14 +258,16 @@ class AsyncCloudTable:
         mode: BulkMode = "insert",
         *,
         edm_types: Mapping[str, EdmType] | None = None,
-        max_workers: int = 8,
+        max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
+        options: TableRequestOptions | None = None,
+        max_workers: int | None = None,
     ) -> BulkResult:
-        """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``)."""
+        """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``) (``max_workers``: the deprecated spelling of ``max_concurrency``)."""
         return await self.client.write_pandas(
-            self.name, frame, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy,
+            self.name, frame, mode, edm_types=edm_types, max_concurrency=max_concurrency, progress=progress,
+            retry_policy=retry_policy, options=options, max_workers=max_workers,
         )
 
     @overload

@@ -289,3 +289,20 @@ def test_a_read_keeps_nothing_per_partition(
     assert pa.total_allocated_bytes() <= arrow_before
     assert len(made) == 1 + 4 * 12 and len(closed) == len(made)  # read_table's own (boundaries given) and one a task
     assert all(ref() is None for ref in made)
+
+
+def test_write_table_sends_with_its_options_and_retry_policy(
+    devstore_connection_string: str, dev_client: CloudTableClient, source: str
+) -> None:
+    import dask.dataframe as dd
+
+    from tablesdk import NoRetry, TableRequestOptions
+
+    frame = pd.DataFrame({"PartitionKey": ["o", "o", "q"], "RowKey": ["1", "2", "3"], "V": [1, 2, 3]})
+    ddf = dd.from_pandas(frame, npartitions=2, sort=False)
+    hopeless = TableRequestOptions(deadline=1e-9)  # no request can be answered in time
+    with dask.config.set(scheduler="sync"), pytest.raises(TableWriteError) as caught:
+        write_table(ddf, devstore_connection_string, source, retry_policy=NoRetry(), options=hopeless)
+    assert caught.value.written == [0, 0] and sorted(caught.value.failures) == [0, 1]
+    with dask.config.set(scheduler="sync"):
+        assert write_table(ddf, devstore_connection_string, source, options=TableRequestOptions(server_timeout=30)) == [2, 1]

@@ -24,6 +24,7 @@ from bulk_fakes import inner_part as _inner
 from fake_service import CONNECTION_STRING
 
 import tablesdk._bulk as bulk_module
+import tablesdk._bulk_plan as plan_module
 from tablesdk import (
     AuthenticationError,
     CloudStorageAccount,
@@ -51,8 +52,9 @@ from tablesdk._bulk import (
     BulkMode,
     BulkResult,
     EntityOutcome,
-    _BatchSizer,
+
 )
+from tablesdk._bulk_plan import BatchSizer as _BatchSizer
 from tablesdk._edm import EntityPayload
 from tablesdk._http import HttpRequest, HttpResponse, MockSender
 
@@ -188,8 +190,8 @@ def test_underestimated_size_falls_back_to_splitting(
     service: FakeBatchService, client: CloudTableClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # If the sizing were ever wrong, a batch refused by the builder is split, not failed.
-    real_cost = bulk_module._BatchSizer.cost
-    monkeypatch.setattr(bulk_module._BatchSizer, "cost", lambda self, *a: real_cost(self, *a) // 2)
+    real_cost = plan_module.BatchSizer.cost
+    monkeypatch.setattr(plan_module.BatchSizer, "cost", lambda self, *a: real_cost(self, *a) // 2)
     data = [DynamicEntity(PartitionKey="big", RowKey=f"{i:03d}", A="a" * 30_000, B="b" * 30_000) for i in range(100)]
     result = client.bulk_insert(T, data, max_workers=1)
     assert not result.failed and len(service.keys()) == 100
@@ -200,7 +202,7 @@ def test_underestimated_size_falls_back_to_splitting(
 def test_entity_alone_over_the_limit_is_reported(
     service: FakeBatchService, client: CloudTableClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bulk_module, "MAX_BATCH_BYTES", 50_000)
+    monkeypatch.setattr(plan_module, "MAX_BATCH_BYTES", 50_000)
     data = [
         DynamicEntity(PartitionKey="p", RowKey="small", S="x"),
         DynamicEntity(PartitionKey="p", RowKey="huge", S1="y" * 30_000, S2="z" * 30_000),
@@ -497,7 +499,7 @@ def test_progress_exception_propagates(service: FakeBatchService, client: CloudT
 def test_buffer_limit_sends_oldest_groups_early(
     service: FakeBatchService, client: CloudTableClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bulk_module, "MAX_BUFFERED_ENTITIES", 50)
+    monkeypatch.setattr(plan_module, "MAX_BUFFERED_ENTITIES", 50)
     data = entities(600, partitions=20)  # round-robin over 20 partitions: groups fill slowly
     result = client.bulk_insert(T, data, max_workers=3)
     check_bookkeeping(result, 600)

@@ -1,4 +1,4 @@
-"""What a refused delete batch means (settle_deletes, no I/O) and what each delete sends."""
+"""What a refused delete batch means (BulkBatch with the delete kind, no I/O) and what each delete sends."""
 
 from __future__ import annotations
 
@@ -11,44 +11,59 @@ from tablesdk import (
     PreconditionFailedError,
     ResourceNotFoundError,
 )
-from tablesdk._bulk import EntityOutcome
-from tablesdk._deleting import DeleteJob, settle_deletes
+from tablesdk._bulk import DELETE, BulkBatch, BulkKind
+from tablesdk._bulk_plan import BulkItem
+from tablesdk._deleting import page_deletes
+from tablesdk._edm import EdmType, EntityPayload
+from tablesdk._transport import OperationContext
 
 
-def chunk(n: int) -> list[tuple[int, DynamicEntity]]:
-    items = []
-    for i in range(n):
-        entity = DynamicEntity(PartitionKey="p", RowKey=f"r{i}")
-        entity.etag = f'W/"{i}"'
-        items.append((10 + i, entity))
-    return items
+def chunk(n: int) -> list[BulkItem]:
+    payloads = [
+        EntityPayload({"PartitionKey": "p", "RowKey": f"r{i}"}, {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING},
+                      etag=f'W/"{i}"')
+        for i in range(n)
+    ]
+    return list(page_deletes(payloads, 10))[0]
 
 
-def refused(index: int | None, cause: Exception) -> BatchError:
-    return BatchError("refused", failed_index=index, status_code=getattr(cause, "status_code", None),
-                      cause=cause)  # type: ignore[arg-type]
+def refused(index: int | None, cause: Exception, ambiguous: bool = False) -> BatchError:
+    error = BatchError("refused", failed_index=index, status_code=getattr(cause, "status_code", None),
+                       cause=cause)  # type: ignore[arg-type]
+    error.ambiguous_retry = ambiguous
+    return error
+
+
+def send(items: list[BulkItem], outcome: Exception | None) -> BulkBatch:
+    batch = BulkBatch("tbl", BulkKind(DELETE), items)
+    operations = batch.next_operations()
+    assert operations is not None and len(operations) == len(items)
+    batch.settle(outcome if outcome is not None else [], OperationContext())
+    return batch
 
 
 def test_every_entity_of_an_accepted_batch_is_deleted() -> None:
-    outcomes: list[EntityOutcome] = []
-    assert settle_deletes(chunk(3), None, outcomes) == []
-    assert [(o.index, o.ok) for o in outcomes] == [(10, True), (11, True), (12, True)]
+    batch = BulkBatch("tbl", BulkKind(DELETE), chunk(3))
+    assert batch.next_operations() is not None
+    batch.fail(batch.chunk, None)
+    assert [(index, error) for index, _e, _t, error in batch.outcomes] == [(10, None), (11, None), (12, None)]
 
 
-def test_an_entity_already_gone_counts_as_deleted_and_the_rest_is_sent_again() -> None:
-    items, outcomes = chunk(3), []
+@pytest.mark.parametrize("ambiguous", [False, True])
+def test_an_entity_already_gone_counts_as_deleted_and_the_rest_is_sent_again(ambiguous: bool) -> None:
+    items = chunk(3)
     gone = ResourceNotFoundError("gone", status_code=404, error_code="ResourceNotFound")
-    rest = settle_deletes(items, refused(1, gone), outcomes)
-    assert rest == [items[0], items[2]]
-    assert [(o.index, o.ok) for o in outcomes] == [(11, True)]
+    batch = send(items, refused(1, gone, ambiguous))  # gone is gone, after a retry too
+    assert batch.pending == [[items[0], items[2]]]
+    assert [(index, error) for index, _e, _t, error in batch.outcomes] == [(11, None)]
 
 
 def test_an_entity_changed_since_the_scan_fails_alone() -> None:
-    items, outcomes = chunk(3), []
+    items = chunk(3)
     changed = PreconditionFailedError("changed", status_code=412, error_code="UpdateConditionNotSatisfied")
-    rest = settle_deletes(items, refused(2, changed), outcomes)
-    assert rest == items[:2]
-    assert [(o.index, o.error) for o in outcomes] == [(12, changed)]
+    batch = send(items, refused(2, changed))
+    assert batch.pending == [items[:2]]
+    assert [(index, error) for index, _e, _t, error in batch.outcomes] == [(12, changed)]
 
 
 @pytest.mark.parametrize("error", [
@@ -57,12 +72,14 @@ def test_an_entity_changed_since_the_scan_fails_alone() -> None:
     ConnectionFailedError("down"),
 ])
 def test_errors_no_entity_is_to_blame_for_fail_the_whole_batch(error: Exception) -> None:
-    items, outcomes = chunk(2), []
-    assert settle_deletes(items, error, outcomes) == []
-    assert [o.index for o in outcomes] == [10, 11] and all(not o.ok for o in outcomes)
+    batch = send(chunk(2), error)
+    assert batch.pending == []
+    assert [index for index, *_ in batch.outcomes] == [10, 11] and all(o[3] is not None for o in batch.outcomes)
 
 
 def test_deletes_are_unconditional_unless_asked() -> None:
     items = chunk(2)
-    assert [op.etag for op in DeleteJob("tbl", False, None).operations(items)] == ["*", "*"]
-    assert [op.etag for op in DeleteJob("tbl", True, None).operations(items)] == ['W/"0"', 'W/"1"']
+    assert [op.etag for op in BulkKind(DELETE).operations("tbl", items)] == ["*", "*"]
+    assert [op.etag for op in BulkKind(DELETE, conditional=True).operations("tbl", items)] == ['W/"0"', 'W/"1"']
+    assert {op.kind for op in BulkKind(DELETE).operations("tbl", items)} == {DELETE}
+    assert all(isinstance(item.entity, DynamicEntity) for item in items)

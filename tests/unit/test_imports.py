@@ -48,7 +48,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("operations", ("tablesdk._service", "tablesdk._operations", "tablesdk._client", "tablesdk.aio._client")),
     ("unit of work and bulk loading", (
         "tablesdk._save_outcome", "tablesdk._tracking", "tablesdk._merge", "tablesdk._save_plan",
-        "tablesdk._tracking_context", "tablesdk._context", "tablesdk.aio._context", "tablesdk._bulk", "tablesdk.aio._bulk",
+        "tablesdk._tracking_context", "tablesdk._context", "tablesdk.aio._context", "tablesdk._bulk_plan", "tablesdk._bulk",
+        "tablesdk.aio._bulk",
         "tablesdk._deleting", "tablesdk.aio._deleting", "tablesdk._actions", "tablesdk._table", "tablesdk.aio._table",
     )),
     ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_write")),
