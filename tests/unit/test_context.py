@@ -720,3 +720,4 @@ class TestErrorText:
         text = str(info.value)
         assert "account key" in text and "clock" in text
         assert text.count("clock") == 1
+
