@@ -110,6 +110,8 @@ def edm_type_of_field(field: Any) -> EdmType | None:
     kind = field.type
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
+    if getattr(kind, "extension_name", None) == "arrow.uuid":  # pyarrow 18's canonical UUID type
+        return EdmType.GUID
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return EdmType.STRING
     if pa.types.is_boolean(kind):
@@ -652,5 +654,8 @@ def pandas_types_mapper() -> Callable[[Any], Any]:
 
 
 def query_to_pandas(query: TableQuery[Any], **options: Any) -> Any:
-    """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`)."""
-    return query_to_arrow(query, **options).to_pandas(types_mapper=pandas_types_mapper())
+    """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`); a Guid
+    column is an object column of ``uuid.UUID``, which ``write_pandas`` writes as Guid again."""
+    from ._arrow_fit import guids_as_uuid
+
+    return guids_as_uuid(query_to_arrow(query, **options)).to_pandas(types_mapper=pandas_types_mapper())
