@@ -159,7 +159,11 @@ def _timestamps(values: list[Any], arrow_type: Any) -> Any:
     if arrow_type.unit != "ns":
         return micro.cast(pa.timestamp(arrow_type.unit, tz=arrow_type.tz), safe=False)  # the unit asked for
     tenths = pa.array(list(map(getattr, values, repeat("ticks_remainder"), repeat(0))), type=pa.int64())
-    nanos = pc.add_checked(pc.multiply_checked(micro.cast(pa.int64()), 1000), pc.multiply(tenths, 100))
+    try:
+        nanos = pc.add_checked(pc.multiply_checked(micro.cast(pa.int64()), 1000), pc.multiply(tenths, 100))
+    except pa.ArrowInvalid:  # the microseconds of 1677-09-21 00:12:43.145224 overflow, though the sum fits
+        nanos = pa.array([None if us is None else us * 1000 + tenth * 100
+                          for us, tenth in zip(micro.cast(pa.int64()).to_pylist(), tenths.to_pylist())], pa.int64())
     return nanos.cast(pa.timestamp("ns", tz=arrow_type.tz))
 
 

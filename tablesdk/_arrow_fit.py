@@ -99,8 +99,12 @@ class _Refusal:
 
     def at(self, row: int, limit: str) -> TableValidationError:
         keys = (self.table.column("PartitionKey")[row].as_py(), self.table.column("RowKey")[row].as_py())
-        value = self.table.column(self.name)[row].as_py()
-        return TableValidationError(self.name, limit, f"{_short(value)} at {_keys_text(keys)}, row {row}")
+        scalar = self.table.column(self.name)[row]
+        try:
+            shown = _short(scalar.as_py())
+        except (OverflowError, ValueError):  # a timestamp beyond Python's datetime
+            shown = f"{scalar.value} {scalar.type.unit} from 1970-01-01"
+        return TableValidationError(self.name, limit, f"{shown} at {_keys_text(keys)}, row {row}")
 
     def where(self, mask: Any, limit: str) -> None:
         """Raise for the first row where ``mask`` is true (nulls are not values: never refused)."""
@@ -230,8 +234,8 @@ def column_values(array: Any, edm: EdmType) -> list[Any]:
         return [None if raw is None else uuid.UUID(bytes=raw) for raw in array.to_pylist()]
     if edm is EdmType.STRING and is_uuid_type(kind):
         return [None if value is None else str(value) for value in array.to_pylist()]
-    if edm is EdmType.DOUBLE:
-        return array.cast(pa.float64()).to_pylist()  # type: ignore[no-any-return]
+    if edm is EdmType.DOUBLE:  # integers beyond 2**53 were checked to be exact doubles: Arrow's safe cast refuses them
+        return array.cast(pa.float64(), safe=not pa.types.is_integer(kind)).to_pylist()  # type: ignore[no-any-return]
     return array.to_pylist()  # type: ignore[no-any-return]
 
 
