@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._tracking_context", "tablesdk._context", "tablesdk.aio._context", "tablesdk._bulk", "tablesdk.aio._bulk",
         "tablesdk._deleting", "tablesdk.aio._deleting", "tablesdk._actions", "tablesdk._table", "tablesdk.aio._table",
     )),
-    ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_write")),
+    ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_fit", "tablesdk._arrow_write")),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
         "tablesdk.__main__", "tablesdk.testing", "tablesdk.dask", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
