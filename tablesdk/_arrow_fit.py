@@ -18,7 +18,7 @@ EDM type:
   binaries of 16 bytes (``uuid.UUID(bytes=...)``);
 - Binary: binaries only. A string column is never decoded (base64) or encoded (UTF-8) as a guess.
 
-pandas has no Guid dtype: :func:`guids_as_uuid` turns the Guid columns of a table read from the
+pandas has no Guid dtype: :func:`~tablesdk._arrow.guids_as_uuid` turns the Guid columns of a table read from the
 service (strings marked Edm.Guid) into ``arrow.uuid`` (pyarrow 18 and later), which pandas makes an
 object column of ``uuid.UUID`` and which ``pyarrow.Table.from_pandas`` makes ``arrow.uuid`` again,
 so a frame written back keeps its Guids. :func:`frame_to_arrow` is that ``from_pandas``, with an
@@ -33,28 +33,17 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from ._arrow import EDM_TYPE_KEY, _keys_text, _pyarrow, _short
+from ._arrow import EDM_TYPE_KEY, _keys_text, _pyarrow, _short, is_uuid_type
 from ._edm import DATETIME_MAX, DATETIME_MIN, EdmType, parse_datetime
 from ._edm_base import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from ._errors import TableValidationError
 
-__all__ = ["check_column", "column_values", "edm_type_overrides", "frame_to_arrow", "guids_as_uuid", "uuid_type"]
+__all__ = ["check_column", "column_values", "edm_type_overrides", "frame_to_arrow"]
 
 _GUID_TEXT = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 #: Integers beyond this magnitude are checked one by one: a double holds only some of them exactly.
 _EXACT_DOUBLE_INTEGERS = 2**53
 _INTEGER_RANGES = {EdmType.INT32: (INT32_MIN, INT32_MAX), EdmType.INT64: (INT64_MIN, INT64_MAX)}
-
-
-def uuid_type() -> Any:
-    """Arrow's canonical UUID extension type (``arrow.uuid``), or None before pyarrow 18."""
-    make = getattr(_pyarrow(), "uuid", None)
-    return None if make is None else make()
-
-
-def is_uuid_type(kind: Any) -> bool:
-    """Whether ``kind`` is ``arrow.uuid``."""
-    return getattr(kind, "extension_name", None) == "arrow.uuid"
 
 
 def edm_type_overrides(edm_types: Mapping[str, Any] | None, names: list[str]) -> dict[str, EdmType]:
@@ -242,40 +231,8 @@ def column_values(array: Any, edm: EdmType) -> list[Any]:
 # ---------------------------------------------------------------- pandas
 
 
-def guids_as_uuid(table: Any) -> Any:
-    """``table`` with its Guid columns (strings marked Edm.Guid, as read) as ``arrow.uuid`` (the field's
-    metadata kept), for pandas: an object column of ``uuid.UUID`` there. Unchanged before pyarrow 18."""
-    pa = _pyarrow()
-    kind = uuid_type()
-    if kind is None:
-        return table
-    for index, field in enumerate(table.schema):
-        if (field.metadata or {}).get(EDM_TYPE_KEY) == b"Edm.Guid" and pa.types.is_string(field.type):
-            array = _uuid_array(table.column(index).combine_chunks(), kind)
-            table = table.set_column(index, pa.field(field.name, kind, metadata=field.metadata), array)
-    return table
-
-
-def _uuid_array(texts: Any, kind: Any) -> Any:
-    """Canonical Guid texts as ``arrow.uuid``: the hex digits decoded in one call, not a UUID per value."""
-    pa = _pyarrow()
-    import pyarrow.compute as pc
-
-    hexes = pc.replace_substring(pc.fill_null(texts, "0" * 32), "-", "")
-    try:
-        if len(hexes) and pc.min_max(pc.utf8_length(hexes)).as_py() != {"min": 32, "max": 32}:
-            raise ValueError("not canonical")
-        raw = bytes.fromhex("".join(hexes.to_pylist()))
-    except ValueError:  # pragma: no cover - read Guids are canonical; any other text the slow way
-        raw = b"".join(b"\0" * 16 if text is None else uuid.UUID(text).bytes for text in texts.to_pylist())
-    storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(texts), [None, pa.py_buffer(raw)])
-    if texts.null_count:
-        storage = pc.if_else(pc.is_valid(texts), storage, pa.scalar(None, pa.binary(16)))
-    return pa.ExtensionArray.from_storage(kind, storage)
-
-
-#: The kind of value each Python type is in an object column (one kind per column).
 def _kind_of(value: Any) -> str:
+    """The kind of value ``value`` is in an object column (one kind per column)."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._account import CloudStorageAccount
-from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, pandas_types_mapper, query_to_arrow
-from ._arrow_fit import edm_type_overrides, guids_as_uuid, is_uuid_type
+from ._arrow import (
+    ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, guids_as_uuid, is_uuid_type, pandas_types_mapper, query_to_arrow,
+)
+from ._arrow_fit import edm_type_overrides
 from ._arrow_write import pandas_to_arrow
 from ._bulk import BulkMode
 from ._client import CloudTableClient

@@ -44,7 +44,7 @@ def test_guids_and_the_100ns_digit_survive_read_table_and_write_table(
 def test_write_table_edm_types_fits_or_refuses_by_name(client: CloudTableClient, connection_string: str, table: str) -> None:
     ids = [str(uuid.UUID(int=n)) for n in range(4)]
     frame = pd.DataFrame({"PartitionKey": ["p"] * 4, "RowKey": list("abcd"), "Id": ids, "Small": [1, 2, 3, 4]})
-    ddf = dd.from_pandas(frame, npartitions=2)
+    ddf = dd.from_pandas(frame, npartitions=2)  # type: ignore[no-untyped-call]
     with dask.config.set(scheduler="sync"):
         written = write_table(ddf, connection_string, table, edm_types={"Id": EdmType.GUID, "Small": EdmType.INT32})
         assert sum(written) == 4
@@ -53,7 +53,7 @@ def test_write_table_edm_types_fits_or_refuses_by_name(client: CloudTableClient,
         with pytest.raises(TableValidationError) as caught:  # a name the frame does not have: refused at once
             write_table(ddf, connection_string, table, edm_types={"Missing": EdmType.GUID})
         assert caught.value.field == "Missing"
-        bad = dd.from_pandas(frame.assign(PartitionKey="q", Id=["not a guid", *ids[1:]]), npartitions=1)
+        bad = dd.from_pandas(frame.assign(PartitionKey="q", Id=["not a guid", *ids[1:]]), npartitions=1)  # type: ignore[no-untyped-call]
         with pytest.raises(TableWriteError) as failed:
             write_table(bad, connection_string, table, edm_types={"Id": EdmType.GUID})
     assert "Id: Edm.Guid" in str(failed.value) and "RowKey='a'" in str(failed.value)

@@ -223,7 +223,7 @@ def _fits(edm: EdmType, value: Any) -> bool:
     if edm is EdmType.INT64:
         return bool(value < 2**63)
     if edm is EdmType.DOUBLE:
-        return float(value) == value
+        return bool(float(value) == value)
     if edm is EdmType.GUID:
         return len(value) == 36
     if edm is EdmType.DATETIME:

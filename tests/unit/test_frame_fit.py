@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from tablesdk import EdmType, TableValidationError, prop
-from tablesdk._arrow import EDM_TYPE_KEY, edm_type_of_field
-from tablesdk._arrow_fit import frame_to_arrow, guids_as_uuid
+from tablesdk._arrow import EDM_TYPE_KEY, edm_type_of_field, guids_as_uuid
+from tablesdk._arrow_fit import frame_to_arrow
 from tablesdk._arrow_write import arrow_rows
 from tablesdk._edm import to_atom_text
 
