@@ -184,6 +184,9 @@ def _guid_texts(values: list[Any], arrow_type: Any) -> Any:
     pa = _pyarrow()
     import pyarrow.compute as pc
 
+    if is_uuid_type(arrow_type):  # a schema asking for arrow.uuid
+        storage = pa.array([None if value is None else value.bytes for value in values], type=pa.binary(16))
+        return pa.ExtensionArray.from_storage(arrow_type, storage)
     hexes = pa.array([None if value is None else value.hex for value in values], type=pa.string())
     parts = [pc.utf8_slice_codeunits(hexes, start, stop) for start, stop in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))]
     return pc.binary_join_element_wise(*parts, "-").cast(arrow_type)

@@ -121,6 +121,9 @@ def check_column(table: Any, name: str, edm: EdmType) -> None:
         if not pa.types.is_integer(kind):
             raise refuse.column("a column of integers")
         low, high = _INTEGER_RANGES[edm]
+        width = 32 if edm is EdmType.INT32 else 64
+        if kind.bit_width < width or (kind.bit_width == width and pa.types.is_signed_integer(kind)):
+            return  # every value of the Arrow type fits
         _check_integers(column, refuse, low, high, f"{edm.value} holds {low} to {high}")
     elif edm is EdmType.DOUBLE:
         if pa.types.is_integer(kind):

@@ -273,3 +273,11 @@ def test_nan_and_infinities_round_trip_through_arrow(client: CloudTableClient, t
     assert math.isnan(back[0]) and back[1:] == [math.inf, -math.inf, 0.0]
     if not target.startswith("azurite"):  # Azurite stores -0.0 as 0
         assert math.copysign(1, back[3]) == -1
+
+
+def test_a_schema_may_read_guids_as_arrow_uuid(client: CloudTableClient, table: str) -> None:
+    ids = [uuid.UUID(int=n * 2**90) for n in range(3)]
+    client.bulk_insert(table, [DynamicEntity("p", str(n), Id=ids[n]) for n in range(3)]).raise_on_error()
+    client.insert_entity(table, DynamicEntity("p", "none"))
+    data = client.create_query(table).to_arrow(schema=pa.schema([("RowKey", pa.string()), ("Id", pa.uuid())]))
+    assert data.column("Id").type == pa.uuid() and data.column("Id").to_pylist() == [*ids, None]
