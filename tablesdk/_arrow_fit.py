@@ -27,6 +27,7 @@ object column that mixes kinds of values refused by name instead of pyarrow's ra
 
 from __future__ import annotations
 
+import numbers
 import uuid
 from collections.abc import Mapping
 from datetime import date, datetime
@@ -236,11 +237,11 @@ def column_values(array: Any, edm: EdmType) -> list[Any]:
 
 def _kind_of(value: Any) -> str:
     """The kind of value ``value`` is in an object column (one kind per column)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool is no bool
         return "bool"
-    if isinstance(value, int):
+    if isinstance(value, numbers.Integral):  # int, numpy's integers
         return "int"
-    if isinstance(value, float):
+    if isinstance(value, numbers.Real) and not isinstance(value, Decimal):
         return "float"
     if isinstance(value, str):
         return "str"

@@ -58,7 +58,10 @@ def test_an_object_column_of_uuids_is_a_guid_column_and_a_mixed_one_is_refused()
             frame_to_arrow(frame.assign(M=pd.Series(mixed, dtype=object)))
         assert caught.value.field == "M" and all(kind in str(caught.value) for kind in kinds)
         assert "RowKey='a', row 0" in str(caught.value) and "RowKey='b', row 1" in str(caught.value)
-    # missing values (None, NaN, NA) are not a kind
+    # numpy's scalars are of the kind of their Python values; missing values (None, NaN, NA) are not a kind
+    import numpy as np
+
+    assert frame_to_arrow(frame.assign(M=pd.Series([np.int64(1), 2], dtype=object))).column("M").to_pylist() == [1, 2]
     assert frame_to_arrow(frame.assign(M=pd.Series(["x", float("nan")], dtype=object))).num_rows == 2
 
 
