@@ -377,7 +377,8 @@ def _check_datetime(name: str, value: Any) -> None:
         ) from None
     if not DATETIME_MIN <= utc <= DATETIME_MAX:
         raise TableValidationError(name, "Edm.DateTime range is 1601-01-01 to 9999-12-31 UTC", f"got {utc.isoformat()}")
-    _check_ticks(name, value)
+    if type(value) is not datetime:
+        _check_ticks(name, value)
 
 
 def _check_ticks(name: str, value: Any) -> None:
