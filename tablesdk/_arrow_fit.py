@@ -18,11 +18,13 @@ EDM type:
   binaries of 16 bytes (``uuid.UUID(bytes=...)``);
 - Binary: binaries only. A string column is never decoded (base64) or encoded (UTF-8) as a guess.
 
-pandas has no Guid dtype: :func:`~tablesdk._arrow.guids_as_uuid` turns the Guid columns of a table read from the
-service (strings marked Edm.Guid) into ``arrow.uuid`` (pyarrow 18 and later), which pandas makes an
-object column of ``uuid.UUID`` and which ``pyarrow.Table.from_pandas`` makes ``arrow.uuid`` again,
-so a frame written back keeps its Guids. :func:`frame_to_arrow` is that ``from_pandas``, with an
-object column that mixes kinds of values refused by name instead of pyarrow's raw error.
+pandas has no Guid dtype: ``to_pandas`` makes a Guid column (strings marked Edm.Guid in Arrow) an
+object column of ``uuid.UUID``, and ``tablesdk.dask`` an ``arrow.uuid`` one
+(:func:`~tablesdk._arrow.guids_as_uuid`, pyarrow 18 and later); ``pyarrow.Table.from_pandas``
+makes either ``arrow.uuid`` again, so a frame written back keeps its Guids. :func:`frame_to_arrow`
+is that ``from_pandas``, with an object column that mixes kinds of values refused by name instead
+of pyarrow's raw error (and a column of ``uuid.UUID`` made a Guid column where pyarrow has no
+``arrow.uuid``).
 """
 
 from __future__ import annotations
