@@ -24,6 +24,7 @@ Writing columns as entities is :mod:`tablesdk._arrow_write`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from itertools import chain, repeat
@@ -47,6 +48,8 @@ __all__ = [
     "TypeConflict",
     "arrow_schema_edm_types",
     "edm_type_of_field",
+    "guids_as_uuid",
+    "is_uuid_type",
     "iter_query_batches",
     "query_to_arrow",
     "query_to_pandas",
@@ -110,6 +113,8 @@ def edm_type_of_field(field: Any) -> EdmType | None:
     kind = field.type
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
+    if getattr(kind, "extension_name", None) == "arrow.uuid":  # pyarrow 18's canonical UUID type
+        return EdmType.GUID
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return EdmType.STRING
     if pa.types.is_boolean(kind):
@@ -157,7 +162,11 @@ def _timestamps(values: list[Any], arrow_type: Any) -> Any:
     if arrow_type.unit != "ns":
         return micro.cast(pa.timestamp(arrow_type.unit, tz=arrow_type.tz), safe=False)  # the unit asked for
     tenths = pa.array(list(map(getattr, values, repeat("ticks_remainder"), repeat(0))), type=pa.int64())
-    nanos = pc.add_checked(pc.multiply_checked(micro.cast(pa.int64()), 1000), pc.multiply(tenths, 100))
+    try:
+        nanos = pc.add_checked(pc.multiply_checked(micro.cast(pa.int64()), 1000), pc.multiply(tenths, 100))
+    except pa.ArrowInvalid:  # the microseconds of 1677-09-21 00:12:43.145224 overflow, though the sum fits
+        nanos = pa.array([None if us is None else us * 1000 + tenth * 100
+                          for us, tenth in zip(micro.cast(pa.int64()).to_pylist(), tenths.to_pylist())], pa.int64())
     return nanos.cast(pa.timestamp("ns", tz=arrow_type.tz))
 
 
@@ -175,6 +184,9 @@ def _guid_texts(values: list[Any], arrow_type: Any) -> Any:
     pa = _pyarrow()
     import pyarrow.compute as pc
 
+    if is_uuid_type(arrow_type):  # a schema asking for arrow.uuid
+        storage = pa.array([None if value is None else value.bytes for value in values], type=pa.binary(16))
+        return pa.ExtensionArray.from_storage(arrow_type, storage)
     hexes = pa.array([None if value is None else value.hex for value in values], type=pa.string())
     parts = [pc.utf8_slice_codeunits(hexes, start, stop) for start, stop in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))]
     return pc.binary_join_element_wise(*parts, "-").cast(arrow_type)
@@ -651,6 +663,77 @@ def pandas_types_mapper() -> Callable[[Any], Any]:
     return mapping.get
 
 
+# ---------------------------------------------------------------- Guids for pandas
+
+def uuid_type() -> Any:
+    """Arrow's canonical UUID extension type (``arrow.uuid``), or None before pyarrow 18."""
+    make = getattr(_pyarrow(), "uuid", None)
+    return None if make is None else make()
+
+
+def is_uuid_type(kind: Any) -> bool:
+    """Whether ``kind`` is ``arrow.uuid``."""
+    return getattr(kind, "extension_name", None) == "arrow.uuid"
+
+
+def guids_as_uuid(table: Any) -> Any:
+    """``table`` with its Guid columns (strings marked Edm.Guid, as read) as ``arrow.uuid`` (the field's
+    metadata kept), for pandas: an object column of ``uuid.UUID`` there. Unchanged before pyarrow 18."""
+    pa = _pyarrow()
+    kind = uuid_type()
+    if kind is None:
+        return table
+    for index, field in enumerate(table.schema):
+        if (field.metadata or {}).get(EDM_TYPE_KEY) == b"Edm.Guid" and pa.types.is_string(field.type):
+            array = _uuid_array(table.column(index).combine_chunks(), kind)
+            table = table.set_column(index, pa.field(field.name, kind, metadata=field.metadata), array)
+    return table
+
+
+def _uuid_array(texts: Any, kind: Any) -> Any:
+    """Canonical Guid texts as ``arrow.uuid``: the hex digits decoded in one call, not a UUID per value."""
+    pa = _pyarrow()
+    import pyarrow.compute as pc
+
+    hexes = pc.replace_substring(pc.fill_null(texts, "0" * 32), "-", "")
+    try:
+        if len(hexes) and pc.min_max(pc.utf8_length(hexes)).as_py() != {"min": 32, "max": 32}:
+            raise ValueError("not canonical")
+        # Every value is 32 digits long: the digits are one run of the data buffer from the first value's offset.
+        start = pa.Array.from_buffers(pa.int32(), 1, [None, hexes.buffers()[1]], offset=hexes.offset)[0].as_py()
+        raw = bytes.fromhex(hexes.buffers()[2].to_pybytes()[start : start + 32 * len(hexes)].decode("ascii"))
+    except ValueError:  # pragma: no cover - read Guids are canonical; any other text the slow way
+        raw = b"".join(b"\0" * 16 if text is None else uuid.UUID(text).bytes for text in texts.to_pylist())
+    storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(texts), [None, pa.py_buffer(raw)])
+    if texts.null_count:
+        storage = pc.if_else(pc.is_valid(texts), storage, pa.scalar(None, pa.binary(16)))
+    return pa.ExtensionArray.from_storage(kind, storage)
+
+
 def query_to_pandas(query: TableQuery[Any], **options: Any) -> Any:
-    """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`)."""
-    return query_to_arrow(query, **options).to_pandas(types_mapper=pandas_types_mapper())
+    """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`); a Guid
+    column is an object column of ``uuid.UUID``, which ``write_pandas`` writes as Guid again."""
+    table = query_to_arrow(query, **options)
+    frame = table.to_pandas(types_mapper=pandas_types_mapper())
+    for field in table.schema:
+        if (field.metadata or {}).get(EDM_TYPE_KEY) == b"Edm.Guid" and _pyarrow().types.is_string(field.type):
+            frame[field.name] = _guid_objects(table.column(field.name), frame.index)
+    return frame
+
+
+def _guid_objects(texts: Any, index: Any) -> Any:
+    """A Guid column (canonical texts) as a pandas object Series of ``uuid.UUID``, made as the JSON
+    codec's column reader makes them (cheaper than ``arrow.uuid``'s ``to_pandas``, a UUID at a time)."""
+    import pandas as pd
+
+    from ._edm_specs import EDM_SPECS
+
+    values = texts.to_pylist()
+    present = [text for text in values if text is not None]
+    guids = EDM_SPECS[EdmType.GUID].json_column_reader(present) if present else []
+    if guids is None:  # pragma: no cover - read Guids are canonical
+        guids = [uuid.UUID(text) for text in present]
+    if len(present) != len(values):
+        found = iter(guids)
+        guids = [None if text is None else next(found) for text in values]
+    return pd.Series(guids, index=index, dtype=object)

@@ -611,10 +611,13 @@ class CloudTableClient(ClientCore):
 
         PartitionKey and RowKey columns (strings, no nulls) are required; each other column's EDM
         type follows its Arrow type (int64: Int64, int32: Int32, float64: Double, bool: Boolean,
-        timestamp: DateTime, string: String, binary: Binary; a field's ``tablesdk.edm_type``
-        metadata, as ``to_arrow`` writes it, or ``edm_types`` override that). Nulls are left out of
-        the entity; Timestamp and ``odata.etag`` columns are not written. The other parameters
-        and the :class:`BulkResult` are :meth:`bulk_insert`'s. See docs/data.md.
+        timestamp: DateTime, string: String, binary: Binary, arrow.uuid: Guid; a field's
+        ``tablesdk.edm_type`` metadata, as ``to_arrow`` writes it, or ``edm_types`` override that).
+        Every value must be exactly a value of its column's EDM type (an Int32 in range, a Guid from
+        canonical text, 16 bytes or arrow.uuid, a timestamp on 100 ns ticks...): else
+        :class:`TableValidationError` names the column and row before anything is sent. Nulls are
+        left out of the entity; Timestamp and ``odata.etag`` columns are not written. The other
+        parameters and the :class:`BulkResult` are :meth:`bulk_insert`'s. See docs/data.md.
         """
         from ._arrow_write import arrow_rows
         from ._bulk import BulkOptions, insert_entities

@@ -642,7 +642,8 @@ class TableQuery(Generic[E]):
         return iter_query_batches(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
     def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
-        """:meth:`to_arrow` as a pandas DataFrame: nullable Int32/Int64/boolean/string dtypes, UTC timestamps."""
+        """:meth:`to_arrow` as a pandas DataFrame: nullable Int32/Int64/boolean/string dtypes, UTC timestamps
+        (with the 100 ns digit), Guids as ``uuid.UUID`` (so that ``write_pandas`` writes them as Guid)."""
         from ._arrow import query_to_pandas
 
         return query_to_pandas(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)

@@ -19,16 +19,20 @@ logs, reprs or the dashboard.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._account import CloudStorageAccount
 from ._extras import require_extra
-from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, pandas_types_mapper, query_to_arrow
+from ._arrow import (
+    ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, guids_as_uuid, is_uuid_type, pandas_types_mapper, query_to_arrow,
+)
+from ._arrow_fit import edm_type_overrides
 from ._arrow_write import arrow_rows, pandas_to_arrow
 from ._bulk import BulkMode, BulkOptions, insert_entities
 from ._client import CloudTableClient
+from ._edm import EdmType
 from ._entity import DynamicEntity
 from ._errors import TableServiceError
 from ._filter import Filter, prop
@@ -127,7 +131,7 @@ def _read_range(spec: _RangeSpec, columns: Sequence[str] | None = None) -> Any:
         table = query_to_arrow(query, schema=schema, strict=strict)
     if spec.high is None and table.num_rows and pc.max(table.column("PartitionKey")).as_py() >= KEY_CEILING:
         raise ValueError("a PartitionKey starts with U+10FFFF: above the frame's last division (KEY_CEILING)")
-    return table.to_pandas(types_mapper=_frame_types_mapper()).set_index("PartitionKey")
+    return guids_as_uuid(table).to_pandas(types_mapper=_frame_types_mapper()).set_index("PartitionKey")
 
 
 def _sample_schema(query: TableQuery[DynamicEntity]) -> Any:
@@ -147,7 +151,6 @@ def _with_keys(schema: Any) -> Any:
     import pyarrow as pa
 
     from ._arrow import _field
-    from ._edm import EdmType
 
     fields = [field for field in schema if field.name != ETAG_COLUMN]
     names = [field.name for field in fields]
@@ -208,7 +211,7 @@ def read_table(
         _RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict)
         for low, high in zip(bounds[:-1], bounds[1:])
     ]
-    meta = pa.Table.from_batches([], schema=schema).to_pandas(types_mapper=_frame_types_mapper())
+    meta = guids_as_uuid(pa.Table.from_batches([], schema=schema)).to_pandas(types_mapper=_frame_types_mapper())
     meta = meta.set_index("PartitionKey")
     divisions = ("", *points, KEY_CEILING)
     return dd.from_map(  # type: ignore[no-untyped-call]
@@ -250,13 +253,14 @@ class _WriteSpec:
     table: str
     mode: str
     bulk: BulkOptions
+    edm_types: tuple[tuple[str, EdmType], ...] = ()
 
 
 def _write_partition(frame: Any, spec: _WriteSpec) -> tuple[int, list[tuple[str | None, str | None, str]]]:
     """Write one partition; returns how many entities were written and each failure (never raises)."""
     try:
         with spec.connection.client(spec.payload_format) as client:
-            rows = arrow_rows(pandas_to_arrow(frame))
+            rows = arrow_rows(pandas_to_arrow(frame), dict(spec.edm_types))
             result = insert_entities(client, spec.table, rows, spec.mode, spec.bulk)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - reported with the partition, not lost in a worker
         return 0, [(None, None, f"{type(exc).__name__}: {exc}")] if len(frame) else []
@@ -277,23 +281,31 @@ def write_table(
     retry_policy: RetryPolicy | None = None,
     options: TableRequestOptions | None = None,
     payload_format: str = "json",
+    edm_types: Mapping[str, EdmType] | None = None,
 ) -> list[int]:
     """Write every row of ``ddf`` (PartitionKey and RowKey as columns or as the named index) as
     an entity of ``table``, each partition with ``bulk_insert`` on a worker; returns the count
     written per partition.
 
     ``mode`` is ``"insert"`` (an existing entity fails), ``"replace"`` or ``"merge"``. Column
-    types as :meth:`~tablesdk.CloudTableClient.write_arrow`; ``max_workers``, ``retry_policy`` and
-    ``options`` as its (on each worker; there is no ``progress``: the partitions are written in
-    other threads or processes). Raises :class:`TableWriteError`
-    naming each partition and key not written when any entity failed.
+    types as :meth:`~tablesdk.CloudTableClient.write_arrow`: a frame read by :func:`read_table`
+    keeps its Guid columns (``arrow.uuid``) and DateTime's 100 ns digit; ``edm_types`` (column
+    name to :class:`~tablesdk.EdmType`, e.g. ``{"Id": EdmType.GUID}`` for a column of Guid text)
+    says what a frame's dtype cannot, and every value must fit it. Each partition's columns are
+    checked as a whole before it sends anything: a partition refused writes nothing and is
+    reported, with the column and row, in the :class:`TableWriteError`. ``max_workers``,
+    ``retry_policy`` and ``options`` as :meth:`~tablesdk.CloudTableClient.write_arrow`'s (on each
+    worker; there is no ``progress``: the partitions are written in other threads or processes).
+    Raises :class:`TableWriteError` naming each partition and key not written when any entity failed.
     """
     from dask.base import compute, tokenize
     from dask.delayed import delayed
 
+    names = [*map(str, ddf.columns), *([str(ddf.index.name)] if ddf.index.name is not None else [])]
+    overrides = tuple(edm_type_overrides(edm_types, names).items())  # a wrong name or type: refused here
     bulk = BulkOptions.threads(max_workers, None, retry_policy, options)
-    spec = _WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk)
-    token = tokenize(spec.connection, table, mode, bulk, ddf._name)
+    spec = _WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides)
+    token = tokenize(spec.connection, table, mode, bulk, ddf._name, overrides)
     parts = ddf.to_delayed()
     tasks = [
         delayed(_write_partition, pure=True)(part, spec, dask_key_name=f"tablesdk-write-{token}-{index}")
@@ -313,7 +325,9 @@ def _frame_types_mapper() -> Callable[[Any], Any]:
     Dask converts object columns to strings by default (``dataframe.convert-string``), which
     fails on bytes; an Arrow binary dtype is left alone, and its values are the same bytes.
     Every binary kind a schema may give (``binary``, ``large_binary``, ``binary(n)``) keeps its
-    own Arrow type: ``to_pandas`` would make an object column of any of them.
+    own Arrow type: ``to_pandas`` would make an object column of any of them. A Guid column
+    (``arrow.uuid``) is kept so too: as an object column of ``uuid.UUID`` it would become text,
+    and :func:`write_table` would write it as String.
     """
     import pandas as pd
     import pyarrow as pa
@@ -322,7 +336,7 @@ def _frame_types_mapper() -> Callable[[Any], Any]:
 
     def mapper(arrow_type: Any) -> Any:
         if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) \
-                or pa.types.is_fixed_size_binary(arrow_type):
+                or pa.types.is_fixed_size_binary(arrow_type) or is_uuid_type(arrow_type):
             return pd.ArrowDtype(arrow_type)
         return base(arrow_type)
 

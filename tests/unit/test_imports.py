@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk.aio._bulk",
         "tablesdk._deleting", "tablesdk.aio._deleting", "tablesdk._actions", "tablesdk._table", "tablesdk.aio._table",
     )),
-    ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_write")),
+    ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_fit", "tablesdk._arrow_write")),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
         "tablesdk.__main__", "tablesdk.testing", "tablesdk.dask", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
