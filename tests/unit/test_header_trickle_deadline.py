@@ -166,7 +166,18 @@ def sync_operations(client: CloudTableClient) -> dict[str, Callable[[], Any]]:
 SYNC_NAMES = list(sync_operations(object()))  # type: ignore[arg-type]  # the names only
 
 
-@pytest.mark.parametrize("name", SYNC_NAMES)
+#: The operations also run against the endless header block (every one against the trickle).
+ENDLESS_SAMPLE = ("get_entity", "query_pages", "table_execute_batch", "bulk_insert", "context_save_changes")
+
+
+def cases(names: list[str]) -> list[Any]:
+    """(fault, operation): every operation with the trickle, :data:`ENDLESS_SAMPLE` with the endless block."""
+    return [pytest.param(Fault.TRICKLE_HEADERS, name, id=f"trickle-{name}") for name in names] + [
+        pytest.param(Fault.ENDLESS_HEADERS, name, id=f"endless-{name}") for name in names if name in ENDLESS_SAMPLE
+    ]
+
+
+@pytest.mark.parametrize(("fault", "name"), cases(SYNC_NAMES), indirect=["fault"])
 def test_sync_operation_ends_at_the_deadline(proxy: FaultProxy, name: str) -> None:
     with account(proxy).create_cloud_table_client(operation_deadline=DEADLINE) as client:
         assert_ends_at_the_deadline(name, sync_operations(client)[name])
@@ -212,7 +223,7 @@ def async_operations(client: Any) -> dict[str, Callable[[], Awaitable[Any]]]:
 ASYNC_NAMES = list(async_operations(object()))
 
 
-@pytest.mark.parametrize("name", ASYNC_NAMES)
+@pytest.mark.parametrize(("fault", "name"), cases(ASYNC_NAMES), indirect=["fault"])
 def test_async_operation_ends_at_the_deadline(proxy: FaultProxy, name: str) -> None:
     pytest.importorskip("aiohttp")
     from tablesdk.aio import AsyncCloudTableClient
@@ -262,7 +273,12 @@ def cli_commands(folder: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("command", ["tables list", "count", "export", "import", "get"])
+@pytest.mark.parametrize(
+    ("fault", "command"),
+    [pytest.param(Fault.TRICKLE_HEADERS, c, id=f"trickle-{c}") for c in ("tables list", "count", "export", "import", "get")]
+    + [pytest.param(Fault.ENDLESS_HEADERS, "export", id="endless-export")],
+    indirect=["fault"],
+)
 def test_cli_command_ends_at_the_deadline(proxy: FaultProxy, tmp_path: Path, command: str) -> None:
     pytest.importorskip("click")
     argv = [sys.executable, "-m", "tablesdk", "--connection-string", connection_string(proxy),
@@ -302,3 +318,13 @@ def test_dask_partitions_end_at_the_deadline(proxy: FaultProxy) -> None:
     )
     assert proxy.count() == 0
     assert_ends_at_the_deadline("dask compute", lambda: frame.compute(scheduler="sync"))
+
+
+@pytest.mark.parametrize("fault", [Fault.TRICKLE_HEADERS], indirect=True)
+def test_dask_read_table_refuses_a_deadline_that_is_no_number_of_seconds(proxy: FaultProxy) -> None:
+    pytest.importorskip("dask.dataframe")
+    from tablesdk.dask import read_table
+
+    with pytest.raises(ValueError, match="operation_deadline must be > 0 seconds"):
+        read_table(connection_string(proxy), TABLE, operation_deadline=0)
+    assert proxy.count() == 0  # refused before anything was sent
