@@ -209,7 +209,7 @@ class _TimedHeadResponse(http.client.HTTPResponse):
         self._head_clock: _HeadClock | None = None
         if finish_by is not None:
             raw = self.fp.detach()  # the socket's stream, without closing it
-            self._head_clock = _HeadClock(raw, sock, finish_by)  # type: ignore[arg-type]
+            self._head_clock = _HeadClock(raw, sock, finish_by)
             self.fp = io.BufferedReader(self._head_clock)
 
     def begin(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import click
@@ -135,7 +135,13 @@ def enable_debug(settings: Settings) -> None:
 # ---------------------------------------------------------------- the connection options
 
 
-class _Seconds(click.ParamType):
+if TYPE_CHECKING:
+    _FloatParamType = click.ParamType[float]
+else:  # generic in the typing of newer click only
+    _FloatParamType = click.ParamType
+
+
+class _Seconds(_FloatParamType):
     """A number of seconds > 0, as the library's ``operation_deadline`` takes it."""
 
     name = "seconds"
