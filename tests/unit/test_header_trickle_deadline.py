@@ -184,6 +184,17 @@ def test_sync_operation_ends_at_the_deadline(proxy: FaultProxy, name: str) -> No
     assert proxy.count() >= 1  # the request did meet the endless answer
 
 
+@pytest.mark.parametrize("fault", [Fault.TRICKLE_HEADERS], indirect=True)
+def test_sync_requests_through_the_session_are_bounded_too(proxy: FaultProxy) -> None:
+    """Reading ``sender.session`` sends every request through ``Session.request``: the same bound."""
+    from tablesdk import RequestsSender
+
+    sender = RequestsSender()
+    assert sender.session is not None
+    with account(proxy).create_cloud_table_client(operation_deadline=DEADLINE, sender=sender) as client:
+        assert_ends_at_the_deadline("get_entity through the session", lambda: client.get_entity(TABLE, "p", "r"))
+
+
 def async_operations(client: Any) -> dict[str, Callable[[], Awaitable[Any]]]:
     async def query_pages() -> Any:
         return [row async for row in client.create_query(TABLE).where("Value eq 1")]
