@@ -564,6 +564,10 @@ class RetryLoop:
     def _decide(self, error: TableServiceError, end: float) -> Step:
         delay = self.policy.retry_after(self.attempt, error)
         if delay is None:
+            if self._timed_out_at_deadline(error, end):
+                # The deadline cut the attempt short (its timeout was capped to the time left):
+                # say so, as when a retry would have passed it.
+                return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
             _note_attempts(error, self.attempt, end - self.started, self.request.url)
             return Step(None, error=error)
         delay = max(0.0, float(delay))
@@ -571,6 +575,15 @@ class RetryLoop:
             # Sleeping would reach the deadline: stop now instead.
             return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
         return Step(delay)
+
+    def _timed_out_at_deadline(self, error: TableServiceError, end: float) -> bool:
+        """A client timeout (no answer) of an attempt that ended at the deadline."""
+        return (
+            self.deadline is not None
+            and end >= self.started + self.deadline - _TIMER_SLACK
+            and isinstance(error, RequestTimeoutError)
+            and error.status_code is None
+        )
 
     def _record(self, result: AttemptResult, start: float, end: float, delay: float | None) -> None:
         error = result.error
@@ -600,6 +613,8 @@ class RetryLoop:
         return RequestTimeoutError(text, client_request_id=self.client_request_id)
 
 
+#: How early a timer may fire: an event loop runs a callback due within its clock's resolution.
+_TIMER_SLACK = 0.001
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 

@@ -34,7 +34,7 @@ from ._bulk import BulkMode, BulkOptions, insert_entities
 from ._client import CloudTableClient
 from ._edm import EdmType
 from ._entity import DynamicEntity
-from ._errors import TableServiceError
+from ._errors import TableServiceError, require_positive_seconds
 from ._filter import Filter, prop
 from ._options import TableRequestOptions
 from ._parallel import find_partition_boundaries
@@ -64,9 +64,11 @@ class ConnectionSecret:
         self._account = str(account.account_name)
         self._endpoint = account.table_endpoint
 
-    def client(self, payload_format: str = "json") -> CloudTableClient:
-        """A new client for the account."""
-        return CloudStorageAccount.parse(self._text).create_cloud_table_client(payload_format=payload_format)
+    def client(self, payload_format: str = "json", operation_deadline: float | None = None) -> CloudTableClient:
+        """A new client for the account (``operation_deadline`` as the client's)."""
+        return CloudStorageAccount.parse(self._text).create_cloud_table_client(
+            payload_format=payload_format, operation_deadline=operation_deadline
+        )
 
     def __repr__(self) -> str:
         return f"ConnectionSecret(account={self._account!r}, endpoint={self._endpoint!r}, key hidden)"
@@ -96,6 +98,7 @@ class _RangeSpec:
     high: str | None
     schema: Any
     strict: bool
+    operation_deadline: float | None = None
 
 
 def _as_filter_text(filter: str | Filter | None) -> str | None:
@@ -122,7 +125,7 @@ def _read_range(spec: _RangeSpec, columns: Sequence[str] | None = None) -> Any:
     if columns is not None:  # Dask pushed a column projection down: read only those
         wanted = {"PartitionKey", *columns}
         schema, strict = pa.schema([field for field in schema if field.name in wanted]), False
-    with spec.connection.client(spec.payload_format) as client:
+    with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
         query = _query(client, spec.table, spec.filter, spec.select)
         if spec.low is not None:
             query = query.where(prop("PartitionKey") >= spec.low)
@@ -175,6 +178,7 @@ def read_table(
     schema: Any = None,
     sample_size: int = 1000,
     payload_format: str = "json",
+    operation_deadline: float | None = None,
 ) -> Any:
     """The entities of ``table`` as a ``dask.dataframe.DataFrame`` indexed by PartitionKey.
 
@@ -187,14 +191,19 @@ def read_table(
     finds that the sample did not have (or a value of another type) raises
     :class:`~tablesdk.SchemaConflictError` when that partition is computed (pass ``schema`` or
     ``columns`` then). Nothing is read but the sample until the frame is computed.
+    ``operation_deadline`` (seconds, default none) bounds each request, the sample's, the
+    boundaries' and every page of every partition, retries included, as the client's
+    ``operation_deadline``: past it the read raises :class:`~tablesdk.RequestTimeoutError`.
     """
     import dask.dataframe as dd
     import pyarrow as pa
 
+    if operation_deadline is not None:
+        require_positive_seconds("operation_deadline", operation_deadline)
     connection = ConnectionSecret(connection_string)
     filter_text = _as_filter_text(filter)
     select = tuple(columns) if columns else None
-    with connection.client(payload_format) as client:
+    with connection.client(payload_format, operation_deadline) as client:
         query = _query(client, table, filter_text, select)
         if boundaries is None:
             boundaries = find_partition_boundaries(query, npartitions or DEFAULT_PARTITIONS)
@@ -208,7 +217,7 @@ def read_table(
     schema = _with_keys(schema)
     bounds: list[str | None] = [None, *points, None]
     specs = [
-        _RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict)
+        _RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict, operation_deadline)
         for low, high in zip(bounds[:-1], bounds[1:])
     ]
     meta = guids_as_uuid(pa.Table.from_batches([], schema=schema)).to_pandas(types_mapper=_frame_types_mapper())

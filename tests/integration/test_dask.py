@@ -250,8 +250,10 @@ def test_a_read_keeps_nothing_per_partition(
     closed: list[int] = []
     make_client, close_client = ConnectionSecret.client, CloudTableClient.close
 
-    def recording_client(self: ConnectionSecret, payload_format: str = "json") -> CloudTableClient:
-        client = make_client(self, payload_format)
+    def recording_client(
+        self: ConnectionSecret, payload_format: str = "json", operation_deadline: float | None = None
+    ) -> CloudTableClient:
+        client = make_client(self, payload_format, operation_deadline)
         made.append(weakref.ref(client))
         return client
 
