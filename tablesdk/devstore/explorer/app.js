@@ -31,6 +31,30 @@
     while (node.firstChild) node.removeChild(node.firstChild);
   }
 
+  // Each user action runs as one task; the page counts those finished in body[data-done]
+  // (what a test waits on) and says in body[data-busy] whether one is running.
+  let running = 0;
+  let finished = 0;
+
+  function action(handler) {
+    return async function (event) {
+      running += 1;
+      document.body.dataset.busy = "true";
+      try {
+        await handler(event);
+      } finally {
+        running -= 1;
+        finished += 1;
+        document.body.dataset.done = String(finished);
+        if (running === 0) document.body.dataset.busy = "false";
+      }
+    };
+  }
+
+  function on(id, type, handler) {
+    $(id).addEventListener(type, action(handler));
+  }
+
   function showError(id, message) {
     $(id).textContent = message || "";
   }
@@ -217,7 +241,7 @@
       const button = el("button", { type: "button", className: name === state.table ? "selected" : "", title: name },
         name);
       button.dataset.table = name;
-      button.addEventListener("click", () => openTable(name));
+      button.addEventListener("click", action(() => openTable(name)));
       list.append(el("li", {}, button));
     }
     $("no-tables").hidden = names.length > 0;
@@ -375,9 +399,9 @@
       }
       if (!READ_ONLY) {
         const edit = el("button", { type: "button", className: "edit-entity" }, "Edit");
-        edit.addEventListener("click", () => openEditor(entity));
+        edit.addEventListener("click", action(() => openEditor(entity)));
         const remove = el("button", { type: "button", className: "delete-entity danger" }, "Delete");
-        remove.addEventListener("click", () => deleteEntity(entity, remove));
+        remove.addEventListener("click", action(() => deleteEntity(entity, remove)));
         row.append(el("td", { className: "actions" }, edit, " ", remove));
       }
       body.append(row);
@@ -415,7 +439,7 @@
     const row = el("tr", {},
       el("td", {}, nameInput), el("td", {}, typeSelect),
       el("td", {}, valueInput, el("div", { className: "field-error" })), el("td", {}, remove));
-    remove.addEventListener("click", () => row.remove());
+    remove.addEventListener("click", action(() => row.remove()));
     return row;
   }
 
@@ -534,24 +558,24 @@
       document.body.classList.add("read-only");
       $("mode-badge").hidden = false;
     } else {
-      $("create-table-form").addEventListener("submit", createTable);
-      $("delete-table").addEventListener("click", askDeleteTable);
-      $("delete-table-yes").addEventListener("click", deleteTable);
-      $("delete-table-no").addEventListener("click", () => { $("delete-table-confirm").hidden = true; });
-      $("insert-entity").addEventListener("click", () => openEditor(null));
-      $("add-property").addEventListener("click", () => $("edit-props").append(propertyRow("", "Edm.String", "")));
-      $("editor-form").addEventListener("submit", saveEntity);
-      $("cancel-edit").addEventListener("click", closeEditor);
+      on("create-table-form", "submit", createTable);
+      on("delete-table", "click", askDeleteTable);
+      on("delete-table-yes", "click", deleteTable);
+      on("delete-table-no", "click", () => { $("delete-table-confirm").hidden = true; });
+      on("insert-entity", "click", () => openEditor(null));
+      on("add-property", "click", () => $("edit-props").append(propertyRow("", "Edm.String", "")));
+      on("editor-form", "submit", saveEntity);
+      on("cancel-edit", "click", closeEditor);
     }
-    $("refresh-tables").addEventListener("click", loadTables);
-    $("filter-form").addEventListener("submit", applyFilter);
-    $("page-size").addEventListener("change", applyFilter);
-    $("next-page").addEventListener("click", nextPage);
-    $("prev-page").addEventListener("click", prevPage);
-    $("show-connection").addEventListener("click", showConnection);
-    $("copy-connection").addEventListener("click", copyConnection);
-    $("hide-connection").addEventListener("click", hideConnection);
-    loadTables().then(() => { document.body.dataset.ready = "true"; });
+    on("refresh-tables", "click", loadTables);
+    on("filter-form", "submit", applyFilter);
+    on("page-size", "change", applyFilter);
+    on("next-page", "click", nextPage);
+    on("prev-page", "click", prevPage);
+    on("show-connection", "click", showConnection);
+    on("copy-connection", "click", copyConnection);
+    on("hide-connection", "click", hideConnection);
+    action(loadTables)().then(() => { document.body.dataset.ready = "true"; });
   }
 
   start();
