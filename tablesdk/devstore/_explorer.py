@@ -67,7 +67,7 @@ _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 @lru_cache(maxsize=None)
 def _static(name: str) -> bytes:
-    return files("tablesdk.devstore").joinpath("explorer", name).read_bytes()
+    return files("tablesdk.devstore").joinpath("explorer").joinpath(name).read_bytes()
 
 
 def _host_name(host_header: str) -> str:
