@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import sys
 import threading
 from typing import Any
 
@@ -30,6 +31,9 @@ CHROMIUM_FLAGS = (
 )
 #: How long one command or one wait may take before the test fails (a loaded machine is slow).
 TIMEOUT = 60.0
+
+
+_AS_FDS_3_AND_4 = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
 
 
 class BrowserError(AssertionError):
@@ -55,22 +59,19 @@ class Browser:
         self._profile = tempfile.mkdtemp(prefix="tablesdk-chromium-")
         commands_read, commands_write = os.pipe()
         answers_read, answers_write = os.pipe()
-        # Chromium's fds 3 and 4; moved above 10 first so that neither dup2 overwrites the other.
+        # Chromium's fds 3 and 4: a fresh Python puts the pipe ends there and execs Chromium (no code
+        # runs in a fork of this threaded process). They are moved above 10 first, so that neither
+        # dup2 overwrites the other.
         child_in = fcntl.fcntl(commands_read, fcntl.F_DUPFD_CLOEXEC, 10)
         child_out = fcntl.fcntl(answers_write, fcntl.F_DUPFD_CLOEXEC, 10)
         for fd in (commands_read, answers_write):
             os.close(fd)
-
-        def pipes_as_3_and_4() -> None:
-            os.dup2(child_in, 3)
-            os.dup2(child_out, 4)
-
         self._log = tempfile.TemporaryFile()
         self._process = subprocess.Popen(
-            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
+            [sys.executable, "-c", _AS_FDS_3_AND_4, str(child_in), str(child_out),
+             binary, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
              "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, close_fds=False,
-            preexec_fn=pipes_as_3_and_4,
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, pass_fds=(child_in, child_out),
         )
         os.close(child_in)
         os.close(child_out)

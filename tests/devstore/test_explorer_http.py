@@ -303,3 +303,14 @@ def test_command_line_prints_the_explorer_address() -> None:
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_tablesdk_serve_passes_the_explorer_options_on(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("click")
+    from tablesdk.cli._app import run
+
+    with pytest.raises(SystemExit) as exited:
+        run(["serve", "--help"])
+    assert exited.value.code == 0
+    usage = capsys.readouterr().out
+    assert "tablesdk serve" in usage and "--read-only" in usage and "--no-explorer" in usage
