@@ -320,6 +320,11 @@ def test_connection_string_to_copy(page: Browser, store: DevStore) -> None:
     act(page, "#show-connection")
     value = page.wait_for("document.querySelector('#connection-string').value")
     assert value == store.connection_string
+    page.command("Browser.grantPermissions", {"origin": store.explorer_url.rstrip("/"),
+                                              "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+    act(page, "#copy-connection")
+    assert page.text("#connection-status") == "Copied."
+    assert page.evaluate("navigator.clipboard.readText()") == store.connection_string
     act(page, "#hide-connection")
     assert page.evaluate("document.querySelector('#connection-string').value") == ""
 
