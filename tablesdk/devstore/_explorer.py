@@ -61,6 +61,7 @@ _PAGE_HEADERS = (
     ("Cross-Origin-Resource-Policy", "same-origin"),
 )
 _READ_METHODS = frozenset({"GET", "HEAD"})
+_UNCHANGING_METHODS = _READ_METHODS | {"OPTIONS"}  # a CORS preflight changes nothing
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
@@ -115,7 +116,7 @@ class Explorer:
         path = req.raw_path
         if path.startswith(STATIC_PREFIX) or (path == "/" and not req.raw_query and "authorization" not in headers):
             return self._page_file(req)
-        if req.method.upper() not in _READ_METHODS and self._from_page_origin(req):
+        if req.method.upper() not in _UNCHANGING_METHODS and self._from_page_origin(req):
             return _refusal(403, "AuthorizationFailure",
                             "A request from the explorer page's origin that changes data needs the page's token.")
         return self.service.handle(req)

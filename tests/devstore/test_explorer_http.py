@@ -189,6 +189,9 @@ def test_a_write_from_the_pages_origin_without_the_token_is_refused(headers: dic
         assert service.table_names() == []
         # a read needs no token (it changes nothing); another origin is left to the CORS rules
         assert explorer.handle(_request("GET", f"/{ACCOUNT}/Tables", {**REST, **headers})).status == 200
+        preflight = explorer.handle(_request("OPTIONS", f"/{ACCOUNT}/Tables", {
+            "origin": PAGE_ORIGIN, "access-control-request-method": "POST"}))
+        assert preflight.status == 403 and b"CorsPreflightFailure" in preflight.body  # the service's answer
         other = {**REST, "origin": "http://app.example"}
         assert explorer.handle(_request("POST", f"/{ACCOUNT}/Tables", other, body)).status == 201
     finally:
