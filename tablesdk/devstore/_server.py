@@ -246,7 +246,7 @@ class DevStore:
         if self._server is not None:
             return self
         self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose,
-                                          self.explorer)
+                                      self.explorer)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
             name=f"devstore-{self.port}", daemon=True,
