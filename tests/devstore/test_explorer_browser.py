@@ -203,6 +203,22 @@ def test_edit_an_entity(page: Browser, sdk: CloudTableClient) -> None:
     assert rows[0]["Count"] == ["5000000000", "Edm.Int64"]
 
 
+def test_an_edit_over_someone_elses_change_shows_the_412_and_changes_nothing(page: Browser,
+                                                                           sdk: CloudTableClient) -> None:
+    table = _name()
+    sdk.create_table(table)
+    sdk.insert_entity(table, DynamicEntity("p", "r", Note="read by the page"))
+    _open_table(page, table)
+    _wait_rows(page, 1)
+    act(page, "#entities tbody tr .edit-entity")
+    sdk.upsert_entity(table, DynamicEntity("p", "r", Note="changed meanwhile"))
+    page.type("#edit-props .prop-value", "from the page")
+    act(page, "#save-entity")
+    assert page.text("#editor-error").startswith("412 UpdateConditionNotSatisfied")
+    assert page.visible("#editor")
+    assert sdk.get_entity(table, "p", "r")["Note"] == "changed meanwhile"
+
+
 def test_delete_an_entity(page: Browser, sdk: CloudTableClient) -> None:
     table = _name()
     sdk.create_table(table)
