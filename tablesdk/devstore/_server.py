@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Callable, Iterable
 
+from ._explorer import Explorer
 from ._request import MAX_BODY, Request, Response
 from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, TableService
 from ._storage import Storage
@@ -120,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
             host=host, secure=False, client_ip=self.client_address[0], x_http_methods=list(x_methods),
             body_too_large=too_large,
         )
-        response = server.service.handle(req)
+        response = server.answer(req)
         self._write(response)
 
     def _write(self, response: Response) -> None:
@@ -148,9 +149,12 @@ class DevStoreServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], service: TableService, verbose: bool = False) -> None:
+    def __init__(self, address: tuple[str, int], service: TableService, verbose: bool = False,
+                 explorer: Explorer | None = None) -> None:
         self.service = service
         self.verbose = verbose
+        #: what serves a request: the explorer in front of the service, or the service alone
+        self.answer: Callable[[Request], Response] = service.handle if explorer is None else explorer.handle
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -193,6 +197,10 @@ class DevStore:
     segment of a request path twice, the documented bug that makes keys
     containing '%' unreachable by URL (off by default; batch bodies and
     ``$filter`` are never affected).
+
+    ``explorer`` (default True) serves the explorer page at the root address
+    (:attr:`explorer_url`); ``explorer_read_only`` makes the page read-only (it
+    cannot write; clients with the account key still can). See docs/devstore.md.
     """
 
     account_name = DEVSTORE_ACCOUNT
@@ -212,6 +220,8 @@ class DevStore:
         double_decode_keys: bool = False,
         bearer_tokens: Iterable[str] = (),
         geo_replication_status: str = "live",
+        explorer: bool = True,
+        explorer_read_only: bool = False,
     ) -> None:
         if isinstance(bearer_tokens, str):
             raise ValueError("bearer_tokens: a list of token strings, not one string")
@@ -223,6 +233,8 @@ class DevStore:
                                     double_decode_keys=double_decode_keys,
                                     bearer_tokens=frozenset(bearer_tokens),
                                     geo_replication_status=geo_replication_status)
+        self.explorer = (Explorer(self.service, self.account_key, read_only=explorer_read_only, bind_host=host)
+                         if explorer else None)
         self.verbose = verbose
         self._server: DevStoreServer | None = None
         self._thread: threading.Thread | None = None
@@ -233,7 +245,8 @@ class DevStore:
         """Bind and start serving in a daemon thread (returns self)."""
         if self._server is not None:
             return self
-        self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose)
+        self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose,
+                                      self.explorer)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
             name=f"devstore-{self.port}", daemon=True,
@@ -259,7 +272,8 @@ class DevStore:
     def serve_forever(self) -> None:
         """Serve in the calling thread until interrupted (used by ``python -m tablesdk.devstore``)."""
         if self._server is None:
-            self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose)
+            self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose,
+                                          self.explorer)
         try:
             self._server.serve_forever(poll_interval=0.5)
         finally:
@@ -295,6 +309,11 @@ class DevStore:
     def url(self) -> str:
         """The table endpoint, path-style: ``http://127.0.0.1:<port>/devstoreaccount1``."""
         return f"http://{self.endpoint_host}:{self.port}/{self.account_name}"
+
+    @property
+    def explorer_url(self) -> str:
+        """The explorer page: ``http://127.0.0.1:<port>/`` (when ``explorer`` is on)."""
+        return f"http://{self.endpoint_host}:{self.port}/"
 
     @property
     def secondary_url(self) -> str:

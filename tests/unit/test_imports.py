@@ -76,6 +76,7 @@ EMULATOR_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("emulator: operations", ("_table_operations", "_entity_reads", "_entity_writes", "_admin_requests")),
         ("emulator: batches", ("_batch_requests",)),
         ("emulator: the service", ("_service",)),
+        ("emulator: the explorer page", ("_explorer",)),
         ("emulator: front ends", ("_server", "__main__")),
     )
 ) + (("emulator: public names", ("tablesdk.devstore",)),)
