@@ -26,7 +26,6 @@ from .._options import TableRequestOptions, check_options
 from .._pager import Pager
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._retry import RetryPolicy
-from .._service import AccessPolicy, ServiceProperties, ServiceStats
 from .._settings import DEFAULT_TIMEOUT
 from .._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
@@ -35,6 +34,7 @@ from ._query import AsyncTableQuery
 from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._account import CloudStorageAccount
+    from .._service import AccessPolicy, ServiceProperties, ServiceStats
     from ._sender import AsyncSender
     from ._context import AsyncTableServiceContext
     from ._table import AsyncCloudTable

@@ -8,6 +8,10 @@ signature per attempt, classification, ``ambiguous_retry``, the retry policy, th
 one :class:`~tablesdk._transport.RequestAttempt` per attempt and the log lines); it differs
 only in awaiting the sender and waiting with :func:`asyncio.sleep`.
 
+The default sender, an :class:`~tablesdk.aio.AiohttpSender`, is made with the first request
+(or when :attr:`AsyncTransport.sender` is first read): aiohttp is imported then, not by
+``import tablesdk.aio`` nor by making a client.
+
 Cancellation: cancelling the awaiting task cancels the HTTP exchange or the
 back-off sleep in progress; aiohttp closes the connection of an exchange cut
 short, so the pool never hands out a connection with a half-read answer.
@@ -87,7 +91,6 @@ class AsyncTransport:
         self._max_response_bytes = max_response_bytes
         self._sleep = sleep
         self._clock = clock
-        self.sender  # noqa: B018 - the default sender is made now
         install_log_filter()
 
     @property
