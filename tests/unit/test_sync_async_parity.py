@@ -1,12 +1,10 @@
 """The sync and async public faces compared as httpcore compares its generated sync twin.
 
 Each async face (client, table object, table context, service context, query, the bulk
-function, the protocol a query source implements) is read back into sync terms through one declared list of spellings
-(:data:`TWIN_TOKENS`, :data:`TWIN_MEMBERS`, :data:`CONCURRENCY`), and must then equal its
+function, the protocol a query source implements) is read back into sync terms through the
+one declared list of spellings (:data:`ASYNC_SPELLINGS`), and must then equal its
 sync face: the same public members, and for each method the same parameters in the same
 order, with the same kinds, defaults and annotations, and the same return annotation.
-Awaitables against values need no entry: an ``async def`` returning ``T`` is annotated
-``T``, as its sync twin is.
 
 What may still differ is declared once, with the reason, in :data:`ALLOWED` (checked both
 ways: an entry that no longer differs must go) and :data:`PENDING` (drifts other work
@@ -33,25 +31,32 @@ from tablesdk.aio import (
     bulk_insert,
 )
 
-#: Words the async faces spell their own way, read back as the sync words (annotations, names).
-TWIN_TOKENS: tuple[tuple[str, str], ...] = (
-    ("AsyncIterator", "Iterator"),
-    ("AsyncIterable", "Iterable"),
-    ("AsyncCloudTableClient", "CloudTableClient"),
-    ("AsyncCloudTable", "CloudTable"),
-    ("AsyncTableContext", "TableContext"),
-    ("AsyncTableServiceContext", "TableServiceContext"),
-    ("AsyncTableQuery", "TableQuery"),
-    ("AsyncQuerySource", "QuerySource"),
-    ("AsyncSender", "Sender"),
-    ("AsyncTransport", "Transport"),
+#: The one list of what an async face may spell its own way, read back into the sync spelling
+#: before comparing: ``(where, async spelling, sync spelling)``, where is "annotation" (a word
+#: of an annotation), "member" (a method name) or "parameter" (a parameter name, in that
+#: direction only: a sync ``max_workers`` must be ``max_concurrency`` in the async twin).
+#: Awaitables against values need no entry: ``async def f() -> T`` is annotated ``T``, as
+#: its sync twin is, and an async generator's ``AsyncIterator[T]`` reads as ``Iterator[T]``.
+ASYNC_SPELLINGS: tuple[tuple[str, str, str], ...] = (
+    ("annotation", "AsyncIterator", "Iterator"),
+    ("annotation", "AsyncIterable", "Iterable"),
+    ("annotation", "AsyncCloudTableClient", "CloudTableClient"),
+    ("annotation", "AsyncCloudTable", "CloudTable"),
+    ("annotation", "AsyncTableContext", "TableContext"),
+    ("annotation", "AsyncTableServiceContext", "TableServiceContext"),
+    ("annotation", "AsyncTableQuery", "TableQuery"),
+    ("annotation", "AsyncQuerySource", "QuerySource"),
+    ("annotation", "AsyncSender", "Sender"),
+    ("annotation", "AsyncTransport", "Transport"),
+    ("member", "__aenter__", "__enter__"),
+    ("member", "__aexit__", "__exit__"),
+    ("member", "__aiter__", "__iter__"),
+    ("parameter", "max_concurrency", "max_workers"),  # tasks in the async faces, threads in the sync ones
 )
 
-#: The async protocol methods and their sync counterparts.
-TWIN_MEMBERS: dict[str, str] = {"__aenter__": "__enter__", "__aexit__": "__exit__", "__aiter__": "__iter__"}
-
-#: The per-flavour name of the concurrency parameter: threads in the sync faces, tasks in the async ones.
-CONCURRENCY: tuple[str, str] = ("max_workers", "max_concurrency")
+TWIN_TOKENS = tuple((mine, theirs) for where, mine, theirs in ASYNC_SPELLINGS if where == "annotation")
+TWIN_MEMBERS = {mine: theirs for where, mine, theirs in ASYNC_SPELLINGS if where == "member"}
+ASYNC_PARAMETER = {theirs: mine for where, mine, theirs in ASYNC_SPELLINGS if where == "parameter"}
 
 #: Differences by design. Keys: ``Face.member`` (present in one flavour only, or a property's
 #: type), ``Face.member(parameter)`` (one parameter), ``Face.member->`` (the return annotation).
@@ -129,10 +134,10 @@ def function_of(member: Any) -> Callable[..., Any] | None:
 
 def parameter_differences(where: str, sync_fn: Callable[..., Any], async_fn: Callable[..., Any]) -> Iterator[str]:
     """``where(parameter)`` for each parameter that differs (by name: missing, extra, kind, default,
-    annotation), ``where(order)`` when the parameters both have come in another order, and
+    annotation), ``where(order)`` when the shared parameters come in another order, and
     ``where->`` for the return annotation."""
     sync_sig, async_sig = inspect.signature(sync_fn), inspect.signature(async_fn)
-    expected = {CONCURRENCY[1] if name == CONCURRENCY[0] else name: param for name, param in sync_sig.parameters.items()}
+    expected = {ASYNC_PARAMETER.get(name, name): param for name, param in sync_sig.parameters.items()}
     twins = dict(async_sig.parameters)
     for name, sync_param in expected.items():
         async_param = twins.get(name)
