@@ -42,7 +42,7 @@ from ._pager import Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
-from ._settings import DEFAULT_TIMEOUT
+from ._settings import DEFAULT_TIMEOUT, client_settings
 from ._transport import HttpResponse, OperationContext, Timeout, Transport
 
 from ._tracing import trace_public_methods
@@ -120,7 +120,7 @@ class CloudTableClient(ClientCore):
     ) -> None:
         super().__init__(
             account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
-            echo_content=echo_content, settings=self._request_settings(
+            echo_content=echo_content, settings=client_settings(
                 retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
                 operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
             ),

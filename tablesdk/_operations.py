@@ -61,13 +61,13 @@ from ._formats import (
     PayloadFormat, decoded, decoding, get_format, parse_error_body, require_entity, require_keys, require_page_keys,
 )
 from ._formats.errors import body_excerpt
-from ._http import HttpResponse, RequestHook, SendingRequest, Timeout
+from ._http import HttpResponse, RequestHook, SendingRequest
 from ._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
 from ._settings import RequestSettings, check_retry_policy
 from ._tracing import annotate
-from ._transport import OperationContext, user_agent_header
+from ._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._account import CloudStorageAccount
@@ -283,26 +283,6 @@ class ClientCore:
         settings = self._settings.replace(location_mode=mode)
         self._check_secondary(mode)
         self._settings = settings
-
-    @staticmethod
-    def _request_settings(
-        *,
-        retry_policy: RetryPolicy | None,
-        timeout: Timeout,
-        server_timeout: int | None,
-        operation_deadline: float | None,
-        location_mode: str,
-        user_agent: str | None,
-    ) -> RequestSettings:
-        """The settings of a client made with these constructor arguments (either flavour's):
-        ``ExponentialRetry()`` when ``retry_policy`` is None, ``user_agent`` the application's
-        token ahead of the SDK's own (:func:`~tablesdk._transport.user_agent_header`)."""
-        if operation_deadline is not None:
-            require_positive_seconds("operation_deadline", operation_deadline)
-        return RequestSettings(
-            timeout=timeout, server_timeout=server_timeout, deadline=operation_deadline, retry_policy=retry_policy,
-            location_mode=location_mode, user_agent=user_agent_header(user_agent),
-        )
 
     def _check_secondary(self, mode: str) -> None:
         if mode != "primary_only":

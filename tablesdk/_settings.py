@@ -1,12 +1,12 @@
 """``RequestSettings``: a client's defaults for every request it sends, as one frozen value.
 
-A client holds one :class:`RequestSettings` (built from its constructor's ``timeout``,
-``server_timeout``, ``operation_deadline``, ``retry_policy``, ``location_mode`` and
-``user_agent``) and hands it, merged with the call's
-:class:`~tablesdk._options.TableRequestOptions`, to its transport with every request: the
-thread-based :class:`~tablesdk._transport.Transport` and the asyncio
-:class:`~tablesdk.aio._transport.AsyncTransport` read the same value and keep no settings of
-their own. :meth:`RequestSettings.merged` is the one place where a call's options and an
+A client holds one :class:`RequestSettings` (built by :func:`client_settings` from its
+constructor's ``timeout``, ``server_timeout``, ``operation_deadline``, ``retry_policy``,
+``location_mode`` and ``user_agent``, whose header :func:`user_agent_header` writes) and
+hands it, merged with the call's :class:`~tablesdk._options.TableRequestOptions`, to its
+transport with every request: the thread-based :class:`~tablesdk._transport.Transport` and
+the asyncio :class:`~tablesdk.aio._transport.AsyncTransport` read the same value and keep no
+settings of their own. :meth:`RequestSettings.merged` is the one place where a call's options and an
 explicit ``retry_policy=`` argument override the client's defaults.
 
 The value is checked when built and never changes: a client's settable ``retry_policy``,
@@ -20,9 +20,12 @@ custom ``sender``) is not a request setting: it is fixed when the sender is buil
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
-from ._errors import require_positive_int, require_positive_seconds
+from ._errors import TableValidationError, require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import ExponentialRetry, RetryPolicy
 from ._version import __version__
@@ -52,7 +55,9 @@ __all__ = [
     "check_location_mode",
     "check_retry_policy",
     "check_timeout",
+    "client_settings",
     "resolve_retry_policy",
+    "user_agent_header",
 ]
 
 #: Default client timeout: 10 s to connect, 60 s between bytes read.
@@ -64,6 +69,63 @@ DEFAULT_USER_AGENT = f"tablesdk/{__version__}"
 #: Where reads go: the primary only (default), the primary with retries alternating to the
 #: read-only secondary of an RA-GRS account, or the secondary only. Writes always go to the primary.
 LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
+
+
+def user_agent_header(application: str | None) -> str:
+    """The ``User-Agent`` the clients send: ``[application ]tablesdk/<v> Python/<v> (<platform>)``.
+
+    As in the Azure SDKs, the application's token comes first, so it survives in
+    server logs that cut a long header. It must be printable ASCII without
+    control characters (it is a header value) and at most 256 characters.
+    """
+    base = f"tablesdk/{__version__} Python/{_python_version()} ({_platform()})"
+    if application is None:
+        return base
+    if not isinstance(application, str) or not application.strip():
+        raise TableValidationError("user_agent", "a non-empty str", f"got {application!r}")
+    if len(application) > 256 or not all(" " <= c <= "~" for c in application):
+        raise TableValidationError(
+            "user_agent", "at most 256 printable ASCII characters (it is sent as a header)", repr(application[:40])
+        )
+    return f"{application.strip()} {base}"
+
+
+@functools.cache
+def _platform() -> str:
+    """The platform words of the User-Agent, as ``platform.platform(terse=True)`` puts them.
+
+    On Linux with glibc they come from ``os.uname()`` and the C library itself:
+    ``platform.platform`` would run ``uname -p`` in a child process and scan the
+    interpreter's binary for the glibc version, on the first request of every process.
+    """
+    uname = os.uname() if hasattr(os, "uname") else None
+    libc = _glibc_version() if uname is not None and uname.sysname == "Linux" else None
+    if uname is None or libc is None:
+        import platform
+
+        return platform.platform(terse=True)
+    words = "-".join(part.strip() for part in (uname.sysname, uname.release, uname.machine, "with", libc) if part)
+    for character in ' /\\:;"()':  # what platform.platform replaces, so the words stay the same
+        words = words.replace(character, "_" if character == " " else "-")
+    words = words.replace("unknown", "")
+    while "--" in words:
+        words = words.replace("--", "-")
+    return words.rstrip("-")
+
+
+def _glibc_version() -> str | None:
+    """``glibc2.36`` for glibc 2.36 (the C library's own answer), or None for another C library."""
+    try:
+        answer = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        return None
+    if not answer or not answer.startswith("glibc "):
+        return None
+    return answer.replace(" ", "", 1)
+
+
+def _python_version() -> str:
+    return "%d.%d.%d" % sys.version_info[:3]
 
 
 def check_timeout(value: Timeout, name: str = "timeout") -> Timeout:
@@ -212,3 +274,23 @@ class RequestSettings:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"RequestSettings({fields})"
+
+
+def client_settings(
+    *,
+    retry_policy: RetryPolicy | None,
+    timeout: Timeout,
+    server_timeout: int | None,
+    operation_deadline: float | None,
+    location_mode: str,
+    user_agent: str | None,
+) -> RequestSettings:
+    """The settings of a client of either flavour made with these constructor arguments:
+    ``ExponentialRetry()`` when ``retry_policy`` is None, ``user_agent`` the application's token
+    ahead of the SDK's own (:func:`user_agent_header`), ``operation_deadline`` checked by that name."""
+    if operation_deadline is not None:
+        require_positive_seconds("operation_deadline", operation_deadline)
+    return RequestSettings(
+        timeout=timeout, server_timeout=server_timeout, deadline=operation_deadline, retry_policy=retry_policy,
+        location_mode=location_mode, user_agent=user_agent_header(user_agent),
+    )

@@ -44,9 +44,6 @@ redaction itself (and the filter urllib3's DEBUG lines pass through) is
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -55,10 +52,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from ._version import __version__
 from ._auth import http_date
 from ._errors import (
-    BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, TableValidationError, require_positive_int,
+    BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int,
 )
 from ._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -120,62 +116,6 @@ def _make_log() -> logging.Logger:
     global _LOG
     _LOG = library_logger("tablesdk.transport")
     return _LOG
-
-def user_agent_header(application: str | None) -> str:
-    """The ``User-Agent`` the clients send: ``[application ]tablesdk/<v> Python/<v> (<platform>)``.
-
-    As in the Azure SDKs, the application's token comes first, so it survives in
-    server logs that cut a long header. It must be printable ASCII without
-    control characters (it is a header value) and at most 256 characters.
-    """
-    base = f"tablesdk/{__version__} Python/{_python_version()} ({_platform()})"
-    if application is None:
-        return base
-    if not isinstance(application, str) or not application.strip():
-        raise TableValidationError("user_agent", "a non-empty str", f"got {application!r}")
-    if len(application) > 256 or not all(" " <= c <= "~" for c in application):
-        raise TableValidationError(
-            "user_agent", "at most 256 printable ASCII characters (it is sent as a header)", repr(application[:40])
-        )
-    return f"{application.strip()} {base}"
-
-
-@functools.cache
-def _platform() -> str:
-    """The platform words of the User-Agent, as ``platform.platform(terse=True)`` puts them.
-
-    On Linux with glibc they come from ``os.uname()`` and the C library itself:
-    ``platform.platform`` would run ``uname -p`` in a child process and scan the
-    interpreter's binary for the glibc version, on the first request of every process.
-    """
-    uname = os.uname() if hasattr(os, "uname") else None
-    libc = _glibc_version() if uname is not None and uname.sysname == "Linux" else None
-    if uname is None or libc is None:
-        import platform
-
-        return platform.platform(terse=True)
-    words = "-".join(part.strip() for part in (uname.sysname, uname.release, uname.machine, "with", libc) if part)
-    for character in ' /\\:;"()':  # what platform.platform replaces, so the words stay the same
-        words = words.replace(character, "_" if character == " " else "-")
-    words = words.replace("unknown", "")
-    while "--" in words:
-        words = words.replace("--", "-")
-    return words.rstrip("-")
-
-
-def _glibc_version() -> str | None:
-    """``glibc2.36`` for glibc 2.36 (the C library's own answer), or None for another C library."""
-    try:
-        answer = os.confstr("CS_GNU_LIBC_VERSION")
-    except (ValueError, OSError):
-        return None
-    if not answer or not answer.startswith("glibc "):
-        return None
-    return answer.replace(" ", "", 1)
-
-
-def _python_version() -> str:
-    return "%d.%d.%d" % sys.version_info[:3]
 
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _AMBIGUOUS_STATUSES = frozenset({404, 409, 412})

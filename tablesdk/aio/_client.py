@@ -26,7 +26,7 @@ from .._options import TableRequestOptions, check_options
 from .._pager import Pager
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._retry import RetryPolicy
-from .._settings import DEFAULT_TIMEOUT
+from .._settings import DEFAULT_TIMEOUT, client_settings
 from .._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
 from ._query import AsyncTableQuery
@@ -78,7 +78,7 @@ class AsyncCloudTableClient(ClientCore):
     ) -> None:
         super().__init__(
             account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
-            echo_content=echo_content, settings=self._request_settings(
+            echo_content=echo_content, settings=client_settings(
                 retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
                 operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
             ),
