@@ -54,6 +54,7 @@ from ._errors import (
     TableServiceError,
     TableValidationError,
     error_for_status,
+    require_positive_seconds,
 )
 from ._filter import FilterLike, as_filter, prop, render_filter
 from ._formats import (
@@ -64,6 +65,7 @@ from ._http import HttpResponse, RequestHook, SendingRequest
 from ._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
+from ._settings import RequestSettings, check_retry_policy
 from ._tracing import annotate
 from ._transport import OperationContext
 
@@ -219,7 +221,11 @@ def _not_found() -> ResourceNotFoundError:
 class ClientCore:
     """What the sync and async clients share: options, request building and the operation flows.
 
-    See :class:`~tablesdk._client.CloudTableClient` for the options.
+    See :class:`~tablesdk._client.CloudTableClient` for the options. The client's request
+    settings are one frozen :class:`~tablesdk._settings.RequestSettings`, held here and
+    handed, merged with each call's options (:meth:`_settings_for`), to the transport of
+    either flavour with every request; the settable ``retry_policy``,
+    ``operation_deadline`` and ``location_mode`` replace it with a changed copy.
     """
 
     def __init__(
@@ -228,10 +234,9 @@ class ClientCore:
         *,
         payload_format: str,
         api_version: str | None,
-        operation_deadline: float | None,
+        settings: RequestSettings,
         json_metadata: str,
         echo_content: bool,
-        location_mode: str,
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
@@ -241,26 +246,47 @@ class ClientCore:
         self.api_version = api_version or self._format.default_api_version
         check_token_credential(account.credential, self._format.name, self.api_version)
         self.echo_content = echo_content
-        self.operation_deadline = operation_deadline
         self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
         self._prefer_supported = supports_prefer(self.api_version)
-        self._location_mode = "primary_only"
-        self.location_mode = location_mode
+        self._check_secondary(settings.location_mode)
+        self._settings = settings
 
     # ------------------------------------------------------------ properties
 
     @property
+    def retry_policy(self) -> RetryPolicy:
+        """The default retry policy of every operation of this client (settable)."""
+        return self._settings.retry_policy
+
+    @retry_policy.setter
+    def retry_policy(self, policy: RetryPolicy) -> None:
+        self._settings = self._settings.replace(retry_policy=check_retry_policy(policy))
+
+    @property
+    def operation_deadline(self) -> float | None:
+        """Seconds each request may take across all its retries, or None (settable)."""
+        return self._settings.deadline
+
+    @operation_deadline.setter
+    def operation_deadline(self, seconds: float | None) -> None:
+        if seconds is not None:
+            require_positive_seconds("operation_deadline", seconds)
+        self._settings = self._settings.replace(deadline=seconds)
+
+    @property
     def location_mode(self) -> str:
-        """Where reads go: one of :data:`LOCATION_MODES`."""
-        return self._location_mode
+        """Where reads go: one of :data:`LOCATION_MODES` (settable)."""
+        return self._settings.location_mode
 
     @location_mode.setter
     def location_mode(self, mode: str) -> None:
-        if mode not in LOCATION_MODES:
-            raise ValueError(f"location_mode must be one of {', '.join(LOCATION_MODES)}; got {mode!r}")
+        settings = self._settings.replace(location_mode=mode)
+        self._check_secondary(mode)
+        self._settings = settings
+
+    def _check_secondary(self, mode: str) -> None:
         if mode != "primary_only":
             self.account.secondary_table_endpoint  # noqa: B018 - raises when the endpoint has no secondary
-        self._location_mode = mode
 
     @property
     def payload_format(self) -> str:
@@ -274,8 +300,13 @@ class ClientCore:
 
     # ------------------------------------------------------------ requests
 
-    def _http_parts(self, call: Call) -> tuple[str, dict[str, str], tuple[str, ...]]:
-        """The URL, headers and read locations of ``call``, after the request hook ran."""
+    def _settings_for(self, call: Call) -> RequestSettings:
+        """The request settings of ``call``: the client's, merged with the call's options and its
+        explicit ``retry_policy=`` (:meth:`RequestSettings.merged`, the one place they meet)."""
+        return self._settings.merged(call.options, call.retry_policy)
+
+    def _http_parts(self, call: Call, settings: RequestSettings) -> tuple[str, dict[str, str], tuple[str, ...]]:
+        """The URL, headers and read locations of ``call`` (sent with ``settings``), after the request hook ran."""
         url = f"{call.endpoint or self.table_endpoint}/{call.path}"
         if call.query:
             url += "?" + query_string(call.query)
@@ -288,28 +319,9 @@ class ClientCore:
             call.request_hook(request)
             url, headers = request.url, request.headers
         locations = (
-            self._read_locations(call.method, url, call.pinned, self._mode_of(call)) if call.endpoint is None else ()
+            self._read_locations(call.method, url, call.pinned, settings.location_mode) if call.endpoint is None else ()
         )
         return url, headers, locations
-
-    def _mode_of(self, call: Call) -> str:
-        """The location mode of ``call``: its options', else the client's."""
-        mode = call.options.location_mode if call.options is not None else None
-        return mode or self._location_mode
-
-    def _send_options(self, call: Call) -> dict[str, Any]:
-        """The per-call settings of ``Transport.send`` for ``call``: the call's own retry policy
-        (an explicit ``retry_policy=``), else its options'; the options' timeouts; the options'
-        deadline, else the client's ``operation_deadline``. None leaves the transport's default."""
-        options = call.options
-        if options is None:
-            return {"retry_policy": call.retry_policy, "deadline": self.operation_deadline}
-        return {
-            "retry_policy": call.retry_policy if call.retry_policy is not None else options.retry_policy,
-            "timeout": options.timeout,
-            "server_timeout": options.server_timeout,
-            "deadline": options.deadline if options.deadline is not None else self.operation_deadline,
-        }
 
     def _read_locations(
         self, method: str, url: str, pinned: str | None = None, mode: str | None = None
@@ -319,7 +331,7 @@ class ClientCore:
         ``pinned`` is the location a continuation token came from: the next page is read there.
         ``mode`` is the call's location mode (default: the client's).
         """
-        mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", mode or self._location_mode)
+        mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", mode or self.location_mode)
         if mode == "primary_only" or method.upper() not in _READ_METHODS:
             return ()
         if not url.startswith(self.table_endpoint + "/"):
@@ -331,7 +343,7 @@ class ClientCore:
 
     def _answered_from(self, response: HttpResponse, call: Call) -> str | None:
         """Which endpoint answered ``call``, a read, for its continuation token (None: no location mode in use)."""
-        if self._mode_of(call) == "primary_only":
+        if self._settings_for(call).location_mode == "primary_only":
             return None
         return "secondary" if response.url.startswith(self.account.secondary_table_endpoint + "/") else "primary"
 

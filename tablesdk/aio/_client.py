@@ -25,16 +25,17 @@ from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._options import TableRequestOptions, check_options
 from .._pager import Pager
 from .._query import ContinuationToken, ResultSegment, TableQuery
-from .._retry import ExponentialRetry, RetryPolicy
-from .._service import AccessPolicy, ServiceProperties, ServiceStats
-from .._transport import DEFAULT_TIMEOUT, OperationContext, Timeout, user_agent_header
-from ._sender import AsyncSender
+from .._retry import RetryPolicy
+from .._settings import DEFAULT_TIMEOUT, client_settings
+from .._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
 from ._query import AsyncTableQuery
 
 from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._account import CloudStorageAccount
+    from .._service import AccessPolicy, ServiceProperties, ServiceStats
+    from ._sender import AsyncSender
     from ._context import AsyncTableServiceContext
     from ._table import AsyncCloudTable
 
@@ -76,33 +77,22 @@ class AsyncCloudTableClient(ClientCore):
         user_agent: str | None = None,
     ) -> None:
         super().__init__(
-            account, payload_format=payload_format, api_version=api_version,
-            operation_deadline=operation_deadline, json_metadata=json_metadata, echo_content=echo_content,
-            location_mode=location_mode,
+            account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
+            echo_content=echo_content, settings=client_settings(
+                retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
+                operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
+            ),
         )
         self._transport = AsyncTransport(
             account.credential,
-            retry_policy=retry_policy if retry_policy is not None else ExponentialRetry(),
             error_parser=error_from_response,
             pool_size=pool_size,
-            timeout=timeout,
-            server_timeout=server_timeout,
-            user_agent=user_agent_header(user_agent),
             trust_env=trust_env,
             sender=sender,
             max_response_bytes=max_response_bytes,
         )
 
     # ------------------------------------------------------------ properties and lifetime
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """The default retry policy of every operation of this client."""
-        return self._transport.retry_policy
-
-    @retry_policy.setter
-    def retry_policy(self, policy: RetryPolicy) -> None:
-        self._transport.retry_policy = policy
 
     @property
     def transport(self) -> AsyncTransport:
@@ -134,10 +124,11 @@ class AsyncCloudTableClient(ClientCore):
         return await arun_flow(flow, self._send_call, check_options(options))
 
     async def _send_call(self, call: Call) -> HttpResponse:
-        url, headers, locations = self._http_parts(call)
+        settings = self._settings_for(call)
+        url, headers, locations = self._http_parts(call, settings)
         return await self._transport.send(
-            call.method, url, headers=headers, body=call.body, operation_context=call.operation_context,
-            locations=locations, check=call.check, read_only=call.read_only, **self._send_options(call),
+            call.method, url, settings=settings, headers=headers, body=call.body,
+            operation_context=call.operation_context, locations=locations, check=call.check, read_only=call.read_only,
         )
 
     # ------------------------------------------------------------ tables

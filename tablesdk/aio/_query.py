@@ -128,6 +128,11 @@ class AsyncTableQuery(Generic[E]):
         return self._query.select_columns
 
     @property
+    def page_size_value(self) -> int | None:
+        """The page size set by :meth:`page_size`, or None."""
+        return self._query.page_size_value
+
+    @property
     def request_options(self) -> TableRequestOptions | None:
         """The request options every page of this query is sent with, or None."""
         return self._query.request_options

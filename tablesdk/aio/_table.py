@@ -19,7 +19,6 @@ from .._filter import FilterLike
 from .._options import TableRequestOptions
 from .._query import ContinuationToken
 from .._retry import RetryPolicy
-from .._service import AccessPolicy
 from .._table import is_missing_entity
 from .._transport import OperationContext
 from ._query import AsyncTableQuery
@@ -27,6 +26,7 @@ from ._query import AsyncTableQuery
 from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._client import RequestHook
+    from .._service import AccessPolicy
     from .._save_outcome import DataServiceResponse
     from .._save_plan import SaveChangesOptions
     from ._client import AsyncCloudTableClient

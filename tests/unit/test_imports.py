@@ -31,7 +31,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._tracing", "tablesdk._extras",
     )),
     ("one exchange", ("tablesdk._http", "tablesdk._requests_sender", "tablesdk.aio._sender")),
-    ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options")),
+    ("retry loop", (
+        "tablesdk._retry", "tablesdk._settings", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options",
+    )),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter_text", "tablesdk._filter",
         "tablesdk._model_values", "tablesdk._models", "tablesdk._entity_classes", "tablesdk._entity_write", "tablesdk._entity_read",
