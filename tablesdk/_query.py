@@ -38,8 +38,8 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
-from ._edm import EdmType
-from ._entity import E, ResolvedType, validate_table_name
+from ._edm import EdmType, EntityPage
+from ._entity import E, ResolvedType, page_reader, validate_table_name
 from ._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from ._http import workers_within_pool
@@ -54,6 +54,7 @@ __all__ = [
     "QuerySource",
     "PagedQuerySource",
     "TableQuery",
+    "CompiledQuery",
     "EmptyResultError",
     "MAX_PAGE_SIZE",
 ]
@@ -194,6 +195,40 @@ def _check_select(names: Any) -> tuple[str, ...] | None:
     return tuple(columns) or None
 
 
+#: Properties every projection brings back, so that results stay addressable.
+_ALWAYS_SELECTED = ("PartitionKey", "RowKey", "Timestamp")
+
+
+def with_keys(select: Sequence[str]) -> tuple[str, ...]:
+    """``select`` with the keys and Timestamp added (a projection always brings them back)."""
+    return (*select, *(name for name in _ALWAYS_SELECTED if name not in select))
+
+
+class CompiledQuery(Generic[E]):
+    """What every page of a query sends and how it is read, fixed when the query first runs
+    (:meth:`TableQuery.compiled`): each page, and each range of a parallel scan, reuses it.
+
+    ``filter_text``: the ``$filter`` (rendered, its comparisons counted and type-checked once), or
+    None; ``point_keys``: ``(PartitionKey, RowKey)`` of a point query, read by its address;
+    ``select_text``: the ``$select`` (the keys and Timestamp included), or None for every property;
+    ``read``: a page's entities of the query's class, untracked (a client's pages).
+    """
+
+    __slots__ = ("filter_text", "point_keys", "select_text", "read")
+
+    def __init__(
+        self,
+        filter_text: str | None,
+        point_keys: tuple[str, str] | None,
+        select_text: str | None,
+        read: Callable[[EntityPage], list[E]],
+    ) -> None:
+        self.filter_text = filter_text
+        self.point_keys = point_keys
+        self.select_text = select_text
+        self.read = read
+
+
 R = TypeVar("R")
 
 
@@ -209,6 +244,7 @@ class TableQuery(Generic[E]):
 
     __slots__ = (
         "_source", "_table", "_entity_type", "_filter", "_take", "_select", "_page_size", "_read_ahead", "_options",
+        "_compiled",
     )
 
     def __init__(
@@ -234,6 +270,7 @@ class TableQuery(Generic[E]):
         self._page_size = None if page_size is None else _check_page_size(page_size)
         self._read_ahead = _check_read_ahead(read_ahead)
         self._options = check_options(options)
+        self._compiled: CompiledQuery[E] | None = None
 
     def _replace(self, **changes: Any) -> TableQuery[E]:
         values: dict[str, Any] = {
@@ -394,9 +431,23 @@ class TableQuery(Generic[E]):
 
     # -- what is sent
 
+    def compiled(self) -> CompiledQuery[E]:
+        """The ``$filter`` and ``$select`` text and the page reader of this query, made on the first
+        call and kept (the query is immutable): raises what :meth:`filter_string` raises."""
+        compiled = self._compiled
+        if compiled is None:
+            entity_type, select = self._entity_type, self._select
+            compiled = self._compiled = CompiledQuery(
+                render_filter(self._filter, getattr(entity_type, "__declared__", None)),
+                point_keys(self._filter),
+                ",".join(with_keys(select)) if select else None,
+                page_reader(entity_type),
+            )
+        return compiled
+
     def filter_string(self) -> str | None:
         """The ``$filter`` text to send, or None; checks the service's comparison limit."""
-        return render_filter(self._filter, getattr(self.entity_type, "__declared__", None))
+        return self.compiled().filter_text
 
     def point_keys(self) -> tuple[str, str] | None:
         """``(PartitionKey, RowKey)`` when the filter is exactly a point query, else None.
@@ -405,7 +456,7 @@ class TableQuery(Generic[E]):
         cannot carry (a ``%``, a URI segment over 260 characters) are then
         fetched through the workarounds of the Azure Storage team's blog by the client.
         """
-        return point_keys(self._filter)
+        return self.compiled().point_keys
 
     def request_top(self, remaining: int | None) -> int | None:
         """The ``$top`` for the next request when ``remaining`` entities are still wanted.
