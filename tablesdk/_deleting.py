@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
@@ -31,16 +32,16 @@ from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidat
 from ._filter import FilterLike
 from ._http import workers_within_pool
 from ._options import TableRequestOptions
-from ._pager import Pager
-from ._query import TableQuery
+from ._query import FetchedPage, TableQuery, query_pages
 from ._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._client import CloudTableClient
+    from ._operations import ClientCore
 
 __all__ = [
     "DeleteJob", "DeleteTally", "check_delete_arguments", "count_entities", "delete_batches", "delete_entities", "key_query",
-    "scan_pages", "settle_deletes",
+    "page_payloads", "scan_pages", "settle_deletes",
 ]
 
 #: Errors that concern the table or the credential: no entity of the batch is to blame.
@@ -61,16 +62,16 @@ def key_query(
 
 
 def scan_pages(client: CloudTableClient, query: TableQuery[Any]) -> Iterator[list[EntityPayload]]:
-    """Every page of ``query`` as payloads, following continuation (a token seen twice is a cycle)."""
-    pager = Pager(query.take_count, query.request_top)
-    request = pager.first()
-    while True:
-        payloads, token = client.query_page_payloads(query, request.token, request.top, ignore_missing_entity=True)
-        yield pager.trim(payloads)
-        following = pager.next(token)
-        if following is None:
-            return
-        request = following
+    """Every page of ``query`` as payloads, following continuation (a token seen twice is a cycle),
+    read as the query's entities are (:func:`~tablesdk._query.query_pages`)."""
+    for payloads, _ in query_pages(query, decode=partial(page_payloads, client)):
+        yield payloads
+        del payloads
+
+
+def page_payloads(client: ClientCore, fetched: FetchedPage) -> list[EntityPayload]:
+    """The payloads of a page ``client`` (sync or async) fetched."""
+    return client._decode_page(fetched).payloads()
 
 
 def count_entities(

@@ -11,7 +11,7 @@ import typing
 from collections import deque
 from collections.abc import Callable, Mapping
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from ._edm import (
     EdmType,
@@ -160,12 +160,17 @@ def page_reader(
     if isinstance(entity_type, ResolvedType):
         return functools.partial(_read_resolved, entity_type, ignore_missing_properties, keep_values)
     if issubclass(entity_type, DynamicEntity):
-        return functools.partial(_read_dynamic_page, entity_type, keep_values=keep_values)
+        return cast("Callable[[EntityPage], list[E]]", functools.partial(
+            _read_dynamic_page, entity_type, keep_values=keep_values
+        ))
+    read: Callable[[dict[str, Any], dict[str, EdmType], str | None], E]
     if not issubclass(entity_type, TableEntity):
-        return functools.partial(_read_rows, _foreign_reader(entity_type, ignore_missing_properties))
-    return functools.partial(_read_rows, functools.partial(
-        _read_declared_parts, entity_type, ignore_missing_properties, _plain_attributes(entity_type)
-    ))
+        read = _foreign_reader(entity_type, ignore_missing_properties)
+    else:
+        read = functools.partial(
+            _read_declared_parts, entity_type, ignore_missing_properties, _plain_attributes(entity_type)
+        )
+    return functools.partial(_read_rows, read)
 
 
 def _read_resolved(entity_type: ResolvedType, ignore_missing_properties: bool, keep_values: bool, page: EntityPage) -> Any:

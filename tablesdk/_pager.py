@@ -21,14 +21,23 @@ back. So the paging rules live here once:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ._continuation import ContinuationToken
 from ._errors import ContinuationCycleError
 
-__all__ = ["Pager", "PageRequest"]
+__all__ = ["Pager", "PageRequest", "Sliceable"]
 
-T = TypeVar("T")
+
+class Sliceable(Protocol):
+    """A page: a list of entities or payloads, a ``pyarrow.RecordBatch`` (anything with ``len`` and slices)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: slice, /) -> Any: ...
+
+
+S = TypeVar("S", bound=Sliceable)
 
 
 class PageRequest(NamedTuple):
@@ -104,7 +113,7 @@ class Pager:
         self._top = self._request_top(self.remaining)
         return PageRequest(token, self._top)
 
-    def trim(self, page: list[T]) -> list[T]:
+    def trim(self, page: S) -> S:
         """The entities of ``page`` to hand out (all of them, or as many as are still wanted), counted.
 
         The page itself when it is all wanted: a slice is made only of the last page of a ``take``.
@@ -113,7 +122,7 @@ class Pager:
         if remaining is None:
             return page
         if len(page) > remaining:
-            page = page[:remaining]
+            page = page[:remaining]  # a slice of a page is a page of its kind
         self.remaining = remaining - len(page)
         return page
 

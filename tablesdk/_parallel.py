@@ -6,8 +6,9 @@ probing (:func:`find_partition_boundaries`). The ranges a query is cut into
 (:meth:`TableQuery.partition_ranges`) are read on threads that hand their pages
 to one consumer through a bounded queue (:class:`_ParallelScan`); without given
 boundaries, one worker reads the table from its start while they are probed
-(:class:`_Lead`). Each range follows its continuation tokens with a
-:class:`~tablesdk._pager.Pager`.
+(:class:`_Lead`). Each range reads its pages as a query does
+(:func:`~tablesdk._query.query_pages`), without reading ahead: the other
+workers keep the service busy.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from ._continuation import ContinuationToken, ResultSegment
 from ._entity import DynamicEntity, E
 from ._errors import require_positive_int
 from ._filter import prop
-from ._pager import Pager
-from ._query import TableQuery
+from ._query import TableQuery, query_pages
 
 __all__ = ["find_partition_boundaries", "scan_entities", "scan_segments"]
 
@@ -281,17 +281,16 @@ class _ParallelScan(Generic[T]):
 
     def read(self, index: int, query: TableQuery[Any], token: ContinuationToken | None) -> bool:
         """Hand out the pages of ``query`` from ``token`` on; False when the scan stopped first."""
-        pager = Pager(start=token)
-        while not self.stop.is_set():
-            segment = query.execute_segmented(token)
-            if segment.continuation_token is not None:
-                pager.follow(segment.continuation_token)
-            if not self._put((index, segment)):
+        if self.stop.is_set():
+            return False
+        for results, following in query_pages(query, token, read_ahead=False):
+            if not self._put((index, ResultSegment(results, following))):
                 return False
-            token = segment.continuation_token
-            if token is None:
+            if following is None:
                 return True
-        return False
+            if self.stop.is_set():
+                return False
+        return True
 
     def hand_out(self, index: int, segment: ResultSegment[Any]) -> bool:
         """Hand one page to the consumer; False when the scan stopped first."""
@@ -403,15 +402,11 @@ class _Lead:
 
     def run(self, scan: _ParallelScan[Any]) -> bool:
         """Read from the start up to the cut (the leader's job); False when the scan stopped first."""
-        token: ContinuationToken | None = None
-        pager = Pager()
-        while not scan.stop.is_set():
-            segment = self.query.execute_segmented(token)
-            token = segment.continuation_token
-            if token is not None:
-                pager.follow(token)
+        if scan.stop.is_set():
+            return False
+        for results, token in query_pages(self.query, read_ahead=False):
             with self.lock:
-                cut, results = self.cut, segment.results
+                cut = self.cut
                 crossed = cut is not None and bool(results) and _partition_key(results[-1]) >= cut
                 if crossed:
                     results = [entity for entity in results if _partition_key(entity) < str(cut)]
@@ -428,7 +423,9 @@ class _Lead:
                 return True
             if decided and cut is not None:
                 return self._up_to(cut, last, scan)
-        return False
+            if scan.stop.is_set():
+                return False
+        return True
 
     def _up_to(self, cut: str, last: tuple[str, str] | None, scan: _ParallelScan[Any]) -> bool:
         """Read what lies between the last entity handed out and the cut, as fresh queries."""

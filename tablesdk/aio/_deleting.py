@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._bulk import BulkResult, EntityOutcome, ProgressCallback
-from .._deleting import DeleteJob, DeleteTally, check_delete_arguments, delete_batches, key_query, settle_deletes
+from .._deleting import (
+    DeleteJob, DeleteTally, check_delete_arguments, delete_batches, key_query, page_payloads, settle_deletes,
+)
 from .._edm import EntityPayload
 from .._entity import DynamicEntity, validate_table_name
 from .._errors import require_positive_int
 from .._filter import FilterLike
 from .._options import TableRequestOptions
-from .._pager import Pager
-from .._query import TableQuery
+from .._page_stream import stream_pages_async
+from .._pager import PageRequest, Pager
+from .._query import FetchedPage, TableQuery
 from .._transport import OperationContext
 
 if TYPE_CHECKING:
@@ -32,17 +36,13 @@ __all__ = ["count_entities", "delete_entities"]
 
 async def _scan_pages(client: AsyncCloudTableClient, query: TableQuery[Any]) -> AsyncIterator[list[EntityPayload]]:
     """Every page of ``query`` as payloads (:func:`tablesdk._deleting.scan_pages`, awaited)."""
+    def fetch(request: PageRequest) -> Awaitable[FetchedPage]:
+        return client.fetch_query_segment(query, request.token, request.top)
+
     pager = Pager(query.take_count, query.request_top)
-    request = pager.first()
-    while True:
-        payloads, token = await client.query_page_payloads(
-            query, request.token, request.top, ignore_missing_entity=True
-        )
-        yield pager.trim(payloads)
-        following = pager.next(token)
-        if following is None:
-            return
-        request = following
+    async for payloads, _ in stream_pages_async(pager, fetch, partial(page_payloads, client), query.reads_ahead):
+        yield payloads
+        del payloads
 
 
 def _key_query(

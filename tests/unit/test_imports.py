@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._batch", "tablesdk._batch_answer",
     )),
     ("queries", (
-        "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._query", "tablesdk._parallel",
+        "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._page_stream", "tablesdk._query", "tablesdk._parallel",
         "tablesdk.aio._query",
     )),
     ("operations", ("tablesdk._service", "tablesdk._operations", "tablesdk._client", "tablesdk.aio._client")),

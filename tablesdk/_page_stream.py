@@ -1,0 +1,277 @@
+"""Reading pages one after another: :func:`stream_pages` (threads) and :func:`stream_pages_async`
+(asyncio), the one driver of a :class:`~tablesdk._pager.Pager` per flavour.
+
+Every reader of pages runs on them: the iteration of a query, its Arrow batches,
+each range of a parallel scan, a table listing, the scans behind
+``count_entities`` / ``delete_entities`` and the command line's export. A reader
+gives the driver three things: ``fetch`` (the HTTP stage: one request, its answer
+not yet decoded, with the next page's token in ``continuation_token``), ``decode``
+(the answer's page: a list, or anything with ``len`` and slices, such as a
+``pyarrow.RecordBatch``) and its read-ahead setting. The driver yields each page,
+trimmed to what ``take`` still wants, with the token of the page that follows it.
+
+Reading ahead is sending the next page's request as soon as a page's answer
+(and so the next token) has arrived, before the page is decoded and used, so
+that the service and the network prepare it meanwhile. At most one page is
+read ahead. It has a price: a thread per page in the threaded flavour, and the
+work of receiving the next page competes with decoding this one. So the setting
+(:data:`ReadAhead`) is ``"auto"`` by default, and :class:`ReadAheadGauge`
+decides page by page from what it measures:
+
+* the *idle wait* of a page: the wall time of a request read in turn, less the
+  CPU time the client spent on it (sending, receiving, parsing headers): the
+  time spent waiting for the service and the network, which is all reading
+  ahead can hide;
+* the *work* of a page: the time from its answer's arrival until the reader
+  asks for the next one (decoding it, and whatever the caller does with it).
+
+Reading ahead can save at most ``min(idle wait, work)`` of a page's cycle
+``(request wall time + work)``; it is done when that is at least
+:data:`ReadAheadGauge.SHARE` (15 %) of the cycle. Against a fast server (loopback,
+an emulator on the machine) the idle wait is a few per cent of the cycle and
+pages are read in turn, as cheap as reading without read-ahead; behind 20 ms of
+latency it is a third or more, and pages are read ahead. The first two pages are
+read in turn (nothing is measured yet), and while reading ahead, every
+:data:`ReadAheadGauge.REMEASURE_EVERY`-th page is read in turn again to measure
+afresh (a page read ahead waits for the consumer's thread, which would count as
+idle). ``True`` reads ahead from the first page on, ``False`` never.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
+
+from ._continuation import ContinuationToken, ResultSegment
+from ._pager import PageRequest, Pager, Sliceable
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = [
+    "ReadAhead", "ReadAheadGauge", "check_read_ahead", "segment_results", "stream_pages", "stream_pages_async",
+]
+
+#: Whether a reader of pages reads the next page ahead: ``"auto"`` (when what it measures says it
+#: pays, see :class:`ReadAheadGauge`), ``True`` (always) or ``False`` (never).
+ReadAhead = Union[bool, Literal["auto"]]
+
+
+def check_read_ahead(setting: Any) -> ReadAhead:
+    """``setting`` when it is a :data:`ReadAhead`; TypeError otherwise."""
+    if isinstance(setting, bool) or setting == "auto":
+        return setting  # type: ignore[no-any-return]
+    raise TypeError(f"read_ahead is True, False or 'auto', not {setting!r}")
+
+
+class Fetched(Protocol):
+    """What the HTTP stage of a page gives: at least the next page's token."""
+
+    @property
+    def continuation_token(self) -> ContinuationToken | None: ...
+
+
+F = TypeVar("F", bound=Fetched)
+P = TypeVar("P", bound=Sliceable)
+T = TypeVar("T")
+
+
+def segment_results(segment: ResultSegment[T]) -> list[T]:
+    """The page of a segment decoded already (a listing's, a source's that makes entities)."""
+    return segment.results
+
+
+class ReadAheadGauge:
+    """Whether to read the next page ahead, decided page by page (see the module's documentation)."""
+
+    #: Read ahead when what it can save is at least this share of a page's cycle.
+    SHARE = 0.15
+    #: While reading ahead, one page in this many is read in turn to measure the idle wait again.
+    REMEASURE_EVERY = 16
+
+    __slots__ = ("setting", "idle", "wall", "work", "_ahead_in_a_row")
+
+    def __init__(self, setting: ReadAhead) -> None:
+        self.setting = setting
+        self.idle: float | None = None  # the last page read in turn: its wait less the client's CPU
+        self.wall: float | None = None  # ... and its wall time
+        self.work: float | None = None  # the last page's time from its arrival to the next request
+        self._ahead_in_a_row = 0
+
+    def fetched_in_turn(self, wall: float, cpu: float) -> None:
+        """Record a page requested and waited for in turn: ``wall`` seconds, ``cpu`` of them the client's."""
+        self.wall, self.idle = wall, max(0.0, wall - cpu)
+
+    def worked(self, seconds: float) -> None:
+        """Record the time from a page's arrival to the request of the next."""
+        self.work = seconds
+
+    def wanted(self) -> bool:
+        """Whether to read the next page ahead."""
+        if self.setting != "auto":
+            return bool(self.setting)
+        idle, wall, work = self.idle, self.wall, self.work
+        if idle is None or wall is None or work is None or self._ahead_in_a_row >= self.REMEASURE_EVERY:
+            self._ahead_in_a_row = 0
+            return False
+        if min(idle, work) >= self.SHARE * (wall + work):
+            self._ahead_in_a_row += 1
+            return True
+        self._ahead_in_a_row = 0
+        return False
+
+
+class _InFlight:
+    """The request of the next page, sent on a thread of its own while the reader's thread decodes
+    and hands out the page before it.
+
+    A thread per page: starting one costs far less than a round trip, and no executor is used
+    (``begin_execute`` iterates queries on the client's: a read-ahead queued behind a full pool
+    would wait for the iteration that waits for it). When reading stops early nobody calls
+    :meth:`result`: the thread ends with its request, and its page or error is dropped.
+    """
+
+    __slots__ = ("_thread", "_fetched", "_error")
+
+    def __init__(self, fetch: Callable[[PageRequest], Any], request: PageRequest) -> None:
+        self._fetched: Any = None
+        self._error: BaseException | None = None
+        # The caller's context goes with the request (an OpenTelemetry span, a contextvar the
+        # application set), as if the page were fetched on the reader's thread.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(self._run, fetch, request), name="tablesdk-read-ahead",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, fetch: Callable[[PageRequest], Any], request: PageRequest) -> None:
+        try:
+            self._fetched = fetch(request)
+        except BaseException as exc:  # noqa: BLE001 - raised by result(), where reading in turn raises it
+            self._error = exc
+
+    def result(self) -> Any:
+        """The page, once its request is done; raises what the request raised."""
+        self._thread.join()
+        fetched, error = self._fetched, self._error
+        self._fetched = self._error = None  # the caller holds the page (or the error) from here on
+        if error is not None:
+            raise error
+        return fetched
+
+
+class _Reading:
+    """One reader's pager and read-ahead gauge, and the steps both drivers take for each page."""
+
+    __slots__ = ("pager", "gauge", "arrived")
+
+    def __init__(self, pager: Pager, read_ahead: ReadAhead) -> None:
+        self.pager = pager
+        self.gauge = ReadAheadGauge(read_ahead)
+        self.arrived = 0.0
+
+    def started(self) -> tuple[float, float]:
+        """The wall and CPU clocks when a request read in turn is sent."""
+        return time.perf_counter(), time.thread_time()
+
+    def arrived_in_turn(self, started: tuple[float, float]) -> None:
+        """A page read in turn arrived: measure it."""
+        self.arrived = time.perf_counter()
+        self.gauge.fetched_in_turn(self.arrived - started[0], time.thread_time() - started[1])
+
+    def arrived_ahead(self) -> None:
+        """A page read ahead arrived."""
+        self.arrived = time.perf_counter()
+
+    def ahead(self, token: ContinuationToken | None) -> PageRequest | None:
+        """The request to send now, before the page that arrived with ``token`` is decoded; or None."""
+        return self.pager.ahead(token) if self.gauge.wanted() else None
+
+    def hand_out(self, page: P, token: ContinuationToken | None) -> tuple[P, ContinuationToken | None]:
+        """The decoded ``page`` trimmed to what ``take`` wants, with the token of the page after it."""
+        pager = self.pager
+        return pager.trim(page), None if pager.done else token
+
+    def following(self, token: ContinuationToken | None) -> PageRequest | None:
+        """Once the page is used: the next request (the one read ahead, if any), or None."""
+        self.gauge.worked(time.perf_counter() - self.arrived)
+        return self.pager.next(token)
+
+
+def stream_pages(
+    pager: Pager,
+    fetch: Callable[[PageRequest], F],
+    decode: Callable[[F], P],
+    read_ahead: ReadAhead = False,
+) -> Iterator[tuple[P, ContinuationToken | None]]:
+    """Each page ``pager`` leads to, decoded and trimmed, with the token of the page after it
+    (None on the last page, or when ``take`` is reached).
+
+    ``fetch`` may run on another thread when reading ahead (it must touch nothing but the
+    transport); ``decode`` runs on the reader's thread. Only the current page and the next
+    page's undecoded answer are held.
+    """
+    reading = _Reading(pager, read_ahead)
+    request: PageRequest | None = pager.first()
+    in_flight: _InFlight | None = None
+    while request is not None:
+        if in_flight is None:
+            started = reading.started()
+            fetched: F | None = fetch(request)
+            reading.arrived_in_turn(started)
+        else:
+            fetched, in_flight = in_flight.result(), None
+            reading.arrived_ahead()
+        assert fetched is not None
+        token = fetched.continuation_token
+        ahead = reading.ahead(token)
+        in_flight = _InFlight(fetch, ahead) if ahead is not None else None
+        page: P | None = decode(fetched)
+        fetched = None  # the undecoded answer is no longer needed
+        assert page is not None
+        yield reading.hand_out(page, token)
+        page = None  # release this page before the next request
+        request = reading.following(token)  # the request read ahead, when there is one
+
+
+async def stream_pages_async(
+    pager: Pager,
+    fetch: Callable[[PageRequest], Awaitable[F]],
+    decode: Callable[[F], P],
+    read_ahead: ReadAhead = False,
+) -> AsyncIterator[tuple[P, ContinuationToken | None]]:
+    """:func:`stream_pages` on the event loop: a page read ahead is a task, sent before this page
+    is decoded; closing the iterator early cancels it."""
+    import asyncio  # not at import: the threaded flavour never needs it (start-up)
+
+    reading = _Reading(pager, read_ahead)
+    request: PageRequest | None = pager.first()
+    in_flight: asyncio.Future[F] | None = None
+    try:
+        while request is not None:
+            if in_flight is not None:
+                fetched: F | None = await in_flight
+                in_flight = None
+                reading.arrived_ahead()
+            else:
+                started = reading.started()
+                fetched = await fetch(request)
+                reading.arrived_in_turn(started)
+            assert fetched is not None
+            token = fetched.continuation_token
+            ahead = reading.ahead(token)
+            if ahead is not None:
+                in_flight = asyncio.ensure_future(fetch(ahead))
+                await asyncio.sleep(0)  # let it send its request before this page is decoded
+            page: P | None = decode(fetched)
+            fetched = None
+            assert page is not None
+            yield reading.hand_out(page, token)
+            page = None
+            request = reading.following(token)
+    finally:
+        if in_flight is not None:
+            in_flight.cancel()

@@ -1,0 +1,232 @@
+"""The page stream (tablesdk._page_stream): one driver of the Pager per flavour, and the read-ahead
+rule of ``"auto"``: read ahead only when the wait for the service is a significant share of a
+page's time. Time is a fake clock here: the fetches and the consumer advance it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import tablesdk._page_stream as page_stream
+from tablesdk import ContinuationCycleError, ContinuationToken
+from tablesdk._page_stream import ReadAheadGauge, check_read_ahead, stream_pages, stream_pages_async
+from tablesdk._pager import PageRequest, Pager
+
+
+# ---------------------------------------------------------------- the rule
+
+
+def test_nothing_measured_is_no_read_ahead() -> None:
+    gauge = ReadAheadGauge("auto")
+    assert not gauge.wanted()
+    gauge.fetched_in_turn(0.030, 0.001)
+    assert not gauge.wanted()  # the consumer's time is not known yet
+
+
+def test_a_fast_server_is_read_in_turn() -> None:
+    gauge = ReadAheadGauge("auto")
+    gauge.fetched_in_turn(0.010, 0.009)  # loopback: the client's own CPU is nearly all of the wait
+    gauge.worked(0.025)
+    assert not gauge.wanted()
+
+
+def test_latency_is_read_ahead() -> None:
+    gauge = ReadAheadGauge("auto")
+    gauge.fetched_in_turn(0.030, 0.008)  # 20 ms of network latency in the wait
+    gauge.worked(0.025)
+    assert gauge.wanted()
+
+
+def test_a_consumer_with_nothing_to_do_is_not_worth_a_thread() -> None:
+    gauge = ReadAheadGauge("auto")
+    gauge.fetched_in_turn(0.030, 0.001)
+    gauge.worked(0.001)  # nothing to overlap the wait with
+    assert not gauge.wanted()
+
+
+def test_reading_ahead_is_measured_again_in_turn() -> None:
+    gauge = ReadAheadGauge("auto")
+    gauge.fetched_in_turn(0.030, 0.008)
+    gauge.worked(0.025)
+    decisions = [gauge.wanted() for _ in range(2 * ReadAheadGauge.REMEASURE_EVERY + 2)]
+    assert decisions.count(False) == 2
+    assert decisions[ReadAheadGauge.REMEASURE_EVERY] is False
+
+
+def test_true_and_false_do_not_measure() -> None:
+    assert ReadAheadGauge(True).wanted() and not ReadAheadGauge(False).wanted()
+
+
+@pytest.mark.parametrize("setting", [None, 1, "yes", "Auto"])
+def test_the_setting_is_true_false_or_auto(setting: Any) -> None:
+    with pytest.raises(TypeError, match="read_ahead is True, False or 'auto'"):
+        check_read_ahead(setting)
+    assert [check_read_ahead(s) for s in (True, False, "auto")] == [True, False, "auto"]
+
+
+# ---------------------------------------------------------------- the sync driver on a fake clock
+
+
+@dataclass
+class Clock:
+    """``perf_counter`` and ``thread_time`` of the driver: wall time moves with both, CPU only with work."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def perf_counter(self) -> float:
+        return self.wall
+
+    def thread_time(self) -> float:
+        return self.cpu
+
+
+@dataclass
+class Page:
+    continuation_token: ContinuationToken | None
+    items: list[int]
+
+
+@dataclass
+class Service:
+    """``pages`` pages of 2 items; each request takes ``latency`` seconds of waiting and ``receive`` of CPU."""
+
+    clock: Clock
+    pages: int
+    latency: float
+    receive: float = 0.002
+    requests: list[tuple[int, int]] = field(default_factory=list)  # (page, pages the consumer finished by then)
+    consumed: int = 0
+
+    def fetch(self, request: PageRequest) -> Page:
+        index = 0 if request.token is None else int(request.token.next_row_key or "0")
+        self.requests.append((index, self.consumed))
+        self.clock.wall += self.latency + self.receive
+        self.clock.cpu += self.receive
+        token = ContinuationToken("p", str(index + 1)) if index + 1 < self.pages else None
+        return Page(token, [2 * index, 2 * index + 1])
+
+
+class InTurnFlight:
+    """The read-ahead request sent at once on the reader's thread: the decisions are the driver's,
+    and the order of events does not depend on a thread's timing."""
+
+    def __init__(self, fetch: Any, request: PageRequest) -> None:
+        self._fetched = fetch(request)
+
+    def result(self) -> Any:
+        return self._fetched
+
+
+@pytest.fixture()
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    fake = Clock()
+    monkeypatch.setattr(page_stream, "time", fake)
+    monkeypatch.setattr(page_stream, "_InFlight", InTurnFlight)
+    yield fake
+
+
+def _consume(service: Service, clock: Clock, work: float, setting: Any) -> list[int]:
+    items: list[int] = []
+    for page, _ in stream_pages(Pager(), service.fetch, lambda p: p.items, setting):
+        items += page
+        clock.wall += work
+        clock.cpu += work
+        service.consumed += 1
+    return items
+
+
+def test_auto_reads_in_turn_against_a_fast_server(clock: Clock) -> None:
+    service = Service(clock, pages=8, latency=0.0005)
+    assert _consume(service, clock, 0.025, "auto") == list(range(16))
+    # every request went out after the page before it was used up: no read-ahead thread
+    assert [done for _, done in service.requests] == list(range(8))
+
+
+def test_auto_reads_ahead_behind_latency(clock: Clock) -> None:
+    service = Service(clock, pages=8, latency=0.020)
+    assert _consume(service, clock, 0.025, "auto") == list(range(16))
+    # pages 1 and 2 are read in turn (nothing is measured before), the rest while the page before is in hand
+    assert [done for _, done in service.requests] == [0, 1, 1, 2, 3, 4, 5, 6]
+    assert [index for index, _ in service.requests] == list(range(8))
+
+
+def test_false_never_reads_ahead(clock: Clock) -> None:
+    service = Service(clock, pages=5, latency=0.020)
+    _consume(service, clock, 0.025, False)
+    assert [done for _, done in service.requests] == list(range(5))
+
+
+def test_the_stream_gives_each_page_the_token_after_it_and_none_when_take_is_reached() -> None:
+    service = Service(Clock(), pages=5, latency=0)
+    got = list(stream_pages(Pager(3, lambda remaining: remaining), service.fetch, lambda p: p.items))
+    assert [(page, token.next_row_key if token else None) for page, token in got] == [([0, 1], "1"), ([2], None)]
+
+
+def test_the_stream_raises_a_cycle_after_the_page_that_repeats() -> None:
+    def fetch(request: PageRequest) -> Page:
+        return Page(ContinuationToken("p", "same"), [1])
+
+    pages = stream_pages(Pager(), fetch, lambda p: p.items, True)
+    assert next(pages)[0] == [1] and next(pages)[0] == [1]
+    with pytest.raises(ContinuationCycleError):
+        next(pages)
+
+
+# ---------------------------------------------------------------- the async driver
+
+
+def test_async_reads_ahead_before_decoding_and_cancels_on_leaving() -> None:
+    async def main() -> None:
+        requested: list[int] = []
+        release = asyncio.Event()
+
+        async def fetch(request: PageRequest) -> Page:
+            index = 0 if request.token is None else int(request.token.next_row_key or "0")
+            requested.append(index)
+            if index == 2:
+                await release.wait()  # never set: this request is still in flight when the loop leaves
+            return Page(ContinuationToken("p", str(index + 1)), [index])
+
+        def decode(page: Page) -> list[int]:
+            # the next page's request went out before this page is decoded
+            assert requested[-1] == page.items[0] + 1
+            return page.items
+
+        stream = stream_pages_async(Pager(), fetch, decode, True)
+        seen = [page async for page, _ in _first(stream, 2)]
+        assert seen == [[0], [1]] and requested == [0, 1, 2]
+        await stream.aclose()  # type: ignore[attr-defined]
+        pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        await asyncio.sleep(0)
+        assert all(task.done() for task in pending)
+
+    asyncio.run(main())
+
+
+async def _first(stream: Any, n: int) -> Any:
+    for _ in range(n):
+        yield await stream.__anext__()
+
+
+def test_async_auto_reads_in_turn_against_a_fast_server(clock: Clock) -> None:
+    service = Service(clock, pages=6, latency=0.0005)
+
+    async def fetch(request: PageRequest) -> Page:
+        return service.fetch(request)
+
+    async def main() -> list[int]:
+        items: list[int] = []
+        async for page, _ in stream_pages_async(Pager(), fetch, lambda p: p.items, "auto"):
+            items += page
+            clock.wall += 0.025
+            clock.cpu += 0.025
+            service.consumed += 1
+        return items
+
+    assert asyncio.run(main()) == list(range(12))
+    assert [done for _, done in service.requests] == list(range(6))
