@@ -18,7 +18,7 @@ import functools
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 import contextvars
 from typing import Any, Generic, TypeVar
 
@@ -28,7 +28,10 @@ from ._errors import require_positive_int
 from ._filter import prop
 from ._query import TableQuery, query_pages
 
-__all__ = ["find_partition_boundaries", "scan_entities", "scan_segments"]
+__all__ = [
+    "boundary_search", "find_partition_boundaries", "partition_key_of", "probe_at", "probe_query", "run_search",
+    "scan_entities", "scan_segments",
+]
 
 T = TypeVar("T")
 
@@ -61,38 +64,73 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
     from concurrent.futures import ThreadPoolExecutor  # not at import (start-up)
 
     require_positive_int("count", count)
-    probe_query = TableQuery(
+    probes = probe_query(query)
+
+    def first_key_at(start: str) -> str | None:
+        return partition_key_of(probe_at(probes, start).first_or_default())
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tablesdk-probe") as pool:
+        return run_search(boundary_search(count, max(1, workers)), lambda starts: list(pool.map(first_key_at, starts)))
+
+
+def probe_query(query: TableQuery[Any]) -> TableQuery[DynamicEntity]:
+    """The query of a probe for ``query``'s table: one entity, only its PartitionKey (the filter is not
+    applied: it could make each probe scan far). A description: an async client runs it as well."""
+    return TableQuery(
         query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1, options=query.request_options
     )
 
-    def first_key_at(start: str) -> str | None:
-        found = probe_query.where(prop("PartitionKey") >= start) if start else probe_query
-        entity = found.first_or_default()
-        return None if entity is None else str(entity.PartitionKey)
 
-    width = max(1, workers)
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="tablesdk-probe") as pool:
-        lowest = first_key_at("")
-        if lowest is None or count == 1:
-            return []
-        highest = _highest_key_prefix(lowest, lambda starts: list(pool.map(first_key_at, starts)), max(2, width))
+def probe_at(probes: TableQuery[DynamicEntity], start: str) -> TableQuery[DynamicEntity]:
+    """The probe for the first PartitionKey at or above ``start`` ("": the smallest)."""
+    return probes.where(prop("PartitionKey") >= start) if start else probes
+
+
+def partition_key_of(entity: DynamicEntity | None) -> str | None:
+    """The PartitionKey a probe found, or None."""
+    return None if entity is None else str(entity.PartitionKey)
+
+
+#: A search that yields the starts to probe (all at once) and is sent the first key at or above each.
+ProbeSearch = Generator[list[str], list[str | None], T]
+
+
+def run_search(search: ProbeSearch[T], probe: Callable[[list[str]], list[str | None]]) -> T:
+    """What ``search`` finds, each round of its starts probed by ``probe`` (the first key at or above each)."""
+    try:
+        starts = next(search)
+        while True:
+            starts = search.send(probe(starts))
+    except StopIteration as done:
+        found: T = done.value
+        return found
+
+
+def boundary_search(count: int, width: int) -> ProbeSearch[list[str]]:
+    """The boundaries of :func:`find_partition_boundaries` as a search with no I/O: it yields the
+    starts to probe, at most ``width`` at a time, and is sent the keys found; the threaded and the
+    asyncio flavour each run the probes their way."""
+    (lowest,) = yield [""]
+    if lowest is None or count == 1:
+        return []
+    highest = yield from _highest_key_prefix(lowest, max(2, width))
     if highest is None:
         return []
     return _spread(lowest, highest, count)
 
 
-def _highest_key_prefix(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> str | None:
+def _highest_key_prefix(lowest: str, width: int) -> ProbeSearch[str | None]:
     """The largest key's first characters: one past the prefix it shares with ``lowest``
     (None when no key is larger than ``lowest``)."""
-    found = _divergence(lowest, probe, width)
+    found = yield from _divergence(lowest, width)
     if found is None:
         return None
     position, char = found
     prefix = lowest[:position]
-    return prefix + chr(_largest_next_char(prefix, char, probe, width))
+    return prefix + chr((yield from _largest_next_char(prefix, char, width)))
 
 
-def _divergence(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> tuple[int, int] | None:
+def _divergence(lowest: str, width: int) -> ProbeSearch[tuple[int, int] | None]:
     """The first position at which some key is larger than ``lowest``, and a character found there.
 
     Every key lies between ``lowest`` and the largest, so all share the prefix
@@ -110,7 +148,7 @@ def _divergence(lowest: str, probe: Callable[[list[str]], list[str | None]], wid
         chosen = sorted({low + (high - low) * k // width for k in range(width)})
         starts = [lowest[:i] + (chr(ord(lowest[i]) + 1) if i < len(lowest) else chr(_FIRST_CHAR))
                   for i in (positions[j] for j in chosen)]
-        answers = probe(starts)
+        answers = yield starts
         hit = next((n for n, key in enumerate(answers) if key is not None), None)
         if hit is None:
             low = chosen[-1] + 1
@@ -150,7 +188,7 @@ def _probe_points(low: int, high: int, width: int) -> list[int]:
     return sorted(points)
 
 
-def _largest_next_char(prefix: str, known: int, probe: Callable[[list[str]], list[str | None]], width: int) -> int:
+def _largest_next_char(prefix: str, known: int, width: int) -> ProbeSearch[int]:
     """The largest ``c`` such that some key starts with ``prefix + chr(c)``; ``known`` is such a ``c``.
 
     Each probe answers with an actual key, which narrows the interval further
@@ -161,7 +199,7 @@ def _largest_next_char(prefix: str, known: int, probe: Callable[[list[str]], lis
     high = _LAST_CHAR
     while high > low:
         points = _probe_points(low, high, width)
-        answers = probe([prefix + chr(point) for point in points])
+        answers = yield [prefix + chr(point) for point in points]
         for point, key in zip(points, answers):
             if key is not None and key.startswith(prefix) and len(key) > position:
                 found = low = max(low, min(ord(key[position]), _LAST_CHAR))
