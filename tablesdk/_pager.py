@@ -1,10 +1,11 @@
 """Following continuation tokens, with no I/O: :class:`Pager`.
 
-Every loop that reads pages one after another keeps its place in a Pager: the
-iteration of a query (sync and async, serial and reading ahead), each range of
-a parallel scan, a table listing, the command line's export and delete. The
-pager sends nothing; the loop sends the request it names and tells it what came
-back. So the paging rules live here once:
+Every reader of pages keeps its place in a Pager, driven by the one loop of each
+flavour (:mod:`tablesdk._page_stream`): the iteration of a query and its Arrow
+batches (sync and async, in turn and reading ahead), each range of a parallel
+scan, a table listing, the scans of ``count_entities`` / ``delete_entities``, the
+command line's export. The pager sends nothing; the driver sends the request it
+names and tells it what came back. So the paging rules live here once:
 
 * a token the loop followed before is a cycle (A, B, A would request the same
   pages forever): :meth:`Pager.follow` raises :class:`ContinuationCycleError`;
