@@ -30,8 +30,10 @@ Reading ahead can save at most ``min(idle wait, work)`` of a page's cycle
 :data:`ReadAheadGauge.SHARE` (15 %) of the cycle. Against a fast server (loopback,
 an emulator on the machine) the idle wait is a few per cent of the cycle and
 pages are read in turn, as cheap as reading without read-ahead; behind 20 ms of
-latency it is a third or more, and pages are read ahead. The first two pages are
-read in turn (nothing is measured yet), and while reading ahead, every
+latency it is a third or more, and pages are read ahead. The first page is read
+in turn (nothing is measured yet); until the first page is used, its work is taken
+to equal its request's wall time (the second page is read ahead when the first one's
+idle wait was at least 30 % of its request). While reading ahead, every
 :data:`ReadAheadGauge.REMEASURE_EVERY`-th page is read in turn again to measure
 afresh (a page read ahead waits for the consumer's thread, which would count as
 idle). ``True`` reads ahead from the first page on, ``False`` never.
@@ -113,10 +115,11 @@ class ReadAheadGauge:
         """Whether to read the next page ahead."""
         if self.setting != "auto":
             return bool(self.setting)
-        idle, wall, work = self.idle, self.wall, self.work
-        if idle is None or wall is None or work is None or self._ahead_in_a_row >= self.REMEASURE_EVERY:
+        idle, wall = self.idle, self.wall
+        if idle is None or wall is None or self._ahead_in_a_row >= self.REMEASURE_EVERY:
             self._ahead_in_a_row = 0
             return False
+        work = wall if self.work is None else self.work  # before the first page is used: taken as the request's
         if min(idle, work) >= self.SHARE * (wall + work):
             self._ahead_in_a_row += 1
             return True

@@ -21,10 +21,16 @@ from tablesdk._pager import PageRequest, Pager
 
 
 def test_nothing_measured_is_no_read_ahead() -> None:
-    gauge = ReadAheadGauge("auto")
-    assert not gauge.wanted()
-    gauge.fetched_in_turn(0.030, 0.001)
-    assert not gauge.wanted()  # the consumer's time is not known yet
+    assert not ReadAheadGauge("auto").wanted()
+
+
+def test_before_a_page_is_used_its_work_is_taken_as_its_request_s_time() -> None:
+    waited = ReadAheadGauge("auto")
+    waited.fetched_in_turn(0.030, 0.020)  # a third of the request was a wait for the service
+    assert waited.wanted()
+    busy = ReadAheadGauge("auto")
+    busy.fetched_in_turn(0.030, 0.025)  # a sixth: not worth a thread
+    assert not busy.wanted()
 
 
 def test_a_fast_server_is_read_in_turn() -> None:
@@ -150,8 +156,8 @@ def test_auto_reads_in_turn_against_a_fast_server(clock: Clock) -> None:
 def test_auto_reads_ahead_behind_latency(clock: Clock) -> None:
     service = Service(clock, pages=8, latency=0.020)
     assert _consume(service, clock, 0.025, "auto") == list(range(16))
-    # pages 1 and 2 are read in turn (nothing is measured before), the rest while the page before is in hand
-    assert [done for _, done in service.requests] == [0, 1, 1, 2, 3, 4, 5, 6]
+    # page 1 is read in turn (nothing is measured before it), the rest while the page before is in hand
+    assert [done for _, done in service.requests] == [0, 0, 1, 2, 3, 4, 5, 6]
     assert [index for index, _ in service.requests] == list(range(8))
 
 
