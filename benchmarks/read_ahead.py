@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ from tablesdk import CloudStorageAccount  # noqa: E402
 SETTINGS: tuple[Any, ...] = ("auto", True, False)
 
 
-def contenders(conn: str, use_async: bool) -> list[tuple[str, Callable[[], int]]]:
+@contextlib.contextmanager
+def contenders(conn: str, use_async: bool) -> Iterator[list[tuple[str, Callable[[], int]]]]:
     account = CloudStorageAccount.parse(conn)
     if not use_async:
         query = account.create_cloud_table_client().create_query(TABLE)
@@ -49,7 +51,8 @@ def contenders(conn: str, use_async: bool) -> list[tuple[str, Callable[[], int]]
         def sync_scan(setting: Any) -> Callable[[], int]:
             return lambda: sum(1 for _ in query.read_ahead(setting))
 
-        return [(f"read_ahead({setting!r})", sync_scan(setting)) for setting in SETTINGS]
+        yield [(f"read_ahead({setting!r})", sync_scan(setting)) for setting in SETTINGS]
+        return
 
     loop = asyncio.new_event_loop()
     client = account.create_async_cloud_table_client()
@@ -60,11 +63,19 @@ def contenders(conn: str, use_async: bool) -> list[tuple[str, Callable[[], int]]
 
         return lambda: loop.run_until_complete(count())
 
-    return [(f"async read_ahead({setting!r})", async_scan(setting)) for setting in SETTINGS]
+    try:
+        yield [(f"async read_ahead({setting!r})", async_scan(setting)) for setting in SETTINGS]
+    finally:
+        loop.run_until_complete(client.close())
+        loop.close()
 
 
 def measure(conn: str, mode: str, repeats: int, use_async: bool) -> tuple[list[Contender], list[float]]:
-    funcs = contenders(conn, use_async)
+    with contenders(conn, use_async) as funcs:
+        return _measure(funcs, mode, repeats)
+
+
+def _measure(funcs: list[tuple[str, Callable[[], int]]], mode: str, repeats: int) -> tuple[list[Contender], list[float]]:
     expected = PARTITIONS * PER_PARTITION
     assert all(func() == expected for _, func in funcs)  # warm every path up
     runs = [Contender(label) for label, _ in funcs]
