@@ -26,17 +26,27 @@ decides page by page from what it measures:
   asks for the next one (decoding it, and whatever the caller does with it).
 
 Reading ahead can save at most ``min(idle wait, work)`` of a page's cycle
-``(request wall time + work)``; it is done when that is at least
-:data:`ReadAheadGauge.SHARE` (15 %) of the cycle. Against a fast server (loopback,
-an emulator on the machine) the idle wait is a few per cent of the cycle and
-pages are read in turn, as cheap as reading without read-ahead; behind 20 ms of
-latency it is a third or more, and pages are read ahead. The first page is read
-in turn (nothing is measured yet); until the first page is used, its work is taken
-to equal its request's wall time (the second page is read ahead when the first one's
-idle wait was at least 30 % of its request). While reading ahead, every
-:data:`ReadAheadGauge.REMEASURE_EVERY`-th page is read in turn again to measure
-afresh (a page read ahead waits for the consumer's thread, which would count as
-idle). ``True`` reads ahead from the first page on, ``False`` never.
+``(request wall time + work)``. That is the gate: pages are considered for reading
+ahead only when it is at least :data:`ReadAheadGauge.SHARE` (15 %) of the cycle.
+Against a fast server on an idle machine the idle wait is a few per cent of the
+cycle and every page is read in turn, as cheap as without read-ahead. The first
+two pages are read in turn: nothing is measured before the first is used, and the
+second is the time in turn that reading ahead is compared with.
+
+The idle wait does not say whether the wait can overlap: behind network latency it
+can, but on a loaded machine a server on loopback waits for a core the decoding
+holds, and reading ahead then only adds the second thread's cost. So when the gate
+opens, :data:`ReadAheadGauge.TRIAL` pages are read ahead and each page's time per
+entity (from being asked for to being used: the wait for it and the work on it)
+is compared with that of the pages read in turn (only pages read the same way as
+the page after them count: a page in hand while the next is read ahead pays for
+that request). Reading ahead is kept when it takes at most
+:data:`ReadAheadGauge.KEEP` (90 %) of the time in turn; otherwise the next
+:data:`ReadAheadGauge.BACK_OFF` (32) pages are read in turn before it is tried
+again. While reading ahead, after every :data:`ReadAheadGauge.REMEASURE_EVERY`
+(32) pages two are read in turn, to measure both again (a page read ahead waits
+for the consumer's thread, which would count as idle). ``True`` reads ahead from
+the first page on, ``False`` never.
 """
 
 from __future__ import annotations
@@ -89,41 +99,81 @@ def segment_results(segment: ResultSegment[T]) -> list[T]:
 class ReadAheadGauge:
     """Whether to read the next page ahead, decided page by page (see the module's documentation)."""
 
-    #: Read ahead when what it can save is at least this share of a page's cycle.
+    #: The gate: read ahead only when what it can save is at least this share of a page's cycle.
     SHARE = 0.15
-    #: While reading ahead, one page in this many is read in turn to measure the idle wait again.
-    REMEASURE_EVERY = 16
+    #: Pages read ahead (and used) before their time per entity is compared with reading in turn.
+    TRIAL = 2
+    #: Reading ahead is kept when it takes at most this share of the time per entity in turn.
+    KEEP = 0.9
+    #: Pages read in turn after reading ahead did not pay, before it is tried again.
+    BACK_OFF = 32
+    #: While reading ahead, after this many pages two are read in turn, to measure both again.
+    REMEASURE_EVERY = 32
 
-    __slots__ = ("setting", "idle", "wall", "work", "_ahead_in_a_row")
+    __slots__ = ("setting", "idle", "wall", "work", "_turn", "_ahead", "_kept", "_in_turn_left", "_ahead_in_a_row")
 
     def __init__(self, setting: ReadAhead) -> None:
         self.setting = setting
         self.idle: float | None = None  # the last page read in turn: its wait less the client's CPU
         self.wall: float | None = None  # ... and its wall time
         self.work: float | None = None  # the last page's time from its arrival to the next request
+        self._turn = [0.0, 0]  # seconds and entities of pages read in turn, from asked for to used
+        self._ahead = [0.0, 0, 0]  # ... of pages read ahead, and how many of those pages
+        self._kept = False  # reading ahead was tried and paid
+        self._in_turn_left = 0
         self._ahead_in_a_row = 0
 
     def fetched_in_turn(self, wall: float, cpu: float) -> None:
         """Record a page requested and waited for in turn: ``wall`` seconds, ``cpu`` of them the client's."""
         self.wall, self.idle = wall, max(0.0, wall - cpu)
 
-    def worked(self, seconds: float) -> None:
-        """Record the time from a page's arrival to the request of the next."""
-        self.work = seconds
+    def used(self, steady: bool | None, cost: float, work: float, entities: int) -> None:
+        """Record a page used: its time from being asked for to being used (``cost``), of which
+        ``work`` after it arrived, and its entities. ``steady``: True when it was read ahead and the
+        next page was read ahead while it was used, False when neither was, None for a page in
+        between (its time is neither's)."""
+        self.work = work
+        if steady:
+            self._ahead[0] += cost
+            self._ahead[1] += entities
+            self._ahead[2] += 1
+        elif steady is not None:  # older pages read in turn count for less: the service's answers change
+            self._turn[0] = self._turn[0] / 2 + cost
+            self._turn[1] = self._turn[1] // 2 + entities
+
+    def _pays(self) -> bool:
+        """Whether the pages read ahead took at most :data:`KEEP` of the time per entity in turn."""
+        (ahead, ahead_entities, _), (turn, turn_entities) = self._ahead, self._turn
+        if not ahead_entities:
+            return True  # pages of no entities: nothing to compare, the gate's measure stands
+        return ahead / ahead_entities <= self.KEEP * turn / turn_entities
 
     def wanted(self) -> bool:
         """Whether to read the next page ahead."""
         if self.setting != "auto":
             return bool(self.setting)
-        idle, wall = self.idle, self.wall
-        if idle is None or wall is None or self._ahead_in_a_row >= self.REMEASURE_EVERY:
-            self._ahead_in_a_row = 0
+        if self._in_turn_left:
+            self._in_turn_left -= 1
             return False
-        work = wall if self.work is None else self.work  # before the first page is used: taken as the request's
-        if min(idle, work) >= self.SHARE * (wall + work):
-            self._ahead_in_a_row += 1
+        idle, wall, work = self.idle, self.wall, self.work
+        if idle is None or wall is None or work is None or not self._turn[1]:
+            return False  # nothing measured yet, or no page read in turn to compare with
+        if min(idle, work) < self.SHARE * (wall + work):
+            return False
+        if not self._kept:
+            if self._ahead[2] < self.TRIAL:
+                return True  # trying it
+            if not self._pays():
+                self._ahead = [0.0, 0, 0]
+                self._in_turn_left = self.BACK_OFF
+                return False
+            self._kept = True
+        self._ahead_in_a_row += 1
+        if self._ahead_in_a_row <= self.REMEASURE_EVERY:
             return True
-        self._ahead_in_a_row = 0
+        # Two pages in turn: the second is read and used with nothing read ahead meanwhile,
+        # and reading ahead is judged again once it is used.
+        self._ahead_in_a_row, self._in_turn_left, self._kept = 0, 1, False
         return False
 
 
@@ -169,12 +219,15 @@ class _InFlight:
 class _Reading:
     """One reader's pager and read-ahead gauge, and the steps both drivers take for each page."""
 
-    __slots__ = ("pager", "gauge", "arrived")
+    __slots__ = ("pager", "gauge", "asked", "arrived", "read_ahead", "next_ahead", "entities")
 
     def __init__(self, pager: Pager, read_ahead: ReadAhead) -> None:
         self.pager = pager
         self.gauge = ReadAheadGauge(read_ahead)
-        self.arrived = 0.0
+        self.asked = self.arrived = time.perf_counter()
+        self.read_ahead = False  # whether the page in hand was read ahead
+        self.next_ahead = False  # whether the next page is read ahead while this one is used
+        self.entities = 0
 
     def started(self) -> tuple[float, float]:
         """The wall and CPU clocks when a request read in turn is sent."""
@@ -183,24 +236,33 @@ class _Reading:
     def arrived_in_turn(self, started: tuple[float, float]) -> None:
         """A page read in turn arrived: measure it."""
         self.arrived = time.perf_counter()
+        self.read_ahead = False
         self.gauge.fetched_in_turn(self.arrived - started[0], time.thread_time() - started[1])
 
     def arrived_ahead(self) -> None:
         """A page read ahead arrived."""
         self.arrived = time.perf_counter()
+        self.read_ahead = True
 
     def ahead(self, token: ContinuationToken | None) -> PageRequest | None:
         """The request to send now, before the page that arrived with ``token`` is decoded; or None."""
-        return self.pager.ahead(token) if self.gauge.wanted() else None
+        request = self.pager.ahead(token) if self.gauge.wanted() else None
+        self.next_ahead = request is not None
+        return request
 
     def hand_out(self, page: P, token: ContinuationToken | None) -> tuple[P, ContinuationToken | None]:
         """The decoded ``page`` trimmed to what ``take`` wants, with the token of the page after it."""
         pager = self.pager
-        return pager.trim(page), None if pager.done else token
+        page = pager.trim(page)
+        self.entities = len(page)
+        return page, None if pager.done else token
 
     def following(self, token: ContinuationToken | None) -> PageRequest | None:
         """Once the page is used: the next request (the one read ahead, if any), or None."""
-        self.gauge.worked(time.perf_counter() - self.arrived)
+        now = time.perf_counter()
+        steady = self.read_ahead if self.read_ahead == self.next_ahead else None
+        self.gauge.used(steady, now - self.asked, now - self.arrived, self.entities)
+        self.asked = now
         return self.pager.next(token)
 
 

@@ -21,46 +21,65 @@ from tablesdk._pager import PageRequest, Pager
 
 
 def test_nothing_measured_is_no_read_ahead() -> None:
-    assert not ReadAheadGauge("auto").wanted()
-
-
-def test_before_a_page_is_used_its_work_is_taken_as_its_request_s_time() -> None:
-    waited = ReadAheadGauge("auto")
-    waited.fetched_in_turn(0.030, 0.020)  # a third of the request was a wait for the service
-    assert waited.wanted()
-    busy = ReadAheadGauge("auto")
-    busy.fetched_in_turn(0.030, 0.025)  # a sixth: not worth a thread
-    assert not busy.wanted()
+    gauge = ReadAheadGauge("auto")
+    assert not gauge.wanted()
+    gauge.fetched_in_turn(0.030, 0.001)
+    assert not gauge.wanted()  # no page used yet: no time in turn to compare with
 
 
 def test_a_fast_server_is_read_in_turn() -> None:
     gauge = ReadAheadGauge("auto")
     gauge.fetched_in_turn(0.010, 0.009)  # loopback: the client's own CPU is nearly all of the wait
-    gauge.worked(0.025)
+    gauge.used(False, 0.035, 0.025, 1000)
     assert not gauge.wanted()
 
 
 def test_latency_is_read_ahead() -> None:
     gauge = ReadAheadGauge("auto")
     gauge.fetched_in_turn(0.030, 0.008)  # 20 ms of network latency in the wait
-    gauge.worked(0.025)
+    gauge.used(False, 0.055, 0.025, 1000)
     assert gauge.wanted()
 
 
 def test_a_consumer_with_nothing_to_do_is_not_worth_a_thread() -> None:
     gauge = ReadAheadGauge("auto")
     gauge.fetched_in_turn(0.030, 0.001)
-    gauge.worked(0.001)  # nothing to overlap the wait with
+    gauge.used(False, 0.031, 0.001, 1000)  # nothing to overlap the wait with
     assert not gauge.wanted()
 
 
-def test_reading_ahead_is_measured_again_in_turn() -> None:
+def _gauge_reading_ahead() -> ReadAheadGauge:
     gauge = ReadAheadGauge("auto")
-    gauge.fetched_in_turn(0.030, 0.008)
-    gauge.worked(0.025)
-    decisions = [gauge.wanted() for _ in range(2 * ReadAheadGauge.REMEASURE_EVERY + 2)]
-    assert decisions.count(False) == 2
-    assert decisions[ReadAheadGauge.REMEASURE_EVERY] is False
+    gauge.fetched_in_turn(0.030, 0.008)  # 20 ms of network latency in the wait
+    gauge.used(False, 0.055, 0.025, 1000)  # the first page, read in turn: 55 ms
+    return gauge
+
+
+def test_reading_ahead_is_tried_and_kept_when_it_pays() -> None:
+    gauge = _gauge_reading_ahead()
+    for _ in range(ReadAheadGauge.TRIAL):
+        assert gauge.wanted()  # trying it
+        gauge.used(True, 0.030, 0.025, 1000)  # the wait overlapped: 30 ms a page
+    every = ReadAheadGauge.REMEASURE_EVERY
+    decisions = []
+    for _ in range(2 * (every + 2)):
+        decisions.append(gauge.wanted())
+        gauge.used(decisions[-1], 0.030 if decisions[-1] else 0.055, 0.025, 1000)
+    # after every REMEASURE_EVERY pages read ahead, two are read in turn, to measure again; it still pays
+    assert decisions == 2 * ([True] * every + [False, False])
+
+
+def test_reading_ahead_that_does_not_pay_is_left_for_a_while() -> None:
+    gauge = _gauge_reading_ahead()
+    for _ in range(ReadAheadGauge.TRIAL):
+        assert gauge.wanted()
+        gauge.used(True, 0.052, 0.050, 1000)  # a loaded machine: the wait did not overlap
+    decisions = []
+    for _ in range(ReadAheadGauge.BACK_OFF + 1):
+        decisions.append(gauge.wanted())
+        gauge.used(False, 0.055, 0.025, 1000)
+    assert decisions == [False] * ReadAheadGauge.BACK_OFF + [False]  # judged at the first, then left
+    assert gauge.wanted()  # and tried again
 
 
 def test_true_and_false_do_not_measure() -> None:
@@ -108,31 +127,40 @@ class Service:
     requests: list[tuple[int, int]] = field(default_factory=list)  # (page, pages the consumer finished by then)
     consumed: int = 0
 
-    def fetch(self, request: PageRequest) -> Page:
+    def fetch(self, request: PageRequest, overlapped: bool = False) -> Page:
         index = 0 if request.token is None else int(request.token.next_row_key or "0")
         self.requests.append((index, self.consumed))
-        self.clock.wall += self.latency + self.receive
+        self.clock.wall += self.receive if overlapped else self.latency + self.receive
         self.clock.cpu += self.receive
         token = ContinuationToken("p", str(index + 1)) if index + 1 < self.pages else None
         return Page(token, [2 * index, 2 * index + 1])
 
 
-class InTurnFlight:
-    """The read-ahead request sent at once on the reader's thread: the decisions are the driver's,
-    and the order of events does not depend on a thread's timing."""
+class OverlappedFlight:
+    """A page read ahead, requested at once on the reader's thread (the order of events does not
+    depend on a thread's timing) and answered with its wait hidden behind the consumer's work."""
+
+    overlapped = True
 
     def __init__(self, fetch: Any, request: PageRequest) -> None:
-        self._fetched = fetch(request)
+        self._fetched = fetch.__self__.fetch(request, overlapped=self.overlapped)
 
     def result(self) -> Any:
         return self._fetched
+
+
+class SerialFlight(OverlappedFlight):
+    """A page read ahead whose wait does not overlap (a loaded machine: the server waits for the
+    core the consumer holds): the consumer's clock runs through it."""
+
+    overlapped = False
 
 
 @pytest.fixture()
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     fake = Clock()
     monkeypatch.setattr(page_stream, "time", fake)
-    monkeypatch.setattr(page_stream, "_InFlight", InTurnFlight)
+    monkeypatch.setattr(page_stream, "_InFlight", OverlappedFlight)
     yield fake
 
 
@@ -156,9 +184,19 @@ def test_auto_reads_in_turn_against_a_fast_server(clock: Clock) -> None:
 def test_auto_reads_ahead_behind_latency(clock: Clock) -> None:
     service = Service(clock, pages=8, latency=0.020)
     assert _consume(service, clock, 0.025, "auto") == list(range(16))
-    # page 1 is read in turn (nothing is measured before it), the rest while the page before is in hand
-    assert [done for _, done in service.requests] == [0, 0, 1, 2, 3, 4, 5, 6]
+    # pages 1 and 2 are read in turn (measured), the rest while the page before is in hand
+    assert [done for _, done in service.requests] == [0, 1, 1, 2, 3, 4, 5, 6]
     assert [index for index, _ in service.requests] == list(range(8))
+
+
+def test_auto_stops_reading_ahead_when_the_wait_does_not_overlap(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(page_stream, "_InFlight", SerialFlight)
+    service = Service(clock, pages=8, latency=0.020)
+    assert _consume(service, clock, 0.025, "auto") == list(range(16))
+    # pages 3 to 5 are read ahead (the trial), then the rest in turn: the trial did not pay
+    assert [done for _, done in service.requests] == [0, 1, 1, 2, 3, 5, 6, 7]
 
 
 def test_false_never_reads_ahead(clock: Clock) -> None:
