@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
 
@@ -122,6 +123,12 @@ class ReadAheadGauge:
         self._kept = False  # reading ahead was tried and paid
         self._in_turn_left = 0
         self._ahead_in_a_row = 0
+
+    def take_over(self, earlier: ReadAheadGauge) -> None:
+        """Start from what ``earlier`` (the last scan of the same source) measured and decided."""
+        self.idle, self.wall, self.work, self._kept = earlier.idle, earlier.wall, earlier.work, earlier._kept
+        self._turn, self._ahead = list(earlier._turn), list(earlier._ahead)
+        self._in_turn_left, self._ahead_in_a_row = earlier._in_turn_left, earlier._ahead_in_a_row
 
     def fetched_in_turn(self, wall: float, cpu: float) -> None:
         """Record a page requested and waited for in turn: ``wall`` seconds, ``cpu`` of them the client's."""
@@ -216,14 +223,32 @@ class _InFlight:
         return fetched
 
 
+#: The gauge of each source's (a client's) last scan: the next scan starts from what it measured.
+_LAST_GAUGE: weakref.WeakKeyDictionary[Any, ReadAheadGauge] = weakref.WeakKeyDictionary()
+
+
+def _gauge(read_ahead: ReadAhead, source: object) -> ReadAheadGauge:
+    gauge = ReadAheadGauge(read_ahead)
+    if source is None:
+        return gauge
+    try:
+        earlier = _LAST_GAUGE.get(source)
+        _LAST_GAUGE[source] = gauge
+    except TypeError:  # a source that cannot be weakly referenced: every scan measures afresh
+        return gauge
+    if earlier is not None:
+        gauge.take_over(earlier)
+    return gauge
+
+
 class _Reading:
     """One reader's pager and read-ahead gauge, and the steps both drivers take for each page."""
 
     __slots__ = ("pager", "gauge", "asked", "arrived", "read_ahead", "next_ahead", "entities")
 
-    def __init__(self, pager: Pager, read_ahead: ReadAhead) -> None:
+    def __init__(self, pager: Pager, read_ahead: ReadAhead, source: object) -> None:
         self.pager = pager
-        self.gauge = ReadAheadGauge(read_ahead)
+        self.gauge = _gauge(read_ahead, source)
         self.asked = self.arrived = time.perf_counter()
         self.read_ahead = False  # whether the page in hand was read ahead
         self.next_ahead = False  # whether the next page is read ahead while this one is used
@@ -271,15 +296,17 @@ def stream_pages(
     fetch: Callable[[PageRequest], F],
     decode: Callable[[F], P],
     read_ahead: ReadAhead = False,
+    source: object = None,
 ) -> Iterator[tuple[P, ContinuationToken | None]]:
     """Each page ``pager`` leads to, decoded and trimmed, with the token of the page after it
     (None on the last page, or when ``take`` is reached).
 
     ``fetch`` may run on another thread when reading ahead (it must touch nothing but the
     transport); ``decode`` runs on the reader's thread. Only the current page and the next
-    page's undecoded answer are held.
+    page's undecoded answer are held. ``source`` (the client that answers): a scan starts from
+    what the last scan of the same source measured.
     """
-    reading = _Reading(pager, read_ahead)
+    reading = _Reading(pager, read_ahead, source)
     request: PageRequest | None = pager.first()
     in_flight: _InFlight | None = None
     while request is not None:
@@ -307,12 +334,13 @@ async def stream_pages_async(
     fetch: Callable[[PageRequest], Awaitable[F]],
     decode: Callable[[F], P],
     read_ahead: ReadAhead = False,
+    source: object = None,
 ) -> AsyncIterator[tuple[P, ContinuationToken | None]]:
     """:func:`stream_pages` on the event loop: a page read ahead is a task, sent before this page
     is decoded; closing the iterator early cancels it."""
     import asyncio  # not at import: the threaded flavour never needs it (start-up)
 
-    reading = _Reading(pager, read_ahead)
+    reading = _Reading(pager, read_ahead, source)
     request: PageRequest | None = pager.first()
     in_flight: asyncio.Future[F] | None = None
     try:

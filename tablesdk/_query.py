@@ -639,7 +639,8 @@ def query_pages(
     setting = query.reads_ahead if read_ahead is None else read_ahead
     if isinstance(source, PagedQuerySource):
         return stream_pages(
-            pager, partial(_fetch_page, source, query), decode or partial(_decoded_results, source, query), setting
+            pager, partial(_fetch_page, source, query), decode or partial(_decoded_results, source, query), setting,
+            source,
         )
     if decode is not None:
         raise TypeError(f"{type(source).__name__} makes entities, not pages: a query from a client is needed")

@@ -40,7 +40,7 @@ async def _scan_pages(client: AsyncCloudTableClient, query: TableQuery[Any]) -> 
         return client.fetch_query_segment(query, request.token, request.top)
 
     pager = Pager(query.take_count, query.request_top)
-    async for payloads, _ in stream_pages_async(pager, fetch, partial(page_payloads, client), query.reads_ahead):
+    async for payloads, _ in stream_pages_async(pager, fetch, partial(page_payloads, client), query.reads_ahead, client):
         yield payloads
         del payloads
 

@@ -230,7 +230,8 @@ class AsyncTableQuery(Generic[E]):
         if fetch_page is not None:
             decode_page = getattr(source, "decode_query_segment")
             return stream_pages_async(
-                pager, partial(_fetch, fetch_page, query), decode or partial(_decoded_results, decode_page, query), setting
+                pager, partial(_fetch, fetch_page, query), decode or partial(_decoded_results, decode_page, query), setting,
+                source,
             )
         if decode is not None:
             raise TypeError(f"{type(source).__name__} makes entities, not pages: a query from a client is needed")

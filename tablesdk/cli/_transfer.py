@@ -107,7 +107,7 @@ already seen in this run (A, B, A would read the same pages forever).
         return client.fetch_query_segment(query, request.token, request.top)
 
     pager = Pager(query.take_count, query.request_top, start=token)
-    return stream_pages(pager, fetch, decode, query.reads_ahead)
+    return stream_pages(pager, fetch, decode, query.reads_ahead, client)
 
 
 def count_entities(client: CloudTableClient, query: TableQuery[Any], progress: Progress) -> int:

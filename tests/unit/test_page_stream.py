@@ -164,9 +164,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     yield fake
 
 
-def _consume(service: Service, clock: Clock, work: float, setting: Any) -> list[int]:
+def _consume(service: Service, clock: Clock, work: float, setting: Any, source: object = None) -> list[int]:
     items: list[int] = []
-    for page, _ in stream_pages(Pager(), service.fetch, lambda p: p.items, setting):
+    for page, _ in stream_pages(Pager(), service.fetch, lambda p: p.items, setting, source):
         items += page
         clock.wall += work
         clock.cpu += work
@@ -197,6 +197,18 @@ def test_auto_stops_reading_ahead_when_the_wait_does_not_overlap(
     assert _consume(service, clock, 0.025, "auto") == list(range(16))
     # pages 3 to 5 are read ahead (the trial), then the rest in turn: the trial did not pay
     assert [done for _, done in service.requests] == [0, 1, 1, 2, 3, 5, 6, 7]
+
+
+def test_a_scan_starts_from_what_the_last_scan_of_its_source_measured(clock: Clock) -> None:
+    source = Clock  # any object that can be weakly referenced: a client
+    _consume(Service(clock, pages=8, latency=0.020), clock, 0.025, "auto", source)
+    again = Service(clock, pages=8, latency=0.020)
+    assert _consume(again, clock, 0.025, "auto", source) == list(range(16))
+    # reading ahead paid in the first scan: the second reads ahead from its first page on
+    assert [done for _, done in again.requests] == [0, 0, 1, 2, 3, 4, 5, 6]
+    other = Service(clock, pages=3, latency=0.020)
+    _consume(other, clock, 0.025, "auto", object())  # another source measures afresh
+    assert [done for _, done in other.requests] == [0, 1, 1]  # two pages in turn, then the trial
 
 
 def test_false_never_reads_ahead(clock: Clock) -> None:
