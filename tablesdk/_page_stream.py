@@ -30,8 +30,9 @@ Reading ahead can save at most ``min(idle wait, work)`` of a page's cycle
 ahead only when it is at least :data:`ReadAheadGauge.SHARE` (15 %) of the cycle.
 Against a fast server on an idle machine the idle wait is a few per cent of the
 cycle and every page is read in turn, as cheap as without read-ahead. The first
-two pages are read in turn: nothing is measured before the first is used, and the
-second is the time in turn that reading ahead is compared with.
+two pages of a source's first scan are read in turn: nothing is measured before
+the first is used, and the second is the time in turn that reading ahead is
+compared with.
 
 The idle wait does not say whether the wait can overlap: behind network latency it
 can, but on a loaded machine a server on loopback waits for a core the decoding
@@ -45,8 +46,10 @@ that request). Reading ahead is kept when it takes at most
 :data:`ReadAheadGauge.BACK_OFF` (32) pages are read in turn before it is tried
 again. While reading ahead, after every :data:`ReadAheadGauge.REMEASURE_EVERY`
 (32) pages two are read in turn, to measure both again (a page read ahead waits
-for the consumer's thread, which would count as idle). ``True`` reads ahead from
-the first page on, ``False`` never.
+for the consumer's thread, which would count as idle). A scan starts from what
+the last scan of the same source (client) measured and decided, so a short scan
+does not spend its first pages measuring again. ``True`` reads ahead from the
+first page on, ``False`` never.
 """
 
 from __future__ import annotations
