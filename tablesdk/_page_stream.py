@@ -41,8 +41,10 @@ opens, :data:`ReadAheadGauge.TRIAL` pages are read ahead and each page's time pe
 entity (from being asked for to being used: the wait for it and the work on it)
 is compared with that of the pages read in turn (only pages read the same way as
 the page after them count: a page in hand while the next is read ahead pays for
-that request). Reading ahead is kept when it takes at most
-:data:`ReadAheadGauge.KEEP` (90 %) of the time in turn; otherwise the next
+that request), and so is the client's CPU time per entity (the reader's thread,
+and the request's when it was read ahead). Reading ahead is kept when it takes at
+most :data:`ReadAheadGauge.KEEP` (90 %) of the time in turn and at most
+:data:`ReadAheadGauge.CPU_KEEP` (110 %) of the CPU; otherwise the next
 :data:`ReadAheadGauge.BACK_OFF` (32) pages are read in turn before it is tried
 again. While reading ahead, after every :data:`ReadAheadGauge.REMEASURE_EVERY`
 (32) pages two are read in turn, to measure both again (a page read ahead waits
@@ -109,6 +111,8 @@ class ReadAheadGauge:
     TRIAL = 2
     #: Reading ahead is kept when it takes at most this share of the time per entity in turn.
     KEEP = 0.9
+    #: ... and at most this share of the client CPU per entity in turn.
+    CPU_KEEP = 1.1
     #: Pages read in turn after reading ahead did not pay, before it is tried again.
     BACK_OFF = 32
     #: While reading ahead, after this many pages two are read in turn, to measure both again.
@@ -121,8 +125,8 @@ class ReadAheadGauge:
         self.idle: float | None = None  # the last page read in turn: its wait less the client's CPU
         self.wall: float | None = None  # ... and its wall time
         self.work: float | None = None  # the last page's time from its arrival to the next request
-        self._turn = [0.0, 0]  # seconds and entities of pages read in turn, from asked for to used
-        self._ahead = [0.0, 0, 0]  # ... of pages read ahead, and how many of those pages
+        self._turn = [0.0, 0, 0.0]  # seconds, entities and client CPU seconds of pages read in turn
+        self._ahead = [0.0, 0, 0.0, 0]  # ... of pages read ahead, and how many of those pages
         self._kept = False  # reading ahead was tried and paid
         self._in_turn_left = 0
         self._ahead_in_a_row = 0
@@ -137,26 +141,32 @@ class ReadAheadGauge:
         """Record a page requested and waited for in turn: ``wall`` seconds, ``cpu`` of them the client's."""
         self.wall, self.idle = wall, max(0.0, wall - cpu)
 
-    def used(self, steady: bool | None, cost: float, work: float, entities: int) -> None:
+    def used(self, steady: bool | None, cost: float, work: float, entities: int, cpu: float = 0.0) -> None:
         """Record a page used: its time from being asked for to being used (``cost``), of which
-        ``work`` after it arrived, and its entities. ``steady``: True when it was read ahead and the
-        next page was read ahead while it was used, False when neither was, None for a page in
-        between (its time is neither's)."""
+        ``work`` after it arrived, its entities and the client's CPU time for it (``cpu``: the
+        reader's thread over that time, and the request's thread when it was read ahead).
+        ``steady``: True when it was read ahead and the next page was read ahead while it was used,
+        False when neither was, None for a page in between (its time is neither's)."""
         self.work = work
         if steady:
-            self._ahead[0] += cost
-            self._ahead[1] += entities
-            self._ahead[2] += 1
+            ahead = self._ahead
+            ahead[0] += cost
+            ahead[1] += entities
+            ahead[2] += cpu
+            ahead[3] += 1
         elif steady is not None:  # older pages read in turn count for less: the service's answers change
-            self._turn[0] = self._turn[0] / 2 + cost
-            self._turn[1] = self._turn[1] // 2 + entities
+            turn = self._turn
+            turn[0], turn[1], turn[2] = turn[0] / 2 + cost, turn[1] // 2 + entities, turn[2] / 2 + cpu
 
     def _pays(self) -> bool:
-        """Whether the pages read ahead took at most :data:`KEEP` of the time per entity in turn."""
-        (ahead, ahead_entities, _), (turn, turn_entities) = self._ahead, self._turn
+        """Whether the pages read ahead took at most :data:`KEEP` of the time per entity in turn,
+        and at most :data:`CPU_KEEP` of the client CPU per entity."""
+        (ahead, ahead_entities, ahead_cpu, _), (turn, turn_entities, turn_cpu) = self._ahead, self._turn
         if not ahead_entities:
             return True  # pages of no entities: nothing to compare, the gate's measure stands
-        return ahead / ahead_entities <= self.KEEP * turn / turn_entities
+        per_ahead, per_turn = 1 / ahead_entities, 1 / turn_entities
+        return (ahead * per_ahead <= self.KEEP * turn * per_turn
+                and ahead_cpu * per_ahead <= self.CPU_KEEP * turn_cpu * per_turn)
 
     def wanted(self) -> bool:
         """Whether to read the next page ahead."""
@@ -171,10 +181,10 @@ class ReadAheadGauge:
         if min(idle, work) < self.SHARE * (wall + work):
             return False
         if not self._kept:
-            if self._ahead[2] < self.TRIAL:
+            if self._ahead[3] < self.TRIAL:
                 return True  # trying it
             if not self._pays():
-                self._ahead = [0.0, 0, 0]
+                self._ahead = [0.0, 0, 0.0, 0]
                 self._in_turn_left = self.BACK_OFF
                 return False
             self._kept = True
@@ -197,11 +207,12 @@ class _InFlight:
     :meth:`result`: the thread ends with its request, and its page or error is dropped.
     """
 
-    __slots__ = ("_thread", "_fetched", "_error")
+    __slots__ = ("_thread", "_fetched", "_error", "cpu")
 
     def __init__(self, fetch: Callable[[PageRequest], Any], request: PageRequest) -> None:
         self._fetched: Any = None
         self._error: BaseException | None = None
+        self.cpu = 0.0  # the CPU time of the request, on its thread
         # The caller's context goes with the request (an OpenTelemetry span, a contextvar the
         # application set), as if the page were fetched on the reader's thread.
         self._thread = threading.Thread(
@@ -215,6 +226,7 @@ class _InFlight:
             self._fetched = fetch(request)
         except BaseException as exc:  # noqa: BLE001 - raised by result(), where reading in turn raises it
             self._error = exc
+        self.cpu = time.thread_time()
 
     def result(self) -> Any:
         """The page, once its request is done; raises what the request raised."""
@@ -247,12 +259,14 @@ def _gauge(read_ahead: ReadAhead, source: object) -> ReadAheadGauge:
 class _Reading:
     """One reader's pager and read-ahead gauge, and the steps both drivers take for each page."""
 
-    __slots__ = ("pager", "gauge", "asked", "arrived", "read_ahead", "next_ahead", "entities")
+    __slots__ = ("pager", "gauge", "asked", "asked_cpu", "arrived", "read_ahead", "next_ahead", "entities", "cpu")
 
     def __init__(self, pager: Pager, read_ahead: ReadAhead, source: object) -> None:
         self.pager = pager
         self.gauge = _gauge(read_ahead, source)
         self.asked = self.arrived = time.perf_counter()
+        self.asked_cpu = time.thread_time()
+        self.cpu = 0.0  # CPU time spent for the page in hand on another thread (its request read ahead)
         self.read_ahead = False  # whether the page in hand was read ahead
         self.next_ahead = False  # whether the next page is read ahead while this one is used
         self.entities = 0
@@ -264,13 +278,13 @@ class _Reading:
     def arrived_in_turn(self, started: tuple[float, float]) -> None:
         """A page read in turn arrived: measure it."""
         self.arrived = time.perf_counter()
-        self.read_ahead = False
+        self.read_ahead, self.cpu = False, 0.0
         self.gauge.fetched_in_turn(self.arrived - started[0], time.thread_time() - started[1])
 
-    def arrived_ahead(self) -> None:
-        """A page read ahead arrived."""
+    def arrived_ahead(self, cpu: float) -> None:
+        """A page read ahead arrived; its request took ``cpu`` on another thread (0: this one's)."""
         self.arrived = time.perf_counter()
-        self.read_ahead = True
+        self.read_ahead, self.cpu = True, cpu
 
     def ahead(self, token: ContinuationToken | None) -> PageRequest | None:
         """The request to send now, before the page that arrived with ``token`` is decoded; or None."""
@@ -287,10 +301,10 @@ class _Reading:
 
     def following(self, token: ContinuationToken | None) -> PageRequest | None:
         """Once the page is used: the next request (the one read ahead, if any), or None."""
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         steady = self.read_ahead if self.read_ahead == self.next_ahead else None
-        self.gauge.used(steady, now - self.asked, now - self.arrived, self.entities)
-        self.asked = now
+        self.gauge.used(steady, now - self.asked, now - self.arrived, self.entities, cpu - self.asked_cpu + self.cpu)
+        self.asked, self.asked_cpu = now, cpu
         return self.pager.next(token)
 
 
@@ -318,8 +332,9 @@ def stream_pages(
             fetched: F | None = fetch(request)
             reading.arrived_in_turn(started)
         else:
-            fetched, in_flight = in_flight.result(), None
-            reading.arrived_ahead()
+            fetched = in_flight.result()
+            reading.arrived_ahead(in_flight.cpu)
+            in_flight = None
         assert fetched is not None
         token = fetched.continuation_token
         ahead = reading.ahead(token)
@@ -351,7 +366,7 @@ async def stream_pages_async(
             if in_flight is not None:
                 fetched: F | None = await in_flight
                 in_flight = None
-                reading.arrived_ahead()
+                reading.arrived_ahead(0.0)  # the task ran on this thread: its CPU is counted already
             else:
                 started = reading.started()
                 fetched = await fetch(request)

@@ -69,6 +69,16 @@ def test_reading_ahead_is_tried_and_kept_when_it_pays() -> None:
     assert decisions == 2 * ([True] * every + [False, False])
 
 
+def test_reading_ahead_that_costs_more_client_cpu_is_not_kept() -> None:
+    gauge = ReadAheadGauge("auto")
+    gauge.fetched_in_turn(0.030, 0.008)
+    gauge.used(False, 0.055, 0.025, 1000, cpu=0.030)
+    for _ in range(ReadAheadGauge.TRIAL):
+        assert gauge.wanted()
+        gauge.used(True, 0.040, 0.035, 1000, cpu=0.040)  # faster, but a third more CPU (threads contending)
+    assert not gauge.wanted()
+
+
 def test_reading_ahead_that_does_not_pay_is_left_for_a_while() -> None:
     gauge = _gauge_reading_ahead()
     for _ in range(ReadAheadGauge.TRIAL):
@@ -141,6 +151,7 @@ class OverlappedFlight:
     depend on a thread's timing) and answered with its wait hidden behind the consumer's work."""
 
     overlapped = True
+    cpu = 0.0  # its CPU runs on the fake clock's one thread
 
     def __init__(self, fetch: Any, request: PageRequest) -> None:
         self._fetched = fetch.__self__.fetch(request, overlapped=self.overlapped)
