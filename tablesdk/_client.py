@@ -38,7 +38,8 @@ from ._edm import EdmType, EntityPayload
 from ._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._filter import FilterLike
 from ._options import TableRequestOptions, check_options
-from ._pager import Pager
+from ._page_stream import segment_results, stream_pages
+from ._pager import PageRequest, Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
@@ -284,18 +285,14 @@ class CloudTableClient(ClientCore):
         both may be given and must both hold. ``page_size`` is the ``$top`` of
         each request.
         """
-        token: ContinuationToken | None = None
-        pager = Pager(listing=True)
-        while True:
-            segment = self.list_tables_segmented(
-                token, prefix=prefix, filter=filter, max_results=page_size,
+        def fetch(request: PageRequest) -> ResultSegment[str]:
+            return self.list_tables_segmented(
+                request.token, prefix=prefix, filter=filter, max_results=page_size,
                 operation_context=operation_context, options=options
             )
-            yield from segment.results
-            token = segment.continuation_token
-            if token is None:
-                return
-            pager.follow(token)
+
+        for names, _ in stream_pages(Pager(listing=True), fetch, segment_results):
+            yield from names
 
     def list_tables_segmented(
         self,

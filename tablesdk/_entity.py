@@ -99,6 +99,7 @@ from ._entity_read import (  # noqa: F401 - the front of the entities layer
     _type_untyped_values as _type_untyped_values,
     entity_from_payload as entity_from_payload,
     entity_reader as entity_reader,
+    page_reader as page_reader,
     read_page as read_page,
 )
 
@@ -115,6 +116,7 @@ __all__ = [
     "entity_to_payload",
     "entity_from_payload",
     "read_page",
+    "page_reader",
     "ResolvedType",
     "EntityResolver",
     "PropertyResolver",

@@ -40,7 +40,6 @@ from ._entity import (
     EntityObject,
     entity_from_payload,
     entity_to_payload,
-    read_page,
     validate_key,
     validate_table_name,
 )
@@ -63,7 +62,7 @@ from ._formats import (
 from ._formats.errors import body_excerpt
 from ._http import HttpResponse, RequestHook, SendingRequest
 from ._options import LOCATION_MODES, TableRequestOptions
-from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
 from ._retry import RetryPolicy
 from ._settings import RequestSettings, check_retry_policy
 from ._tracing import annotate
@@ -501,16 +500,19 @@ class ClientCore:
         retry_policy: RetryPolicy | None,
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
+        *,
+        select_text: str | None = None,
     ) -> Flow[FetchedPage]:
         """The HTTP stage of one Query Entities page: the answer, its body not decoded, and the
-        next page's token (from the headers, so the next request can start before decoding)."""
+        next page's token (from the headers, so the next request can start before decoding).
+        ``select_text``: the ``$select`` of ``select`` made already (a compiled query's)."""
         params: list[tuple[str, str]] = []
         if filter:
             params.append(("$filter", filter))
         if top is not None:
             params.append(("$top", str(top)))
         if select:
-            params.append(("$select", ",".join(_with_keys(select))))
+            params.append(("$select", select_text or ",".join(_with_keys(select))))
         if continuation_token is not None:
             if continuation_token.next_partition_key is not None:
                 params.append(("NextPartitionKey", continuation_token.next_partition_key))
@@ -594,7 +596,8 @@ class ClientCore:
         A point query is one request with no continuation: its entity is read
         here and the page comes back already decoded.
         """
-        keys = query.point_keys()
+        compiled = query.compiled()
+        keys = compiled.point_keys
         if keys is not None and continuation_token is None:
             try:
                 payload = yield from self._f_get_entity_payload(
@@ -607,8 +610,8 @@ class ClientCore:
                 raise
             return FetchedPage(None, page=EntityPage.of([payload]))
         return (yield from self._f_fetch_entity_page(
-            query.table, query.filter_string(), query.select_columns, top, continuation_token, None, None,
-            request_hook,
+            query.table, compiled.filter_text, query.select_columns, top, continuation_token, None, None,
+            request_hook, select_text=compiled.select_text,
         ))
 
     def _f_execute_query_segment(
@@ -619,7 +622,7 @@ class ClientCore:
 
     def _decode_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
         """The decode stage of a client query's page: untracked entities of the query's class."""
-        return ResultSegment(read_page(query.entity_type, self._decode_page(fetched)), fetched.continuation_token)
+        return ResultSegment(query.compiled().read(self._decode_page(fetched)), fetched.continuation_token)
 
     # ------------------------------------------------------------ entity operations
 
@@ -808,13 +811,9 @@ def _one_entity(
     return require_keys([fmt.parse_entity(body, etag)], body, selected)[0]
 
 
-def _with_keys(select: Iterable[str]) -> list[str]:
+def _with_keys(select: Iterable[str]) -> tuple[str, ...]:
     """A projection always brings back the keys and Timestamp, so results stay addressable."""
-    names = list(select)
-    for system in ("PartitionKey", "RowKey", "Timestamp"):
-        if system not in names:
-            names.append(system)
-    return names
+    return with_keys(tuple(select))
 
 
 def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:

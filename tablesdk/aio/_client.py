@@ -11,7 +11,7 @@ errors; ``list_tables`` is an async iterator.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -23,8 +23,9 @@ from .._entity import DynamicEntity, E, EntityObject
 from .._filter import FilterLike
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._options import TableRequestOptions, check_options
-from .._pager import Pager
-from .._query import ContinuationToken, ResultSegment, TableQuery
+from .._page_stream import segment_results, stream_pages_async
+from .._pager import PageRequest, Pager
+from .._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .._retry import RetryPolicy
 from .._settings import DEFAULT_TIMEOUT, client_settings
 from .._transport import OperationContext, Timeout
@@ -178,19 +179,15 @@ class AsyncCloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> AsyncIterator[str]:
         """Yield table names (``prefix`` and/or ``filter`` on TableName), following continuation lazily."""
-        token: ContinuationToken | None = None
-        pager = Pager(listing=True)
-        while True:
-            segment = await self.list_tables_segmented(
-                token, prefix=prefix, filter=filter, max_results=page_size,
+        def fetch(request: PageRequest) -> Awaitable[ResultSegment[str]]:
+            return self.list_tables_segmented(
+                request.token, prefix=prefix, filter=filter, max_results=page_size,
                 operation_context=operation_context, options=options
             )
-            for name in segment.results:
+
+        async for names, _ in stream_pages_async(Pager(listing=True), fetch, segment_results):
+            for name in names:
                 yield name
-            token = segment.continuation_token
-            if token is None:
-                return
-            pager.follow(token)
 
     async def list_tables_segmented(
         self,
@@ -329,6 +326,17 @@ class AsyncCloudTableClient(ClientCore):
         return await self._run(
             self._f_execute_query_segment(query, continuation_token, top), query.request_options
         )
+
+    async def fetch_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> FetchedPage:
+        """The HTTP stage of :meth:`execute_query_segment`: the page's answer, not decoded, and the
+        next page's token (a task may fetch the next page while this one is decoded)."""
+        return await self._run(self._f_fetch_page(query, continuation_token, top, True, False, None), query.request_options)
+
+    def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
+        """The decode stage of :meth:`execute_query_segment`: the entities of ``fetched``."""
+        return self._decode_segment(query, fetched)
 
     # ------------------------------------------------------------ entity operations
 

@@ -44,8 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._batch", "tablesdk._batch_answer",
     )),
     ("queries", (
-        "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._query", "tablesdk._parallel",
-        "tablesdk.aio._query",
+        "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._page_stream", "tablesdk._query", "tablesdk._parallel",
+        "tablesdk.aio._query", "tablesdk.aio._parallel",
     )),
     ("operations", ("tablesdk._service", "tablesdk._operations", "tablesdk._client", "tablesdk.aio._client")),
     ("unit of work and bulk loading", (
@@ -97,7 +97,9 @@ ALLOWED: Mapping[tuple[str, str], str] = {
     ("tablesdk._client", "tablesdk._deleting"): "CloudTableClient.delete_entities / count_entities",
     ("tablesdk.aio._client", "tablesdk.aio._deleting"): "AsyncCloudTableClient.delete_entities / count_entities",
     ("tablesdk._query", "tablesdk._parallel"): "TableQuery.iter_parallel / iter_parallel_segments hand out a parallel scan",
+    ("tablesdk.aio._query", "tablesdk.aio._parallel"): "AsyncTableQuery.iter_parallel hands out a parallel scan",
     ("tablesdk._query", "tablesdk._arrow"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
+    ("tablesdk.aio._query", "tablesdk._arrow"): "AsyncTableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
     ("tablesdk._client", "tablesdk._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk._arrow_write"): "AsyncCloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk.aio._table"): "AsyncCloudTableClient.get_table_reference",

@@ -63,8 +63,6 @@ ALLOWED: dict[str, str] = {
         "default 16 connections per host for threads, 100 open connections for tasks (docs/async.md)",
     "CloudTableClient.executor": "threads only: the pool of the begin_* operations",
     "CloudTableClient.supports_parallel_queries": "threads only: a query's pages on several threads",
-    "CloudTableClient.fetch_query_segment": "threads only: the first stage of the sync read-ahead",
-    "CloudTableClient.decode_query_segment": "threads only: the second stage of the sync read-ahead",
     "TableServiceContext.begin_execute": "threads only: runs on the client's executor",
     "TableServiceContext.begin_save_changes": "threads only: runs on the client's executor",
     "TableServiceContext.fetch_query_segment": "threads only: the first stage of the sync read-ahead",
@@ -73,6 +71,7 @@ ALLOWED: dict[str, str] = {
     "TableQuery.description": "async only: the TableQuery an async query wraps",
     "TableQuery.point_keys": "how a source reads a query: async sources read it from the description",
     "TableQuery.request_top": "how a source reads a query: async sources read it from the description",
+    "TableQuery.compiled": "how a source reads a query: async sources read it from the description",
     **{f"{face}.{member}(max_workers)": "the async faces' old spelling of max_concurrency, kept with a "
        "DeprecationWarning (tests/unit/test_bulk_faces.py)"
        for face in ("CloudTableClient", "CloudTable") for member in ("write_arrow", "write_pandas")},
@@ -81,14 +80,8 @@ ALLOWED: dict[str, str] = {
 #: Known drifts that work under way removes; listed so that nothing else can drift meanwhile.
 PENDING: dict[str, str] = {
     # the async page stream brings these to AsyncTableQuery
-    "TableQuery.to_arrow": "added to the async query by the page stream",
-    "TableQuery.to_pandas": "added to the async query by the page stream",
-    "TableQuery.iter_arrow_batches": "added to the async query by the page stream",
-    "TableQuery.iter_parallel": "added to the async query by the page stream",
     "TableQuery.iter_parallel_segments": "added to the async query by the page stream",
     "TableQuery.partition_ranges": "added to the async query by the page stream",
-    "TableQuery.read_ahead": "added to the async query by the page stream",
-    "TableQuery.reads_ahead": "added to the async query by the page stream",
     "TableQuery.__init__(read_ahead)": "added to the async query by the page stream",
 }
 
