@@ -18,9 +18,10 @@ from __future__ import annotations
 import base64
 import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import quote
 
 from .. import DynamicEntity, EdmType as SdkEdmType, EntityProperty as SdkEntityProperty
 from .._edm_base import format_datetime, parse_datetime
@@ -200,24 +201,34 @@ def _read_value(
         ) from error
 
 
+_SYSTEM = ("PartitionKey", "RowKey", "Timestamp")
+
+
 def to_legacy_entity(
     values: Mapping[str, Any], types: Mapping[str, SdkEdmType], etag: str | None,
-    resolver: PropertyResolver | None = None,
+    resolver: PropertyResolver | None = None, select: Sequence[str] | None = None,
 ) -> Entity:
-    """The old package's :class:`Entity` for an entity tablesdk read (its values, types and ETag)."""
+    """The old package's :class:`Entity` for an entity tablesdk read (its values, types and ETag).
+
+    With ``select``, the keys and Timestamp are there only when selected (tablesdk asks for
+    them always; the old package gave what the service sent). The ETag is the one the
+    Timestamp stands for, as the old package built it, so a read without metadata has one too.
+    """
     entity = Entity()
+    hidden = () if select is None else tuple(name for name in _SYSTEM if name not in select)
     partition_key = values.get("PartitionKey")
     row_key = values.get("RowKey")
-    if partition_key:
+    if partition_key and "PartitionKey" not in hidden:
         entity["PartitionKey"] = partition_key
-    if row_key:
+    if row_key and "RowKey" not in hidden:
         entity["RowKey"] = row_key
     timestamp = values.get("Timestamp")
-    if timestamp:
+    if timestamp and "Timestamp" not in hidden:
         text = timestamp if isinstance(timestamp, str) else format_datetime(timestamp)
         entity["Timestamp"] = _from_datetime_text(text)
+        etag = "W/\"datetime'" + quote(text) + "'\""
     for name, value in values.items():
-        if name in ("PartitionKey", "RowKey", "Timestamp"):
+        if name in _SYSTEM:
             continue
         raw, stated = _wire_form(value, types.get(name))
         entity[name] = _read_value(name, raw, stated, partition_key, row_key, resolver)

@@ -342,7 +342,9 @@ class TableService:
             entities = []
             for payload in payloads:
                 check_entity_read(require)
-                entities.append(to_legacy_entity(payload.values, payload.types, payload.etag, property_resolver))
+                entities.append(to_legacy_entity(
+                    payload.values, payload.types, payload.etag, property_resolver, columns
+                ))
             return entities, _entity_marker(following)
 
         return ListGenerator(fetch(marker, num_results), fetch, num_results)
@@ -363,7 +365,7 @@ class TableService:
                 table_name, partition_key, row_key, select=columns, options=_options(timeout)
             )
         check_entity_read(self.require_encryption)
-        return to_legacy_entity(payload.values, payload.types, payload.etag, property_resolver)
+        return to_legacy_entity(payload.values, payload.types, payload.etag, property_resolver, columns)
 
     # ------------------------------------------------------------ entities
 
