@@ -1,0 +1,218 @@
+"""tablesdk.legacy without a service: what it imports, its encryption guard, its errors, and that
+its calls go through tablesdk's client (retries, server timeouts, sender).
+
+The call-by-call comparison with the old package is tests/integration/test_legacy_differential.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tablesdk import ExponentialRetry, HttpRequest, HttpResponse, MockSender, NoRetry
+from tablesdk.legacy import (
+    AzureBatchOperationError,
+    AzureConflictHttpError,
+    AzureException,
+    AzureHttpError,
+    AzureMissingResourceHttpError,
+    ClientEncryptionNotAvailableError,
+    EdmType,
+    Entity,
+    EntityProperty,
+    TableBatch,
+    TablePermissions,
+    TableService,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def modules_after(statement: str) -> list[str]:
+    script = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    return list(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_import_tablesdk_does_not_load_the_legacy_surface() -> None:
+    assert [name for name in modules_after("import tablesdk") if name.startswith("tablesdk.legacy")] == []
+
+
+def test_the_legacy_surface_needs_nothing_of_the_old_package() -> None:
+    statement = (
+        "import datetime\n"
+        "from tablesdk import MockSender\n"
+        "from tablesdk.legacy import TableService, Entity\n"
+        "sender = MockSender(lambda request: MockSender.response(204))\n"
+        f"svc = TableService(account_name='acct', account_key={KEY!r}, sender=sender)\n"
+        "svc.generate_table_shared_access_signature('tbl', 'r', datetime.datetime(2099, 1, 1))\n"
+        "svc.insert_or_merge_entity('tbl', Entity(PartitionKey='p', RowKey='r', When=datetime.datetime(2020, 1, 1)))\n"
+        "assert len(sender.requests) == 1\n"
+    )
+    loaded = modules_after(statement)
+    assert [name for name in loaded if name == "azure" or name.startswith(("azure.", "dateutil"))] == []
+
+
+def test_no_legacy_module_imports_azure() -> None:
+    for path in sorted((ROOT / "tablesdk" / "legacy").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            assert not [name for name in names if name.split(".")[0] == "azure"], f"{path.name} imports {names}"
+
+
+# ---------------------------------------------------------------- a service on a recording sender
+
+class Recorder:
+    """Answers each request from a queue of (status, body, headers) and keeps what was sent."""
+
+    def __init__(self, *answers: tuple[int, Any, dict[str, str]]) -> None:
+        self.answers = list(answers)
+        self.sender = MockSender(self.answer)
+
+    def answer(self, request: HttpRequest) -> HttpResponse:
+        status, body, headers = self.answers.pop(0) if self.answers else (204, b"", {})
+        text = json.dumps(body) if isinstance(body, dict) else body
+        return MockSender.response(status, text, {"Content-Type": "application/json;odata=minimalmetadata", **headers})
+
+    @property
+    def requests(self) -> list[HttpRequest]:
+        return self.sender.requests
+
+
+def service(recorder: Recorder, **options: Any) -> TableService:
+    return TableService(account_name="acct", account_key=KEY, sender=recorder.sender, **options)
+
+
+def test_calls_are_sent_by_a_tablesdk_client_with_its_options() -> None:
+    recorder = Recorder((204, b"", {"ETag": 'W/"datetime\'2024-01-01T00%3A00%3A00Z\'"'}))
+    svc = service(recorder, retry_policy=NoRetry())
+    assert isinstance(svc.client.retry_policy, NoRetry)
+    etag = svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r", "N": 5}, timeout=7)
+    assert etag == 'W/"datetime\'2024-01-01T00%3A00%3A00Z\'"'
+    [request] = recorder.requests
+    assert request.url.startswith("https://acct.table.core.windows.net/tbl") and "timeout=7" in request.url
+    assert request.headers["Authorization"].startswith("SharedKey acct:")
+    body = json.loads(request.body or b"{}")
+    assert body["N"] == "5" and body["N@odata.type"] == "Edm.Int64"  # an int is written as Int64
+
+
+def test_the_default_retry_policy_is_tablesdks() -> None:
+    assert isinstance(service(Recorder()).client.retry_policy, ExponentialRetry)
+
+
+def test_a_server_busy_answer_is_retried_by_the_clients_policy() -> None:
+    busy = {"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}
+    recorder = Recorder((503, busy, {}), (204, b"", {}))
+    svc = service(recorder, retry_policy=ExponentialRetry(1, 0.0, 0.0, 0.0))
+    svc.delete_entity("tbl", "p", "r")
+    assert len(recorder.requests) == 2
+
+
+def test_a_datetime_is_written_whole_seconds_in_utc_as_the_old_package_did() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    recorder = Recorder()
+    moment = datetime(2024, 5, 6, 7, 8, 9, 999999, tzinfo=timezone(timedelta(hours=-5)))
+    service(recorder).insert_or_replace_entity("tbl", {"PartitionKey": "p", "RowKey": "r", "When": moment})
+    body = json.loads(recorder.requests[0].body or b"{}")
+    assert body["When"].startswith("2024-05-06T12:08:09") and body["When"].rstrip("Z").rstrip("0").endswith(("09", "09."))
+
+
+# ---------------------------------------------------------------- the encryption settings
+
+class KeyWrapper:
+    def wrap_key(self, key: bytes) -> bytes:
+        return key
+
+    def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
+        return key
+
+    def get_kid(self) -> str:
+        return "local:1"
+
+    def get_key_wrap_algorithm(self) -> str:
+        return "none"
+
+
+ENTITY = {"PartitionKey": "p", "RowKey": "r", "Secret": EntityProperty(EdmType.STRING, "s", encrypt=True)}
+
+
+@pytest.mark.parametrize("call", [
+    lambda svc: svc.insert_entity("tbl", ENTITY),
+    lambda svc: svc.update_entity("tbl", ENTITY),
+    lambda svc: svc.insert_or_replace_entity("tbl", ENTITY),
+    lambda svc: svc.get_entity("tbl", "p", "r"),
+    lambda svc: svc.query_entities("tbl"),
+    lambda svc: svc.batch("tbl").__enter__().insert_entity(ENTITY),
+])
+def test_a_key_encryption_key_refuses_before_anything_is_sent(call: Any) -> None:
+    recorder = Recorder()
+    svc = service(recorder)
+    svc.key_encryption_key = KeyWrapper()
+    with pytest.raises(ClientEncryptionNotAvailableError, match="cannot .* encrypted entities yet") as raised:
+        call(svc)
+    assert isinstance(raised.value, NotImplementedError) and isinstance(raised.value, AzureException)
+    assert recorder.requests == []
+
+
+def test_a_key_resolver_refuses_reads_before_anything_is_sent() -> None:
+    recorder = Recorder()
+    svc = service(recorder)
+    svc.key_resolver_function = lambda kid: KeyWrapper()
+    with pytest.raises(ClientEncryptionNotAvailableError, match="key_resolver_function"):
+        svc.get_entity("tbl", "p", "r")
+    assert recorder.requests == []
+
+
+def test_merges_with_a_key_are_refused_as_the_old_package_refused_them() -> None:
+    svc = service(Recorder())
+    svc.key_encryption_key = KeyWrapper()
+    with pytest.raises(ValueError, match="encryption is not supported for this method"):
+        svc.merge_entity("tbl", {"PartitionKey": "p", "RowKey": "r"})
+    with pytest.raises(ValueError, match="encryption is not supported for this method"):
+        TableBatch(key_encryption_key=KeyWrapper()).insert_or_merge_entity({"PartitionKey": "p", "RowKey": "r"})
+
+
+# ---------------------------------------------------------------- models and errors
+
+def test_http_errors_take_the_class_of_their_status() -> None:
+    assert type(AzureHttpError("gone", 404)) is AzureMissingResourceHttpError
+    assert type(AzureHttpError("taken", 409)) is AzureConflictHttpError
+    assert type(AzureHttpError("stale", 412)) is AzureHttpError
+    batch = AzureBatchOperationError("0:dup", 409, "EntityAlreadyExists")
+    assert isinstance(batch, AzureHttpError) and batch.code == "EntityAlreadyExists" and batch.status_code == 409
+
+
+def test_service_errors_are_translated_and_chained() -> None:
+    body = {"odata.error": {"code": "EntityAlreadyExists", "message": {"value": "The specified entity already exists."}}}
+    svc = service(Recorder((409, body, {"x-ms-error-code": "EntityAlreadyExists"})), retry_policy=NoRetry())
+    with pytest.raises(AzureConflictHttpError) as raised:
+        svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r"})
+    assert raised.value.status_code == 409 and raised.value.error_code == "EntityAlreadyExists"
+    assert raised.value.__cause__ is not None and KEY not in str(raised.value)
+
+
+def test_entity_is_a_dict_with_attributes() -> None:
+    entity = Entity(PartitionKey="p")
+    entity.RowKey = "r"
+    assert entity == {"PartitionKey": "p", "RowKey": "r"} and entity.PartitionKey == "p"
+    del entity.RowKey
+    with pytest.raises(AttributeError, match="'Entity' object has no attribute 'RowKey'"):
+        entity.RowKey
+
+
+def test_permissions_combine_into_their_letters() -> None:
+    assert str(TablePermissions.QUERY | TablePermissions.DELETE | TablePermissions.ADD) == "rad"
+    assert TablePermissions(_str="ud").update and not TablePermissions(_str="ud").query
+
+
+def test_the_service_repr_does_not_show_the_key() -> None:
+    assert KEY not in repr(service(Recorder()))
