@@ -41,17 +41,17 @@ class TableBatch:
         """Add an insert of ``entity``."""
         self._add(TableOperation.insert(self._converted(entity, merge=False)), entity)
 
-    def update_entity(self, entity: dict[str, Any], if_match: str = "*") -> None:
+    def update_entity(self, entity: dict[str, Any], if_match: str | None = "*") -> None:
         """Add a replace of ``entity``, conditional on ``if_match`` (``"*"``: whatever the stored version)."""
         _require("if_match", if_match)
         self._add(TableOperation.replace(self._converted(entity, merge=False, etag=if_match)), entity)
 
-    def merge_entity(self, entity: dict[str, Any], if_match: str = "*") -> None:
+    def merge_entity(self, entity: dict[str, Any], if_match: str | None = "*") -> None:
         """Add a merge of ``entity``, conditional on ``if_match``."""
         _require("if_match", if_match)
         self._add(TableOperation.merge(self._converted(entity, merge=True, etag=if_match)), entity)
 
-    def delete_entity(self, partition_key: str, row_key: str, if_match: str = "*") -> None:
+    def delete_entity(self, partition_key: str, row_key: str, if_match: str | None = "*") -> None:
         """Add a delete of the entity with these keys, conditional on ``if_match``."""
         _require("if_match", if_match)
         _require("partition_key", partition_key)

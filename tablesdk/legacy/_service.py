@@ -382,18 +382,18 @@ class TableService:
             return self.client.insert_entity(table_name, converted, options=_options(timeout))
 
     def update_entity(
-        self, table_name: str, entity: dict[str, Any], if_match: str = "*", timeout: int | None = None
+        self, table_name: str, entity: dict[str, Any], if_match: str | None = "*", timeout: int | None = None
     ) -> str | None:
         """Replace the stored entity, conditional on ``if_match`` (``"*"``: any version); returns the new ETag."""
         return self._write(table_name, entity, if_match, timeout, "replace")
 
     def merge_entity(
-        self, table_name: str, entity: dict[str, Any], if_match: str = "*", timeout: int | None = None
+        self, table_name: str, entity: dict[str, Any], if_match: str | None = "*", timeout: int | None = None
     ) -> str | None:
         """Merge ``entity``'s properties into the stored entity, conditional on ``if_match``; returns the new ETag."""
         return self._write(table_name, entity, if_match, timeout, "merge")
 
-    def _write(self, table_name: str, entity: Any, if_match: str, timeout: int | None, mode: str) -> str | None:
+    def _write(self, table_name: str, entity: Any, if_match: str | None, timeout: int | None, mode: str) -> str | None:
         _require("table_name", table_name)
         _require("if_match", if_match)
         converted = self._entity(entity, merge=mode == "merge")
@@ -401,7 +401,7 @@ class TableService:
             return self.client.update_entity(table_name, converted, mode=mode, etag=if_match, options=_options(timeout))
 
     def delete_entity(
-        self, table_name: str, partition_key: str, row_key: str, if_match: str = "*", timeout: int | None = None
+        self, table_name: str, partition_key: str, row_key: str, if_match: str | None = "*", timeout: int | None = None
     ) -> None:
         """Delete the entity with these keys, conditional on ``if_match``."""
         _require("table_name", table_name)
