@@ -17,6 +17,7 @@ from ._errors import (
     AzureHttpError,
     AzureMissingResourceHttpError,
     AzureSigningError,
+    AzureValidationError,
     ClientEncryptionNotAvailableError,
 )
 from ._models import (
@@ -39,6 +40,6 @@ __all__ = [
     "Entity", "EntityProperty", "EdmType", "Table", "TablePayloadFormat",
     "AccessPolicy", "TablePermissions", "ResourceTypes", "AccountPermissions", "Protocol", "LocationMode",
     "AzureException", "AzureHttpError", "AzureConflictHttpError", "AzureMissingResourceHttpError",
-    "AzureBatchOperationError", "AzureBatchValidationError", "AzureSigningError",
+    "AzureBatchOperationError", "AzureBatchValidationError", "AzureSigningError", "AzureValidationError",
     "ClientEncryptionNotAvailableError",
 ]

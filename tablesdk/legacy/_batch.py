@@ -8,7 +8,7 @@ from typing import Any
 from .. import DynamicEntity, TableBatchOperation, TableOperation
 from ._convert import check_entity, to_sdk_entity
 from ._encryption import check_write
-from ._errors import AzureBatchValidationError
+from ._errors import AzureBatchValidationError, legacy_errors
 
 _MAX_OPERATIONS = 100
 
@@ -70,7 +70,8 @@ class TableBatch:
     def _converted(self, entity: Any, *, merge: bool, etag: str | None = None) -> DynamicEntity:
         check_entity(entity, encrypted=self._key_encryption_key is not None and not merge)
         check_write(self._require_encryption, self._key_encryption_key, merge=merge)
-        converted = to_sdk_entity(entity)
+        with legacy_errors():
+            converted = to_sdk_entity(entity)
         converted.etag = etag
         return converted
 

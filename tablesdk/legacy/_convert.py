@@ -70,7 +70,7 @@ def to_sdk_entity(entity: Mapping[str, Any]) -> DynamicEntity:
     return result
 
 
-def _utc_seconds(value: datetime) -> datetime:
+def utc_seconds(value: datetime) -> datetime:
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc)
     return value.replace(microsecond=0, tzinfo=timezone.utc)
@@ -94,7 +94,7 @@ def _sent_value(value: Any) -> Any:
     if kind is int:
         return _typed_value(EntityProperty(EdmType.INT64, value))
     if kind is datetime:
-        return SdkEntityProperty(_utc_seconds(value), SdkEdmType.DATETIME)
+        return SdkEntityProperty(utc_seconds(value), SdkEdmType.DATETIME)
     if kind is float:
         return _typed_value(EntityProperty(EdmType.DOUBLE, value))
     if kind in (bool, str) or value is None:
@@ -125,7 +125,7 @@ def _typed_value(prop: EntityProperty) -> Any:
             return SdkEntityProperty(float(value), SdkEdmType.DOUBLE)
         return _untyped(value)
     if edm == EdmType.DATETIME:
-        return SdkEntityProperty(_utc_seconds(value), SdkEdmType.DATETIME)
+        return SdkEntityProperty(utc_seconds(value), SdkEdmType.DATETIME)
     if edm == EdmType.GUID:
         return SdkEntityProperty(uuid.UUID(str(value)), SdkEdmType.GUID)
     if edm == EdmType.BINARY:

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from .._errors import BatchError, TableServiceError
+from .. import BatchError, TableServiceError, TableValidationError
 
 
 class AzureException(Exception):
@@ -64,6 +64,22 @@ class AzureBatchOperationError(AzureHttpError):
         self.error_code = batch_code
 
 
+class AzureValidationError(AzureHttpError, ValueError):
+    """A request tablesdk refused before sending, which the service would have answered 400.
+
+    The old package sent such requests (an invalid table name, a ``/`` in a key, a property
+    name that is not an identifier, an empty batch) and raised the service's 400 as an
+    :class:`AzureHttpError`; this is one too, with ``status_code`` 400 and no ``error_code``,
+    and also a ValueError whose message names the field and the rule.
+    """
+
+    def __new__(cls, message: str, *args: Any, **kwargs: Any) -> AzureValidationError:
+        return AzureException.__new__(cls, message)
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 400)
+
+
 class AzureBatchValidationError(AzureException):
     """A batch refused before sending: another partition, a repeated RowKey, over 100 operations."""
 
@@ -104,8 +120,10 @@ def translate(error: TableServiceError) -> AzureException:
 
 @contextlib.contextmanager
 def legacy_errors() -> Iterator[None]:
-    """Raise the legacy error for any tablesdk service error raised inside the block."""
+    """Raise the legacy error for any tablesdk service or validation error raised inside the block."""
     try:
         yield
     except TableServiceError as error:
         raise translate(error) from error
+    except TableValidationError as error:
+        raise AzureValidationError(str(error)) from error

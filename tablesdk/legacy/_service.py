@@ -19,7 +19,7 @@ from .. import (
 from .. import AccessPolicy as SdkAccessPolicy
 from .._edm_base import parse_datetime
 from ._batch import TableBatch
-from ._convert import PropertyResolver, _utc_seconds, check_entity, to_legacy_entity, to_sdk_entity
+from ._convert import PropertyResolver, utc_seconds, check_entity, to_legacy_entity, to_sdk_entity
 from ._encryption import check_entity_read, check_read, check_write
 from ._errors import AzureException, legacy_errors
 from ._models import AccessPolicy, Entity, ResourceTypes, AccountPermissions, Table, TablePayloadFormat, TablePermissions
@@ -372,7 +372,8 @@ class TableService:
     def _entity(self, entity: Any, *, merge: bool) -> Any:
         check_entity(entity, encrypted=self.key_encryption_key is not None and not merge)
         check_write(self.require_encryption, self.key_encryption_key, merge=merge)
-        return to_sdk_entity(entity)
+        with legacy_errors():
+            return to_sdk_entity(entity)
 
     def insert_entity(self, table_name: str, entity: dict[str, Any], timeout: int | None = None) -> str | None:
         """Insert ``entity``; returns its ETag. :class:`AzureConflictHttpError` if it exists."""
@@ -489,10 +490,10 @@ def _policy_time(value: datetime | str | None) -> datetime | None:
         return None
     if isinstance(value, str):
         return parse_datetime(value)
-    return _utc_seconds(value)
+    return utc_seconds(value)
 
 
 def _aware(value: datetime | None) -> datetime | None:
     if value is None:
         return None
-    return _utc_seconds(value) if value.tzinfo is None else value
+    return utc_seconds(value) if value.tzinfo is None else value

@@ -24,7 +24,7 @@ import logging
 import math
 import types
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -229,6 +229,16 @@ def legacy_script(api: Api, connection_string: str, step: Recorder) -> None:  # 
     step("None entity", lambda: svc.insert_entity("legacyA", None))
     step("too many properties", lambda: svc.insert_entity(
         "legacyA", {**base, **{f"P{i}": i for i in range(254)}}))
+
+    # keys and values at the edges
+    step.etag("empty keys", lambda: svc.insert_entity("legacyA", {"PartitionKey": "", "RowKey": ""}))
+    step("get empty keys", lambda: svc.get_entity("legacyA", "", ""))
+    step.etag("quote and space in keys", lambda: svc.insert_entity("legacyA", {"PartitionKey": "it's", "RowKey": "a b"}))
+    step("get quote and space", lambda: svc.get_entity("legacyA", "it's", "a b", timeout=5))
+    step.etag("double given an int", lambda: svc.insert_entity(
+        "legacyA", {"PartitionKey": "edge", "RowKey": "d", "D": EP(Edm.DOUBLE, 5), "B": EP(Edm.BOOLEAN, "true")}))
+    step("get double given an int", lambda: svc.get_entity("legacyA", "edge", "d"))
+    step("no EDM type", lambda: svc.insert_entity("legacyA", {"PartitionKey": "edge", "RowKey": "n", "X": EP(None, 1)}))
 
     # writes and their conditions
     entity = api.Entity()
@@ -463,5 +473,26 @@ def test_the_script_exercises_successes_and_failures(old_trace: Trace) -> None:
     assert len(items) == 4 and marker[0] == "dict"
 
 
-def iter_steps(trace: Trace) -> Iterator[str]:
-    return (name for name, _ in trace)
+#: Requests the service answers 400 and tablesdk refuses before sending: both raise an AzureHttpError with status 400.
+REFUSED: dict[str, Callable[[Any, Any], Any]] = {
+    "invalid table name": lambda api, svc: svc.create_table("1bad"),
+    "slash in a key": lambda api, svc: svc.insert_entity("legacyA", {"PartitionKey": "a/b", "RowKey": "r"}),
+    "key that is not a string": lambda api, svc: svc.insert_entity("legacyA", {"PartitionKey": 5, "RowKey": "r"}),
+    "property name that is not an identifier": lambda api, svc: svc.insert_entity(
+        "legacyA", {"PartitionKey": "p", "RowKey": "r", "a b": 1}),
+    "empty batch": lambda api, svc: svc.commit_batch("legacyA", api.TableBatch()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_the_service_refuses_is_an_http_400_both_ways(case: str) -> None:
+    outcomes = []
+    for api in (old_api(), new_api()):
+        with DevStore(port=0) as store:
+            svc = api.fail_fast(api.TableService(connection_string=store.connection_string))
+            svc.create_table("legacyA")
+            with pytest.raises(api.AzureHttpError) as raised:
+                REFUSED[case](api, svc)
+            outcomes.append(raised.value.status_code)
+            assert store.table_names() == ["legacyA"]
+    assert outcomes == [400, 400]

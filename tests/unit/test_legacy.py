@@ -22,6 +22,7 @@ from tablesdk.legacy import (
     AzureException,
     AzureHttpError,
     AzureMissingResourceHttpError,
+    AzureValidationError,
     ClientEncryptionNotAvailableError,
     EdmType,
     Entity,
@@ -189,6 +190,15 @@ def test_http_errors_take_the_class_of_their_status() -> None:
     assert type(AzureHttpError("stale", 412)) is AzureHttpError
     batch = AzureBatchOperationError("0:dup", 409, "EntityAlreadyExists")
     assert isinstance(batch, AzureHttpError) and batch.code == "EntityAlreadyExists" and batch.status_code == 409
+
+
+def test_a_request_refused_before_sending_is_an_http_400_and_a_value_error() -> None:
+    recorder = Recorder()
+    with pytest.raises(AzureHttpError) as raised:
+        service(recorder).insert_entity("tbl", {"PartitionKey": "a/b", "RowKey": "r"})
+    assert isinstance(raised.value, AzureValidationError) and isinstance(raised.value, ValueError)
+    assert raised.value.status_code == 400 and "PartitionKey" in str(raised.value)
+    assert recorder.requests == []
 
 
 def test_service_errors_are_translated_and_chained() -> None:
