@@ -145,7 +145,7 @@ def _wire_form(value: Any, edm: SdkEdmType | None) -> tuple[Any, str | None]:
     if edm is SdkEdmType.INT64:
         return str(value), edm.value
     if edm is SdkEdmType.DATETIME:
-        return format_datetime(value), edm.value
+        return _service_text(value), edm.value
     if edm is SdkEdmType.GUID:
         return str(value), edm.value
     if edm is SdkEdmType.BINARY:
@@ -153,6 +153,13 @@ def _wire_form(value: Any, edm: SdkEdmType | None) -> tuple[Any, str | None]:
     if edm is SdkEdmType.DOUBLE and not math.isfinite(value):
         return ("NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"), edm.value
     return value, None
+
+
+def _service_text(value: datetime) -> str:
+    """DateTime text as the service writes it: the fraction without its trailing zeros."""
+    whole, _, fraction = format_datetime(value).rstrip("Z").partition(".")
+    fraction = fraction.rstrip("0")
+    return f"{whole}.{fraction}Z" if fraction else f"{whole}Z"
 
 
 def _from_datetime_text(text: str) -> datetime:
@@ -211,8 +218,8 @@ def to_legacy_entity(
     """The old package's :class:`Entity` for an entity tablesdk read (its values, types and ETag).
 
     With ``select``, the keys and Timestamp are there only when selected (tablesdk asks for
-    them always; the old package gave what the service sent). The ETag is the one the
-    Timestamp stands for, as the old package built it, so a read without metadata has one too.
+    them always; the old package gave what the service sent). A read without metadata has no
+    ETag of its own: it is the one the Timestamp stands for, as the old package built it.
     """
     entity = Entity()
     hidden = () if select is None else tuple(name for name in _SYSTEM if name not in select)
@@ -224,9 +231,10 @@ def to_legacy_entity(
         entity["RowKey"] = row_key
     timestamp = values.get("Timestamp")
     if timestamp and "Timestamp" not in hidden:
-        text = timestamp if isinstance(timestamp, str) else format_datetime(timestamp)
+        text = timestamp if isinstance(timestamp, str) else _service_text(timestamp)
         entity["Timestamp"] = _from_datetime_text(text)
-        etag = "W/\"datetime'" + quote(text) + "'\""
+        if etag is None:  # no metadata: the ETag the Timestamp stands for, as the old package made it
+            etag = "W/\"datetime'" + quote(text) + "'\""
     for name, value in values.items():
         if name in _SYSTEM:
             continue

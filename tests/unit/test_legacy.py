@@ -127,6 +127,19 @@ def test_a_datetime_is_written_whole_seconds_in_utc_as_the_old_package_did() -> 
     assert body["When"].startswith("2024-05-06T12:08:09") and body["When"].rstrip("Z").rstrip("0").endswith(("09", "09."))
 
 
+@pytest.mark.parametrize("metadata", ["minimalmetadata", "nometadata"])
+def test_a_read_entity_carries_the_services_etag(metadata: str) -> None:
+    # The service drops the trailing zeros of a Timestamp's fraction; the ETag quotes it as written.
+    etag = "W/\"datetime'2024-01-02T03%3A04%3A05.12345Z'\""
+    body: dict[str, Any] = {"PartitionKey": "p", "RowKey": "r", "Timestamp": "2024-01-02T03:04:05.12345Z", "N": 1}
+    if metadata == "minimalmetadata":
+        body["odata.etag"] = etag
+    svc = service(Recorder((200, body, {"Content-Type": f"application/json;odata={metadata}"})))
+    entity = svc.get_entity("tbl", "p", "r", accept=f"application/json;odata={metadata}")
+    assert entity.etag == etag
+    assert entity.Timestamp.microsecond == 123450 and entity.Timestamp.utcoffset().total_seconds() == 0
+
+
 # ---------------------------------------------------------------- the encryption settings
 
 class KeyWrapper:
