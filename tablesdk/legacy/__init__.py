@@ -33,11 +33,21 @@ from ._models import (
     TablePayloadFormat,
     TablePermissions,
 )
+from ._properties import (
+    CorsRule,
+    GeoReplication,
+    Logging,
+    Metrics,
+    RetentionPolicy,
+    ServiceProperties,
+    ServiceStats,
+)
 from ._service import ListGenerator, TableService
 
 __all__ = [
     "TableService", "TableBatch", "ListGenerator",
     "Entity", "EntityProperty", "EdmType", "Table", "TablePayloadFormat",
+    "ServiceProperties", "Logging", "Metrics", "RetentionPolicy", "CorsRule", "ServiceStats", "GeoReplication",
     "AccessPolicy", "TablePermissions", "ResourceTypes", "AccountPermissions", "Protocol", "LocationMode",
     "AzureException", "AzureHttpError", "AzureConflictHttpError", "AzureMissingResourceHttpError",
     "AzureBatchOperationError", "AzureBatchValidationError", "AzureSigningError", "AzureValidationError",

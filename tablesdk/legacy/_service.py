@@ -20,6 +20,10 @@ from .. import AccessPolicy as SdkAccessPolicy
 from .._edm_base import parse_datetime
 from ._batch import TableBatch
 from ._convert import PropertyResolver, utc_seconds, check_entity, to_legacy_entity, to_sdk_entity
+from ._properties import (
+    CorsRule, Logging, Metrics, ServiceProperties, ServiceStats, from_sdk_properties, from_sdk_stats,
+    to_sdk_properties,
+)
 from ._encryption import check_entity_read, check_read, check_write
 from ._errors import AzureException, legacy_errors
 from ._models import AccessPolicy, Entity, ResourceTypes, AccountPermissions, Table, TablePayloadFormat, TablePermissions
@@ -237,6 +241,28 @@ class TableService:
             start_partition_key=start_pk, start_row_key=start_rk, end_partition_key=end_pk, end_row_key=end_rk,
             policy_id=id, protocol=protocol, ip=ip,
         )
+
+    # ------------------------------------------------------------ service level
+
+    def get_table_service_properties(self, timeout: int | None = None) -> ServiceProperties:
+        """The service's analytics logging, hour and minute metrics and CORS rules."""
+        with legacy_errors():
+            return from_sdk_properties(self.client.get_service_properties(options=_options(timeout)))
+
+    def set_table_service_properties(
+        self, logging: Logging | None = None, hour_metrics: Metrics | None = None,
+        minute_metrics: Metrics | None = None, cors: list[CorsRule] | None = None, timeout: int | None = None,
+    ) -> None:
+        """Set the service's properties; a section left None keeps its current value, ``cors=[]`` removes the rules."""
+        properties = to_sdk_properties(logging, hour_metrics, minute_metrics, cors)
+        with legacy_errors():
+            self.client.set_service_properties(properties, options=_options(timeout))
+
+    def get_table_service_stats(self, timeout: int | None = None) -> ServiceStats:
+        """Geo-replication statistics, read from the secondary endpoint of the account's address
+        (``acct-secondary...``, or ``/devstoreaccount1-secondary`` for a path-style emulator)."""
+        with legacy_errors():
+            return from_sdk_stats(self.client.get_service_stats(options=_options(timeout)))
 
     # ------------------------------------------------------------ tables
 

@@ -69,7 +69,8 @@ def old_api() -> Api:
         AzureMissingResourceHttpError=common.AzureMissingResourceHttpError,
         AzureConflictHttpError=common.AzureConflictHttpError,
         AzureBatchOperationError=table.AzureBatchOperationError,
-        AzureBatchValidationError=table.AzureBatchValidationError,
+        AzureBatchValidationError=table.AzureBatchValidationError, Logging=common_models.Logging,
+        Metrics=common_models.Metrics, RetentionPolicy=common_models.RetentionPolicy, CorsRule=common_models.CorsRule,
     ), fail_fast)
 
 
@@ -114,6 +115,25 @@ def describe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [describe(item) for item in value]
     return (type(value).__name__, value)
+
+
+def describe_properties(props: Any) -> Any:
+    def policy(value: Any) -> Any:
+        return (value.enabled, value.days)
+
+    def metrics(value: Any) -> Any:
+        return None if value is None else (value.version, value.enabled, value.include_apis, policy(value.retention_policy))
+
+    logging = props.logging
+    return (
+        None if logging is None else (logging.version, logging.delete, logging.read, logging.write,
+                                      policy(logging.retention_policy)),
+        metrics(props.hour_metrics), metrics(props.minute_metrics),
+        None if props.cors is None else [
+            (rule.allowed_origins, rule.allowed_methods, rule.max_age_in_seconds, rule.exposed_headers,
+             rule.allowed_headers) for rule in props.cors
+        ],
+    )
 
 
 def error_of(error: BaseException) -> tuple[Any, ...]:
@@ -408,6 +428,19 @@ def legacy_script(api: Api, connection_string: str, step: Recorder) -> None:  # 
     step("sas without key", lambda: with_sas("sv=2017-04-17&sig=x").generate_table_shared_access_signature(
         "legacyB", "r", expiry))
 
+    # service properties (the old package reads its stats from a -secondary host name: not run here)
+    props = svc.get_table_service_properties()
+    step("service properties", lambda: describe_properties(props))
+    step("set service properties", lambda: svc.set_table_service_properties(
+        logging=api.Logging(delete=True, write=True, retention_policy=api.RetentionPolicy(True, 5)),
+        hour_metrics=api.Metrics(True, True, api.RetentionPolicy(True, 7)),
+        minute_metrics=api.Metrics(False),
+        cors=[api.CorsRule(["https://a.example"], ["GET", "PUT"], 60, ["x-ms-*"], ["x-custom"])]))
+    step("service properties after", lambda: describe_properties(svc.get_table_service_properties()))
+    step("set cors only", lambda: svc.set_table_service_properties(cors=[]))
+    step("service properties at the end", lambda: describe_properties(svc.get_table_service_properties()))
+    step("metrics without include_apis", lambda: api.Metrics(True))
+
     # construction
     step("no credentials", lambda: api.TableService(account_name="acct"))
     step("nothing", lambda: api.TableService())
@@ -496,3 +529,11 @@ def test_what_the_service_refuses_is_an_http_400_both_ways(case: str) -> None:
             outcomes.append(raised.value.status_code)
             assert store.table_names() == ["legacyA"]
     assert outcomes == [400, 400]
+
+
+def test_service_stats_come_from_the_secondary_of_the_account_address() -> None:
+    # Not in the script: the old package asks devstoreaccount1-secondary.table.core.windows.net.
+    legacy = new_api()
+    with DevStore(port=0) as store:
+        stats = legacy.TableService(connection_string=store.connection_string).get_table_service_stats()
+    assert stats.geo_replication.status == "live" and stats.geo_replication.last_sync_time is not None
