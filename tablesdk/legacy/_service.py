@@ -7,6 +7,7 @@ signing); this module only translates arguments, entities, results and errors.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -18,6 +19,7 @@ from .. import (
 )
 from .. import AccessPolicy as SdkAccessPolicy
 from .._edm_base import parse_datetime
+from .._tracing import trace_public_methods
 from ._batch import TableBatch
 from ._convert import PropertyResolver, utc_seconds, check_entity, to_legacy_entity, to_sdk_entity
 from ._properties import (
@@ -131,6 +133,7 @@ class TableService:
         )
         self._client_options = client_options
         self._clients: dict[str, CloudTableClient] = {}
+        self._clients_lock = threading.Lock()
         self.require_encryption = False
         self.key_encryption_key: Any = None
         self.key_resolver_function: Callable[[str], Any] | None = None
@@ -194,17 +197,20 @@ class TableService:
         metadata = _METADATA.get(accept)
         if metadata is None:
             raise ValueError(f"accept must be one of the TablePayloadFormat values, not {accept!r}")
-        client = self._clients.get(metadata)
-        if client is None:
-            client = self._account.create_cloud_table_client(json_metadata=metadata, **self._client_options)
-            self._clients[metadata] = client
+        with self._clients_lock:  # one client (and connection pool) per metadata level, also across threads
+            client = self._clients.get(metadata)
+            if client is None:
+                client = self._account.create_cloud_table_client(json_metadata=metadata, **self._client_options)
+                self._clients[metadata] = client
         return client
 
     def close(self) -> None:
         """Close the connections of the clients this service opened."""
-        for client in self._clients.values():
+        with self._clients_lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+        for client in clients:
             client.close()
-        self._clients.clear()
 
     # ------------------------------------------------------------ shared access signatures
 
@@ -523,3 +529,9 @@ def _aware(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return utc_seconds(value) if value.tzinfo is None else value
+
+
+# One span per call when the application configured OpenTelemetry, around the client's own spans.
+trace_public_methods(TableService, skip=frozenset({
+    "batch", "close", "generate_account_shared_access_signature", "generate_table_shared_access_signature",
+}))

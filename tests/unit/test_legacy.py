@@ -237,5 +237,50 @@ def test_permissions_combine_into_their_letters() -> None:
     assert TablePermissions(_str="ud").update and not TablePermissions(_str="ud").query
 
 
+def test_every_legacy_name_is_documented() -> None:
+    import inspect
+
+    import tablesdk.legacy
+
+    for name in tablesdk.legacy.__all__:
+        value = getattr(tablesdk.legacy, name)
+        assert inspect.isclass(value) and value.__doc__ and value.__doc__.strip(), name
+
+
+def test_one_client_per_metadata_level_and_closed_with_the_service() -> None:
+    svc = service(Recorder())
+    assert svc.client is svc.client
+    nometadata = svc._client_for("application/json;odata=nometadata")
+    assert nometadata is not svc.client
+    with pytest.raises(ValueError, match="accept must be one of"):
+        svc.get_entity("tbl", "p", "r", accept="application/atom+xml")
+    svc.close()
+    assert svc.client is not nometadata
+
+
 def test_the_service_repr_does_not_show_the_key() -> None:
     assert KEY not in repr(service(Recorder()))
+
+
+def test_a_call_is_traced_around_the_clients_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import tablesdk._tracing
+    import tablesdk._transport
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tablesdk")
+    for module in (tablesdk._tracing, tablesdk._transport):
+        monkeypatch.setattr(module, "active_tracer", lambda: tracer)
+    service(Recorder()).delete_entity("tbl", "p", "r")
+    spans = {span.name: span for span in memory.get_finished_spans()}
+    assert set(spans) == {"TableService.delete_entity", "CloudTableClient.delete_entity", "DELETE"}
+    client_span = spans["CloudTableClient.delete_entity"]
+    assert client_span.parent is not None
+    assert client_span.parent.span_id == spans["TableService.delete_entity"].context.span_id
+    provider.shutdown()
