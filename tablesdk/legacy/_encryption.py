@@ -7,6 +7,13 @@ tablesdk can read and write that format, a call that would need it refuses with
 encrypted is never stored in plain text and ciphertext is never returned as if it were data.
 The checks that the old package made regardless of keys (``require_encryption`` without a key,
 merges with encryption settings) give its errors.
+
+The call sites are the ones encryption will use: :func:`check_write` runs in
+``TableService._entity`` and ``TableBatch._converted`` just before an entity dict is converted
+(the place to encrypt the properties ``encryption_resolver_function`` or ``EntityProperty.encrypt``
+choose, with at most 253 properties), and :func:`check_read` at the start of ``get_entity`` and
+``query_entities`` (the place to add ``_ClientEncryptionMetadata1`` and ``2`` to a ``select`` and
+to decrypt each entity read, with ``key_resolver_function`` before ``key_encryption_key``).
 """
 
 from __future__ import annotations
