@@ -85,7 +85,8 @@ class AzureBatchValidationError(AzureException):
 
 
 class AzureSigningError(AzureException):
-    """The request could not be signed (for example an account key that is not base64)."""
+    """Requests cannot be signed: the account key is not base64. Raised when the
+    :class:`TableService` is created (the old package raised it at the first request)."""
 
 
 class ClientEncryptionNotAvailableError(AzureException, NotImplementedError):

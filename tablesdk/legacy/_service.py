@@ -27,7 +27,7 @@ from ._properties import (
     to_sdk_properties,
 )
 from ._encryption import check_entity_read, check_read, check_write
-from ._errors import AzureException, legacy_errors
+from ._errors import AzureException, AzureSigningError, legacy_errors
 from ._models import AccessPolicy, Entity, ResourceTypes, AccountPermissions, Table, TablePayloadFormat, TablePermissions
 
 T = TypeVar("T")
@@ -118,7 +118,10 @@ class TableService:
             raise ValueError(_MISSING_INFO)
         account = self.account_name or _name_from(self.primary_endpoint)
         if self.account_key:
-            credential: Any = SharedKeyCredential(account, self.account_key)
+            try:
+                credential: Any = SharedKeyCredential(account, self.account_key)
+            except ValueError as error:  # the old package failed the same way at its first request
+                raise AzureSigningError(str(error)) from error
         elif self.sas_token:
             credential = SasCredential(self.sas_token)
         else:

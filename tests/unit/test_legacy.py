@@ -223,6 +223,13 @@ def test_service_errors_are_translated_and_chained() -> None:
     assert raised.value.__cause__ is not None and KEY not in str(raised.value)
 
 
+def test_an_account_key_that_is_not_base64_is_a_signing_error() -> None:
+    from tablesdk.legacy import AzureSigningError
+
+    with pytest.raises(AzureSigningError, match="account_key"):
+        TableService(account_name="acct", account_key="not base64!")
+
+
 def test_entity_is_a_dict_with_attributes() -> None:
     entity = Entity(PartitionKey="p")
     entity.RowKey = "r"
