@@ -18,6 +18,7 @@ from .. import (
     TableRequestOptions, generate_account_sas, generate_table_sas,
 )
 from .. import AccessPolicy as SdkAccessPolicy
+from .._account import DEVSTORE_ACCOUNT_KEY, DEVSTORE_ACCOUNT_NAME, DEVSTORE_TABLE_PORT
 from .._edm_base import parse_datetime
 from .._tracing import trace_public_methods
 from ._batch import TableBatch
@@ -34,9 +35,7 @@ T = TypeVar("T")
 
 SERVICE_HOST_BASE = "core.windows.net"
 DEFAULT_PROTOCOL = "https"
-DEV_ACCOUNT_NAME = "devstoreaccount1"
-DEV_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-DEV_TABLE_HOST = "127.0.0.1:10002"
+DEV_TABLE_HOST = f"127.0.0.1:{DEVSTORE_TABLE_PORT}"
 _MISSING_INFO = (
     "You need to provide an account name and either an account_key or sas_token when creating a storage service."
 )
@@ -155,12 +154,12 @@ class TableService:
         self.protocol = protocol or DEFAULT_PROTOCOL
         self.is_emulated = bool(is_emulated)
         if is_emulated:
-            self.account_name = DEV_ACCOUNT_NAME
+            self.account_name = DEVSTORE_ACCOUNT_NAME
             self.protocol = "http"
-            self.account_key = DEV_ACCOUNT_KEY if not sas_token else None
+            self.account_key = DEVSTORE_ACCOUNT_KEY if not sas_token else None
             endpoint = custom_domain if custom_domain is not None else DEV_TABLE_HOST
-            self.primary_endpoint = f"{endpoint}/{DEV_ACCOUNT_NAME}"
-            self.secondary_endpoint: str | None = f"{endpoint}/{DEV_ACCOUNT_NAME}-secondary"
+            self.primary_endpoint = f"{endpoint}/{DEVSTORE_ACCOUNT_NAME}"
+            self.secondary_endpoint: str | None = f"{endpoint}/{DEVSTORE_ACCOUNT_NAME}-secondary"
             return
         if self.account_key:
             self.account_key = self.account_key.strip()
