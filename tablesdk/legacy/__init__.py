@@ -42,10 +42,11 @@ from ._properties import (
     ServiceProperties,
     ServiceStats,
 )
+from ._retry import ExponentialRetry, LinearRetry, no_retry
 from ._service import ListGenerator, TableService
 
 __all__ = [
-    "TableService", "TableBatch", "ListGenerator",
+    "TableService", "TableBatch", "ListGenerator", "ExponentialRetry", "LinearRetry", "no_retry",
     "Entity", "EntityProperty", "EdmType", "Table", "TablePayloadFormat",
     "ServiceProperties", "Logging", "Metrics", "RetentionPolicy", "CorsRule", "ServiceStats", "GeoReplication",
     "AccessPolicy", "TablePermissions", "ResourceTypes", "AccountPermissions", "Protocol", "LocationMode",

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from .. import (
-    CloudStorageAccount, CloudTableClient, ContinuationToken, SasCredential, SharedKeyCredential,
+    CloudStorageAccount, CloudTableClient, ContinuationToken, NoRetry, SasCredential, SharedKeyCredential,
     TableRequestOptions, generate_account_sas, generate_table_sas,
 )
 from .. import AccessPolicy as SdkAccessPolicy
@@ -23,6 +23,7 @@ from .._edm_base import parse_datetime
 from .._tracing import trace_public_methods
 from ._batch import TableBatch
 from ._convert import PropertyResolver, utc_seconds, check_entity, to_legacy_entity, to_sdk_entity
+from ._retry import _Retry, no_retry
 from ._properties import (
     CorsRule, Logging, Metrics, ServiceProperties, ServiceStats, from_sdk_properties, from_sdk_stats,
     to_sdk_properties,
@@ -136,6 +137,7 @@ class TableService:
         self._client_options = client_options
         self._clients: dict[str, CloudTableClient] = {}
         self._clients_lock = threading.Lock()
+        self._retry: Any = None
         self.require_encryption = False
         self.key_encryption_key: Any = None
         self.key_resolver_function: Callable[[str], Any] | None = None
@@ -188,6 +190,32 @@ class TableService:
             endpoint_suffix=config.get("EndpointSuffix"), custom_domain=config.get("TableEndpoint"),
             custom_domain_secondary=config.get("TableSecondaryEndpoint"),
         )
+
+    @property
+    def retry(self) -> Any:
+        """The retry policy: what was assigned (``ExponentialRetry(...).retry``, ``LinearRetry(...).retry``,
+        ``no_retry`` or a tablesdk :class:`~tablesdk.RetryPolicy`), else the client's tablesdk policy."""
+        return self._retry if self._retry is not None else self.client.retry_policy
+
+    @retry.setter
+    def retry(self, value: Any) -> None:
+        if value is no_retry:
+            policy: Any = NoRetry()
+        elif isinstance(getattr(value, "__self__", None), _Retry):
+            policy = value.__self__
+        elif callable(getattr(value, "retry_after", None)):
+            policy = value
+        else:
+            raise TypeError(
+                "TableService.retry takes ExponentialRetry(...).retry, LinearRetry(...).retry, no_retry or a "
+                f"tablesdk RetryPolicy; a function of the old package's retry context cannot be called here "
+                f"(got {type(value).__name__})"
+            )
+        with self._clients_lock:
+            self._retry = value
+            self._client_options["retry_policy"] = policy
+            for client in self._clients.values():
+                client.retry_policy = policy
 
     @property
     def client(self) -> CloudTableClient:

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tablesdk import ExponentialRetry, HttpRequest, HttpResponse, MockSender, NoRetry
+from tablesdk import ExponentialRetry as SdkExponentialRetry
+from tablesdk import HttpRequest, HttpResponse, MockSender, NoRetry
 from tablesdk.legacy import (
     AzureBatchOperationError,
     AzureConflictHttpError,
@@ -27,9 +28,12 @@ from tablesdk.legacy import (
     EdmType,
     Entity,
     EntityProperty,
+    ExponentialRetry,
+    LinearRetry,
     TableBatch,
     TablePermissions,
     TableService,
+    no_retry,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,13 +111,13 @@ def test_calls_are_sent_by_a_tablesdk_client_with_its_options() -> None:
 
 
 def test_the_default_retry_policy_is_tablesdks() -> None:
-    assert isinstance(service(Recorder()).client.retry_policy, ExponentialRetry)
+    assert isinstance(service(Recorder()).client.retry_policy, SdkExponentialRetry)
 
 
 def test_a_server_busy_answer_is_retried_by_the_clients_policy() -> None:
     busy = {"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}
     recorder = Recorder((503, busy, {}), (204, b"", {}))
-    svc = service(recorder, retry_policy=ExponentialRetry(1, 0.0, 0.0, 0.0))
+    svc = service(recorder, retry_policy=SdkExponentialRetry(1, 0.0, 0.0, 0.0))
     svc.delete_entity("tbl", "p", "r")
     assert len(recorder.requests) == 2
 
@@ -139,6 +143,56 @@ def test_a_read_entity_carries_the_services_etag(metadata: str) -> None:
     entity = svc.get_entity("tbl", "p", "r", accept=f"application/json;odata={metadata}")
     assert entity.etag == etag
     assert entity.Timestamp.microsecond == 123450 and entity.Timestamp.utcoffset().total_seconds() == 0
+
+
+# ---------------------------------------------------------------- the old retry policies
+
+BUSY = (503, {"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}, {})
+
+
+def test_no_retry_sends_each_request_once() -> None:
+    recorder = Recorder(BUSY, (204, b"", {}))
+    svc = service(recorder)
+    svc.retry = no_retry
+    assert isinstance(svc.client.retry_policy, NoRetry) and svc.retry is no_retry
+    with pytest.raises(AzureHttpError) as raised:
+        svc.delete_entity("tbl", "p", "r")
+    assert raised.value.status_code == 503 and len(recorder.requests) == 1
+
+
+@pytest.mark.parametrize(("attempts", "succeeds"), [(2, True), (1, False)])
+def test_an_old_policy_counts_its_retries_after_the_first_attempt(attempts: int, succeeds: bool) -> None:
+    recorder = Recorder(BUSY, BUSY, (204, b"", {}))
+    svc = service(recorder)
+    assert svc.client is not None  # a client made before the policy is set gets it too
+    svc.retry = LinearRetry(backoff=0, max_attempts=attempts, random_jitter_range=0).retry
+    if succeeds:
+        svc.delete_entity("tbl", "p", "r")
+    else:
+        with pytest.raises(AzureHttpError):
+            svc.delete_entity("tbl", "p", "r")
+    assert len(recorder.requests) == attempts + 1
+
+
+def test_the_exponential_schedule_and_what_it_retries() -> None:
+    from tablesdk import ConflictError, ConnectionFailedError, ServerBusyError, TableServiceError
+
+    policy = ExponentialRetry(random_jitter_range=0)
+    busy = ServerBusyError("busy", status_code=503)
+    assert [policy.retry_after(n, busy) for n in (1, 2, 3, 4)] == [15, 18, 24, None]
+    assert policy.retry_after(1, ConflictError("taken", status_code=409)) is None
+    assert policy.retry_after(1, TableServiceError("slow", status_code=408)) == 15
+    assert policy.retry_after(1, TableServiceError("no", status_code=501)) is None
+    assert policy.retry_after(1, ConnectionFailedError("cut")) == 15
+    assert policy.retry_after(1, ValueError("not a service error")) is None
+    jittered = ExponentialRetry(initial_backoff=10, random_jitter_range=3).retry_after(1, busy)
+    assert jittered is not None and 7 <= jittered <= 13
+
+
+def test_a_function_of_the_old_retry_context_is_refused() -> None:
+    svc = service(Recorder())
+    with pytest.raises(TypeError, match="retry context"):
+        svc.retry = lambda context: 5
 
 
 # ---------------------------------------------------------------- the encryption settings
@@ -252,7 +306,8 @@ def test_every_legacy_name_is_documented() -> None:
 
     for name in tablesdk.legacy.__all__:
         value = getattr(tablesdk.legacy, name)
-        assert inspect.isclass(value) and value.__doc__ and value.__doc__.strip(), name
+        assert inspect.isclass(value) or inspect.isfunction(value), name
+        assert value.__doc__ and value.__doc__.strip(), name
 
 
 def test_one_client_per_metadata_level_and_closed_with_the_service() -> None:
