@@ -347,3 +347,44 @@ def test_a_call_is_traced_around_the_clients_spans(monkeypatch: pytest.MonkeyPat
     assert client_span.parent is not None
     assert client_span.parent.span_id == spans["TableService.delete_entity"].context.span_id
     provider.shutdown()
+
+
+# ---------------------------------------------------------------- the same signatures as the old package
+
+#: Old public methods tablesdk.legacy leaves out: a proxy setting of the old HTTP session, and a log helper.
+NOT_OFFERED = {"set_proxy", "extract_date_and_request_id"}
+
+
+def _parameters(function: Any) -> list[tuple[str, Any]]:
+    import inspect
+
+    return [
+        (p.name, p.default) for p in inspect.signature(function).parameters.values() if p.kind is not p.VAR_KEYWORD
+    ]
+
+
+def test_every_old_call_has_the_same_parameters_and_defaults() -> None:
+    import inspect
+
+    old = pytest.importorskip("azure.cosmosdb.table")
+    import azure.cosmosdb.table.common.models as old_models
+    import azure.cosmosdb.table.common.retry as old_retry
+
+    import tablesdk.legacy as new
+
+    for old_class, new_class in ((old.TableService, new.TableService), (old.TableBatch, new.TableBatch)):
+        for name, member in inspect.getmembers(old_class, callable):
+            if (name.startswith("_") and name != "__init__") or name in NOT_OFFERED:
+                continue
+            assert _parameters(getattr(new_class, name)) == _parameters(member), f"{old_class.__name__}.{name}"
+    for old_value, new_value in (
+        (old.Entity, new.Entity), (old.EntityProperty, new.EntityProperty), (old.TablePermissions, new.TablePermissions),
+        (old_models.AccessPolicy, new.AccessPolicy), (old_models.ResourceTypes, new.ResourceTypes),
+        (old_models.AccountPermissions, new.AccountPermissions), (old_models.Logging, new.Logging),
+        (old_models.Metrics, new.Metrics), (old_models.CorsRule, new.CorsRule),
+        (old_models.RetentionPolicy, new.RetentionPolicy), (old_retry.ExponentialRetry, new.ExponentialRetry),
+        (old_retry.LinearRetry, new.LinearRetry),
+    ):
+        assert _parameters(new_value.__init__) == _parameters(old_value.__init__), old_value.__name__
+    assert [vars(old.EdmType)[name] for name in dir(old.EdmType) if name.isupper()] == [
+        vars(new.EdmType)[name] for name in dir(new.EdmType) if name.isupper()]
