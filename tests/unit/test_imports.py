@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
         "tablesdk.__main__", "tablesdk.testing", "tablesdk.dask", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
+        "tablesdk.legacy", "tablesdk.legacy.*",
     )),
 )
 
