@@ -45,18 +45,28 @@ ctx = client.get_table_service_context()
 assert_type(client.create_query("Orders", Order), TableQuery[Order])
 assert_type(ctx.create_query("Orders", Order), TableQuery[Order])
 assert_type(client.get_entity("Orders", "p", "1", Order), Order)
-assert_type(ctx.get("Orders", "p", "1", Order), Order | None)
-assert_type(ctx.get("Orders", "p", "1"), DynamicEntity | None)
-tracked = ctx.get("Orders", "p", "1", Order)
-if tracked is not None:  # None only when ctx.ignore_resource_not_found is set
+assert_type(ctx.get("Orders", "p", "1", Order), Order)
+assert_type(ctx.get("Orders", "p", "1"), DynamicEntity)
+assert_type(ctx.get("Orders", "p", "1", Order).Total, int)  # get raises for a missing entity
+assert_type(ctx.get_or_none("Orders", "p", "1", Order), Order | None)
+assert_type(ctx.get_or_none("Orders", "p", "1"), DynamicEntity | None)
+tracked = ctx.get_or_none("Orders", "p", "1", Order)
+if tracked is not None:
     assert_type(tracked.Total, int)
+bound = client.get_table_reference("Orders").get_table_service_context()
+assert_type(bound.get("p", "1", Order), Order)
+assert_type(bound.get_or_none("p", "1", Order), Order | None)
 
 
 async def read_total() -> int:
     async with CloudStorageAccount.development_storage_account().create_async_cloud_table_client() as aclient:
-        found = await aclient.get_table_service_context().get("Orders", "p", "1", Order)
+        actx = aclient.get_table_service_context()
+        assert_type(await actx.get("Orders", "p", "1", Order), Order)
+        found = await actx.get_or_none("Orders", "p", "1", Order)
         assert_type(found, Order | None)
-        return found.Total if found is not None else 0
+        abound = aclient.get_table_reference("Orders").get_table_service_context()
+        assert_type(await abound.get_or_none("p", "1"), DynamicEntity | None)
+        return found.Total if found is not None else (await abound.get("p", "1", Order)).Total
 
 
 def store(order: Order, plain: dict[str, object]) -> None:
