@@ -28,7 +28,7 @@ from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter import PropertyRef
 from ._filter_text import filter_name_problem
-from ._model_values import value_to_wire
+from ._model_values import dynamic_to_wire, value_to_wire
 from ._models import Converter, field_plan
 
 
@@ -531,11 +531,12 @@ class DynamicEntity(MutableMapping[str, Any]):
 
     def edm_type(self, name: str) -> EdmType:
         """The EDM type property ``name`` is written as."""
-        return _choose_type(name, self._values[name], self._types.get(name), None)
+        return _choose_type(name, dynamic_to_wire(name, self._values[name]), self._types.get(name), None)
 
     def get_property(self, name: str) -> EntityProperty:
-        """Property ``name`` as an explicitly typed :class:`EntityProperty`."""
-        return EntityProperty(self._values[name], self.edm_type(name))
+        """Property ``name`` as an explicitly typed :class:`EntityProperty`, its value as written
+        (an Enum, Decimal, date or timedelta in its stored form)."""
+        return EntityProperty(dynamic_to_wire(name, self._values[name]), self.edm_type(name))
 
     def __repr__(self) -> str:
         props = ", ".join(f"{k}={v!r}" for k, v in self._values.items())

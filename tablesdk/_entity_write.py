@@ -31,6 +31,7 @@ from ._edm import (
 )
 from ._edm_base import utf16_len as _utf16_len
 from ._errors import TableValidationError
+from ._model_values import dynamic_to_wire
 from ._models import adapter_for
 
 from ._entity_classes import (
@@ -318,6 +319,8 @@ def _payload_of_properties(
             validate_property_name(name)
         if isinstance(value, EntityProperty):
             remembered, value = value.edm_type, value.value
+        elif declared is None and type(value) not in _EXACT_TYPES and type(value) is not int:
+            value = dynamic_to_wire(name, value)  # an Enum, Decimal, date or timedelta: its stored form
         if value is None:
             edm_type = remembered or declared or EdmType.STRING
         else:

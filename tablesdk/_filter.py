@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Union
 
 from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
+from ._model_values import dynamic_to_wire
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
 from ._filter_text import check_filter_text, check_literal_type, filter_name_problem
@@ -478,7 +479,8 @@ class PropertyRef:
         else:
             declared = self._effective_type()
             if declared is None:
-                edm_type, value = infer_edm_type(other, name), other
+                value = dynamic_to_wire(name, other)  # an Enum, Decimal, date or timedelta as a dynamic entity stores it
+                edm_type = infer_edm_type(value, name)
             else:
                 edm_type, value = declared, _convert(name, other, declared)
         literal = to_filter_literal(value, edm_type, name)

@@ -1,7 +1,7 @@
 """Field values beyond the EDM types: :class:`Converter` and the conversions tablesdk makes itself.
 
 ``enum.Enum`` and ``enum.Flag`` (by name or :class:`ByValue`), ``decimal.Decimal``,
-``datetime.date`` and JSON text (:data:`Json`, :class:`AsJson`). Each conversion checks
+``datetime.date``, ``datetime.timedelta`` and JSON text (:data:`Json`, :class:`AsJson`). Each conversion checks
 the value it is given, so a value of the wrong type is refused by name before anything is
 sent; :func:`value_to_wire` and :func:`value_from_wire` are how the entity layer calls a
 converter (a user's included): whatever goes wrong becomes a :class:`TableValidationError`
@@ -15,12 +15,14 @@ import enum
 import functools
 import json
 import operator
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Generic, TypeVar
 
 from ._edm import EdmType
 from ._errors import TableValidationError
+from ._patterns import pattern_on_first_use
 
 __all__ = [
     "AsJson",
@@ -29,9 +31,12 @@ __all__ = [
     "Json",
     "date_converter",
     "decimal_converter",
+    "dynamic_to_wire",
     "enum_converter",
     "json_converter",
     "strip_optional",
+    "timedelta_converter",
+    "timedelta_text",
     "value_from_wire",
     "value_to_wire",
 ]
@@ -267,6 +272,88 @@ def date_converter(owner: str, name: str) -> Converter[Any]:
             ) from None
 
     return Converter(to_wire, from_wire, EdmType.DATETIME)
+
+
+#: .NET's TimeSpan text ("c" format): [-][d.]hh:mm:ss[.fffffff].
+_TIMESPAN = pattern_on_first_use(r"(-)?(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,7}))?")
+_MICROSECOND = _dt.timedelta(microseconds=1)
+
+
+def timedelta_text(value: _dt.timedelta) -> str:
+    """``value`` as .NET writes a TimeSpan (``-1.02:03:04.5000000``): exact, as a timedelta has microseconds."""
+    total = value // _MICROSECOND
+    sign = "-" if total < 0 else ""
+    seconds, micro = divmod(abs(total), 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    days, hour = divmod(hours, 24)
+    text = f"{sign}{days}." if days else sign
+    text += f"{hour:02d}:{minute:02d}:{second:02d}"
+    return f"{text}.{micro * 10:07d}" if micro else text
+
+
+def _timedelta_from_text(text: str) -> _dt.timedelta:
+    match = _TIMESPAN().fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is no TimeSpan text ([-][d.]hh:mm:ss[.fffffff])")
+    sign, days, hours, minutes, seconds, fraction = match.groups()
+    ticks = int((fraction or "").ljust(7, "0"))
+    if ticks % 10:
+        raise ValueError(f"{text!r} has a fraction of 100 ns that a timedelta (microseconds) cannot hold")
+    value = _dt.timedelta(
+        days=int(days or 0), hours=int(hours), minutes=int(minutes), seconds=int(seconds), microseconds=ticks // 10
+    )
+    return -value if sign else value
+
+
+def timedelta_converter(owner: str, name: str) -> Converter[Any]:
+    """A duration as .NET's TimeSpan text (Edm.String): ``1.02:03:04.5000000`` (days, time, 100 ns ticks)."""
+
+    def to_wire(value: Any) -> str:
+        if not isinstance(value, _dt.timedelta):
+            raise _wrong_type(owner, name, "timedelta", value)
+        return timedelta_text(value)
+
+    def from_wire(stored: Any) -> _dt.timedelta:
+        if not isinstance(stored, str):
+            raise TableValidationError(name, f"{owner}.{name} is stored as TimeSpan text",
+                                       f"the stored value is {type(stored).__name__}")
+        try:
+            return _timedelta_from_text(stored)
+        except (ValueError, OverflowError) as exc:
+            raise TableValidationError(name, f"{owner}.{name} is stored as TimeSpan text", str(exc)) from None
+
+    return Converter(to_wire, from_wire, EdmType.STRING)
+
+
+# ---------------------------------------------------------------- values without an annotation
+
+
+def dynamic_to_wire(name: str, value: Any) -> Any:
+    """What a value with no annotation (a :class:`~tablesdk.DynamicEntity`'s, a dict's, an undeclared
+    field's) of a type beyond the EDM types is stored as; any other value as it is.
+
+    As a declared field of its type stores it: an ``Enum`` member by name (an ``enum.Flag`` by the
+    names of its members joined with ``|``), a ``Decimal`` as its exact text, a ``date`` as midnight
+    UTC of the day, a ``timedelta`` as .NET's TimeSpan text. Nothing on read knows the type, so
+    they come back in that stored form (str, datetime). An enum that is also a ``str`` or an
+    ``int`` (``StrEnum``, ``IntEnum``, ``IntFlag``) is that str or int: its value.
+    """
+    if isinstance(value, enum.Enum):
+        if isinstance(value, (str, int)):
+            return value
+        return enum_converter(type(value).__name__, name, type(value), False).to_wire(value)
+    if isinstance(value, _dt.date):
+        if isinstance(value, _dt.datetime):
+            return value
+        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc)
+    if isinstance(value, _dt.timedelta):
+        return timedelta_text(value)
+    # decimal is not imported by ``import tablesdk`` (start-up): a Decimal value has imported it.
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and isinstance(value, decimal.Decimal):
+        return str(value)
+    return value
 
 
 # ---------------------------------------------------------------- JSON text

@@ -39,6 +39,7 @@ from ._model_values import (
     enum_converter,
     json_converter,
     strip_optional as _strip_optional,
+    timedelta_converter,
     value_from_wire,
     value_to_wire,
 )
@@ -127,6 +128,9 @@ def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converte
         if hint is _dt.date:
             converter = date_converter(owner, name)
             return converter.edm_type, stored, converter
+        if hint is _dt.timedelta:
+            converter = timedelta_converter(owner, name)
+            return converter.edm_type, stored, converter
     return edm_type_of_annotation(owner, name, hint), stored, None
 
 
@@ -148,7 +152,7 @@ def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
         )
     raise TypeError(
         f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
-        "Int64, float, bool, datetime, uuid.UUID, bytes, date, Decimal, an Enum, a dataclass, pydantic model, "
+        "Int64, float, bool, datetime, uuid.UUID, bytes, date, timedelta, Decimal, an Enum, a dataclass, pydantic model, "
         "attrs class or TypedDict (flattened), Json[...] for lists, dicts and sets, or Annotated[..., EdmType.X]"
     )
 
