@@ -73,7 +73,7 @@ def set_entity_etag(entity: object, etag: str | None) -> None:
 def declared_names(entity: object) -> Mapping[str, Any]:
     """The stored names of the properties ``entity``'s class declares (a type is known for each)."""
     if isinstance(entity, TableEntity):
-        return entity.__declared__
+        return {**entity.__declared__, **entity.__parts__} if entity.__parts__ else entity.__declared__
     if isinstance(entity, (DynamicEntity, Mapping)):
         return {}
     adapter = adapter_for(type(entity))
@@ -170,7 +170,9 @@ def take_property(target: Any, fresh: Any, name: str, server: EntityPayload) -> 
     if isinstance(target, DynamicEntity):
         value = server.values[name]
         target[name] = EntityProperty(value, server.types[name]) if value is not None else None
-    elif name in target.__declared__:
+        return
+    name = target.__parts__.get(name, name)  # a part of a Chunked property: the whole property
+    if name in target.__declared__:
         assert isinstance(fresh, TableEntity)
         attribute = target.__renamed__.get(name, name)
         target.__dict__[attribute] = getattr(fresh, attribute)
@@ -192,7 +194,9 @@ def drop_property(target: Any, name: str) -> None:
         return
     if isinstance(target, DynamicEntity):
         del target[name]
-    elif name in target.__declared__:
+        return
+    name = target.__parts__.get(name, name)
+    if name in target.__declared__:
         target.__dict__[target.__renamed__.get(name, name)] = None
     else:
         target.extra_properties.pop(name, None)

@@ -230,7 +230,7 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     try:
         return _payload_of_properties(
             type(entity).__name__, getattr(entity, "PartitionKey", None), getattr(entity, "RowKey", None),
-            adapter.etag(entity), properties, validate,
+            adapter.etag(entity), properties, validate, adapter.parts,
         )
     except TableValidationError as exc:
         path = adapter.path_of(exc.field)
@@ -250,6 +250,10 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
         properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
     else:
         properties = _custom_properties(entity, validate)
+        return _payload_of_properties(
+            type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate,
+            entity.__parts__,
+        )
     return _payload_of_properties(
         type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
     )
@@ -301,10 +305,13 @@ def _mapping_payload(entity: Mapping[Any, Any], validate: bool) -> EntityPayload
 def _payload_of_properties(
     owner: str, pk: Any, rk: Any, etag: str | None,
     properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]], validate: bool,
+    parts: Mapping[str, str] | None = None,
 ) -> EntityPayload:
     """:func:`entity_to_payload` property by property: the general rules, and every error they raise.
 
-    ``properties`` gives (name, value, remembered type, declared type) of each custom property."""
+    ``properties`` gives (name, value, remembered type, declared type) of each custom property;
+    ``parts`` names the Chunked property each further part belongs to (the one an entity too
+    large is blamed on)."""
     values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
     types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
     if validate:
@@ -351,8 +358,27 @@ def _payload_of_properties(
                 f"got {count}",
             )
         if size > MAX_ENTITY_BYTES:
-            raise TableValidationError("entity", "an entity is at most 1 MiB", f"about {size} bytes")
+            raise _too_large(values, types, size, parts or {})
     return EntityPayload(values, types, etag)
+
+
+def _too_large(
+    values: dict[str, Any], types: dict[str, EdmType], size: int, parts: Mapping[str, str]
+) -> TableValidationError:
+    """The error of an entity over 1 MiB, naming the property that takes the most of it (a Chunked
+    property's parts count as one, and such a property is the error's field)."""
+    taken: dict[str, int] = {}
+    for name, value in values.items():
+        if name not in ("PartitionKey", "RowKey"):
+            owner = parts.get(name, name)
+            taken[owner] = taken.get(owner, 0) + 8 + _utf16_len(name) + _value_size(value, types[name])
+    largest = max(taken, key=taken.__getitem__)
+    chunked = set(parts.values())
+    field = largest if largest in chunked else "entity"
+    return TableValidationError(
+        field, "an entity is at most 1 MiB (1048576 bytes, the service's formula)",
+        f"about {size} bytes; the largest property is {largest} with {taken[largest]}",
+    )
 
 
 #: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.

@@ -43,7 +43,7 @@ from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
 from ._model_values import dynamic_to_wire
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
-from ._filter_text import check_filter_text, check_literal_type, filter_name_problem
+from ._filter_text import check_filter_text, check_literal_type, filter_name_problem, property_names_of
 from ._patterns import pattern_on_first_use
 
 __all__ = [
@@ -312,6 +312,19 @@ def _operand(other: Any, operator: str) -> Filter:
         f"cannot combine a filter with {type(other).__name__} using {operator}; "
         f"use filter expressions or raw $filter strings. {_PRECEDENCE_HINT}"
     )
+
+
+def filter_property_names(node: Filter) -> set[str]:
+    """The names of the properties ``node`` compares (raw text's included)."""
+    if isinstance(node, Comparison):
+        return {node.name}
+    if isinstance(node, Junction):
+        return set().union(*map(filter_property_names, node.operands))
+    if isinstance(node, Not):
+        return filter_property_names(node.operand)
+    if isinstance(node, RawFilter):
+        return property_names_of(node.text)
+    return set()
 
 
 def as_filter(expr: FilterLike | bool) -> Filter:

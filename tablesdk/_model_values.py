@@ -27,6 +27,8 @@ from ._patterns import pattern_on_first_use
 __all__ = [
     "AsJson",
     "ByValue",
+    "Chunked",
+    "ChunkPlan",
     "Converter",
     "Json",
     "date_converter",
@@ -76,6 +78,122 @@ class AsJson:
     """Marker: ``Annotated[list[int], AsJson]`` (or ``Json[list[int]]``) stores the field as JSON
     text (Edm.String) and rebuilds it on read as its annotation says (lists, tuples, sets,
     frozensets, dicts, and what they hold)."""
+
+
+class Chunked:
+    """Marker: ``Annotated[str, Chunked]`` or ``Annotated[bytes, Chunked]`` stores a value past the
+    service's 64 KiB property limit across several properties, up to the 1 MiB entity limit.
+
+    The property ``Name`` holds the first part and ``Name_1`` ... ``Name_15`` the rest, each at most
+    64 KiB (32,768 UTF-16 code units of text, never cutting a surrogate pair; 65,536 bytes).
+    Every write stores all of them, the parts the value does not need empty, so that a merge of
+    a shorter value leaves no part of a longer one behind. ``Chunked(parts=4)`` keeps four
+    properties (values up to 256 KiB) instead of sixteen. A read joins the parts; a query cannot
+    filter on them (refused when it is built), and selecting the property selects every part.
+    """
+
+    __slots__ = ("parts",)
+
+    #: Parts of 64 KiB the 1 MiB entity limit allows.
+    MAX_PARTS = 16
+
+    def __init__(self, parts: int = MAX_PARTS) -> None:
+        if isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= Chunked.MAX_PARTS:
+            raise ValueError(f"Chunked(parts=...) is 1 to {Chunked.MAX_PARTS} (the 1 MiB entity), got {parts!r}")
+        self.parts = parts
+
+    def __repr__(self) -> str:
+        return f"Chunked(parts={self.parts})"
+
+
+#: Bytes of one part: the service's property limit (a string's UTF-16 bytes, a binary's bytes).
+_PART_BYTES = 64 * 1024
+
+
+class ChunkPlan:
+    """How one ``Chunked`` field is split into properties and joined again.
+
+    ``names`` are the stored names of its parts (``Name``, ``Name_1`` ...), ``edm_type`` Edm.String
+    or Edm.Binary, ``field`` the field's path (what errors name).
+    """
+
+    __slots__ = ("names", "edm_type", "field", "owner")
+
+    def __init__(self, owner: str, field: str, stored: str, edm_type: EdmType, parts: int) -> None:
+        if edm_type not in (EdmType.STRING, EdmType.BINARY):
+            raise TypeError(f"{owner}.{field}: Chunked stores str or bytes, not {edm_type.value}")
+        self.owner = owner
+        self.field = field
+        self.edm_type = edm_type
+        self.names = (stored, *(f"{stored}_{n}" for n in range(1, parts)))
+
+    def __repr__(self) -> str:
+        return f"ChunkPlan({self.field!r}, {len(self.names)} parts, {self.edm_type})"
+
+    def split(self, value: Any) -> list[Any]:
+        """The value of each part (the unused ones empty); None gives None for each.
+
+        A value of the wrong type, or too long for the parts, raises TableValidationError naming the field."""
+        count = len(self.names)
+        if value is None:
+            return [None] * count
+        if self.edm_type is EdmType.STRING:
+            if not isinstance(value, str):
+                raise _wrong_type(self.owner, self.field, "str (Chunked)", value)
+            parts: list[Any] = _split_text(value)
+            empty: Any = ""
+        else:
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise _wrong_type(self.owner, self.field, "bytes (Chunked)", value)
+            data = bytes(value)
+            parts = [data[at:at + _PART_BYTES] for at in range(0, len(data), _PART_BYTES)] or [b""]
+            empty = b""
+        if len(parts) > count:
+            size = 2 * sum(map(len, parts)) if self.edm_type is EdmType.STRING else len(bytes(value))
+            raise TableValidationError(
+                self.field,
+                f"{self.owner}.{self.field} is Chunked into at most {count} parts of 64 KiB ({count * _PART_BYTES} bytes)",
+                f"got {len(parts)} parts, {size} bytes" + ("" if count == Chunked.MAX_PARTS else
+                                                            f"; Chunked(parts=...) allows up to {Chunked.MAX_PARTS}"),
+            )
+        return parts + [empty] * (count - len(parts))
+
+    def join(self, values: Mapping[str, Any]) -> Any:
+        """The value the stored parts in ``values`` make (None when the first part is absent or null);
+        a part that arrived untyped (JSON nometadata) is read as the field's type."""
+        first = values.get(self.names[0])
+        if first is None:
+            return None
+        parts = [values.get(name) for name in self.names]
+        present = [part for part in parts if part is not None]
+        if self.edm_type is EdmType.STRING:
+            return "".join(present)
+        return b"".join(_as_bytes(part) for part in present)
+
+
+def _as_bytes(part: Any) -> bytes:
+    if isinstance(part, str):  # an untyped Edm.Binary (JSON nometadata): its base64 text
+        from ._edm import from_json_value
+
+        return bytes(from_json_value(part, EdmType.BINARY))
+    return bytes(part)
+
+
+def _split_text(text: str) -> list[str]:
+    """``text`` in parts of at most 32,768 UTF-16 code units, never cutting a surrogate pair."""
+    units = _PART_BYTES // 2
+    if text.isascii():
+        return [text[at:at + units] for at in range(0, len(text), units)] or [""]
+    data = text.encode("utf-16-le", "surrogatepass")
+    parts = []
+    start = 0
+    while start < len(data):
+        end = min(start + _PART_BYTES, len(data))
+        if end < len(data) and 0xD8 <= data[end - 1] <= 0xDB:  # the high half of a pair ends this part
+            end -= 2
+        parts.append(data[start:end].decode("utf-16-le", "surrogatepass"))
+        start = end
+    return parts or [""]
 
 
 #: ``Json[list[str]]``: a field stored as JSON text; to a type checker it is a ``list[str]``.

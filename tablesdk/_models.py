@@ -32,6 +32,8 @@ from ._errors import TableValidationError
 from ._model_values import (
     AsJson,
     ByValue,
+    ChunkPlan,
+    Chunked,
     Converter,
     Json,
     date_converter,
@@ -45,6 +47,8 @@ from ._model_values import (
 )
 
 __all__ = [
+    "Chunked",
+    "ChunkPlan",
     "Converter",
     "StoredAs",
     "ByValue",
@@ -54,6 +58,7 @@ __all__ = [
     "Json",
     "AsJson",
     "adapter_for",
+    "chunk_plan",
     "edm_type_of_annotation",
     "field_plan",
 ]
@@ -134,6 +139,20 @@ def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converte
     return edm_type_of_annotation(owner, name, hint), stored, None
 
 
+def chunk_plan(owner: str, name: str, stored: str, hint: Any, edm_type: EdmType) -> ChunkPlan | None:
+    """The split of a field annotated ``Annotated[str, Chunked]`` (or bytes, or a converter's text)
+    stored as ``stored`` with EDM type ``edm_type``; None when no layer of ``hint`` says Chunked."""
+    hint = _strip_optional(hint)
+    while typing.get_origin(hint) is typing.Annotated:
+        for extra in reversed(hint.__metadata__):
+            if extra is Chunked:
+                return ChunkPlan(owner, name, stored, edm_type, Chunked.MAX_PARTS)
+            if isinstance(extra, Chunked):
+                return ChunkPlan(owner, name, stored, edm_type, extra.parts)
+        hint = _strip_optional(typing.get_args(hint)[0])
+    return None
+
+
 def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
     """The EDM type a property annotated ``hint`` declares (``Annotated[..., EdmType.X]`` wins)."""
     hint = _strip_optional(hint)
@@ -167,12 +186,12 @@ class ModelField:
     a leaf) and ``optional`` whether its annotation admits None.
     """
 
-    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node", "optional")
+    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node", "optional", "chunk")
 
     def __init__(
         self, name: str, stored: str, edm_type: EdmType, converter: Converter[Any] | None,
         path: str = "", steps: tuple[tuple[str, bool], ...] = (), node: _Node | None = None,
-        optional: bool = True,
+        optional: bool = True, chunk: ChunkPlan | None = None,
     ) -> None:
         self.name = name
         self.stored = stored
@@ -182,6 +201,8 @@ class ModelField:
         self.steps = steps or ((name, False),)
         self.node = node
         self.optional = optional
+        #: How a Chunked leaf is split into properties (None: one property).
+        self.chunk = chunk
 
     def __repr__(self) -> str:
         return f"ModelField({self.path!r}, stored={self.stored!r}, {self.edm_type})"
@@ -244,7 +265,10 @@ class _Node:
             if node is None:
                 if f.converter is not None and value is not None:
                     value = _converted(f, value, strict)
-                out.append((f.stored, value, f.edm_type))
+                if f.chunk is not None:
+                    _append_parts(f, value, out, strict)
+                else:
+                    out.append((f.stored, value, f.edm_type))
                 continue
             if value is None:
                 if not f.optional and not (mapping and f.name not in obj):
@@ -272,7 +296,7 @@ class _Node:
         """Append a null for every leaf below this node (the object is None)."""
         for f in self.fields:
             if f.node is None:
-                out.append((f.stored, None, f.edm_type))
+                out.extend((name, None, f.edm_type) for name in (f.chunk.names if f.chunk else (f.stored,)))
             else:
                 f.node.collect_nones(out)
 
@@ -319,6 +343,8 @@ class _Node:
                     kwargs[f.name] = None
                 continue
             value = values.get(f.stored, _MISSING)
+            if f.chunk is not None and value is not _MISSING:
+                value = f.chunk.join(values)
             if value is _MISSING:
                 if f.name in self.required:
                     kwargs[f.name] = None
@@ -335,6 +361,23 @@ class _Node:
             kwargs.update(mine)
             found = True
         return kwargs, found
+
+
+def _append_parts(f: ModelField, value: Any, out: list[Sent], strict: bool) -> None:
+    """Append the parts of Chunked leaf ``f`` holding ``value`` (not ``strict``: a value that
+    cannot be split is taken whole, as the first part)."""
+    assert f.chunk is not None
+    try:
+        parts = f.chunk.split(value)
+    except TableValidationError as exc:
+        if strict:
+            raise TableValidationError(f.path, exc.limit, _detail_of(exc)) from None
+        parts = [value] + [None] * (len(f.chunk.names) - 1)
+    out.extend(zip(f.chunk.names, parts, [f.edm_type] * len(parts)))
+
+
+def _detail_of(exc: TableValidationError) -> str:
+    return str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
 
 
 def _refuse(strict: bool, error: TableValidationError) -> None:
@@ -462,10 +505,16 @@ def _plan_fields(
             leaves.extend(sub_leaves)
             continue
         edm_type, stored, converter = field_plan(f"{owner}.{path}" if path else owner, name, hint)
-        leaf = ModelField(name, prefix + stored, edm_type, converter, here, where)
+        chunk = chunk_plan(owner, here, prefix + stored, hint, edm_type)
+        leaf = ModelField(name, prefix + stored, edm_type, converter, here, where, chunk=chunk)
         fields.append(leaf)
         leaves.append(leaf)
     return fields, leaves
+
+
+def _stored_names(leaf: ModelField) -> tuple[str, ...]:
+    """The properties ``leaf`` is stored as: its own name, or each part of a Chunked one."""
+    return leaf.chunk.names if leaf.chunk is not None else (leaf.stored,)
 
 
 def _nodes(node: _Node) -> list[_Node]:
@@ -490,7 +539,7 @@ class ModelAdapter:
 
     __slots__ = (
         "cls", "kind", "fields", "leaves", "by_stored", "paths", "markers", "etag_field", "timestamp_field",
-        "_node", "_flat", "_extras_nodes",
+        "chunked", "parts", "_node", "_flat", "_extras_nodes",
     )
 
     def __init__(self, cls: type, kind: str, hints: dict[str, Any], names: list[str]) -> None:
@@ -510,18 +559,23 @@ class ModelAdapter:
         self._node = _Node(cls, kind, tuple(fields), owner, "", "")
         nodes = _nodes(self._node)
         self.markers = frozenset(f.stored for n in nodes for f in n.fields if f.node is not None and f.optional)
-        stored_names = [f.stored for f in leaves] + sorted(self.markers)
+        stored_names = [name for f in leaves for name in _stored_names(f)] + sorted(self.markers)
         twice = {s for s in stored_names if stored_names.count(s) > 1}
         if twice:
             raise TypeError(f"{owner}: two fields are stored as {sorted(twice)}")
         self.fields = tuple(fields)
         self.leaves = tuple(leaves)
-        self.by_stored = {f.stored: f for f in leaves}
-        #: The dotted path of each flattened leaf, by stored name (what messages name).
-        self.paths = {f.stored: f.path for f in leaves if f.path != f.stored}
+        #: The leaf each property is read into, by stored name (every part of a Chunked leaf).
+        self.by_stored = {name: f for f in leaves for name in _stored_names(f)}
+        #: The dotted path of each flattened leaf or part, by stored name (what messages name).
+        self.paths = {name: f.path for f in leaves for name in _stored_names(f) if f.path != name}
+        #: The parts of each Chunked leaf, by the stored name of its first part.
+        self.chunked = {f.stored: f.chunk.names for f in leaves if f.chunk is not None}
+        #: The first part's stored name of each further part of a Chunked leaf, by the part's name.
+        self.parts = {part: first for first, names in self.chunked.items() for part in names[1:]}
         #: The nodes that keep undeclared fields, the longest prefix first (the one that claims a name).
         self._extras_nodes = sorted((n for n in nodes if n.extras), key=lambda n: -len(n.prefix))
-        self._flat = all(f.node is None for f in fields) and not self._extras_nodes
+        self._flat = all(f.node is None and f.chunk is None for f in fields) and not self._extras_nodes
 
     def __repr__(self) -> str:
         return f"ModelAdapter({self.cls.__name__}, {self.kind}, {list(self.leaves)})"
