@@ -14,7 +14,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ._edm import EdmType, EntityPayload, EntityProperty
-from ._entity import DynamicEntity, TableEntity, _attributes, _mapping_parts, _not_an_entity
+from ._entity import DynamicEntity, TableEntity, _attributes, _mapping_parts, _not_an_entity, owner_of_part
 from ._models import ModelAdapter, adapter_for
 
 __all__ = [
@@ -171,7 +171,7 @@ def take_property(target: Any, fresh: Any, name: str, server: EntityPayload) -> 
         value = server.values[name]
         target[name] = EntityProperty(value, server.types[name]) if value is not None else None
         return
-    name = target.__parts__.get(name, name)  # a part of a Chunked property: the whole property
+    name = owner_of_part(type(target), name)  # a part of a Chunked property or a nested object: all of it
     if name in target.__declared__:
         assert isinstance(fresh, TableEntity)
         attribute = target.__renamed__.get(name, name)
@@ -195,7 +195,7 @@ def drop_property(target: Any, name: str) -> None:
     if isinstance(target, DynamicEntity):
         del target[name]
         return
-    name = target.__parts__.get(name, name)
+    name = owner_of_part(type(target), name)
     if name in target.__declared__:
         target.__dict__[target.__renamed__.get(name, name)] = None
     else:

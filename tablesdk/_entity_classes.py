@@ -29,7 +29,7 @@ from ._errors import TableValidationError
 from ._filter import Filter, PropertyRef, filter_property_names
 from ._filter_text import filter_name_problem
 from ._model_values import dynamic_to_wire, value_to_wire
-from ._models import ChunkPlan, Converter, adapter_for, chunk_plan, field_plan
+from ._models import ChunkPlan, Converter, NestedPlan, adapter_for, chunk_plan, field_plan, nested_kind
 
 
 
@@ -290,6 +290,19 @@ class ChunkedProperty(DeclaredProperty):
         )
 
 
+class NestedProperty(DeclaredProperty):
+    """A declared property holding a nested object: it is stored as one property per leaf, so a
+    ``$filter`` compares a leaf (``prop("Address_City")``), never the object."""
+
+    __slots__ = ()
+
+    def _compare(self, op: str, other: Any) -> Any:
+        raise TableValidationError(
+            self.attribute, "a nested object is stored as one property per field, so no $filter can compare it",
+            f"compare one of them, e.g. prop({self.name + '_...'!r})",
+        )
+
+
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
 elif typing.TYPE_CHECKING:
@@ -343,7 +356,10 @@ class TableEntity(_TypedConstructor):
     __converters__: ClassVar[dict[str, Converter[Any]]] = {}
     #: The split of each ``Chunked`` declared property, by stored name.
     __chunked__: ClassVar[dict[str, ChunkPlan]] = {}
-    #: The declared property (stored name) each further stored property belongs to: a Chunked one's parts.
+    #: The flattening of each declared property holding a nested object, by stored name.
+    __nested__: ClassVar[dict[str, NestedPlan]] = {}
+    #: The declared property (stored name) each further stored property belongs to: a Chunked one's
+    #: parts, a nested object's leaves and presence markers.
     __parts__: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -371,6 +387,7 @@ class TableEntity(_TypedConstructor):
         renamed = dict(getattr(cls, "__renamed__", {}))
         converters = dict(getattr(cls, "__converters__", {}))
         chunked = dict(getattr(cls, "__chunked__", {}))
+        nested = dict(getattr(cls, "__nested__", {}))
         for name, hint in hints.items():
             if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"):
                 if typing.get_origin(hint) is typing.Annotated:
@@ -378,8 +395,12 @@ class TableEntity(_TypedConstructor):
                 continue
             if typing.get_origin(hint) is ClassVar or name.startswith("_"):
                 continue
-            edm_type, stored, converter = field_plan(cls.__name__, name, hint)
-            chunk = chunk_plan(cls.__name__, name, stored, hint, edm_type)
+            flattened = NestedPlan(cls, name, hint) if nested_kind(hint) is not None else None
+            if flattened is not None:  # stored as its leaves; the name itself holds its presence marker
+                edm_type, stored, converter = EdmType.BOOLEAN, flattened.stored, None
+            else:
+                edm_type, stored, converter = field_plan(cls.__name__, name, hint)
+            chunk = chunk_plan(cls.__name__, name, stored, hint, edm_type) if flattened is None else None
             for part in chunk.names if chunk else (stored,):
                 validate_property_name(part)
             current = cls.__dict__.get(name)
@@ -390,11 +411,15 @@ class TableEntity(_TypedConstructor):
                 renamed.pop(inherited.name, None)
                 converters.pop(inherited.name, None)
             chunked.pop(stored, None)
+            nested.pop(stored, None)
             if chunk is not None:
                 chunked[stored] = chunk
                 setattr(cls, name, ChunkedProperty(stored, edm_type, default, name))
+            elif flattened is not None:
+                nested[stored] = flattened
+                setattr(cls, name, NestedProperty(stored, edm_type, default, name))
             elif name in cls.__dict__ or stored not in declared or stored != name or isinstance(
-                inherited, ChunkedProperty
+                inherited, (ChunkedProperty, NestedProperty)
             ):
                 setattr(cls, name, DeclaredProperty(stored, edm_type, default, name))
             taken = renamed.get(stored, stored)
@@ -408,17 +433,23 @@ class TableEntity(_TypedConstructor):
             else:
                 converters.pop(stored, None)
         parts = {part: stored for stored, plan in chunked.items() for part in plan.names[1:]}
+        for stored, flattened in nested.items():
+            for part in flattened.names:
+                if part in parts:
+                    raise TypeError(f"{cls.__name__}: two properties are stored as {part!r}")
+                parts[part] = stored
         taken = sorted(set(parts) & set(declared))
         if taken:
             owner = parts[taken[0]]
             raise TypeError(
-                f"{cls.__name__}.{renamed.get(owner, owner)} is Chunked into {taken[0]!r}, "
+                f"{cls.__name__}.{renamed.get(owner, owner)} is stored in part as {taken[0]!r}, "
                 f"which {renamed.get(taken[0], taken[0])} is stored as"
             )
         cls.__declared__ = declared
         cls.__renamed__ = renamed
         cls.__converters__ = converters
         cls.__chunked__ = chunked
+        cls.__nested__ = nested
         cls.__parts__ = parts
 
     def __init__(
@@ -588,12 +619,19 @@ class DynamicEntity(MutableMapping[str, Any]):
 
 
 def joined_parts(
-    chunked: dict[str, ChunkPlan], values: dict[str, Any], types: dict[str, EdmType]
+    entity_type: type[TableEntity], values: dict[str, Any], types: dict[str, EdmType]
 ) -> tuple[dict[str, Any], dict[str, EdmType]]:
     """``values`` and ``types`` read with each Chunked property's parts joined under its first
-    part's name (copies: a page's dicts stay as read)."""
+    part's name, and each nested object made from its properties under its own (copies: a page's
+    dicts stay as read)."""
     values, types = dict(values), dict(types)
-    for stored, plan in chunked.items():
+    for stored, flattened in entity_type.__nested__.items():
+        values[stored] = flattened.read(values)
+        types[stored] = EdmType.BOOLEAN
+        for name in [n for n in values if n != stored and flattened.owns(n)]:
+            del values[name]
+            types.pop(name, None)
+    for stored, plan in entity_type.__chunked__.items():
         if stored not in values:
             continue
         values[stored] = plan.join(values)
@@ -602,6 +640,19 @@ def joined_parts(
             values.pop(part, None)
             types.pop(part, None)
     return values, types
+
+
+def owner_of_part(entity_type: type[TableEntity], name: str) -> str:
+    """The declared property (stored name) a property named ``name`` is read into: a Chunked
+    property for its parts, a nested object for its leaves, markers and undeclared fields;
+    ``name`` itself for any other."""
+    owner = entity_type.__parts__.get(name)
+    if owner is not None:
+        return owner
+    for stored, flattened in entity_type.__nested__.items():
+        if flattened.owns(name):
+            return stored
+    return name
 
 
 def _chunked_fields(entity_type: Any) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -620,8 +671,13 @@ def _chunked_fields(entity_type: Any) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def with_chunked_parts(entity_type: Any, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The projection ``names`` with every part of each Chunked property of ``entity_type`` named in it."""
+    """The projection ``names`` with every part of each Chunked property of ``entity_type`` named in
+    it, and every property of each nested object of a TableEntity named in it."""
     chunked = _chunked_fields(entity_type)
+    base = getattr(entity_type, "base", entity_type)
+    if isinstance(base, type) and issubclass(base, TableEntity):
+        for stored, flattened in base.__nested__.items():
+            chunked[stored] = (stored, (stored, *flattened.names))
     if not chunked:
         return names
     return tuple(dict.fromkeys(
@@ -685,6 +741,7 @@ def _custom_properties(
         return
     wire_types = entity._wire_types
     renamed, converters, chunked = entity.__renamed__, entity.__converters__, entity.__chunked__
+    nested = entity.__nested__
     for name, declared in entity.__declared__.items():
         value = getattr(entity, renamed.get(name, name))
         if value is not None and name in converters:
@@ -693,6 +750,10 @@ def _custom_properties(
             except TableValidationError:
                 if strict:
                     raise
+        if nested and name in nested:
+            for part_name, part, part_type in nested[name].write(value, strict):
+                yield part_name, part, None, part_type
+            continue
         if chunked and name in chunked:
             plan = chunked[name]
             try:

@@ -21,7 +21,7 @@ from ._edm import (
 )
 from ._errors import TableValidationError
 from ._model_values import value_from_wire
-from ._models import ChunkPlan, Converter, ModelAdapter, adapter_for
+from ._models import Converter, ModelAdapter, adapter_for
 
 from ._entity_classes import (
     DeclaredProperty,
@@ -289,9 +289,8 @@ def _read_declared_parts(
     values: dict[str, Any], types: dict[str, EdmType], etag: str | None,
 ) -> E:
     obj: Any = entity_type.__new__(entity_type)
-    chunked: dict[str, ChunkPlan] = typing.cast(Any, entity_type).__chunked__
-    if chunked:
-        values, types = joined_parts(chunked, values, types)
+    if typing.cast(Any, entity_type).__parts__ or typing.cast(Any, entity_type).__nested__:  # stored as several
+        values, types = joined_parts(typing.cast(Any, entity_type), values, types)
     declared: dict[str, EdmType] = typing.cast(Any, entity_type).__declared__
     renamed: dict[str, str] = typing.cast(Any, entity_type).__renamed__
     converters: dict[str, Converter[Any]] = typing.cast(Any, entity_type).__converters__

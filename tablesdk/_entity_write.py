@@ -48,6 +48,7 @@ from ._entity_classes import (
     _choose_type,
     _custom_properties,
     _value_size,
+    owner_of_part,
     validate_key,
     validate_property_name,
 )
@@ -233,13 +234,17 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
             adapter.etag(entity), properties, validate, adapter.parts,
         )
     except TableValidationError as exc:
-        path = adapter.path_of(exc.field)
-        if path is None:
-            raise
-        # A flattened property: name the field's path (Shipping.Address.Street), not its stored name.
-        detail = str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
-        stored = f"stored as {exc.field}"
-        raise TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored) from None
+        raise _named_by_path(exc, adapter.path_of(exc.field)) from None
+
+
+def _named_by_path(exc: TableValidationError, path: str | None) -> TableValidationError:
+    """``exc`` naming the field's ``path`` (Shipping.Address.Street) rather than the flattened
+    property's stored name (``exc`` itself when there is no other path)."""
+    if path is None:
+        return exc
+    detail = str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
+    stored = f"stored as {exc.field}"
+    return TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored)
 
 
 def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
@@ -250,10 +255,16 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
         properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
     else:
         properties = _custom_properties(entity, validate)
-        return _payload_of_properties(
-            type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate,
-            entity.__parts__,
-        )
+        try:
+            return _payload_of_properties(
+                type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate,
+                entity.__parts__,
+            )
+        except TableValidationError as exc:
+            owner = entity.__nested__.get(owner_of_part(type(entity), exc.field)) if entity.__nested__ else None
+            if owner is None:
+                raise
+            raise _named_by_path(exc, owner.adapter.path_of(exc.field)) from None
     return _payload_of_properties(
         type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
     )

@@ -54,6 +54,7 @@ __all__ = [
     "ByValue",
     "ModelField",
     "ModelAdapter",
+    "NestedPlan",
     "Flatten",
     "Json",
     "AsJson",
@@ -61,6 +62,7 @@ __all__ = [
     "chunk_plan",
     "edm_type_of_annotation",
     "field_plan",
+    "nested_kind",
 ]
 
 SYSTEM_FIELDS = ("PartitionKey", "RowKey", "Timestamp")
@@ -163,12 +165,6 @@ def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
         hint = _strip_optional(typing.get_args(hint)[0])
     if hint in _ANNOTATION_TYPES:
         return _ANNOTATION_TYPES[hint]
-    if _nested_kind(hint) is not None:  # only a TableEntity property gets here: model classes flatten first
-        raise TypeError(
-            f"{owner}.{name}: a TableEntity property cannot hold a {hint.__name__} object; nested objects are "
-            "flattened on dataclass, pydantic and attrs entities only: make the entity one of those, or store "
-            "the value with a Converter"
-        )
     raise TypeError(
         f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
         "Int64, float, bool, datetime, uuid.UUID, bytes, date, timedelta, Decimal, an Enum, a dataclass, pydantic model, "
@@ -780,6 +776,52 @@ def _attrs_nothing(cls: type) -> Any:
 
 def _is_pydantic(cls: type) -> bool:
     return isinstance(getattr(cls, "__pydantic_fields__", None), dict) and hasattr(cls, "model_construct")
+
+
+def nested_kind(hint: Any) -> str | None:
+    """The kind of the class under the Optional and ``Annotated`` layers of ``hint`` when a field
+    of it is flattened ("dataclass", "pydantic", "attrs", "typeddict"; None: a plain value)."""
+    return _nested_kind(_unwrap(hint)[0])
+
+
+class NestedPlan:
+    """A :class:`~tablesdk.TableEntity` property holding a nested object, flattened as a model
+    class flattens one: through the adapter of a holder class whose one field is that property,
+    so every rule (stored names, presence markers, undeclared fields, errors by path) is the
+    model classes' own. ``stored`` is the property's stored name (its presence marker's),
+    ``names`` every property its class stores below it."""
+
+    __slots__ = ("name", "stored", "adapter", "names")
+
+    def __init__(self, owner: type, name: str, hint: Any) -> None:
+        holder = dataclasses.make_dataclass(owner.__name__, [("PartitionKey", str), ("RowKey", str), (name, hint)])
+        holder.__module__ = owner.__module__
+        self.name = name
+        self.adapter = ModelAdapter(holder, "dataclass", _hints(holder), _class_fields(holder, "dataclass"))
+        self.stored = self.adapter.fields[0].stored
+        self.names = (*self.adapter.by_stored, *sorted(self.adapter.markers - {self.stored}))
+
+    def __repr__(self) -> str:
+        return f"NestedPlan({self.name!r}, {list(self.names)})"
+
+    def write(self, value: Any, strict: bool) -> list[Sent]:
+        """The properties of ``value`` (the object, or None), as a model class writes them."""
+        return self.adapter.properties(_Holding(self.name, value), strict)
+
+    def read(self, values: Mapping[str, Any]) -> Any:
+        """The object the stored ``values`` make (None where an Optional one was None)."""
+        return getattr(self.adapter.build(dict(values), None, None), self.name)
+
+    def owns(self, stored: str) -> bool:
+        """Whether a property named ``stored`` is read into this object (its marker included)."""
+        return self.adapter.is_known(stored)
+
+
+class _Holding:
+    """What a :class:`NestedPlan`'s adapter reads a value from: an object with that one attribute."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        setattr(self, name, value)
 
 
 #: The adapter of every class met (None: not a model class).
