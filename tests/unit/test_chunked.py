@@ -132,10 +132,12 @@ def test_a_value_of_the_wrong_type_names_the_field() -> None:
 
 
 def test_filters_on_a_chunked_property_are_refused_when_built() -> None:
-    for build in (lambda: Doc.Body == "x", lambda: Doc.Blob.startswith(b"x")):  # type: ignore[union-attr]
-        with pytest.raises(TableValidationError) as info:
-            build()
-        assert info.value.field in ("Body", "Blob")
+    with pytest.raises(TableValidationError) as info:
+        Doc.Body == "x"
+    assert info.value.field == "Body"
+    with pytest.raises(TableValidationError) as info:
+        getattr(Doc, "Blob").startswith(b"x")
+    assert info.value.field == "Blob"
     query = client_query(DataDoc)
     for expr in (prop("Body") == "x", "Body_3 eq 'x' and RowKey eq 'r'", (prop("A") == 1) | ~(prop("Tags_1") == "")):
         with pytest.raises(TableValidationError, match="Chunked") as info:
