@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-from datetime import datetime
+import decimal
+import enum
+from datetime import date, datetime, timedelta
 from typing import Annotated
 
 from typing_extensions import assert_type
 
-from tablesdk import CloudStorageAccount, DynamicEntity, Int64, Json, StoredAs, TableEntity
+from tablesdk import Chunked, CloudStorageAccount, DynamicEntity, Int64, Json, StoredAs, TableEntity, prop
 from tablesdk._query import TableQuery
 
 
@@ -88,3 +90,41 @@ def keys(pk: str, rk: str, timestamp: datetime | None, properties: dict[str, obj
 
 assert_type(client.create_query("Orders", Order).resolve(keys), TableQuery[str])
 assert_type(client.create_query("Orders").where("RowKey gt '1'").resolve(keys).first(), str)
+
+
+# Values past 64 KiB, nested objects on a declared entity, durations, dynamic values beyond the EDM types.
+@dataclasses.dataclass
+class Address:
+    Street: str
+    City: str | None = None
+
+
+class Page(TableEntity):
+    Body: Annotated[str, Chunked]
+    Scan: Annotated[bytes | None, Chunked(parts=4)] = None
+    Home: Address | None = None
+    Took: timedelta = timedelta(0)
+
+
+@dataclasses.dataclass
+class Note:
+    PartitionKey: str
+    RowKey: str
+    Text: Annotated[str, Chunked]
+
+
+class Shade(enum.Enum):
+    RED = "r"
+
+
+page = Page(PartitionKey="p", RowKey="1", Body="x" * 100_000, Home=Address("1 Main"), Took=timedelta(seconds=3))
+assert_type(page.Body, str)
+assert_type(page.Scan, bytes | None)
+assert_type(page.Home, Address | None)
+client.insert_entity("Pages", page)
+client.insert_entity("Pages", Note("p", "2", "y" * 70_000))
+for note in client.create_query("Pages", Note).where(prop("RowKey") == "2").select("Text"):
+    assert_type(note.Text, str)
+assert_type(ctx.get("Pages", "p", "1", Page).Home, Address | None)
+DynamicEntity(PartitionKey="p", RowKey="3", Price=decimal.Decimal("1.10"), Shade=Shade.RED, Due=date(2024, 1, 1),
+              Took=timedelta(minutes=5))
