@@ -11,6 +11,7 @@ import pytest
 
 from tablesdk import (
     Chunked,
+    CloudStorageAccount,
     CloudTableClient,
     DynamicEntity,
     MergeOption,
@@ -95,3 +96,21 @@ def test_dynamic_entities_keep_their_limit(client: CloudTableClient, table: str)
     with pytest.raises(TableValidationError) as info:
         client.insert_entity(table, DynamicEntity(PartitionKey="p", RowKey="1", Body=LONG))
     assert info.value.field == "Body" and "64 KiB" in str(info.value)
+
+
+@pytest.mark.asyncio
+async def test_the_async_client_and_context(target: str, connection_string: str, unique_table_name: str) -> None:
+    account = CloudStorageAccount.parse(connection_string)
+    async with account.create_async_cloud_table_client(payload_format=target.rsplit("-", 1)[1]) as aclient:
+        await aclient.create_table(unique_table_name)
+        try:
+            await aclient.insert_entity(unique_table_name, Note("p", "1", LONG))
+            ctx = aclient.get_table_service_context()
+            note = await ctx.get(unique_table_name, "p", "1", Note)
+            assert note.Text == LONG
+            note.Text = LONG[:40_000]
+            ctx.update_object(note)
+            await ctx.save_changes()
+            assert (await aclient.get_entity(unique_table_name, "p", "1", Note)).Text == LONG[:40_000]
+        finally:
+            await aclient.delete_table_if_exists(unique_table_name)
