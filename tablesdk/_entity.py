@@ -59,6 +59,9 @@ from ._entity_classes import (  # noqa: F401 - the front of the entities layer
     validate_key as validate_key,
     validate_property_name as validate_property_name,
     validate_table_name as validate_table_name,
+    owner_of_part as owner_of_part,
+    refuse_chunked_filter as refuse_chunked_filter,
+    with_chunked_parts as with_chunked_parts,
 )
 from ._entity_write import (  # noqa: F401 - the front of the entities layer
     EntityResolver as EntityResolver,

@@ -25,6 +25,7 @@ from ._models import Converter, ModelAdapter, adapter_for
 
 from ._entity_classes import (
     DeclaredProperty,
+    joined_parts,
     DynamicEntity,
     E,
     SYSTEM_PROPERTIES,
@@ -308,6 +309,8 @@ def _read_declared_parts(
     values: dict[str, Any], types: dict[str, EdmType], etag: str | None,
 ) -> E:
     obj: Any = entity_type.__new__(entity_type)
+    if typing.cast(Any, entity_type).__parts__ or typing.cast(Any, entity_type).__nested__:  # stored as several
+        values, types = joined_parts(typing.cast(Any, entity_type), values, types)
     declared: dict[str, EdmType] = typing.cast(Any, entity_type).__declared__
     renamed: dict[str, str] = typing.cast(Any, entity_type).__renamed__
     converters: dict[str, Converter[Any]] = typing.cast(Any, entity_type).__converters__

@@ -40,7 +40,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
 from ._edm import EdmType, EntityPage
-from ._entity import E, ResolvedType, page_reader, validate_table_name
+from ._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
 from ._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from ._http import workers_within_pool
@@ -306,6 +306,7 @@ class TableQuery(Generic[E]):
         if expr is None:
             raise TypeError("where() needs a filter expression or a raw $filter string, not None")
         node = as_filter(expr)
+        refuse_chunked_filter(self._entity_type, node)
         combined = node if self._filter is None else self._filter & node
         return self._replace(filter=combined)
 
@@ -320,9 +321,10 @@ class TableQuery(Generic[E]):
     def select(self, *names: str) -> TableQuery[E]:
         """A new query returning only the named properties (plus the keys, which are always sent).
 
-        ``select()`` with no names returns every property again.
+        ``select()`` with no names returns every property again. Naming a ``Chunked`` property
+        of the query's class selects each of its parts.
         """
-        return self._replace(select=_check_select(names))
+        return self._replace(select=_check_select(with_chunked_parts(self._entity_type, names)))
 
     def page_size(self, m: int) -> TableQuery[E]:
         """A new query asking for pages of at most ``m`` (1..1000) entities."""
