@@ -41,6 +41,16 @@ def boundary_of(content_type: str) -> str | None:
 
 def _parse_headers(block: bytes) -> dict[str, str]:
     headers: dict[str, str] = {}
+    text = block.decode("latin-1")
+    if "\n " not in text and "\n\t" not in text and not text.startswith((" ", "\t")):  # no folded lines
+        for line in text.split("\n"):
+            name, sep, value = line.partition(":")
+            if not sep:
+                if not line.rstrip("\r"):
+                    continue
+                raise MultipartError(f"malformed header line {line.rstrip(chr(13)).encode('latin-1')[:60]!r}")
+            headers[name.strip().lower()] = value.strip()
+        return headers
     for line in block.split(b"\n"):
         line = line.rstrip(b"\r")
         if not line:
@@ -138,11 +148,11 @@ class SubResponse:
     body: bytes = b""
 
 
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+
+
 def _http_part(response: SubResponse) -> bytes:
-    try:
-        reason = HTTPStatus(response.status).phrase
-    except ValueError:
-        reason = "Unknown"
+    reason = _REASONS.get(response.status, "Unknown")
     lines = [f"HTTP/1.1 {response.status} {reason}"]
     lines.extend(f"{name}: {value}" for name, value in response.headers)
     head = (

@@ -7,6 +7,7 @@ requests and read responses), so the emulator has its own writers here.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import quote
@@ -74,7 +75,13 @@ JSON_MINIMAL = Format("json", "minimalmetadata")
 ATOM = Format("atom")
 
 
+#: Characters ``quote`` leaves as they are (with ``safe=""``): a key of only these needs no work.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*\Z")
+
+
 def _quote_key(value: str) -> str:
+    if _UNRESERVED.match(value):
+        return value
     return quote(value.replace("'", "''"), safe="")
 
 
