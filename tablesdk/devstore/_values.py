@@ -64,6 +64,7 @@ __all__ = [
     "props_to_storage",
     "props_from_storage",
     "props_from_json_members",
+    "COMPACT_JSON",
     "json_property_items",
     "json_fragment",
     "atom_property_xml",
@@ -254,13 +255,14 @@ def check_entity(pk: str, rk: str, props: Props) -> None:
 # ------------------------------------------------------------------ JSON request bodies
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise error("DuplicatePropertiesSpecified")
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):  # a name repeated
+        raise error("DuplicatePropertiesSpecified")
     return result
 
+
+#: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` without building an encoder per call.
+COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 #: One decoder for every body (``json.loads`` with a hook builds a new decoder per call).
 _BODY_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
@@ -544,7 +546,7 @@ def props_to_storage(props: Props) -> str:
         if edm == BINARY:
             value = base64.b64encode(value).decode("ascii")
         out[name] = [_STORE_CODES[edm], value]
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+    return COMPACT_JSON(out)
 
 
 def props_from_storage(text: str) -> Props:
@@ -645,7 +647,7 @@ def json_fragment(props: Props) -> str:
     """The minimal-metadata JSON members of the properties, without braces (stored for fast scans)."""
     if not props:
         return ""
-    text = json.dumps(dict(json_property_items(props, True)), ensure_ascii=False, separators=(",", ":"))
+    text = COMPACT_JSON(dict(json_property_items(props, True)))
     return text[1:-1]
 
 

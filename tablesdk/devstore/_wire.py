@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import quote
 
-from ._values import Props, atom_property_xml, json_property_items, wire_datetime, xml_attr, xml_text
+from ._values import COMPACT_JSON, Props, atom_property_xml, json_property_items, wire_datetime, xml_attr, xml_text
 
 __all__ = [
     "Format",
@@ -103,7 +103,7 @@ def _js_safe(text: str) -> str:
 
 
 def _dumps(obj: Any) -> bytes:
-    return _js_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")
+    return _js_safe(COMPACT_JSON(obj)).encode("utf-8")
 
 
 # ------------------------------------------------------------------ JSON
