@@ -233,7 +233,12 @@ def main() -> int:
     if args.skip_cli:
         only.discard("cli")
 
-    work = tempfile.mkdtemp(prefix="emulator-bench-")
+    with tempfile.TemporaryDirectory(prefix="emulator-bench-") as work:
+        return run(args, only, work)
+
+
+def run(args: argparse.Namespace, only: set[str], work: str) -> int:
+    """Every workload against both servers, ``args.repeats`` times; prints the table."""
     with devstore(os.path.join(work, "store.db") if args.db else None) as ours, \
             azurite_server(args.azurite_url, args.azurite_pid) as theirs:
         servers = {"devstore": ours, "azurite": theirs}
@@ -274,10 +279,10 @@ def main() -> int:
                     target, copy_target = "imp" + uuid.uuid4().hex[:10], "cpy" + uuid.uuid4().hex[:10]
                     rows = args.cli_rows
                     measure.run("CLI import", pid, lambda: run_cli(
-                        cs, (rows, rows // 100), "import", rows_file, target, "--create-table"))
+                        cs, (rows, max(1, rows // 100)), "import", rows_file, target, "--create-table"))
                     measure.run("CLI copy", pid, lambda: run_cli(
-                        cs, (rows, rows // 100 * 2), "copy", target, copy_target, "--create-table"))
-                    measure.run("CLI count", pid, lambda: run_cli(cs, (rows, rows // 1000), "count", target))
+                        cs, (rows, max(1, rows // 100) * 2), "copy", target, copy_target, "--create-table"))
+                    measure.run("CLI count", pid, lambda: run_cli(cs, (rows, max(1, rows // 1000)), "count", target))
             print(f"repetition {rep + 1}/{args.repeats} done", file=sys.stderr, flush=True)
 
     load = os.getloadavg()

@@ -30,6 +30,7 @@ import base64
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -154,8 +155,9 @@ def load(args: argparse.Namespace) -> int:
         status, body, _ = client.send("GET", f"{client.prefix}/{table}()",
                                       query=f"$top=1000&NextPartitionKey={_token(f'p{batches // 2:07d}')}"
                                             f"&NextRowKey={_token('r000000')}")
-        assert status == 200 and len(json.loads(body)["value"]) == 1000, (status, body[:200])
-        print(f"a 1,000-entity page from the middle: {(time.perf_counter() - start) * 1e3:.0f} ms")
+        assert status == 200, (status, body[:200])
+        print(f"a page from the middle ({len(json.loads(body)['value']):,} entities): "
+              f"{(time.perf_counter() - start) * 1e3:.0f} ms")
         start = time.perf_counter()
         status, body, _ = client.send("GET", f"{client.prefix}/{table}()",
                                       query=f"$filter=PartitionKey%20eq%20'p{batches // 3:07d}'%20and%20Small%20eq%203")
@@ -178,6 +180,7 @@ def load(args: argparse.Namespace) -> int:
                 raise SystemExit(f"LOST: {args.entities - counted} entities")
     finally:
         server.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
@@ -280,6 +283,7 @@ def clients(args: argparse.Namespace) -> int:
             raise SystemExit("FAILED")
     finally:
         server.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
