@@ -24,21 +24,21 @@ Writing columns as entities is :mod:`tablesdk._arrow_write`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
-from ._errors import ContinuationCycleError, SchemaConflictError
+from ._errors import SchemaConflictError
 from ._extras import install_hint
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     from ._arrow_json import JsonColumnsReader
-    from ._query import ContinuationToken, FetchedPage, TableQuery
+    from ._query import FetchedPage, TableQuery
 
 __all__ = [
     "EDM_TYPE_KEY",
@@ -47,10 +47,17 @@ __all__ = [
     "TypeConflict",
     "arrow_schema_edm_types",
     "edm_type_of_field",
+    "batch_decoder",
+    "columns_query",
+    "guids_as_uuid",
+    "is_uuid_type",
     "iter_query_batches",
     "query_to_arrow",
     "query_to_pandas",
+    "table_to_pandas",
     "pandas_types_mapper",
+    "scan_batches",
+    "table_of_batches",
 ]
 
 #: Field metadata key holding a column's EDM type (``b"Edm.Guid"``...): kept by Parquet files.
@@ -110,6 +117,8 @@ def edm_type_of_field(field: Any) -> EdmType | None:
     kind = field.type
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
+    if getattr(kind, "extension_name", None) == "arrow.uuid":  # pyarrow 18's canonical UUID type
+        return EdmType.GUID
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return EdmType.STRING
     if pa.types.is_boolean(kind):
@@ -157,7 +166,11 @@ def _timestamps(values: list[Any], arrow_type: Any) -> Any:
     if arrow_type.unit != "ns":
         return micro.cast(pa.timestamp(arrow_type.unit, tz=arrow_type.tz), safe=False)  # the unit asked for
     tenths = pa.array(list(map(getattr, values, repeat("ticks_remainder"), repeat(0))), type=pa.int64())
-    nanos = pc.add_checked(pc.multiply_checked(micro.cast(pa.int64()), 1000), pc.multiply(tenths, 100))
+    try:
+        nanos = pc.add_checked(pc.multiply_checked(micro.cast(pa.int64()), 1000), pc.multiply(tenths, 100))
+    except pa.ArrowInvalid:  # the microseconds of 1677-09-21 00:12:43.145224 overflow, though the sum fits
+        nanos = pa.array([None if us is None else us * 1000 + tenth * 100
+                          for us, tenth in zip(micro.cast(pa.int64()).to_pylist(), tenths.to_pylist())], pa.int64())
     return nanos.cast(pa.timestamp("ns", tz=arrow_type.tz))
 
 
@@ -175,6 +188,9 @@ def _guid_texts(values: list[Any], arrow_type: Any) -> Any:
     pa = _pyarrow()
     import pyarrow.compute as pc
 
+    if is_uuid_type(arrow_type):  # a schema asking for arrow.uuid
+        storage = pa.array([None if value is None else value.bytes for value in values], type=pa.binary(16))
+        return pa.ExtensionArray.from_storage(arrow_type, storage)
     hexes = pa.array([None if value is None else value.hex for value in values], type=pa.string())
     parts = [pc.utf8_slice_codeunits(hexes, start, stop) for start, stop in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))]
     return pc.binary_join_element_wise(*parts, "-").cast(arrow_type)
@@ -550,50 +566,37 @@ def _short(value: Any) -> str:
 
 # ---------------------------------------------------------------- the scan
 
-def _scan(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
-    """The record batches of ``query``'s pages, following continuation tokens; with read-ahead the
-    next page's request is in flight while this one is converted (as entity iteration does)."""
-    source = query.source
-    fetch: Callable[..., FetchedPage] | None = getattr(source, "fetch_query_segment", None)
+def _page_decoder(source: Any) -> Callable[[FetchedPage], EntityPage]:
+    """The decode stage of ``source``'s pages (a client's, sync or async): TypeError for a source
+    that makes entities, not pages."""
     decode: Callable[[FetchedPage], EntityPage] | None = getattr(source, "_decode_page", None)
-    if fetch is None or decode is None:
+    if decode is None or getattr(source, "fetch_query_segment", None) is None:
         raise TypeError(
             "Arrow columns need a query from CloudTableClient.create_query "
             f"({type(source).__name__} makes entities, not pages)"
         )
-    remaining = query.take_count
-    seen: set[ContinuationToken] = set()
-    from concurrent.futures import ThreadPoolExecutor  # not at import: the command line's --help loads this module
+    return decode
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix="tablesdk-arrow") if query.reads_ahead else None
-    ahead: Future[FetchedPage] | None = None
-    try:
-        fetched: FetchedPage | None = fetch(query, None, query.request_top(remaining))
-        while fetched is not None:
-            token = fetched.continuation_token
-            if token is not None and token in seen:
-                raise ContinuationCycleError(
-                    f"the service sent continuation token {token} twice in one query", token=token
-                )
-            if pool is not None and token is not None and remaining is None:
-                ahead = pool.submit(fetch, query, token, query.request_top(None))
-            batch = builder.page_batch(fetched, decode)
-            fetched = None
-            if remaining is not None:
-                if batch.num_rows > remaining:
-                    batch = batch.slice(0, remaining)
-                remaining -= batch.num_rows
-            yield batch
-            if token is None or remaining == 0:
-                return
-            seen.add(token)
-            if ahead is not None:
-                fetched, ahead = ahead.result(), None
-            else:
-                fetched = fetch(query, token, query.request_top(remaining))
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+
+def batch_decoder(builder: BatchBuilder, source: Any) -> Callable[[FetchedPage], Any]:
+    """The decode of a page ``source`` (a client, sync or async) fetched into ``builder``'s next batch."""
+    return partial(builder.page_batch, decode=_page_decoder(source))
+
+
+def scan_batches(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
+    """The record batches of ``query``'s pages, read as its entity pages are
+    (:func:`tablesdk._query.query_pages`, read-ahead included)."""
+    from ._query import query_pages
+
+    for batch, _ in query_pages(query, decode=batch_decoder(builder, query.source)):
+        yield batch
+        del batch
+
+
+def columns_query(query: TableQuery[Any], schema: Any, strict: bool) -> TableQuery[Any]:
+    """The query a scan into columns sends: ``query`` asking only for the schema's properties
+    (unless ``strict``, or it selects some itself)."""
+    return query if strict else _narrowed(query, schema)
 
 
 def _narrowed(query: TableQuery[Any], schema: Any) -> TableQuery[Any]:
@@ -614,7 +617,7 @@ def iter_query_batches(
 ) -> Iterator[Any]:
     """One ``pyarrow.RecordBatch`` per page of ``query`` (see :meth:`TableQuery.iter_arrow_batches`)."""
     builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
-    yield from _scan(_narrowed(query, schema) if not strict else query, builder)
+    return scan_batches(columns_query(query, schema, strict), builder)
 
 
 def query_to_arrow(
@@ -626,9 +629,13 @@ def query_to_arrow(
     strict: bool = False,
 ) -> Any:
     """Every page of ``query`` as one ``pyarrow.Table`` (see :meth:`TableQuery.to_arrow`)."""
-    pa = _pyarrow()
     builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
-    batches = list(_scan(_narrowed(query, schema) if not strict else query, builder))
+    return table_of_batches(builder, list(scan_batches(columns_query(query, schema, strict), builder)), schema)
+
+
+def table_of_batches(builder: BatchBuilder, batches: list[Any], schema: Any) -> Any:
+    """One ``pyarrow.Table`` of a scan's ``batches`` (made by ``builder``, given ``schema`` or None)."""
+    pa = _pyarrow()
     if not batches or not any(batch.num_rows for batch in batches):
         final = builder.empty_schema() if not builder.columns or schema is not None else builder.output_schema()
         return pa.Table.from_batches([], schema=final)
@@ -651,6 +658,82 @@ def pandas_types_mapper() -> Callable[[Any], Any]:
     return mapping.get
 
 
+# ---------------------------------------------------------------- Guids for pandas
+
+def uuid_type() -> Any:
+    """Arrow's canonical UUID extension type (``arrow.uuid``), or None before pyarrow 18."""
+    make = getattr(_pyarrow(), "uuid", None)
+    return None if make is None else make()
+
+
+def is_uuid_type(kind: Any) -> bool:
+    """Whether ``kind`` is ``arrow.uuid``."""
+    return getattr(kind, "extension_name", None) == "arrow.uuid"
+
+
+def guids_as_uuid(table: Any) -> Any:
+    """``table`` with its Guid columns (strings marked Edm.Guid, as read) as ``arrow.uuid`` (the field's
+    metadata kept), for pandas: an object column of ``uuid.UUID`` there. Unchanged before pyarrow 18."""
+    pa = _pyarrow()
+    kind = uuid_type()
+    if kind is None:
+        return table
+    for index, field in enumerate(table.schema):
+        if (field.metadata or {}).get(EDM_TYPE_KEY) == b"Edm.Guid" and pa.types.is_string(field.type):
+            array = _uuid_array(table.column(index).combine_chunks(), kind)
+            table = table.set_column(index, pa.field(field.name, kind, metadata=field.metadata), array)
+    return table
+
+
+def _uuid_array(texts: Any, kind: Any) -> Any:
+    """Canonical Guid texts as ``arrow.uuid``: the hex digits decoded in one call, not a UUID per value."""
+    pa = _pyarrow()
+    import pyarrow.compute as pc
+
+    hexes = pc.replace_substring(pc.fill_null(texts, "0" * 32), "-", "")
+    try:
+        if len(hexes) and pc.min_max(pc.utf8_length(hexes)).as_py() != {"min": 32, "max": 32}:
+            raise ValueError("not canonical")
+        # Every value is 32 digits long: the digits are one run of the data buffer from the first value's offset.
+        start = pa.Array.from_buffers(pa.int32(), 1, [None, hexes.buffers()[1]], offset=hexes.offset)[0].as_py()
+        raw = bytes.fromhex(hexes.buffers()[2].to_pybytes()[start : start + 32 * len(hexes)].decode("ascii"))
+    except ValueError:  # pragma: no cover - read Guids are canonical; any other text the slow way
+        raw = b"".join(b"\0" * 16 if text is None else uuid.UUID(text).bytes for text in texts.to_pylist())
+    storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(texts), [None, pa.py_buffer(raw)])
+    if texts.null_count:
+        storage = pc.if_else(pc.is_valid(texts), storage, pa.scalar(None, pa.binary(16)))
+    return pa.ExtensionArray.from_storage(kind, storage)
+
+
 def query_to_pandas(query: TableQuery[Any], **options: Any) -> Any:
-    """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`)."""
-    return query_to_arrow(query, **options).to_pandas(types_mapper=pandas_types_mapper())
+    """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`); a Guid
+    column is an object column of ``uuid.UUID``, which ``write_pandas`` writes as Guid again."""
+    return table_to_pandas(query_to_arrow(query, **options))
+
+
+def table_to_pandas(table: Any) -> Any:
+    """A table read from the service (as ``query_to_arrow`` makes it) as a pandas DataFrame, with the
+    dtypes of :meth:`TableQuery.to_pandas`: the one conversion of both flavours' ``to_pandas``."""
+    frame = table.to_pandas(types_mapper=pandas_types_mapper())
+    for field in table.schema:
+        if (field.metadata or {}).get(EDM_TYPE_KEY) == b"Edm.Guid" and _pyarrow().types.is_string(field.type):
+            frame[field.name] = _guid_objects(table.column(field.name), frame.index)
+    return frame
+
+
+def _guid_objects(texts: Any, index: Any) -> Any:
+    """A Guid column (canonical texts) as a pandas object Series of ``uuid.UUID``, made as the JSON
+    codec's column reader makes them (cheaper than ``arrow.uuid``'s ``to_pandas``, a UUID at a time)."""
+    import pandas as pd
+
+    from ._edm_specs import EDM_SPECS
+
+    values = texts.to_pylist()
+    present = [text for text in values if text is not None]
+    guids = EDM_SPECS[EdmType.GUID].json_column_reader(present) if present else []
+    if guids is None:  # pragma: no cover - read Guids are canonical
+        guids = [uuid.UUID(text) for text in present]
+    if len(present) != len(values):
+        found = iter(guids)
+        guids = [None if text is None else next(found) for text in values]
+    return pd.Series(guids, index=index, dtype=object)

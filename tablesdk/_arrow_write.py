@@ -7,17 +7,19 @@ timestamps on 100 ns ticks), then each row becomes a
 :func:`~tablesdk._bulk.insert_entities`, which checks each entity's limits and sends them in
 batches: an entity it refuses fails alone, in the :class:`~tablesdk._bulk.BulkResult`.
 A column's EDM type is ``edm_types``' for it, else its field metadata's (as
-:func:`~tablesdk._arrow.query_to_arrow` writes it), else its Arrow type's.
+:func:`~tablesdk._arrow.query_to_arrow` writes it), else its Arrow type's; every value is then
+exactly a value of that type, or the write is refused before anything is sent, naming the column
+and the first row that does not fit (:mod:`tablesdk._arrow_fit`).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._arrow import ETAG_COLUMN, _datetime_from_ns, _keys_text, _pyarrow, edm_type_of_field
-from ._edm import EdmType, parse_datetime
+from ._arrow import ETAG_COLUMN, _pyarrow, edm_type_of_field
+from ._arrow_fit import check_column, column_values, edm_type_overrides, frame_to_arrow
+from ._edm import EdmType
 from ._entity import DynamicEntity
 from ._errors import TableValidationError
 
@@ -63,28 +65,7 @@ class _Rows:
 
 def _python_values(array: Any, edm: EdmType) -> list[Any]:
     """A column's values as the Python values of ``edm`` (None for nulls)."""
-    pa = _pyarrow()
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary_decode()
-    if edm is EdmType.DATETIME:
-        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):  # wire text (beyond timestamp[ns])
-            return [None if text is None else parse_datetime(text) for text in array.to_pylist()]
-        if array.type.unit == "ns":
-            return [None if ns is None else _datetime_from_ns(ns) for ns in array.cast(pa.int64()).to_pylist()]
-        values: list[Any] = array.cast(pa.timestamp("us", tz="UTC")).to_pylist()
-        return values
-    if edm is EdmType.GUID:
-        return [None if text is None else _guid(text) for text in array.to_pylist()]
-    if edm is EdmType.DOUBLE:
-        return array.cast(pa.float64()).to_pylist()  # type: ignore[no-any-return]
-    return array.to_pylist()  # type: ignore[no-any-return]
-
-
-def _guid(text: Any) -> Any:
-    try:
-        return uuid.UUID(text)
-    except (TypeError, ValueError, AttributeError):
-        return text  # bulk_insert's check fails this entity alone ("Edm.Guid needs a uuid.UUID")
+    return column_values(array, edm)
 
 
 def _write_plan(table: Any, edm_types: Mapping[str, EdmType] | None) -> list[tuple[str, EdmType]]:
@@ -94,15 +75,14 @@ def _write_plan(table: Any, edm_types: Mapping[str, EdmType] | None) -> list[tup
     import pyarrow.compute as pc
 
     names = table.schema.names
-    overrides = dict(edm_types or {})
-    for name in overrides:
-        if name not in names:
-            raise TableValidationError(name, "edm_types names a column the table does not have")
+    overrides = edm_type_overrides(edm_types, names)
     for key in ("PartitionKey", "RowKey"):
         if key not in names:
             raise TableValidationError(key, "required: a column of strings")
         field = table.schema.field(key)
-        if edm_type_of_field(field) not in (EdmType.STRING, EdmType.GUID):
+        kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)) or overrides.get(key, EdmType.STRING) \
+                is not EdmType.STRING:
             raise TableValidationError(key, "keys are strings", f"the column is {field.type}")
         nulls = table.column(key).null_count
         if nulls:
@@ -115,26 +95,9 @@ def _write_plan(table: Any, edm_types: Mapping[str, EdmType] | None) -> list[tup
         edm = overrides.get(field.name) or edm_type_of_field(field)
         if edm is None:
             raise TableValidationError(field.name, "no EDM type holds this column's Arrow type", str(field.type))
-        kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
-        if edm is EdmType.DATETIME and pa.types.is_timestamp(kind) and kind.unit == "ns":
-            _check_ticks(table, field.name)
+        check_column(table, field.name, edm)
         plan.append((field.name, edm))
     return plan
-
-
-def _check_ticks(table: Any, name: str) -> None:
-    """Edm.DateTime holds 100 ns ticks: a nanosecond value finer than that would be cut."""
-    pa = _pyarrow()
-    import pyarrow.compute as pc
-
-    nanos = table.column(name).cast(pa.int64())
-    finer = pc.not_equal(pc.subtract(nanos, pc.multiply(pc.divide(nanos, 100), 100)), 0)
-    if pc.any(finer).as_py():
-        row = pc.index(finer, True).as_py()
-        keys = (table.column("PartitionKey")[row].as_py(), table.column("RowKey")[row].as_py())
-        raise TableValidationError(
-            name, "Edm.DateTime holds 100 ns ticks", f"a finer value at {_keys_text(keys)}; round it first",
-        )
 
 
 def arrow_rows(table: Any, edm_types: Mapping[str, EdmType] | None = None, chunk: int = 10_000) -> _Rows:
@@ -149,8 +112,7 @@ def arrow_rows(table: Any, edm_types: Mapping[str, EdmType] | None = None, chunk
 
 def pandas_to_arrow(frame: Any) -> Any:
     """A pandas DataFrame as a ``pyarrow.Table``: a named index (e.g. ``PartitionKey``) becomes a column."""
-    pa = _pyarrow()
-    return pa.Table.from_pandas(frame, preserve_index=None).replace_schema_metadata(None)
+    return frame_to_arrow(frame)
 
 
 def column_rows(data: Any, edm_types: Mapping[str, EdmType] | None = None) -> _Rows:

@@ -143,7 +143,8 @@ def as_utc(value: datetime) -> datetime:
 def format_datetime(value: datetime) -> str:
     """Edm.DateTime wire text: ``YYYY-MM-DDTHH:MM:SS.fffffffZ`` (7 digits, UTC)."""
     utc = value if value.tzinfo is _UTC else as_utc(value)  # every DateTime a query reads is UTC
-    remainder = value.ticks_remainder if isinstance(value, EdmDateTime) else 0
+    remainder = value.ticks_remainder if isinstance(value, EdmDateTime) else 0 if type(value) is datetime \
+        else getattr(value, "nanosecond", 0) // 100  # a pandas.Timestamp's 100 ns digit
     return "%04d-%02d-%02dT%02d:%02d:%02d.%06d%dZ" % (
         utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond, remainder,
     )

@@ -377,6 +377,18 @@ def _check_datetime(name: str, value: Any) -> None:
         ) from None
     if not DATETIME_MIN <= utc <= DATETIME_MAX:
         raise TableValidationError(name, "Edm.DateTime range is 1601-01-01 to 9999-12-31 UTC", f"got {utc.isoformat()}")
+    if type(value) is not datetime:
+        _check_ticks(name, value)
+
+
+def _check_ticks(name: str, value: Any) -> None:
+    """A pandas.Timestamp holds nanoseconds; the service keeps 100 ns ticks: its 8th and 9th
+    fractional digits are refused, never cut (the 7th is written)."""
+    if type(value) is not datetime and not isinstance(value, EdmDateTime) and getattr(value, "nanosecond", 0) % 100:
+        raise TableValidationError(
+            name, "Edm.DateTime holds 100 ns ticks (7 fractional digits)",
+            f"got {value} ({value.nanosecond} ns past the microsecond): round it first, e.g. .floor('100ns')",
+        )
 
 
 def _datetime_from_atom(text: str) -> EdmDateTime:
@@ -388,6 +400,7 @@ def _datetime_template(kind: type) -> tuple[str, Callable[[Any], str]] | None:
 
 
 def _datetime_literal(value: Any, name: str) -> str:
+    _check_ticks(name, value)
     return f"datetime'{format_datetime(value)}'"
 
 

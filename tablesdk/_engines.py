@@ -19,7 +19,7 @@ the account key out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,7 +29,7 @@ from ._bulk import BulkMode, BulkOptions, insert_entities
 from ._client import CloudTableClient
 from ._edm import EdmType
 from ._entity import DynamicEntity
-from ._errors import TableServiceError
+from ._errors import TableServiceError, require_positive_seconds
 from ._filter import Filter, prop
 from ._parallel import find_partition_boundaries
 from ._query import TableQuery
@@ -60,9 +60,11 @@ class ConnectionSecret:
         self._account = str(account.account_name)
         self._endpoint = account.table_endpoint
 
-    def client(self, payload_format: str = "json") -> CloudTableClient:
-        """A new client for the account."""
-        return CloudStorageAccount.parse(self._text).create_cloud_table_client(payload_format=payload_format)
+    def client(self, payload_format: str = "json", operation_deadline: float | None = None) -> CloudTableClient:
+        """A new client for the account (``operation_deadline`` as the client's)."""
+        return CloudStorageAccount.parse(self._text).create_cloud_table_client(
+            payload_format=payload_format, operation_deadline=operation_deadline
+        )
 
     def __repr__(self) -> str:
         return f"ConnectionSecret(account={self._account!r}, endpoint={self._endpoint!r}, key hidden)"
@@ -82,8 +84,9 @@ class ConnectionSecret:
 @dataclass(frozen=True)
 class RangeSpec:
     """What a read task needs: the table, the query's filter and columns, its PartitionKey range
-    (``low`` included, ``high`` excluded; None: open) and the schema every range is read with
-    (``strict``: a property the schema lacks raises, as when it came from a sample)."""
+    (``low`` included, ``high`` excluded; None: open), the schema every range is read with
+    (``strict``: a property the schema lacks raises, as when it came from a sample) and the
+    deadline of each request (the client's ``operation_deadline``)."""
 
     connection: ConnectionSecret
     payload_format: str
@@ -94,6 +97,7 @@ class RangeSpec:
     high: str | None
     schema: Any
     strict: bool
+    operation_deadline: float | None = None
 
     def query(self, client: CloudTableClient) -> TableQuery[DynamicEntity]:
         """The range's query on ``client``: the read's filter and columns, then the range's keys."""
@@ -157,15 +161,19 @@ def plan_ranges(
     schema: Any = None,
     sample_size: int = 1000,
     payload_format: str = "json",
+    operation_deadline: float | None = None,
 ) -> RangePlan:
     """Cut ``table`` into PartitionKey ranges at ``boundaries`` or into about ``partitions``
     (default :data:`DEFAULT_PARTITIONS`) found by :func:`~tablesdk.find_partition_boundaries`;
     the schema is ``schema`` or a sample page's (``sample_size`` entities at most), with the keys
-    first. Reads only the probes and the sample."""
+    first; every request of the plan and of the ranges has ``operation_deadline`` (seconds, None:
+    none). Reads only the probes and the sample."""
+    if operation_deadline is not None:
+        require_positive_seconds("operation_deadline", operation_deadline)
     connection = ConnectionSecret(connection_string)
     filter_text = as_filter_text(filter)
     select = tuple(columns) if columns else None
-    with connection.client(payload_format) as client:
+    with connection.client(payload_format, operation_deadline) as client:
         query = base_query(client, table, filter_text, select)
         if boundaries is None:
             boundaries = find_partition_boundaries(query, partitions or DEFAULT_PARTITIONS)
@@ -179,7 +187,7 @@ def plan_ranges(
     schema = with_keys(schema)
     bounds: list[str | None] = [None, *points, None]
     specs = tuple(
-        RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict)
+        RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict, operation_deadline)
         for low, high in zip(bounds[:-1], bounds[1:])
     )
     return RangePlan(specs, tuple(points), schema)
@@ -219,7 +227,7 @@ def iter_range_batches(spec: RangeSpec) -> Iterator[Any]:
     """The range's rows, one ``pyarrow.RecordBatch`` of the spec's schema per page."""
     import pyarrow.compute as pc
 
-    with spec.connection.client(spec.payload_format) as client:
+    with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
         for batch in iter_query_batches(spec.query(client), schema=spec.schema, strict=spec.strict):
             if spec.high is None and batch.num_rows and pc.max(batch.column("PartitionKey")).as_py() >= KEY_CEILING:
                 raise ValueError("a PartitionKey starts with U+10FFFF: above the last range (KEY_CEILING)")
@@ -268,14 +276,15 @@ class TableWriteError(TableServiceError):
 
 @dataclass(frozen=True)
 class WriteSpec:
-    """What a write task needs: the table, the mode, the bulk options and the EDM types to force."""
+    """What a write task needs: the table, the mode, the bulk options and the EDM types to force
+    (checked where the job starts: :func:`~tablesdk._arrow_fit.edm_type_overrides`)."""
 
     connection: ConnectionSecret
     payload_format: str
     table: str
     mode: BulkMode
     bulk: BulkOptions
-    edm_types: Mapping[str, EdmType] | None = None
+    edm_types: tuple[tuple[str, EdmType], ...] = ()
 
 
 def write_block(data: Any, spec: WriteSpec) -> tuple[int, Failures]:
@@ -285,7 +294,7 @@ def write_block(data: Any, spec: WriteSpec) -> tuple[int, Failures]:
 
     try:
         with spec.connection.client(spec.payload_format) as client:
-            rows = column_rows(data, spec.edm_types)
+            rows = column_rows(data, dict(spec.edm_types))
             result = insert_entities(client, spec.table, rows, spec.mode, spec.bulk)
     except Exception as exc:  # noqa: BLE001 - reported with the block, not lost in a worker
         return 0, [(None, None, f"{type(exc).__name__}: {exc}")] if len(data) else []

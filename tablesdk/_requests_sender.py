@@ -7,8 +7,11 @@ sender, not by ``import tablesdk``.
 
 from __future__ import annotations
 
+import http.client
+import io
 import re
 import socket
+import threading
 from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -148,12 +151,83 @@ class _IdleLimit:
         self.clock = clock
 
 
+class _AnswerBound(threading.local):
+    """When the answer of the request this thread is sending must be complete (the monotonic
+    clock), set by :meth:`RequestsSender.send` around the exchange for the response to read."""
+
+    finish_by: float | None = None
+
+
+_ANSWER_BOUND = _AnswerBound()
+
+
+class _HeadClock(io.RawIOBase):
+    """The raw stream of a response, timed while its status line and headers are read: each
+    read may wait only for what is left until ``finish_by``, and none starts after it.
+
+    http.client reads the head a line at a time with the socket's timeout per read, so a
+    server that sends it a byte at a time (or header lines without end) never trips that
+    timeout; this bounds the head as a whole. ``finish_by`` None (once the head is read):
+    reads pass through as they were, the body has its bound in the sender."""
+
+    def __init__(self, raw: io.RawIOBase, sock: socket.socket, finish_by: float) -> None:
+        super().__init__()
+        self.raw = raw
+        self.sock = sock
+        self.finish_by: float | None = finish_by
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        if self.finish_by is not None:
+            left = self.finish_by - monotonic()
+            if left <= 0:
+                raise socket.timeout("the status line and headers did not arrive within the read timeout")
+            self.sock.settimeout(left)
+        return self.raw.readinto(buffer)
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()  # drops the socket's reference of the stream (http.client's own close)
+        super().close()
+
+
+class _TimedHeadResponse(http.client.HTTPResponse):
+    """http.client's response, whose status line and headers must have arrived by the bound
+    the sender set for the answer (else within the read timeout of the moment it is made)."""
+
+    def __init__(self, sock: socket.socket, debuglevel: int = 0, method: str | None = None, url: str | None = None) -> None:
+        super().__init__(sock, debuglevel, method, url)
+        finish_by = _ANSWER_BOUND.finish_by
+        if finish_by is None:  # sent by someone else on this sender's pool (urllib3 set the read timeout)
+            read = sock.gettimeout()
+            finish_by = None if read is None else monotonic() + read
+        self._head_clock: _HeadClock | None = None
+        if finish_by is not None:
+            raw = self.fp.detach()  # the socket's stream, without closing it
+            self._head_clock = _HeadClock(raw, sock, finish_by)
+            self.fp = io.BufferedReader(self._head_clock)
+
+    def begin(self) -> None:
+        try:
+            super().begin()
+        finally:
+            if self._head_clock is not None:
+                self._head_clock.finish_by = None
+
+
 class _TimedHTTPConnection(urllib3.connection.HTTPConnection):
     released_at: float | None = None  # when it last went back to the pool (the idle clock's time)
+    response_class = _TimedHeadResponse
 
 
 class _TimedHTTPSConnection(urllib3.connection.HTTPSConnection):
     released_at: float | None = None
+    response_class = _TimedHeadResponse
 
 
 class _IdleClosingPool(urllib3.HTTPConnectionPool):
@@ -305,7 +379,19 @@ class RequestsSender:
         return self._session
 
     def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
-        """Send ``request`` and read the whole, undecoded body."""
+        """Send ``request`` and read the whole, undecoded body.
+
+        The read timeout bounds each wait for bytes and also the whole attempt, from this call
+        to the last byte of the body: a server that trickles its status line, headers or body
+        (each byte well inside the per-read timeout) still ends the attempt within it."""
+        finish_by = _finish_by(timeout)
+        _ANSWER_BOUND.finish_by = finish_by
+        try:
+            return self._send(request, timeout, finish_by)
+        finally:
+            _ANSWER_BOUND.finish_by = None
+
+    def _send(self, request: HttpRequest, timeout: Timeout, finish_by: float) -> HttpResponse:
         headers = request.headers
         if self._direct and _adapter_send_is_requests_own():
             matched = _PLAIN_URL.match(request.url)
@@ -319,7 +405,7 @@ class RequestsSender:
                 and _all_str(headers)
                 and _ODD_VALUES.search("\x00".join(headers.values())) is None
             ):
-                return self._send_direct(request, timeout, matched[1], matched[2], names)
+                return self._send_direct(request, timeout, finish_by, matched[1], matched[2], names)
         if request.header("Accept-Encoding") is None:
             headers = {**headers, "Accept-Encoding": "identity"}
         try:
@@ -327,7 +413,7 @@ class RequestsSender:
                 request.method, request.url, headers=headers, data=request.body, timeout=timeout,
                 allow_redirects=False, stream=True,
             )
-            body = self._read(raw.raw, _finish_by(timeout))
+            body = self._read(raw.raw, finish_by)
         except _FAILURES as exc:
             raise _send_error(exc, _inner(exc)) from None
         except requests.RequestException as exc:
@@ -339,7 +425,7 @@ class RequestsSender:
         return HttpResponse(status=raw.status_code, headers=raw.headers, body=body)
 
     def _send_direct(
-        self, request: HttpRequest, timeout: Timeout, origin: str, path: str, names: set[str]
+        self, request: HttpRequest, timeout: Timeout, finish_by: float, origin: str, path: str, names: set[str]
     ) -> HttpResponse:
         """Send on the adapter's pool what ``Session.request`` would have sent for this request."""
         route = self._routes.get(origin)
@@ -364,7 +450,7 @@ class RequestsSender:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _send_error(exc, _urlopen_inner(exc)) from None
         try:
-            data = self._read(response, _finish_by(timeout))
+            data = self._read(response, finish_by)
         except _FAILURES as exc:
             raise _send_error(exc, _inner(exc)) from None
         if "set-cookie" in response.headers:
@@ -448,9 +534,10 @@ class RequestsSender:
 
 
 def _finish_by(timeout: Timeout) -> float:
-    # Called when the headers have arrived: the read timeout bounds each wait for data and
-    # also the body as a whole, since a server that trickles its answer a byte at a time never
-    # trips a per-read timeout (the transport caps this timeout to what the deadline leaves).
+    # Called as the attempt starts: the read timeout bounds each wait for data and also the
+    # answer as a whole (status line, headers, body), since a server that trickles it a byte at
+    # a time never trips a per-read timeout. The transport caps this timeout to what the
+    # deadline leaves, so an attempt never runs past the deadline either.
     return monotonic() + (timeout[1] if isinstance(timeout, tuple) else timeout)
 
 

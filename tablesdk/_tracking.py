@@ -82,7 +82,7 @@ class EntityDescriptor:
     """
 
     __slots__ = (
-        "entity", "table", "etag", "state", "upsert", "_snapshot_keys", "_snapshot_values", "partial", "untyped",
+        "entity", "table", "etag", "_state", "upsert", "_snapshot_keys", "_snapshot_values", "partial", "untyped",
         "_identity", "_order", "_pending",
     )
 
@@ -90,7 +90,7 @@ class EntityDescriptor:
         self.entity = entity
         self.table = table
         self.etag = etag
-        self.state = state
+        self._state = state
         self.upsert: str | None = None
         # What :attr:`snapshot` gives, kept compact: the names (one tuple shared by the
         # descriptors of a shape) and the values (a tuple, the very objects the entity holds).
@@ -108,6 +108,12 @@ class EntityDescriptor:
         #: sets it): the state methods below keep this descriptor in it exactly while its state
         #: is pending, so a save looks at its changes only, not at every tracked entity.
         self._pending: dict[EntityDescriptor, None] | None = None
+
+    @property
+    def state(self) -> EntityStates:
+        """Where the entity stands (added, modified, deleted, unchanged, detached): read-only, changed
+        only by this class's ``mark_*`` methods, as the save and merge rules rely on."""
+        return self._state
 
     @property
     def identity(self) -> Identity:
@@ -153,24 +159,24 @@ class EntityDescriptor:
 
     def mark_added(self, order: int) -> None:
         """``add_object``: the next save inserts the entity (the ``order``-th change queued)."""
-        self.state = EntityStates.ADDED
+        self._state = EntityStates.ADDED
         self._order = order
         self._now_pending()
 
     def mark_modified(self, order: int) -> None:
         """``update_object``: an UNCHANGED entity becomes MODIFIED, queued at ``order``; an ADDED
         or MODIFIED one already has its change queued and keeps it (and its place)."""
-        if self.state is EntityStates.DELETED:
+        if self._state is EntityStates.DELETED:
             raise ValueError("cannot update an entity marked for deletion")
-        if self.state is EntityStates.UNCHANGED:
-            self.state = EntityStates.MODIFIED
+        if self._state is EntityStates.UNCHANGED:
+            self._state = EntityStates.MODIFIED
             self._order = order
             self._now_pending()
 
     def mark_upsert(self, replace: bool, order: int) -> None:
         """``upsert_object``: the next save inserts or merges (``replace``: inserts or replaces)
         the entity, with no condition, whatever change was queued before."""
-        self.state = EntityStates.MODIFIED
+        self._state = EntityStates.MODIFIED
         self.upsert = "replace" if replace else "merge"
         self._order = order
         self._now_pending()
@@ -178,14 +184,14 @@ class EntityDescriptor:
     def mark_deleted(self, order: int) -> None:
         """``delete_object`` of an entity the service has: the next save deletes it (a queued
         upsert is dropped). An ADDED entity is detached instead: the service never had it."""
-        self.state = EntityStates.DELETED
+        self._state = EntityStates.DELETED
         self.upsert = None
         self._order = order
         self._now_pending()
 
     def mark_detached(self) -> None:
         """The context no longer tracks the entity (:meth:`IdentityMap.forget` calls it)."""
-        self.state = EntityStates.DETACHED
+        self._state = EntityStates.DETACHED
         self._no_longer_pending()
         self._pending = None  # no map tracks it now
 
@@ -213,7 +219,7 @@ class EntityDescriptor:
                 self._keep(known)
             else:
                 self._keep(sent)
-        self.state = EntityStates.UNCHANGED
+        self._state = EntityStates.UNCHANGED
         self.upsert = None
         self._no_longer_pending()
         if etag:
@@ -228,7 +234,7 @@ class EntityDescriptor:
 
     def discard_changes(self) -> None:
         """The service's values replaced the local ones (OVERWRITE_CHANGES): nothing is pending."""
-        self.state = EntityStates.UNCHANGED
+        self._state = EntityStates.UNCHANGED
         self.upsert = None
         self._no_longer_pending()
 
@@ -244,7 +250,7 @@ class EntityDescriptor:
         """The whole entity was read again: ``values`` is the new snapshot, and it is no longer
         known only through a projection (an entity marked DELETED keeps its flag: it is not
         written again)."""
-        if self.state is not EntityStates.DELETED:
+        if self._state is not EntityStates.DELETED:
             self.partial = False
         self._keep(values)
 
@@ -261,7 +267,7 @@ class EntityDescriptor:
     def __repr__(self) -> str:
         return (
             f"EntityDescriptor(table={self.table!r}, PartitionKey={self._identity[1]!r}, "
-            f"RowKey={self._identity[2]!r}, state={self.state.name}, etag={self.etag!r})"
+            f"RowKey={self._identity[2]!r}, state={self._state.name}, etag={self.etag!r})"
         )
 
 

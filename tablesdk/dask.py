@@ -19,10 +19,11 @@ logs, reprs or the dashboard.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._arrow import pandas_types_mapper
+from ._arrow import guids_as_uuid, is_uuid_type, pandas_types_mapper
+from ._arrow_fit import edm_type_overrides
 from ._engines import (
     DEFAULT_PARTITIONS,
     KEY_CEILING,
@@ -38,6 +39,7 @@ from ._engines import (
 )
 from ._extras import require_extra
 from ._bulk import BulkMode, BulkOptions
+from ._edm import EdmType
 from ._filter import Filter
 from ._options import TableRequestOptions
 from ._retry import RetryPolicy
@@ -53,7 +55,7 @@ def _read_range(spec: RangeSpec, columns: Sequence[str] | None = None) -> Any:
     if columns is not None:  # Dask pushed a column projection down: read only those
         spec = spec.narrowed(columns)
     table = read_range(spec)
-    return table.to_pandas(types_mapper=_frame_types_mapper()).set_index("PartitionKey")
+    return guids_as_uuid(table).to_pandas(types_mapper=_frame_types_mapper()).set_index("PartitionKey")
 
 
 def read_table(
@@ -67,6 +69,7 @@ def read_table(
     schema: Any = None,
     sample_size: int = 1000,
     payload_format: str = "json",
+    operation_deadline: float | None = None,
 ) -> Any:
     """The entities of ``table`` as a ``dask.dataframe.DataFrame`` indexed by PartitionKey.
 
@@ -79,16 +82,19 @@ def read_table(
     finds that the sample did not have (or a value of another type) raises
     :class:`~tablesdk.SchemaConflictError` when that partition is computed (pass ``schema`` or
     ``columns`` then). Nothing is read but the sample until the frame is computed.
+    ``operation_deadline`` (seconds, default none) bounds each request, the sample's, the
+    boundaries' and every page of every partition, retries included, as the client's
+    ``operation_deadline``: past it the read raises :class:`~tablesdk.RequestTimeoutError`.
     """
     import dask.dataframe as dd
     import pyarrow as pa
 
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=npartitions, boundaries=boundaries,
-        schema=schema, sample_size=sample_size, payload_format=payload_format,
+        schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
     )
     schema, specs, points = plan.schema, list(plan.specs), plan.boundaries
-    meta = pa.Table.from_batches([], schema=schema).to_pandas(types_mapper=_frame_types_mapper())
+    meta = guids_as_uuid(pa.Table.from_batches([], schema=schema)).to_pandas(types_mapper=_frame_types_mapper())
     meta = meta.set_index("PartitionKey")
     divisions = ("", *points, KEY_CEILING)
     return dd.from_map(  # type: ignore[no-untyped-call]
@@ -113,23 +119,31 @@ def write_table(
     retry_policy: RetryPolicy | None = None,
     options: TableRequestOptions | None = None,
     payload_format: str = "json",
+    edm_types: Mapping[str, EdmType] | None = None,
 ) -> list[int]:
     """Write every row of ``ddf`` (PartitionKey and RowKey as columns or as the named index) as
     an entity of ``table``, each partition with ``bulk_insert`` on a worker; returns the count
     written per partition.
 
     ``mode`` is ``"insert"`` (an existing entity fails), ``"replace"`` or ``"merge"``. Column
-    types as :meth:`~tablesdk.CloudTableClient.write_arrow`; ``max_workers``, ``retry_policy`` and
-    ``options`` as its (on each worker; there is no ``progress``: the partitions are written in
-    other threads or processes). Raises :class:`TableWriteError`
-    naming each partition and key not written when any entity failed.
+    types as :meth:`~tablesdk.CloudTableClient.write_arrow`: a frame read by :func:`read_table`
+    keeps its Guid columns (``arrow.uuid``) and DateTime's 100 ns digit; ``edm_types`` (column
+    name to :class:`~tablesdk.EdmType`, e.g. ``{"Id": EdmType.GUID}`` for a column of Guid text)
+    says what a frame's dtype cannot, and every value must fit it. Each partition's columns are
+    checked as a whole before it sends anything: a partition refused writes nothing and is
+    reported, with the column and row, in the :class:`TableWriteError`. ``max_workers``,
+    ``retry_policy`` and ``options`` as :meth:`~tablesdk.CloudTableClient.write_arrow`'s (on each
+    worker; there is no ``progress``: the partitions are written in other threads or processes).
+    Raises :class:`TableWriteError` naming each partition and key not written when any entity failed.
     """
     from dask.base import compute, tokenize
     from dask.delayed import delayed
 
+    names = [*map(str, ddf.columns), *([str(ddf.index.name)] if ddf.index.name is not None else [])]
+    overrides = tuple(edm_type_overrides(edm_types, names).items())  # a wrong name or type: refused here
     bulk = BulkOptions.threads(max_workers, None, retry_policy, options)
-    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk)
-    token = tokenize(spec.connection, table, mode, bulk, ddf._name)
+    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides)
+    token = tokenize(spec.connection, table, mode, bulk, ddf._name, overrides)
     parts = ddf.to_delayed()
     tasks = [
         delayed(_write_partition, pure=True)(part, spec, dask_key_name=f"tablesdk-write-{token}-{index}")
@@ -149,7 +163,9 @@ def _frame_types_mapper() -> Callable[[Any], Any]:
     Dask converts object columns to strings by default (``dataframe.convert-string``), which
     fails on bytes; an Arrow binary dtype is left alone, and its values are the same bytes.
     Every binary kind a schema may give (``binary``, ``large_binary``, ``binary(n)``) keeps its
-    own Arrow type: ``to_pandas`` would make an object column of any of them.
+    own Arrow type: ``to_pandas`` would make an object column of any of them. A Guid column
+    (``arrow.uuid``) is kept so too: as an object column of ``uuid.UUID`` it would become text,
+    and :func:`write_table` would write it as String.
     """
     import pandas as pd
     import pyarrow as pa
@@ -158,7 +174,7 @@ def _frame_types_mapper() -> Callable[[Any], Any]:
 
     def mapper(arrow_type: Any) -> Any:
         if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) \
-                or pa.types.is_fixed_size_binary(arrow_type):
+                or pa.types.is_fixed_size_binary(arrow_type) or is_uuid_type(arrow_type):
             return pd.ArrowDtype(arrow_type)
         return base(arrow_type)
 

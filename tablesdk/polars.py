@@ -365,6 +365,7 @@ def scan_table(
     sample_size: int = 1000,
     max_workers: int = 4,
     payload_format: str = "json",
+    operation_deadline: float | None = None,
 ) -> polars.LazyFrame:
     """The entities of ``table`` as a ``polars.LazyFrame``; nothing but the probes and a sample is read
     until it is collected.
@@ -376,13 +377,14 @@ def scan_table(
     :meth:`~tablesdk.TableQuery.to_arrow` (Guid as text: Polars keeps no EDM type), from
     ``schema`` (a ``pyarrow.Schema``) or a sample page. The columns a query selects become
     ``$select``, and what :func:`service_filter` can express of its filter becomes ``$filter``;
-    Polars applies the whole filter to the rows that arrive.
+    Polars applies the whole filter to the rows that arrive. ``operation_deadline`` (seconds,
+    default none) bounds each request, retries included, as the client's ``operation_deadline``.
     """
     from polars.io.plugins import register_io_source
 
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=partitions, boundaries=boundaries,
-        schema=schema, sample_size=sample_size, payload_format=payload_format,
+        schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
     )
 
     def source(with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None) -> Iterator[Any]:
@@ -404,11 +406,13 @@ def read_table(
     sample_size: int = 1000,
     max_workers: int = 4,
     payload_format: str = "json",
+    operation_deadline: float | None = None,
 ) -> polars.DataFrame:
     """:func:`scan_table` with the same parameters, collected: the table as a ``polars.DataFrame``."""
     return scan_table(
         connection_string, table, filter=filter, columns=columns, partitions=partitions, boundaries=boundaries,
         schema=schema, sample_size=sample_size, max_workers=max_workers, payload_format=payload_format,
+        operation_deadline=operation_deadline,
     ).collect()
 
 

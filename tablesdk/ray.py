@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._arrow_fit import edm_type_overrides
 from ._bulk import BulkMode, BulkOptions
 from ._edm import EdmType
 from ._engines import (
@@ -123,6 +124,7 @@ def read_table(
     schema: Any = None,
     sample_size: int = 1000,
     payload_format: str = "json",
+    operation_deadline: float | None = None,
 ) -> ray.data.Dataset:
     """The entities of ``table`` as a ``ray.data.Dataset`` of Arrow blocks, one read task per PartitionKey range.
 
@@ -135,13 +137,14 @@ def read_table(
     most): a property a range finds that the sample did not have raises
     :class:`~tablesdk.SchemaConflictError` when that range is read (pass ``schema`` or ``columns``
     then). Nothing is read but the probes and the sample until the Dataset is consumed; the
-    Dataset's rows come in no particular order.
+    Dataset's rows come in no particular order. ``operation_deadline`` (seconds, default none)
+    bounds each request, retries included, as the client's ``operation_deadline``.
     """
     import ray.data
 
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=parallelism, boundaries=boundaries,
-        schema=schema, sample_size=sample_size, payload_format=payload_format,
+        schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
     )
     # One block count per range: Ray would otherwise split each range's blocks into its default count.
     dataset: ray.data.Dataset = ray.data.read_datasource(_datasource(plan), override_num_blocks=len(plan.specs))
@@ -220,7 +223,8 @@ def write_table(
     :class:`TableWriteError` naming each write task and key not written when any entity failed.
     """
     bulk = BulkOptions.threads(max_workers, None, retry_policy, options)
-    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, dict(edm_types or {}))
+    overrides = tuple(edm_type_overrides(edm_types, list(dataset.columns() or ())).items()) if edm_types else ()
+    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides)
     outcomes: list[tuple[int, int, Failures]] = []
     dataset.write_datasink(_datasink(spec, outcomes))
     outcomes.sort(key=lambda outcome: outcome[0])

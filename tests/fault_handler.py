@@ -19,7 +19,7 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
-from fault_rules import DECISION_HEADER, Fault, FaultRule, ProxyEvent
+from fault_rules import DECISION_HEADER, ENDLESS_FAULTS, Fault, FaultRule, ProxyEvent
 
 if TYPE_CHECKING:
     from fault_proxy import FaultProxy
@@ -136,6 +136,26 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 if not peek:
                     return True
                 time.sleep(min(left, 0.05))  # pipelined bytes: not a close; keep waiting
+
+    def _endless_head(self, pace: float, *, byte_at_a_time: bool) -> bool:
+        """Send a status line and then header lines, one ``pace`` apart (each line, or with
+        ``byte_at_a_time`` each of its bytes), with no end of the header block: until the client
+        gives up (True) or the proxy stops (False). Never on its own."""
+        self.close_connection = True
+        stopping = self.server.proxy._stopping
+        text = b"HTTP/1.1 200 OK\r\n"
+        number = 0
+        while True:
+            pieces = [text[i : i + 1] for i in range(len(text))] if byte_at_a_time else [text]
+            for piece in pieces:
+                if stopping.wait(pace):  # the pace of the trickle, not an ordering
+                    return False
+                try:
+                    self._write(piece)
+                except OSError:  # the client closed: a write after its close meets a reset
+                    return True
+            number += 1
+            text = b"x-ms-trickle-%d: still coming\r\n" % number
 
     # ------------------------------------------------------------ upstream
 
@@ -255,6 +275,10 @@ class ProxyHandler(BaseHTTPRequestHandler):
             return
         if fault is Fault.RESET:
             self._abort()
+            return
+        if fault in ENDLESS_FAULTS:
+            assert rule is not None
+            event.client_gave_up = self._endless_head(rule.pace, byte_at_a_time=fault is Fault.TRICKLE_HEADERS)
             return
         if fault is Fault.DELAY_BEFORE_FORWARD:
             assert rule is not None

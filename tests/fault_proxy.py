@@ -160,12 +160,16 @@ class FaultProxy:
         method: str | None = None,
         path: str | None = None,
         delay: float = 3.0,
+        pace: float = 0.05,
     ) -> FaultRule:
         """Apply ``fault`` to the next ``times`` requests matching ``method`` and ``path`` (a regex).
 
         Rules are tried in the order they were added; the first one that matches
         and has not run out fires. ``delay`` (seconds, capped by ``max_delay``)
         is used by the two delay faults: make it longer than the client's timeout.
+        ``pace`` (seconds between two sends, capped by ``max_delay``) is that of the
+        endless faults (TRICKLE_HEADERS, ENDLESS_HEADERS): keep it far inside the
+        client's read timeout, so that no single wait for bytes ends the answer.
         """
         if not isinstance(fault, Fault):
             raise ValueError(f"fault must be a Fault, got {fault!r}")
@@ -173,7 +177,11 @@ class FaultProxy:
             raise ValueError(f"times must be an int >= 1, got {times!r}")
         if not 0 <= delay <= self.max_delay:
             raise ValueError(f"delay must be between 0 and max_delay ({self.max_delay}), got {delay!r}")
-        rule = FaultRule(fault, times, method, re.compile(path) if path is not None else None, float(delay))
+        if not 0 < pace <= self.max_delay:
+            raise ValueError(f"pace must be > 0 and at most max_delay ({self.max_delay}), got {pace!r}")
+        rule = FaultRule(
+            fault, times, method, re.compile(path) if path is not None else None, float(delay), float(pace)
+        )
         with self._lock:
             self._rules.append(rule)
         return rule

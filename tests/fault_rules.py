@@ -13,6 +13,7 @@ __all__ = [
     "AMBIGUOUS_FAULTS",
     "DECISION_HEADER",
     "DELAY_FAULTS",
+    "ENDLESS_FAULTS",
     "Decision",
     "Fault",
     "FaultRule",
@@ -42,12 +43,21 @@ class Fault(str, enum.Enum):
     #: (ambiguous). An empty body cannot be halved, so then the cut falls inside the
     #: status line (``HTTP/1.``), which no client can mistake for a complete answer.
     TRUNCATE = "truncate"
+    #: Read the request, then send a status line and a header block one byte every ``pace``
+    #: seconds, a block that never ends (header lines follow one another for as long as the
+    #: client reads); not forwarded. Each byte comes well inside any read timeout: only a
+    #: bound on the answer as a whole ends it.
+    TRICKLE_HEADERS = "trickle_headers"
+    #: As TRICKLE_HEADERS, but a whole header line every ``pace`` seconds: an endless header block.
+    ENDLESS_HEADERS = "endless_headers"
 
 
 #: Faults after which the request has reached the server: a write may have been applied.
 AMBIGUOUS_FAULTS = frozenset({Fault.DELAY_BEFORE_ANSWER, Fault.FORWARD_THEN_RESET, Fault.TRUNCATE})
 #: Faults that hold a request until the client gives up (or ``delay`` runs out).
 DELAY_FAULTS = frozenset({Fault.DELAY_BEFORE_FORWARD, Fault.DELAY_BEFORE_ANSWER})
+#: Faults whose answer never ends: the proxy keeps sending until the client gives up or it stops.
+ENDLESS_FAULTS = frozenset({Fault.TRICKLE_HEADERS, Fault.ENDLESS_HEADERS})
 #: The request header by which a :class:`FaultSender` tells the proxy which of its
 #: decisions an attempt carries. The proxy removes it before recording and forwarding
 #: (it is added after signing and is part of no signature).
@@ -74,6 +84,7 @@ class FaultRule:
     method: str | None = None
     path: re.Pattern[str] | None = None
     delay: float = 3.0
+    pace: float = 0.05
     remaining: int = field(init=False)
     received: threading.Event = field(init=False, repr=False, compare=False, default_factory=threading.Event)
     forwarded: threading.Event = field(init=False, repr=False, compare=False, default_factory=threading.Event)

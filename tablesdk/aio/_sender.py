@@ -157,18 +157,23 @@ class AiohttpSender:
 
     async def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
         """Send ``request`` with the client ``timeout`` (seconds, or connect and read seconds)
-        and return the whole, undecoded response."""
+        and return the whole, undecoded response.
+
+        The read timeout bounds each wait for bytes and also the whole attempt, from this call
+        to the last byte of the body (aiohttp's ``total``): a server that trickles its status
+        line, headers or body (each byte well inside the per-read timeout) still ends it."""
         aiohttp = self._aiohttp
         connect, read = _connect_and_read(timeout)
+        finish_by = asyncio.get_running_loop().time() + read
         headers = request.headers
         if request.header("Accept-Encoding") is None:
             headers = {**headers, "Accept-Encoding": "identity"}
         try:
             async with self._get_session().request(
                 request.method, self._url_type(request.url, encoded=True), headers=headers, data=request.body,
-                timeout=aiohttp.ClientTimeout(sock_connect=connect, sock_read=read), allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=read, sock_connect=connect, sock_read=read), allow_redirects=False,
             ) as raw:
-                body = await self._read(raw, read)
+                body = await self._read(raw, finish_by)
                 return HttpResponse(raw.status, CaseInsensitiveDict(raw.headers.items()), body)
         except SendError:
             raise
@@ -186,11 +191,10 @@ class AiohttpSender:
         except (aiohttp.ClientError, OSError) as exc:  # reset, disconnected, truncated body
             raise SendError(_reason(exc)) from None
 
-    async def _read(self, raw: aiohttp.ClientResponse, read_timeout: float) -> bytes:
-        # The read timeout bounds each wait for data (sock_read) and the body as a whole: a
-        # trickle returns here with every byte, so the check after each chunk ends it.
+    async def _read(self, raw: aiohttp.ClientResponse, finish_by: float) -> bytes:
+        # aiohttp's total timeout ends a trickled body too; this check after each chunk says
+        # how much of it had come (a trickle returns here with every byte).
         clock = asyncio.get_running_loop().time
-        finish_by = clock() + read_timeout
         cap = self.max_response_bytes
         declared = raw.content_length
         if declared is not None and declared > cap:

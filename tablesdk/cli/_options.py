@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import click
@@ -19,6 +19,7 @@ import click
 from .._account import CloudStorageAccount
 from .._auth import SasCredential, SharedKeyCredential
 from .._client import CloudTableClient
+from .._errors import require_positive_seconds
 from .._retry import ExponentialRetry, NoRetry
 from .._redaction import redact_text
 from ._progress import Progress, progress_wanted
@@ -46,6 +47,7 @@ class Settings:
     debug: bool = False
     progress: bool | None = None
     retries: int | None = None
+    deadline: float | None = None
     #: The options of the command being run (what an error line may suggest); None before one runs.
     command_options: frozenset[str] | None = None
     #: The command being run, as typed after ``tablesdk`` (``tables list``); None before one runs.
@@ -98,6 +100,8 @@ class Settings:
         options: dict[str, Any] = {"api_version": self.api_version}
         if self.retries is not None:
             options["retry_policy"] = ExponentialRetry(self.retries) if self.retries else NoRetry()
+        if self.deadline is not None:
+            options["operation_deadline"] = self.deadline
         client = (account or self.account()).create_cloud_table_client(payload_format or self.payload_format, **options)
         self._clients.append(client)
         return client
@@ -134,6 +138,27 @@ def enable_debug(settings: Settings) -> None:
 
 # ---------------------------------------------------------------- the connection options
 
+
+if TYPE_CHECKING:
+    _FloatParamType = click.ParamType[float]
+else:  # generic in the typing of newer click only
+    _FloatParamType = click.ParamType
+
+
+class _Seconds(_FloatParamType):
+    """A number of seconds > 0, as the library's ``operation_deadline`` takes it."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            return require_positive_seconds("seconds", float(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a number of seconds > 0", param, ctx)
+
+
+_SECONDS = _Seconds()
+
 #: The options of the whole command line: (declarations, click arguments). They go before the
 #: command (``tablesdk --dev query T``) and, as ``az`` users type them, after it too
 #: (``tablesdk query T --dev``): see :class:`TablesdkCommand`.
@@ -152,6 +177,9 @@ _GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--api-version",), {"metavar": "VERSION", "help": "x-ms-version to send (default: the format's own)."}),
     (("--retries",), {"type": click.IntRange(0, 20), "metavar": "N",
                       "help": "Retries of a failed request (default: the library's exponential back-off policy; 0: none)."}),
+    (("--deadline",), {"type": _SECONDS, "metavar": "SECONDS",
+                       "help": "Bound each request to the service, its retries and waits included, to SECONDS "
+                               "(default: none, as in the library: each attempt is bounded by its timeouts)."}),
     (("--progress/--no-progress", "progress"), {"default": None,
                                                 "help": "Show progress on stderr (default: when it is a terminal)."}),
     (("--debug",), {"is_flag": True, "help": "Log requests and show tracebacks on stderr (secrets removed)."}),

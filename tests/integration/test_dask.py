@@ -200,7 +200,8 @@ def test_every_edm_type_round_trips_under_the_default_dask_config(
             "D": [1.25, float("nan")],
             "B": pd.array([True, None], dtype="boolean"),
             "T": pd.to_datetime([when, None], utc=True).as_unit("ns"),
-            "G": pd.array(["12345678-1234-5678-1234-567812345678", None], dtype="string"),
+            # a Guid stays a Guid (arrow.uuid: uuid.UUID values), so that write_table writes it as one
+            "G": pd.array([uuid.UUID("12345678-1234-5678-1234-567812345678"), None], dtype=pd.ArrowDtype(pa.uuid())),
             "Y": pd.array([b"\x00\xff\xfe\x80binary", None], dtype=pd.ArrowDtype(pa.binary())),
         },
         index=pd.Index(["a", "b"], dtype="string", name="PartitionKey"),
@@ -249,8 +250,10 @@ def test_a_read_keeps_nothing_per_partition(
     closed: list[int] = []
     make_client, close_client = ConnectionSecret.client, CloudTableClient.close
 
-    def recording_client(self: ConnectionSecret, payload_format: str = "json") -> CloudTableClient:
-        client = make_client(self, payload_format)
+    def recording_client(
+        self: ConnectionSecret, payload_format: str = "json", operation_deadline: float | None = None
+    ) -> CloudTableClient:
+        client = make_client(self, payload_format, operation_deadline)
         made.append(weakref.ref(client))
         return client
 

@@ -76,7 +76,7 @@ def test_2500_entities_page_completely_and_in_order(client: CloudTableClient, ta
     assert len(list(query.take(1200))) == 1200
 
 
-def test_typed_filters_return_exactly_the_expected_entities(client: CloudTableClient, table: str) -> None:
+def test_typed_filters_return_exactly_the_expected_entities(client: CloudTableClient, table: str, target: str) -> None:
     load_readings(client, table, partitions=1, per_partition=200)
     q = client.create_query(table, Reading)
     assert [r.Seq for r in q.where(Reading.Seq == 7)] == [7]  # Int64 column: rendered 7L
@@ -88,8 +88,10 @@ def test_typed_filters_return_exactly_the_expected_entities(client: CloudTableCl
     assert [r.Seq for r in q.where(Reading.Value == 3)] == [12]  # int literal on a Double column
     assert [r.Seq for r in q.where(Reading.Value.between(49.5, 50))] == [198, 199]  # 50.0 would be Seq 200
     assert [r.RowKey for r in q.where(Reading.RowKey.startswith("0001"))][:3] == ["00010", "00011", "00012"]
-    untyped = client.create_query(table).where(prop("Seq") == 7)  # no declared type: Int32 literal, no match
-    assert list(untyped) == []
+    untyped = client.create_query(table).where(prop("Seq") == 7)  # no declared type: an Int32 literal
+    # The service compares an Int32 literal with an Int64 property by value (docs/devstore.md, "Answers
+    # that follow the service"); Azurite compares it as another type and finds nothing.
+    assert [e["Seq"] for e in untyped] == ([] if target.startswith("azurite") else [7])
     explicit = client.create_query(table).where(prop("Seq") == EntityProperty(7, EdmType.INT64))
     assert [e["Seq"] for e in explicit] == [7]
 

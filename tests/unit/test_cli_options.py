@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tablesdk import CloudStorageAccount
 from tablesdk._edm import EdmType, EntityPayload
 from tablesdk.cli import _export, _transfer
 from tablesdk.cli._app import cli, entities_text
@@ -63,6 +64,35 @@ def test_an_option_after_the_command_wins_and_every_command_takes_them(seen: lis
         help_text = invoke(*command.split(), "--help").output
         assert "Connection options (before or after the command)" in help_text and "--sas-token" in help_text
     assert "--dev" not in invoke("serve", "--help").output  # serve passes its options to the emulator
+
+
+@pytest.mark.parametrize("args", [
+    ["--dev", "--deadline", "2.5", "tables", "exists", "t"],
+    ["tables", "exists", "t", "--dev", "--deadline", "2.5"],
+    ["--deadline", "9", "tables", "exists", "t", "--dev", "--deadline", "2.5"],
+])
+def test_deadline_goes_before_or_after_the_command_and_reaches_the_client(seen: list[Settings], args: list[str]) -> None:
+    assert invoke(*args).exit_code == 0
+    (settings,) = seen
+    assert settings.deadline == 2.5
+    assert Settings().deadline is None  # the default, as the library's: none
+
+
+def test_settings_give_their_deadline_to_every_client() -> None:
+    settings = Settings(dev=True, deadline=2.5)
+    try:
+        assert settings.client().operation_deadline == 2.5
+        other = CloudStorageAccount.development_storage_account()
+        assert settings.client(other, "atom").operation_deadline == 2.5  # copy's destination too
+    finally:
+        settings.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
+def test_a_deadline_that_is_no_number_of_seconds_is_a_usage_error(seen: list[Settings], value: str) -> None:
+    result = invoke("--dev", "tables", "exists", "t", "--deadline", value)
+    assert result.exit_code == 2 and "is not a number of seconds > 0" in result.output
+    assert seen == []
 
 
 def test_a_secret_given_after_the_command_is_redacted_too(seen: list[Settings]) -> None:

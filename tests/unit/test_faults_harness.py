@@ -231,6 +231,26 @@ def test_truncate_of_an_empty_answer_cuts_the_status_line(proxy: FaultProxy, ups
     assert len(upstream.seen) == 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("fault", [Fault.TRICKLE_HEADERS, Fault.ENDLESS_HEADERS])
+def test_endless_head_comes_in_pieces_never_ends_and_stops_when_the_client_goes(
+    proxy: FaultProxy, upstream: ThreadingHTTPServer, fault: Fault
+) -> None:
+    rule = proxy.inject(fault, pace=0.01)
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(b"GET /acct/Tbl HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        while received.count(b"\r\n") < 4:  # the status line and three header lines
+            piece = sock.recv(65536)
+            assert piece, "the proxy closed the connection"
+            received += piece
+        assert received.startswith(b"HTTP/1.1 200 OK\r\nx-ms-trickle-1: ")
+        assert b"\r\n\r\n" not in received  # no end of the header block
+    assert rule.handled.wait(30)  # the proxy noticed the close and let the connection go
+    (event,) = proxy.events
+    assert event.action == fault.value and event.client_gave_up and not event.forwarded
+    assert upstream.seen == []  # type: ignore[attr-defined]
+
+
 def test_delay_before_forward_drops_the_request_when_the_client_gives_up(
     proxy: FaultProxy, upstream: ThreadingHTTPServer
 ) -> None:
