@@ -105,6 +105,10 @@ def test_edm_types_restore_what_a_pandas_step_drops(conn: str, client: CloudTabl
     assert stored(client, target) == stored(client, source)
     write_table(through_pandas, conn, target, mode="replace")  # without it, the Guids are text
     assert {properties["Id"][1] for _, _, properties in stored(client, target)} == {EdmType.STRING}
+    from tablesdk import TableValidationError
+
+    with pytest.raises(TableValidationError, match="Nope"):  # refused before any task runs
+        write_table(through_pandas, conn, target, edm_types={"Nope": EdmType.GUID})
 
 
 def test_a_failed_entity_fails_the_write_naming_its_keys(conn: str, client: CloudTableClient, target: str) -> None:
