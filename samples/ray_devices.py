@@ -28,7 +28,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import ray
+# A single machine: Ray keeps its node address, and every server it starts, on loopback only when
+# told this is no cluster (on Linux it would otherwise use the machine's network address). Ray reads
+# the variable when it is imported.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import ray  # noqa: E402
 
 import tablesdk.ray
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmDateTime, EdmType, EntityProperty

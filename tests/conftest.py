@@ -30,6 +30,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+# Ray (tests/integration/test_ray.py) on one machine: its servers and node address stay on loopback
+# only when it is told this is no cluster, which it reads when first imported, so it is said here,
+# before any test module imports it.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
 from loopback import unused_port
 
 pytest_plugins = ["tablesdk.testing"]  # the devstore fixtures users get, used by our integration tests

@@ -4,6 +4,8 @@ write. Ray runs on this machine only (loopback, no dashboard), started once for 
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,17 +21,27 @@ from tablesdk.ray import TableWriteError, read_table, write_table
 
 pytestmark = pytest.mark.integration
 
+#: Ray's switch between a single machine and a cluster: "0" keeps its node address (and so every
+#: server it starts) on loopback.
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
 DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray() -> Iterator[Path]:
-    """A Ray of two CPUs on loopback (no dashboard), shut down after the module; gives its session directory."""
+    """A Ray of two CPUs on loopback (no dashboard), shut down after the module; gives its session directory.
+
+    On Linux Ray replaces a node address of 127.0.0.1 with the machine's network address (and its
+    servers listen there) unless it is told this is no cluster (:data:`LOOPBACK_ONLY`, read when
+    Ray is imported): the node address checked here is what every Ray server listens on."""
+    assert os.environ.get(LOOPBACK_ONLY) == "0"  # set by tests/conftest.py before Ray is imported
     context = ray.init(
         address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
         log_to_driver=False, configure_logging=False,
     )
     try:
+        assert context.address_info["node_ip_address"] == "127.0.0.1", context.address_info
         yield Path(context.address_info["session_dir"])
     finally:
         ray.shutdown()
