@@ -12,7 +12,6 @@ import os
 import re
 from contextlib import AbstractContextManager, nullcontext
 import sys
-from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import click
@@ -21,7 +20,7 @@ from .._account import CloudStorageAccount
 from .._client import CloudTableClient
 from .._entity import DynamicEntity, entity_from_payload
 from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
-from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json, read_csv, read_jsonl
+from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json
 from ._options import (
     IMPORT_MODES, CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options,
 )
@@ -97,6 +96,8 @@ def _hint(advice: tuple[str, ...], options: frozenset[str] | None) -> str:
 
 
 _active = Settings()
+#: The command line being run (what an interrupted import says to run again).
+_argv: list[str] = []
 
 
 def _settings() -> Settings:
@@ -176,8 +177,10 @@ class TablesdkGroup(click.Group):
             return 0
 
     def _run(self, args: Any, prog_name: str, complete_var: str | None, **extra: Any) -> int:
-        global _active
+        global _active, _argv
         _active = Settings()
+        _argv = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
+        previous = _on_sigterm(_terminate)
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as exc:
@@ -185,14 +188,36 @@ class TablesdkGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             return int(exc.exit_code)
-        except (click.Abort, KeyboardInterrupt):
+        except (click.Abort, KeyboardInterrupt) as exc:
+            if isinstance(exc, Terminated) or isinstance(exc.__context__, Terminated):
+                sys.stderr.write("tablesdk: terminated\n")
+                return 143
             sys.stderr.write("tablesdk: interrupted\n")
             return 130
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a status
             return report_error(exc, _active)
         finally:
+            _on_sigterm(previous)
             _active.close()
         return result if isinstance(result, int) else 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: a command stops as at Ctrl-C (its files are left resumable, it says how to go on)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM (on the main thread only; None: leave it); returns the one before."""
+    import signal
+    import threading
+
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 # ---------------------------------------------------------------- the group
@@ -556,45 +581,14 @@ def _open_rejects(path: str | None, overwrite: bool) -> AbstractContextManager[I
 
 def _summary_exit(summary: ImportSummary, verb: str, rejects_path: str | None) -> int:
     skipped = f", {summary.skipped} skipped (in the table already)" if summary.skipped else ""
-    click.echo(f"tablesdk: {verb} {entities_text(summary.written)}{skipped}, {summary.failed} failed", err=True)
+    resumed = f", {summary.resumed} skipped (written before the import stopped)" if summary.resumed else ""
+    click.echo(f"tablesdk: {verb} {entities_text(summary.written)}{resumed}{skipped}, {summary.failed} failed",
+               err=True)
     if not summary.failed:
         return 0
     where = f"see {rejects_path}" if rejects_path else "pass --rejects FILE to keep them"
     click.echo(f"tablesdk: first failure: {summary.first_error} ({where})", err=True)
     return EXIT_PARTIAL
-
-
-def _entity_lines(path: str, file_format: str) -> Iterator[Any]:
-    if file_format == "csv":
-        if path == "-":
-            handle: Any = open(sys.stdin.fileno(), encoding="utf-8-sig", newline="", closefd=False)
-        else:
-            handle = open(path, encoding="utf-8-sig", newline="")
-        with handle:
-            yield from read_csv(handle)
-    else:
-        with (open(sys.stdin.fileno(), "rb", closefd=False) if path == "-" else open(path, "rb")) as binary:
-            yield from read_jsonl(binary)
-
-
-def _record_estimate(path: str, file_format: str) -> int | None:
-    """Entities in an input file, for the progress display's ETA: its lines (less the CSV header).
-
-    Exact for JSON lines without blank lines; CSV cells spanning lines make it an overestimate.
-    """
-    if path == "-" or not os.path.isfile(path):
-        return None
-    if file_format == PARQUET:
-        from ._parquet import parquet_rows
-
-        return parquet_rows(path)
-    lines, last = 0, b"\n"
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    lines += last != b"\n"
-    return max(0, lines - 1) if file_format == "csv" else lines
 
 
 _MODE_OPTION = click.option("--mode", type=click.Choice(list(IMPORT_MODES)), default="insert", show_default=True,
@@ -625,12 +619,22 @@ def _check_skip_existing(skip_existing: bool, mode: str) -> None:
 @_REJECTS_OPTION
 @_file_format_options
 @_SKIP_EXISTING_OPTION
+@click.option("--resume", is_flag=True,
+              help="Continue an import that stopped: the entities it wrote (in FILE.tablesdk-import) are skipped.")
+@click.option("--state-file", metavar="PATH",
+              help="Keep the import's resume state at PATH (default: FILE.tablesdk-import; needed for '-').")
+@click.option("--infer-types", is_flag=True,
+              help="CSV: a column without @Edm.Type whose every value is a number, true/false, a date-time or a "
+                   "GUID gets that type (see docs/cli.md).")
 @_WORKERS_OPTION
 @_OVERWRITE_REJECTS_OPTION
 def import_command(file: str, table: str, mode: str, create_table: bool, rejects: str | None,
-                   file_format: str | None, legacy_file_format: str | None, skip_existing: bool,
-                   workers: int, overwrite: bool) -> int:
+                   file_format: str | None, legacy_file_format: str | None, skip_existing: bool, resume: bool,
+                   state_file: str | None, infer_types: bool, workers: int, overwrite: bool) -> int:
     """Write the entities of FILE (or stdin for '-') into TABLE, in batches."""
+    from ._import import entity_lines, infer_types as inferred_types, open_state, record_estimate, resume_command
+    from ._import import stopped
+    from ._import_state import ImportSpec
     from ._parquet import parquet_lines
     from ._transfer import ImportSummary, import_entities
 
@@ -638,15 +642,29 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
     _check_skip_existing(skip_existing, mode)
     client = settings.client()
     file_format = _file_format(file, file_format, legacy_file_format)
-    lines = parquet_lines(file) if file_format == PARQUET else _entity_lines(file, file_format)
-    total = _record_estimate(file, file_format) if progress_wanted(settings.progress) else None
-    with _open_rejects(rejects, overwrite) as rejects_file:  # refused (an existing file) before anything is done
-        if create_table:
-            client.create_table_if_not_exists(table)
-        summary = ImportSummary(rejects=rejects_file)
-        with settings.progress_for(f"importing into {table}", total) as progress:
-            import_entities(client, table, lines, mode, progress, summary, workers=workers,
-                            skip_existing=skip_existing)
+    if infer_types and (file_format != "csv" or file == "-"):
+        raise click.UsageError("--infer-types reads a CSV file twice (once for the types): not "
+                               + ("'-'" if file == "-" else f"a {file_format} file, whose values carry their types"))
+    spec = ImportSpec(table, client.table_endpoint, mode, file_format, infer_types)
+    state = open_state(file, state_file, spec, resume, resume_command(_argv, settings))
+    skip = state.written if state is not None else ()
+    types = inferred_types(file) if infer_types else None
+    lines = parquet_lines(file) if file_format == PARQUET else entity_lines(file, file_format, skip, types)
+    total = record_estimate(file, file_format) if progress_wanted(settings.progress) else None
+    summary = ImportSummary()
+    try:
+        with _open_rejects(rejects, overwrite) as rejects_file:  # refused (an existing file) before anything is done
+            if create_table:
+                client.create_table_if_not_exists(table)
+            summary.rejects = rejects_file
+            with settings.progress_for(f"importing into {table}", total) as progress:
+                import_entities(client, table, lines, mode, progress, summary, workers=workers,
+                                skip_existing=skip_existing, state=state)
+    except BaseException:
+        stopped(state, _argv, settings, summary.written)
+        raise
+    if state is not None:
+        state.remove()
     return _summary_exit(summary, "imported", rejects)
 
 
