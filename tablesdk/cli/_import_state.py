@@ -118,6 +118,8 @@ class ImportState:
         #: Records the stopped runs wrote (skipped by this one).
         self.resumed = 0
         self.broken: str | None = None
+        #: The last record this run handed to the service.
+        self.handed = 0
         self._saved_at = 0.0
 
     @classmethod
@@ -173,9 +175,15 @@ class ImportState:
 
     def handing_out(self, number: int) -> None:
         """Record ``number`` is about to go to the service: first move ``read_through`` past it (saved)."""
+        self.handed = max(self.handed, number)
         if number > self.read_through:
             self.read_through = number + READ_AHEAD
             self.save()
+
+    def stopped(self) -> None:
+        """The writing stopped (every batch sent has been answered): ``read_through`` comes back to the last
+        record handed out, so a resumed import looks up only those that may have been written."""
+        self.read_through = max(self.handed, self.uncertain_through)
 
     def due(self) -> bool:
         """Whether :data:`SAVE_SECONDS` have passed since the last save."""

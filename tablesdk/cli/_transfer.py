@@ -362,6 +362,7 @@ def import_entities(
         except BaseException:
             if state is not None:  # interrupted: what the batches answered so far wrote is kept
                 _collect_written(state, pending)
+                state.stopped()
                 state.save()
             raise
         if result.failed and not result.succeeded and not summary.written:
