@@ -30,6 +30,7 @@ from ._progress import progress_wanted
 # dataclasses) is imported by the commands that do it, not by every start of the command line
 # (``tablesdk --help`` takes the command tree and click only).
 if TYPE_CHECKING:
+    from ._filter_check import NumberFilterCheck
     from ._transfer import ImportSummary
 
 __all__ = ["cli", "run", "EXIT_ERROR", "EXIT_USAGE", "EXIT_PARTIAL"]
@@ -408,40 +409,46 @@ def query_command(table: str, filter_: str | None, select: str | None, top: int 
                   limit: int) -> None:
     """Print the entities of TABLE that match --filter."""
     from ._export import ExportOutput, ExportSpec, KeyRange
+    from ._filter_check import NumberFilterCheck
     from ._transfer import build_query, pages
 
     settings = _settings()
     client = settings.client()
     query = build_query(client, table, filter_, _select(select), top)
+    check = NumberFilterCheck(client, table, filter_)
     output = output or ("table" if sys.stdout.isatty() else "jsonl")
     if output == "table":
-        _print_grid(client, query, limit)
+        _print_grid(client, query, limit, check)
     elif output == "json":
-        _print_json_array(client, query)
+        _print_json_array(client, query, check)
     else:
         spec = ExportSpec(table, filter_, _select(select), output)
         out = ExportOutput.open(spec, "-", False, [KeyRange()])
         out.timestamp = True
         for payloads, _ in pages(client, query):
+            check.page(payloads)
             out.write_page(payloads)
             out.checkpoint()
         out.finish()
+        check.finish(out.count)
 
 
-def _print_json_array(client: CloudTableClient, query: Any) -> None:
+def _print_json_array(client: CloudTableClient, query: Any, check: NumberFilterCheck) -> None:
     from ._transfer import pages
 
     out = sys.stdout.buffer
     separator = b"[\n"
     for payloads, _ in pages(client, query):
+        check.page(payloads)
         for payload in payloads:
             out.write(separator + payload_json(payload, timestamp=True))
             separator = b",\n"
     out.write(b"[]\n" if separator == b"[\n" else b"\n]\n")
     out.flush()
+    check.finish(separator != b"[\n")
 
 
-def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
+def _print_grid(client: CloudTableClient, query: Any, limit: int, check: NumberFilterCheck) -> None:
     """The first ``limit`` entities as a grid, and on stderr how many more there are.
 
     A grid is for reading: rich lays it out only once every row is in, so a
@@ -458,6 +465,7 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
     columns: dict[str, None] = {"PartitionKey": None, "RowKey": None, "Timestamp": None}
     read, more = 0, False
     for payloads, token in pages(client, query):
+        check.page(payloads)
         for payload in payloads[: limit - len(rows)] if limit else payloads:
             row = {}
             for name, value in payload.values.items():
@@ -470,6 +478,7 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
         more = token is not None
         if limit and read > limit:
             break
+    check.finish(read)
     grid = Table(*columns, show_lines=False)
     for column in grid.columns:
         column.overflow = "fold"  # a long value wraps within its cell instead of being cut off
@@ -487,12 +496,15 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
 @_FILTER_OPTION
 def count_command(table: str, filter_: str | None) -> None:
     """Print how many entities of TABLE match --filter (reads only their keys)."""
+    from ._filter_check import NumberFilterCheck
     from ._transfer import build_query, count_entities
 
     settings = _settings()
     client = settings.client()
     with settings.progress_for(f"counting {table}") as progress:
-        click.echo(count_entities(client, build_query(client, table, filter_), progress))
+        counted = count_entities(client, build_query(client, table, filter_), progress)
+    click.echo(counted)
+    NumberFilterCheck(client, table, filter_).finish(counted)
 
 
 # ---------------------------------------------------------------- export, import, copy, delete-entities
@@ -545,11 +557,13 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     failed export leaves what was there as it was. A device or FIFO is written as a stream.
     """
     from ._export import RESUME_SUFFIX, ExportError, ExportSpec, export_table
+    from ._filter_check import NumberFilterCheck
     from ._output import OutputFileError
 
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
     client = settings.client()
+    check = NumberFilterCheck(client, table, filter_)
     try:
         with settings.progress_for(f"exporting {table}") as progress:
             if spec.file_format == PARQUET:
@@ -559,7 +573,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
                                        overwrite=overwrite)
             else:
                 count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel,
-                                     overwrite=overwrite)
+                                     overwrite=overwrite, check=check)
     except (ExportError, OutputFileError):  # refused (its message says what to do)
         raise
     except BaseException:
@@ -568,6 +582,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
             click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)
         raise
     click.echo(f"tablesdk: exported {entities_text(count)}", err=True)
+    check.finish(count)
 
 
 def _open_rejects(path: str | None, overwrite: bool) -> AbstractContextManager[IO[bytes] | None]:
@@ -714,19 +729,24 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
 @click.option("--dry-run", is_flag=True, help="Only print how many entities match.")
 def delete_entities_command(table: str, filter_: str, yes: bool, dry_run: bool) -> None:
     """Delete the entities of TABLE matching --filter, in batches per partition."""
+    from ._filter_check import NumberFilterCheck
     from ._transfer import build_query, count_entities, delete_entities
 
     settings = _settings()
     client = settings.client()
     query = build_query(client, table, filter_)
+    check = NumberFilterCheck(client, table, filter_)
     if dry_run:
         with settings.progress_for(f"counting {table}") as progress:
-            click.echo(count_entities(client, query, progress))
+            counted = count_entities(client, query, progress)
+        click.echo(counted)
+        check.finish(counted)
         return
     _confirm(f"Delete every entity of {table!r} matching {filter_!r}?", yes)
     with settings.progress_for(f"deleting from {table}") as progress:
         deleted = delete_entities(client, query, progress)
     click.echo(deleted)
+    check.finish(deleted)
 
 
 # ---------------------------------------------------------------- serve

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from .._client import CloudTableClient
 from .._edm import EdmType, EntityPayload
@@ -33,6 +33,9 @@ from ._files import CsvColumns, csv_header, csv_row, first_row_width, json_codec
 from ._output import OutputFileError, OutputPath, output_path, replace_small_file
 from ._progress import Progress
 from ._transfer import build_query, pages
+
+if TYPE_CHECKING:
+    from ._filter_check import NumberFilterCheck
 
 __all__ = ["RESUME_SUFFIX", "ROWS_SUFFIX", "ExportError", "ExportSpec", "ExportOutput", "KeyRange", "export_table"]
 
@@ -88,6 +91,8 @@ class ExportOutput:
     #: Pages written since the state file was last saved, and whether the output and ranges agree now.
     unsaved: bool = False
     consistent: bool = True
+    #: The ``--filter`` warning's look at the pages (:mod:`tablesdk.cli._filter_check`).
+    check: NumberFilterCheck | None = None
 
     @classmethod
     def open(cls, spec: ExportSpec, target: str, resume: bool, ranges: list[KeyRange], *,
@@ -271,7 +276,7 @@ class ExportOutput:
 
 def export_table(
     client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, progress: Progress, parallel: int = 1,
-    overwrite: bool = False,
+    overwrite: bool = False, check: NumberFilterCheck | None = None,
 ) -> int:
     """Write every entity of the export's query to ``target`` (a path or '-'); returns how many.
 
@@ -280,6 +285,7 @@ def export_table(
     the ranges it started with.
     """
     output = ExportOutput.open(spec, target, resume, [], overwrite=overwrite)
+    output.check = check
     try:
         query = build_query(client, spec.table, spec.filter, spec.select)
         if not output.ranges:
@@ -323,6 +329,8 @@ def _written(
     token: ContinuationToken | None, progress: Progress,
 ) -> None:
     """Write one page of ``key_range`` and record where the range goes on (or that it is done)."""
+    if output.check is not None:
+        output.check.page(payloads)
     output.consistent = False
     output.write_page(payloads)
     key_range.token = token.to_string() if token is not None else None

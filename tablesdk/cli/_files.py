@@ -290,11 +290,11 @@ def read_csv(
     first = next(records, None)
     if first is None:
         raise ValueError("the CSV input is empty (it needs a header row)")
-    columns = CsvColumns.from_header(_split_record(first[1].lstrip("\ufeff")))
-    if types:
-        columns = CsvColumns.from_header([
-            f"{name}@{types[name].value}" if edm is EdmType.STRING and name in types else
-            (name if edm is EdmType.STRING else f"{name}@{edm.value}") for name, edm in columns.columns])
+    header = _split_record(first[1].lstrip("\ufeff"))
+    if types:  # only for the cells naming no type
+        header = [f"{cell}@{types[cell].value}" if cell and "@" not in cell and cell in types else cell
+                  for cell in header]
+    columns = CsvColumns.from_header(header)
     for number, record in records:
         if not record or number in skip:
             continue

@@ -81,9 +81,10 @@ def infer_csv_types(lines: Iterable[str]) -> dict[str, EdmType]:
     first = next(records, None)
     if first is None:
         return {}
-    columns = CsvColumns.from_header(_split_record(first[1].lstrip("\ufeff")))
-    open_columns = [index for index, (name, edm) in enumerate(columns.columns)
-                    if edm is EdmType.STRING and name not in ("PartitionKey", "RowKey")]
+    header = _split_record(first[1].lstrip("\ufeff"))
+    columns = CsvColumns.from_header(header)  # refuses a header that is no entity file's
+    open_columns = [index for index, cell in enumerate(header)
+                    if cell and "@" not in cell and cell not in ("PartitionKey", "RowKey")]
     possible: dict[int, set[EdmType]] = {index: set(INFERRED_TYPES) for index in open_columns}
     seen: set[int] = set()
     for _, record in records:

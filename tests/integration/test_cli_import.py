@@ -285,7 +285,9 @@ def test_infer_types_makes_numeric_filters_match(
     account = ["--connection-string", devstore_connection_string]
     assert main(["import", str(source), dev_table, *account]) == 0
     assert main(["count", dev_table, "--filter", "Age gt 55", *account]) == 0
-    assert capsys.readouterr().out.strip() == "0"  # every column a String: the number matches nothing
+    out, err = capsys.readouterr()
+    assert out.strip() == "0"  # every column a String: the number matches nothing, and it is said
+    assert "warning: --filter compares Age with a number, but Age is text (Edm.String)" in err
 
     other = "i" + dev_table[1:]
     assert main(["import", str(source), other, "--infer-types", "--create-table", *account]) == 0
@@ -294,7 +296,8 @@ def test_infer_types_makes_numeric_filters_match(
             "Id Edm.Guid, Big Edm.Int64") in err
     try:
         assert main(["count", other, "--filter", "Age gt 55", *account]) == 0
-        assert capsys.readouterr().out.strip() == "2"
+        out, err = capsys.readouterr()
+        assert out.strip() == "2" and "warning" not in err
         payload = table_client.get_entity_payload(other, "p", "1")
         types = {name: payload.types[name] for name in ("Age", "Score", "Member", "Joined", "Id", "Zip", "Mixed",
                                                          "Big")}
@@ -315,3 +318,38 @@ def test_infer_types_is_refused_where_it_cannot_apply(
     assert main(["import", str(source), dev_table, "--infer-types", "--connection-string",
                  devstore_connection_string]) == 2
     assert "--infer-types reads a CSV file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the warning of a --filter comparing text with a number
+
+
+def test_filter_comparing_text_with_a_number_warns_on_every_command(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    table_client.bulk_insert(dev_table, [DynamicEntity(PartitionKey="p", RowKey=str(i), Age=str(30 + i * 10),
+                                                       Name=f"n{i}") for i in range(4)]).raise_on_error()
+    account = ["--connection-string", devstore_connection_string]
+    commands = {
+        "count": ["count", dev_table, "--filter", "Age gt 55"],
+        "query": ["query", dev_table, "--filter", "Age gt 55", "-o", "jsonl"],
+        "query grid": ["query", dev_table, "--filter", "Age gt 55", "-o", "table"],
+        "query json": ["query", dev_table, "--filter", "Age gt 55", "-o", "json"],
+        "export": ["export", dev_table, str(tmp_path / "out.jsonl"), "--filter", "Age gt 55"],
+        "delete-entities": ["delete-entities", dev_table, "--filter", "Age gt 55", "--dry-run"],
+        "matched other": ["query", dev_table, "--filter", "Age gt 55 or RowKey eq '1'", "-o", "jsonl"],
+    }
+    for name, command in commands.items():
+        assert main([*command, *account]) == 0, name
+        err = capsys.readouterr().err
+        assert err.count("warning: --filter compares Age with a number") == 1, (name, err)
+        where = "the entities that matched" if name == "matched other" else f"the first 4 entities of {dev_table}"
+        assert f"in {where} (PartitionKey 'p', RowKey " in err, (name, err)
+    # No warning where none is due: text with text, a number with a number, a property no entity has.
+    table_client.insert_entity(dev_table, DynamicEntity(PartitionKey="q", RowKey="1", Age=70, Weight=80.5))
+    for command in (["count", dev_table, "--filter", "Name gt 'n1'"],
+                    ["query", dev_table, "--filter", "Age gt 55", "-o", "jsonl"],
+                    ["count", dev_table, "--filter", "Height gt 1.5"],
+                    ["count", dev_table, "--filter", "Weight gt 100"]):
+        assert main([*command, *account]) == 0
+        assert "warning" not in capsys.readouterr().err, command
