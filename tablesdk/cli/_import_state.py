@@ -198,8 +198,8 @@ class ImportState:
                  "read_through": self.read_through, "written": self.written.flat()}
         try:
             replace_small_file(self.path, json.dumps(state, separators=(",", ":")).encode("utf-8"))
-        except OSError as exc:
-            self.broken = f"{exc.strerror or exc}"
+        except (OSError, ValueError) as exc:  # ValueError: _output's OutputFileError (a directory not writable)
+            self.broken = str(getattr(exc, "strerror", None) or exc)
             import sys
 
             sys.stderr.write(f"tablesdk: warning: cannot keep the import's state in {self.path} ({self.broken}): "
