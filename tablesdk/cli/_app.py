@@ -3,7 +3,8 @@
 Exit statuses: 0 done; 1 an error (one line on stderr: the service's status and
 error code, what went wrong and what to do; the traceback only with
 ``--debug``); 2 a usage error; 3 the command ran but some entities failed
-(import, copy: they are in the rejects file).
+(import, copy: they are in the rejects file); 130 interrupted (Ctrl-C), 143
+terminated (SIGTERM): the command stops as at an error, its files resumable.
 """
 
 from __future__ import annotations
