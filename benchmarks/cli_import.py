@@ -66,12 +66,14 @@ class Cli:
     """``python -m tablesdk`` from a source tree, against one account."""
 
     def __init__(self, tree: Path, connection_string: str) -> None:
+        self.tree = tree
         self.env = {**os.environ, "PYTHONPATH": str(tree), "AZURE_STORAGE_CONNECTION_STRING": connection_string}
         self.has_resume = "--state-file" in (tree / "tablesdk" / "cli" / "_app.py").read_text()  # import --resume
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
+        # cwd: ``python -m`` puts the working directory first on sys.path, before PYTHONPATH
         return subprocess.Popen([sys.executable, "-m", "tablesdk", "--no-progress", *args], env=self.env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                cwd=self.tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def timed(self, *args: str) -> tuple[float, str]:
         """Wall seconds of the command and its summary line."""
