@@ -17,10 +17,13 @@ temporary file), with N entities (default 20,000, ten properties, partitions of
 Each timing is one child process, start to exit (interpreter start-up included).
 ``--tree PATH`` runs the commands from another checkout (the code before a change:
 ``git archive COMMIT | tar -x -C PATH``); a tree without ``--resume`` skips that step.
-The machine's load average is printed: the machine may be shared. Run::
+The machine's load average is printed: the machine may be shared. ``--requests-only``
+counts the requests ``--skip-existing`` makes with every entity there (an emulator in
+this process counts them), which no load changes. Run::
 
     python benchmarks/cli_import.py
     python benchmarks/cli_import.py --count 20000 --tree /tmp/before
+    python benchmarks/cli_import.py --requests-only --tree /tmp/before
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -113,12 +117,51 @@ def interrupted_import(cli: Cli, path: str, table: str, half: int) -> int:
     return recorded(state)
 
 
+def count_requests(tree: Path, count: int) -> None:
+    """Requests ``import --skip-existing`` makes when every entity is there, by kind (an in-process
+    emulator counts them): independent of the machine's load."""
+    import collections
+
+    from tablesdk.devstore import DevStore
+
+    entities = [DynamicEntity(PartitionKey=f"p{n // 1000:05d}", RowKey=f"{n:08d}", N=n) for n in range(count)]
+    shuffled = list(entities)
+    random.Random(1).shuffle(shuffled)
+    with DevStore(port=0, explorer=False) as store, tempfile.TemporaryDirectory() as work:
+        server = store._server
+        assert server is not None
+        answer, seen = server.answer, collections.Counter[str]()
+
+        def counting(request: Any) -> Any:
+            seen["batches" if request.raw_path.endswith("$batch") else f"{request.method} requests"] += 1
+            return answer(request)
+
+        server.answer = counting
+        client = CloudStorageAccount.parse(store.connection_string).create_cloud_table_client()
+        client.create_table("counted")
+        client.bulk_insert("counted", entities).raise_on_error()
+        cli = Cli(tree, store.connection_string)
+        for order, rows in (("in key order", entities), ("shuffled", shuffled)):
+            path = os.path.join(work, "in.jsonl")
+            write_file(path, rows)
+            seen.clear()
+            seconds, line = cli.timed("import", path, "counted", "--skip-existing")
+            print(f"  {order:12} --skip-existing, all: {dict(seen)} ({seconds:.1f} s)")
+        client.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose CLI is timed")
     parser.add_argument("--plain-rerun", action="store_true", help="also time a rerun without --skip-existing")
+    parser.add_argument("--requests-only", action="store_true",
+                        help="only count the requests of --skip-existing with every entity there")
     args = parser.parse_args()
+    if args.requests_only:
+        print(f"requests of tablesdk import --skip-existing, {args.count:,} entities all there; tree {args.tree}")
+        count_requests(args.tree, args.count)
+        return 0
     count, half = args.count, args.count // 2
     entities = [DynamicEntity(PartitionKey=f"p{n // 1000:05d}", RowKey=f"{n:08d}", **sample_properties(n))
                 for n in range(count)]
