@@ -353,3 +353,37 @@ def test_filter_comparing_text_with_a_number_warns_on_every_command(
                     ["count", dev_table, "--filter", "Weight gt 100"]):
         assert main([*command, *account]) == 0
         assert "warning" not in capsys.readouterr().err, command
+
+
+def test_a_parquet_import_resumes_by_row_number(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("pyarrow")
+    entities = shuffled_entities(1500, partitions=15)
+    table_client.bulk_insert(dev_table, entities).raise_on_error()
+    account = ["--connection-string", devstore_connection_string]
+    source = tmp_path / "rows.parquet"
+    assert main(["export", dev_table, str(source), *account]) == 0
+    other = "r" + dev_table[1:]
+    table_client.create_table(other)
+    update = Progress.update
+
+    def interrupting(self: Progress, done: int, total: int | None = None) -> None:
+        update(self, done, total)
+        if done >= 300:
+            raise KeyboardInterrupt
+
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(Progress, "update", interrupting)
+            assert main(["import", str(source), other, "--workers", "1", *account]) == 130
+        assert "--resume" in capsys.readouterr().err
+        before = contents(table_client, other)
+        assert 300 <= len(before) < 1500
+        sent = Sent(monkeypatch)
+        assert main(["import", str(source), other, "--workers", "1", "--resume", *account]) == 0
+        assert contents(table_client, other) == {(e.PartitionKey, e.RowKey): e["N"] for e in entities}
+        assert not set(sent.keys) & set(before) and len(sent.keys) == 1500 - len(before)
+    finally:
+        table_client.delete_table(other)
