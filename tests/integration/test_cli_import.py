@@ -387,3 +387,23 @@ def test_a_parquet_import_resumes_by_row_number(
         assert not set(sent.keys) & set(before) and len(sent.keys) == 1500 - len(before)
     finally:
         table_client.delete_table(other)
+
+
+def test_stdin_keeps_its_state_only_where_told(
+    table_client: CloudTableClient, dev_table: str, devstore_connection_string: str, tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AZURE_STORAGE_CONNECTION_STRING"}
+    env.update(PYTHONPATH=str(REPO), AZURE_STORAGE_CONNECTION_STRING=devstore_connection_string)
+    data = b"".join(json.dumps({"PartitionKey": "p", "RowKey": str(i), "N": i}).encode() + b"\n" for i in range(5))
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "tablesdk", "import", "-", dev_table, *args], input=data,
+                              env=env, cwd=tmp_path, capture_output=True, timeout=120, check=False)
+
+    refused = run("--resume")
+    assert refused.returncode == 2 and b"--resume of an import from '-' needs the --state-file" in refused.stderr
+    state = tmp_path / "elsewhere" / "stdin.state"
+    state.parent.mkdir()
+    assert run("--state-file", str(state)).returncode == 0
+    assert len(contents(table_client, dev_table)) == 5
+    assert list(tmp_path.rglob("*")) == [state.parent]  # done: no state left, none beside a file
