@@ -3,7 +3,8 @@
 Exit statuses: 0 done; 1 an error (one line on stderr: the service's status and
 error code, what went wrong and what to do; the traceback only with
 ``--debug``); 2 a usage error; 3 the command ran but some entities failed
-(import, copy: they are in the rejects file).
+(import, copy: they are in the rejects file); 130 interrupted (Ctrl-C), 143
+terminated (SIGTERM): the command stops as at an error, its files resumable.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import os
 import re
 from contextlib import AbstractContextManager, nullcontext
 import sys
-from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import click
@@ -21,7 +21,7 @@ from .._account import CloudStorageAccount
 from .._client import CloudTableClient
 from .._entity import DynamicEntity, entity_from_payload
 from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
-from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json, read_csv, read_jsonl
+from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json
 from ._options import (
     IMPORT_MODES, CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options,
 )
@@ -31,6 +31,7 @@ from ._progress import progress_wanted
 # dataclasses) is imported by the commands that do it, not by every start of the command line
 # (``tablesdk --help`` takes the command tree and click only).
 if TYPE_CHECKING:
+    from ._filter_check import NumberFilterCheck
     from ._transfer import ImportSummary
 
 __all__ = ["cli", "run", "EXIT_ERROR", "EXIT_USAGE", "EXIT_PARTIAL"]
@@ -97,6 +98,8 @@ def _hint(advice: tuple[str, ...], options: frozenset[str] | None) -> str:
 
 
 _active = Settings()
+#: The command line being run (what an interrupted import says to run again).
+_argv: list[str] = []
 
 
 def _settings() -> Settings:
@@ -176,8 +179,10 @@ class TablesdkGroup(click.Group):
             return 0
 
     def _run(self, args: Any, prog_name: str, complete_var: str | None, **extra: Any) -> int:
-        global _active
+        global _active, _argv
         _active = Settings()
+        _argv = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
+        previous = _on_sigterm(_terminate)
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as exc:
@@ -185,14 +190,36 @@ class TablesdkGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             return int(exc.exit_code)
-        except (click.Abort, KeyboardInterrupt):
+        except (click.Abort, KeyboardInterrupt) as exc:
+            if isinstance(exc, Terminated) or isinstance(exc.__context__, Terminated):
+                sys.stderr.write("tablesdk: terminated\n")
+                return 143
             sys.stderr.write("tablesdk: interrupted\n")
             return 130
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a status
             return report_error(exc, _active)
         finally:
+            _on_sigterm(previous)
             _active.close()
         return result if isinstance(result, int) else 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: a command stops as at Ctrl-C (its files are left resumable, it says how to go on)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM (on the main thread only; None: leave it); returns the one before."""
+    import signal
+    import threading
+
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 # ---------------------------------------------------------------- the group
@@ -383,40 +410,46 @@ def query_command(table: str, filter_: str | None, select: str | None, top: int 
                   limit: int) -> None:
     """Print the entities of TABLE that match --filter."""
     from ._export import ExportOutput, ExportSpec, KeyRange
+    from ._filter_check import NumberFilterCheck
     from ._transfer import build_query, pages
 
     settings = _settings()
     client = settings.client()
     query = build_query(client, table, filter_, _select(select), top)
+    check = NumberFilterCheck(client, table, filter_)
     output = output or ("table" if sys.stdout.isatty() else "jsonl")
     if output == "table":
-        _print_grid(client, query, limit)
+        _print_grid(client, query, limit, check)
     elif output == "json":
-        _print_json_array(client, query)
+        _print_json_array(client, query, check)
     else:
         spec = ExportSpec(table, filter_, _select(select), output)
         out = ExportOutput.open(spec, "-", False, [KeyRange()])
         out.timestamp = True
         for payloads, _ in pages(client, query):
+            check.page(payloads)
             out.write_page(payloads)
             out.checkpoint()
         out.finish()
+        check.finish(out.count)
 
 
-def _print_json_array(client: CloudTableClient, query: Any) -> None:
+def _print_json_array(client: CloudTableClient, query: Any, check: NumberFilterCheck) -> None:
     from ._transfer import pages
 
     out = sys.stdout.buffer
     separator = b"[\n"
     for payloads, _ in pages(client, query):
+        check.page(payloads)
         for payload in payloads:
             out.write(separator + payload_json(payload, timestamp=True))
             separator = b",\n"
     out.write(b"[]\n" if separator == b"[\n" else b"\n]\n")
     out.flush()
+    check.finish(separator != b"[\n")
 
 
-def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
+def _print_grid(client: CloudTableClient, query: Any, limit: int, check: NumberFilterCheck) -> None:
     """The first ``limit`` entities as a grid, and on stderr how many more there are.
 
     A grid is for reading: rich lays it out only once every row is in, so a
@@ -433,6 +466,7 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
     columns: dict[str, None] = {"PartitionKey": None, "RowKey": None, "Timestamp": None}
     read, more = 0, False
     for payloads, token in pages(client, query):
+        check.page(payloads)
         for payload in payloads[: limit - len(rows)] if limit else payloads:
             row = {}
             for name, value in payload.values.items():
@@ -445,6 +479,7 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
         more = token is not None
         if limit and read > limit:
             break
+    check.finish(read)
     grid = Table(*columns, show_lines=False)
     for column in grid.columns:
         column.overflow = "fold"  # a long value wraps within its cell instead of being cut off
@@ -462,12 +497,15 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int) -> None:
 @_FILTER_OPTION
 def count_command(table: str, filter_: str | None) -> None:
     """Print how many entities of TABLE match --filter (reads only their keys)."""
+    from ._filter_check import NumberFilterCheck
     from ._transfer import build_query, count_entities
 
     settings = _settings()
     client = settings.client()
     with settings.progress_for(f"counting {table}") as progress:
-        click.echo(count_entities(client, build_query(client, table, filter_), progress))
+        counted = count_entities(client, build_query(client, table, filter_), progress)
+    click.echo(counted)
+    NumberFilterCheck(client, table, filter_).finish(counted)
 
 
 # ---------------------------------------------------------------- export, import, copy, delete-entities
@@ -520,11 +558,13 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     failed export leaves what was there as it was. A device or FIFO is written as a stream.
     """
     from ._export import RESUME_SUFFIX, ExportError, ExportSpec, export_table
+    from ._filter_check import NumberFilterCheck
     from ._output import OutputFileError
 
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
     client = settings.client()
+    check = NumberFilterCheck(client, table, filter_)
     try:
         with settings.progress_for(f"exporting {table}") as progress:
             if spec.file_format == PARQUET:
@@ -534,7 +574,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
                                        overwrite=overwrite)
             else:
                 count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel,
-                                     overwrite=overwrite)
+                                     overwrite=overwrite, check=check)
     except (ExportError, OutputFileError):  # refused (its message says what to do)
         raise
     except BaseException:
@@ -543,6 +583,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
             click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)
         raise
     click.echo(f"tablesdk: exported {entities_text(count)}", err=True)
+    check.finish(count)
 
 
 def _open_rejects(path: str | None, overwrite: bool) -> AbstractContextManager[IO[bytes] | None]:
@@ -556,45 +597,14 @@ def _open_rejects(path: str | None, overwrite: bool) -> AbstractContextManager[I
 
 def _summary_exit(summary: ImportSummary, verb: str, rejects_path: str | None) -> int:
     skipped = f", {summary.skipped} skipped (in the table already)" if summary.skipped else ""
-    click.echo(f"tablesdk: {verb} {entities_text(summary.written)}{skipped}, {summary.failed} failed", err=True)
+    resumed = f", {summary.resumed} skipped (written before the import stopped)" if summary.resumed else ""
+    click.echo(f"tablesdk: {verb} {entities_text(summary.written)}{resumed}{skipped}, {summary.failed} failed",
+               err=True)
     if not summary.failed:
         return 0
     where = f"see {rejects_path}" if rejects_path else "pass --rejects FILE to keep them"
     click.echo(f"tablesdk: first failure: {summary.first_error} ({where})", err=True)
     return EXIT_PARTIAL
-
-
-def _entity_lines(path: str, file_format: str) -> Iterator[Any]:
-    if file_format == "csv":
-        if path == "-":
-            handle: Any = open(sys.stdin.fileno(), encoding="utf-8-sig", newline="", closefd=False)
-        else:
-            handle = open(path, encoding="utf-8-sig", newline="")
-        with handle:
-            yield from read_csv(handle)
-    else:
-        with (open(sys.stdin.fileno(), "rb", closefd=False) if path == "-" else open(path, "rb")) as binary:
-            yield from read_jsonl(binary)
-
-
-def _record_estimate(path: str, file_format: str) -> int | None:
-    """Entities in an input file, for the progress display's ETA: its lines (less the CSV header).
-
-    Exact for JSON lines without blank lines; CSV cells spanning lines make it an overestimate.
-    """
-    if path == "-" or not os.path.isfile(path):
-        return None
-    if file_format == PARQUET:
-        from ._parquet import parquet_rows
-
-        return parquet_rows(path)
-    lines, last = 0, b"\n"
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    lines += last != b"\n"
-    return max(0, lines - 1) if file_format == "csv" else lines
 
 
 _MODE_OPTION = click.option("--mode", type=click.Choice(list(IMPORT_MODES)), default="insert", show_default=True,
@@ -625,12 +635,22 @@ def _check_skip_existing(skip_existing: bool, mode: str) -> None:
 @_REJECTS_OPTION
 @_file_format_options
 @_SKIP_EXISTING_OPTION
+@click.option("--resume", is_flag=True,
+              help="Continue an import that stopped: the entities it wrote (in FILE.tablesdk-import) are skipped.")
+@click.option("--state-file", metavar="PATH",
+              help="Keep the import's resume state at PATH (default: FILE.tablesdk-import; needed for '-').")
+@click.option("--infer-types", is_flag=True,
+              help="CSV: a column without @Edm.Type whose every value is a number, true/false, a date-time or a "
+                   "GUID gets that type (see docs/cli.md).")
 @_WORKERS_OPTION
 @_OVERWRITE_REJECTS_OPTION
 def import_command(file: str, table: str, mode: str, create_table: bool, rejects: str | None,
-                   file_format: str | None, legacy_file_format: str | None, skip_existing: bool,
-                   workers: int, overwrite: bool) -> int:
+                   file_format: str | None, legacy_file_format: str | None, skip_existing: bool, resume: bool,
+                   state_file: str | None, infer_types: bool, workers: int, overwrite: bool) -> int:
     """Write the entities of FILE (or stdin for '-') into TABLE, in batches."""
+    from ._import import entity_lines, infer_types as inferred_types, open_state, record_estimate, resume_command
+    from ._import import stopped
+    from ._import_state import ImportSpec
     from ._parquet import parquet_lines
     from ._transfer import ImportSummary, import_entities
 
@@ -638,15 +658,29 @@ def import_command(file: str, table: str, mode: str, create_table: bool, rejects
     _check_skip_existing(skip_existing, mode)
     client = settings.client()
     file_format = _file_format(file, file_format, legacy_file_format)
-    lines = parquet_lines(file) if file_format == PARQUET else _entity_lines(file, file_format)
-    total = _record_estimate(file, file_format) if progress_wanted(settings.progress) else None
-    with _open_rejects(rejects, overwrite) as rejects_file:  # refused (an existing file) before anything is done
-        if create_table:
-            client.create_table_if_not_exists(table)
-        summary = ImportSummary(rejects=rejects_file)
-        with settings.progress_for(f"importing into {table}", total) as progress:
-            import_entities(client, table, lines, mode, progress, summary, workers=workers,
-                            skip_existing=skip_existing)
+    if infer_types and (file_format != "csv" or file == "-"):
+        raise click.UsageError("--infer-types reads a CSV file twice (once for the types): not "
+                               + ("'-'" if file == "-" else f"a {file_format} file, whose values carry their types"))
+    spec = ImportSpec(table, client.table_endpoint, mode, file_format, infer_types)
+    state = open_state(file, state_file, spec, resume, resume_command(_argv, settings))
+    skip = state.written if state is not None else ()
+    types = inferred_types(file) if infer_types else None
+    lines = parquet_lines(file) if file_format == PARQUET else entity_lines(file, file_format, skip, types)
+    total = record_estimate(file, file_format) if progress_wanted(settings.progress) else None
+    summary = ImportSummary()
+    try:
+        with _open_rejects(rejects, overwrite) as rejects_file:  # refused (an existing file) before anything is done
+            if create_table:
+                client.create_table_if_not_exists(table)
+            summary.rejects = rejects_file
+            with settings.progress_for(f"importing into {table}", total) as progress:
+                import_entities(client, table, lines, mode, progress, summary, workers=workers,
+                                skip_existing=skip_existing, state=state)
+    except BaseException:
+        stopped(state, _argv, settings, summary.written)
+        raise
+    if state is not None:
+        state.remove()
     return _summary_exit(summary, "imported", rejects)
 
 
@@ -696,19 +730,24 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
 @click.option("--dry-run", is_flag=True, help="Only print how many entities match.")
 def delete_entities_command(table: str, filter_: str, yes: bool, dry_run: bool) -> None:
     """Delete the entities of TABLE matching --filter, in batches per partition."""
+    from ._filter_check import NumberFilterCheck
     from ._transfer import build_query, count_entities, delete_entities
 
     settings = _settings()
     client = settings.client()
     query = build_query(client, table, filter_)
+    check = NumberFilterCheck(client, table, filter_)
     if dry_run:
         with settings.progress_for(f"counting {table}") as progress:
-            click.echo(count_entities(client, query, progress))
+            counted = count_entities(client, query, progress)
+        click.echo(counted)
+        check.finish(counted)
         return
     _confirm(f"Delete every entity of {table!r} matching {filter_!r}?", yes)
     with settings.progress_for(f"deleting from {table}") as progress:
         deleted = delete_entities(client, query, progress)
     click.echo(deleted)
+    check.finish(deleted)
 
 
 # ---------------------------------------------------------------- serve

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any
 
 from .._edm import EdmType, EntityPayload, format_datetime, from_atom_text, to_atom_text
@@ -100,15 +100,16 @@ def parse_entity_text(raw: bytes) -> EntityPayload:
         raise ValueError(exc.reason) from None
 
 
-def read_jsonl(lines: Iterable[bytes]) -> Iterator[EntityLine]:
+def read_jsonl(lines: Iterable[bytes], skip: Container[int] = ()) -> Iterator[EntityLine]:
     """Entities of a JSON-lines input, one per non-blank line, each with its line number.
 
     A line that is not a valid entity gives a ``ValueError`` in place of the
     entity; reading goes on. Keys holding a '.' (``odata.*``, and the
     ``tablesdk.error`` of a rejects file) are control information, not properties.
+    Lines whose number is in ``skip`` are passed over unread.
     """
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if not line.strip() or number in skip:
             continue
         try:
             entity = _entity(parse_entity_text(line))
@@ -275,19 +276,27 @@ def _csv_entity(columns: CsvColumns, cells: list[str | None]) -> DynamicEntity:
     return _entity(EntityPayload(values, types))
 
 
-def read_csv(lines: Iterable[str]) -> Iterator[EntityLine]:
+def read_csv(
+    lines: Iterable[str], skip: Container[int] = (), types: Mapping[str, EdmType] | None = None,
+) -> Iterator[EntityLine]:
     """Entities of a typed CSV input (text lines with their line endings), with line numbers.
 
     The first record is the header; ``ValueError`` if it is missing or invalid.
     A record that is not a valid entity gives a ``ValueError`` in place of the entity.
+    Records starting on a line in ``skip`` are passed over unread. ``types`` gives
+    columns without a type in the header (Edm.String) another type (``--infer-types``).
     """
     records = _records(lines)
     first = next(records, None)
     if first is None:
         raise ValueError("the CSV input is empty (it needs a header row)")
-    columns = CsvColumns.from_header(_split_record(first[1].lstrip("\ufeff")))
+    header = _split_record(first[1].lstrip("\ufeff"))
+    if types:  # only for the cells naming no type
+        header = [f"{cell}@{types[cell].value}" if cell and "@" not in cell and cell in types else cell
+                  for cell in header]
+    columns = CsvColumns.from_header(header)
     for number, record in records:
-        if not record:
+        if not record or number in skip:
             continue
         try:
             entity: DynamicEntity | ValueError = _csv_entity(columns, _split_record(record))

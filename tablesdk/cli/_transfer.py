@@ -10,9 +10,9 @@ chunks, so the per-entity outcomes it keeps stay bounded too) on the way in.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .._client import CloudTableClient
 from .._edm import EntityPayload
@@ -27,10 +27,14 @@ from ._files import EntityLine, payload_json
 from ._options import IMPORT_MODES
 from ._progress import Progress
 
+if TYPE_CHECKING:
+    from ._import_state import ImportState
+
 __all__ = [
     "IMPORT_CHUNK",
     "IMPORT_MODES",
     "EXISTING_CHECK_BLOCK",
+    "EXISTING_CHECK_WINDOW",
     "ExistingKeys",
     "ImportSummary",
     "build_query",
@@ -58,6 +62,8 @@ _WHOLE_IMPORT_ERRORS = frozenset({
 
 #: Entities whose keys one ``--skip-existing`` look-up covers (one key-range query, keys only).
 EXISTING_CHECK_BLOCK = 1000
+#: Lines whose keys are sorted before they are looked up (what one ``bulk_insert`` chunk holds).
+EXISTING_CHECK_WINDOW = IMPORT_CHUNK
 #: A look-up reading more than this many keys per entity of its block (plus one page) is given up.
 EXISTING_CHECK_SPAN = 4
 #: Look-ups given up before ``--skip-existing`` stops trying them (the input is not in key order).
@@ -127,6 +133,8 @@ class ImportSummary:
     failed: int = 0
     #: Entities that were in the table already (``--skip-existing``): done, not failed.
     skipped: int = 0
+    #: Records a stopped import wrote already (``--resume``): skipped without asking the service.
+    resumed: int = 0
     first_error: str | None = None
     rejects: IO[bytes] | None = field(default=None, repr=False)
 
@@ -180,13 +188,15 @@ class ExistingKeys:
 
     Re-running an interrupted import would otherwise send every entity already
     written and have it refused with 409, one extra round trip each (81 s for
-    20,000). A file written by ``export`` is in key order, so a block of it spans
-    a narrow key range: one query of the keys in that range (RowKey only) answers
-    for the whole block. A block of an unsorted file spans much of the table, so
-    a look-up is given up after reading ``EXISTING_CHECK_SPAN`` keys per entity,
-    and after ``EXISTING_CHECK_GIVE_UP`` such blocks no more are tried: the
-    entities that exist then still come back as 409, which the import counts as
-    skipped too (as it does for one written meanwhile).
+    20,000). The keys of a window of the input are sorted first (see
+    :func:`_without_existing`), so a block of them spans a narrow key range
+    whatever the input's order: one query of the keys in that range (RowKey
+    only) answers for the whole block. When the table holds many more keys in
+    that range than the block (a window of a large unsorted file, a sparse
+    import into a full table), a look-up is given up after reading
+    ``EXISTING_CHECK_SPAN`` keys per entity, and after ``EXISTING_CHECK_GIVE_UP``
+    such blocks no more are tried: the entities that exist then still come back
+    as 409, which the import counts as skipped too (as it does for one written meanwhile).
     """
 
     def __init__(self, client: CloudTableClient, table: str) -> None:
@@ -231,22 +241,41 @@ def _keys(line: EntityLine) -> tuple[str, str] | None:
 
 
 def _without_existing(
-    lines: Iterable[EntityLine], existing: ExistingKeys, summary: ImportSummary
+    lines: Iterable[EntityLine], existing: ExistingKeys, summary: ImportSummary,
+    check: Callable[[EntityLine], bool] | None = None,
 ) -> Iterator[EntityLine]:
-    """``lines`` less the entities the table holds already (counted as skipped), a block at a time."""
+    """``lines`` less the entities the table holds already (counted as skipped), a window at a time.
+
+    The keys of a window of ``EXISTING_CHECK_WINDOW`` lines (those ``check`` accepts; all
+    without it) are sorted and looked up ``EXISTING_CHECK_BLOCK`` at a time: an input in
+    any order costs about one key-only page per block, as a sorted one does. The window
+    is what one ``bulk_insert`` chunk holds anyway; the lines come out in input order.
+    """
     source = iter(lines)
     while True:
-        block = [line for _, line in zip(range(EXISTING_CHECK_BLOCK), source)]
-        if not block:
+        window = [line for _, line in zip(range(EXISTING_CHECK_WINDOW), source)]
+        if not window:
             return
-        keys = [key for key in map(_keys, block) if key is not None]
-        present = existing.present(keys)
-        for line in block:
-            if _keys(line) in present:
+        keys = sorted({key for line in window if check is None or check(line) if (key := _keys(line)) is not None})
+        present: set[tuple[str, str]] = set()
+        for start in range(0, len(keys), EXISTING_CHECK_BLOCK):
+            present |= existing.present(keys[start:start + EXISTING_CHECK_BLOCK])
+        for line in window:
+            if present and _keys(line) in present and (check is None or check(line)):
                 summary.read += 1
                 summary.skipped += 1
                 continue
             yield line
+
+
+def _collect_written(state: ImportState, pending: list[tuple[int, Any]]) -> None:
+    """Move the records of ``pending`` whose entity got its ETag (written) into the state's set."""
+    if not pending:
+        return
+    written = [number for number, entity in pending if entity.etag is not None]
+    if written:
+        state.written.add(written)
+        pending[:] = [(number, entity) for number, entity in pending if entity.etag is None]
 
 
 def import_entities(
@@ -260,20 +289,33 @@ def import_entities(
     workers: int = 8,
     chunk: int = IMPORT_CHUNK,
     skip_existing: bool = False,
+    state: ImportState | None = None,
 ) -> ImportSummary:
     """Write the entities of ``lines`` through ``bulk_insert``, ``chunk`` entities per call.
 
     Lines that could not be read and entities the service refused go to the
     summary's rejects file with their error; nothing raises for one entity.
     With ``skip_existing`` (insert mode), an entity that is in the table already
-    is done, not failed: it is counted in ``summary.skipped`` (looked up a block
+    is done, not failed: it is counted in ``summary.skipped`` (looked up a window
     at a time by :class:`ExistingKeys`, or refused with 409 by its batch and
-    singled out there).
+    singled out there). With ``state`` the records written are recorded in it
+    (:mod:`tablesdk.cli._import_state`) and those it holds already are skipped;
+    the ones a stopped run may have written are looked up (insert mode).
     """
-    source = iter(_without_existing(lines, ExistingKeys(client, table), summary) if skip_existing else lines)
+    if state is not None:
+        summary.resumed = state.resumed
+        done = state.written
+        lines = (line for line in lines if line[0] not in done)  # the file readers skip most before parsing
+    check: Callable[[EntityLine], bool] | None = None
+    if state is not None and not skip_existing and mode == "insert" and state.uncertain_through:
+        uncertain = state.uncertain
+        check = lambda line: uncertain(line[0])  # noqa: E731
+    looked_up = skip_existing or check is not None
+    source = iter(_without_existing(lines, ExistingKeys(client, table), summary, check) if looked_up else lines)
     exhausted = False
     while not exhausted:
         numbers: list[int] = []
+        pending: list[tuple[int, Any]] = []  # handed to bulk_insert, not yet known to be written
 
         def entities() -> Iterator[DynamicEntity]:
             nonlocal exhausted
@@ -283,16 +325,33 @@ def import_entities(
                     summary.reject({**error_record(entity, number), "code": "InvalidInput", "text": raw}, None)
                     continue
                 numbers.append(number)
+                if state is not None:
+                    state.handing_out(number)
+                    if isinstance(entity, DynamicEntity):  # its ETag will say it was written
+                        entity.etag = None
+                        pending.append((number, entity))
                 yield entity
                 if len(numbers) >= chunk:
                     return
             exhausted = True
 
-        base = summary.written + summary.failed + summary.skipped
-        result = client.bulk_insert(
-            table, entities(), IMPORT_MODES[mode], workers,  # type: ignore[arg-type]
-            progress=lambda done, _total: progress.update(base + done),
-        )
+        base = summary.resumed + summary.written + summary.failed + summary.skipped
+
+        def answered(done: int, _total: int | None) -> None:
+            progress.update(base + done)
+            if state is not None and state.due():
+                _collect_written(state, pending)
+                state.save()
+
+        try:
+            result = client.bulk_insert(table, entities(), IMPORT_MODES[mode], workers,  # type: ignore[arg-type]
+                                        progress=answered)
+        except BaseException:
+            if state is not None:  # interrupted: what the batches answered so far wrote is kept
+                _collect_written(state, pending)
+                state.stopped()
+                state.save()
+            raise
         if result.failed and not result.succeeded and not summary.written:
             first = result.failed[0].error
             if isinstance(first, TableServiceError) and first.error_code in _WHOLE_IMPORT_ERRORS and all(
@@ -300,12 +359,17 @@ def import_entities(
             ):
                 raise first  # nothing can be written: one error line, not a rejects file of every entity
         summary.written += len(result.succeeded)
+        if state is not None:
+            state.written.add(numbers[outcome.index] for outcome in result.succeeded)
+            state.save()
         for outcome in result.failed:
             assert outcome.error is not None
-            if skip_existing and is_existing_entity_error(outcome.error):
+            number = numbers[outcome.index]
+            if is_existing_entity_error(outcome.error) and (
+                    skip_existing or (check is not None and check((number, outcome.entity, "")))):
                 summary.skipped += 1
                 continue
-            summary.reject(error_record(outcome.error, numbers[outcome.index]), _entity_json(outcome.entity))
+            summary.reject(error_record(outcome.error, number), _entity_json(outcome.entity))
     return summary
 
 
