@@ -46,9 +46,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -77,7 +77,7 @@ from ._redaction import (
     scrub_headers,
     strip_query,
 )
-from ._retry import RetryPolicy
+from ._retry import RetryPolicy, honours_server_delay, server_delay
 from ._settings import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, RequestSettings
 from ._tracing import active_tracer, traced_attempt
 
@@ -93,6 +93,8 @@ __all__ = [
     "HttpResponse",
     "RequestAttempt",
     "OperationContext",
+    "ResponseReceived",
+    "RetryDecision",
     "RetryLoop",
     "RequestSettings",
     "Step",
@@ -131,7 +133,8 @@ class RequestAttempt:
     is the wait before the next attempt, None when this attempt was the last.
     ``error`` is the text of the error this attempt produced, if any. ``state``
     says what the attempt is known to have done (not sent / sent, outcome
-    unknown / answered), the fact :func:`is_ambiguous` reads.
+    unknown / answered), the fact :func:`is_ambiguous` reads. ``server_delay`` is the
+    wait the answer asked for (``Retry-After``, ``x-ms-retry-after-ms``), None when it asked none.
     """
 
     attempt: int
@@ -146,11 +149,88 @@ class RequestAttempt:
     retry_delay: float | None
     error: str | None
     state: AttemptState = AttemptState.ANSWERED
+    server_delay: float | None = None
 
     @property
     def elapsed(self) -> float:
         """Seconds the attempt took, by the transport's clock."""
         return self.end - self.start
+
+
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+def read_only_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """A read-only, case-insensitive copy of an answer's (already scrubbed) headers."""
+    copy = getattr(headers, "copy", None)
+    return MappingProxyType(copy() if callable(copy) else dict(headers))
+
+
+class ResponseReceived:
+    """What a ``response_received`` hook of an :class:`OperationContext` sees after each attempt.
+
+    ``attempt`` counts from 1; ``method`` and ``url`` (any SAS signature redacted) are the
+    attempt's; ``status`` is the answer's status and ``headers`` its headers (read-only,
+    case-insensitive, echoed secrets redacted), None and empty when no answer arrived (a
+    timeout, a cut connection); ``request_id`` is the service's ``x-ms-request-id``;
+    ``error`` is the error this attempt produced (None for the answer returned to the caller);
+    ``elapsed`` the attempt's seconds by the transport's clock.
+    """
+
+    __slots__ = ("attempt", "method", "url", "status", "headers", "request_id", "error", "elapsed")
+
+    def __init__(
+        self, attempt: int, method: str, url: str, status: int | None, headers: Mapping[str, str],
+        request_id: str | None, error: TableServiceError | None, elapsed: float,
+    ) -> None:
+        self.attempt = attempt
+        self.method = method
+        self.url = url
+        self.status = status
+        self.headers = headers
+        self.request_id = request_id
+        self.error = error
+        self.elapsed = elapsed
+
+    def __repr__(self) -> str:
+        return (
+            f"ResponseReceived(attempt={self.attempt}, method={self.method!r}, url={self.url!r}, "
+            f"status={self.status!r}, request_id={self.request_id!r})"
+        )
+
+
+class RetryDecision:
+    """What a ``retrying`` hook of an :class:`OperationContext` sees after each failed attempt.
+
+    ``retry`` says whether another attempt follows, after ``delay`` seconds. ``policy_delay``
+    is the retry policy's answer (None: stop), ``server_delay`` the wait the answer asked for
+    (None: none asked). ``delay`` is the wait the transport chose: the larger of the two when
+    the policy retries (the policy's alone if it opts out), capped by the time the deadline
+    leaves; None when the policy stopped. ``deadline_exceeded`` is True when that wait would
+    reach the deadline, so the operation ends now with the deadline error (``retry`` False,
+    ``delay`` the wait capped at what was left).
+    """
+
+    __slots__ = ("attempt", "error", "retry", "delay", "policy_delay", "server_delay", "deadline_exceeded")
+
+    def __init__(
+        self, attempt: int, error: TableServiceError, retry: bool, delay: float | None,
+        policy_delay: float | None, server_delay: float | None, deadline_exceeded: bool = False,
+    ) -> None:
+        self.attempt = attempt
+        self.error = error
+        self.retry = retry
+        self.delay = delay
+        self.policy_delay = policy_delay
+        self.server_delay = server_delay
+        self.deadline_exceeded = deadline_exceeded
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryDecision(attempt={self.attempt}, retry={self.retry}, delay={self.delay!r}, "
+            f"policy_delay={self.policy_delay!r}, server_delay={self.server_delay!r}, "
+            f"deadline_exceeded={self.deadline_exceeded})"
+        )
 
 
 class OperationContext:
@@ -163,11 +243,21 @@ class OperationContext:
     ``x-ms-client-request-id`` on every attempt of every request made with
     this context; otherwise each operation gets a fresh UUID4. Not thread-safe:
     use one context per operation.
+
+    Events, as lists of callables (the Storage Client Library's ``ResponseReceived`` and
+    ``Retrying``): each of :attr:`response_received` is called after every attempt with a
+    :class:`ResponseReceived` (the answer's status and headers, or the error of an attempt
+    that got none); each of :attr:`retrying` after every failed attempt with the
+    :class:`RetryDecision` (retry or not, the wait, what the policy and the server asked).
+    They run in the thread (or on the event loop) that sends the request, before the
+    back-off wait; an exception a hook raises ends the operation.
     """
 
     def __init__(self, client_request_id: str | None = None) -> None:
         self.client_request_id = client_request_id
         self.attempts: list[RequestAttempt] = []
+        self.response_received: list[Callable[[ResponseReceived], None]] = []
+        self.retrying: list[Callable[[RetryDecision], None]] = []
 
     @property
     def last_attempt(self) -> RequestAttempt | None:
@@ -283,11 +373,11 @@ class AttemptResult:
 
     # A plain class, not a dataclass: each dataclass costs ``import tablesdk`` about 0.5 ms (start-up).
 
-    __slots__ = ("response", "error", "state", "url", "request_id", "status")
+    __slots__ = ("response", "error", "state", "url", "request_id", "status", "headers")
 
     def __init__(
         self, response: HttpResponse | None, error: TableServiceError | None, state: AttemptState, url: str,
-        request_id: str | None = None, status: int | None = None,
+        request_id: str | None = None, status: int | None = None, headers: Mapping[str, str] = _NO_HEADERS,
     ) -> None:
         self.response = response
         self.error = error
@@ -295,6 +385,7 @@ class AttemptResult:
         self.url = url  # the URL sent, redacted
         self.request_id = request_id
         self.status = status
+        self.headers = headers  # the answer's, read-only and scrubbed (empty when none arrived)
 
 
 class Step:
@@ -406,6 +497,7 @@ class RetryLoop:
         secrets = attempt_secrets(signed.headers, signed.url)
         scrub_headers(response.headers, secrets)
         request_id = response.request_id
+        headers = read_only_headers(response.headers)
         if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
             # For the decoder: what it quotes of an unreadable body is scrubbed of these (_formats.decoded).
             response.attempt_secrets = secrets
@@ -413,18 +505,18 @@ class RetryLoop:
                 if self.check is not None:
                     self.check(response)
             except TableServiceError as refused:  # refused inside a 2xx (a batch's change set)
-                self._own(refused, request_id, secrets)
+                self._own(refused, request_id, secrets, headers)
                 # An answer that does not say what happened (already flagged) leaves the outcome unknown.
                 state = AttemptState.UNKNOWN if refused.ambiguous_retry else attempt_state_for_status(
                     refused.status_code or response.status
                 )
-                return AttemptResult(None, refused, state, url, request_id, response.status)
+                return AttemptResult(None, refused, state, url, request_id, response.status, headers)
             response.url = url
-            return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
+            return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status, headers)
         error = self.error_parser(response)
-        self._own(error, request_id, secrets)
+        self._own(error, request_id, secrets, headers)
         state = attempt_state_for_status(response.status)
-        return AttemptResult(None, error, state, url, request_id, response.status)
+        return AttemptResult(None, error, state, url, request_id, response.status, headers)
 
     def failed(self, signed: HttpRequest, exc: SendError) -> AttemptResult:
         """Turn a sender's failure into the error of this attempt (raises ValueError for a bad request)."""
@@ -444,10 +536,14 @@ class RetryLoop:
         error.client_request_id = self.client_request_id
         return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
 
-    def _own(self, error: TableServiceError, request_id: str | None, secrets: SecretPattern | None) -> None:
+    def _own(
+        self, error: TableServiceError, request_id: str | None, secrets: SecretPattern | None,
+        headers: Mapping[str, str],
+    ) -> None:
         if error.request_id is None:
             error.request_id = request_id
         error.client_request_id = self.client_request_id
+        error.headers = headers
         scrub_error(error, secrets)
 
     def settle(self, result: AttemptResult, start: float, end: float) -> Step:
@@ -460,11 +556,19 @@ class RetryLoop:
         if result.response is not None and as_method not in _READ_METHODS and AttemptState.UNKNOWN in self.states:
             result.response.after_unknown_attempt = True
         self.states.append(result.state)
-        if error is not None and self._secondary_not_found(error, end):
+        asked = server_delay(error) if error is not None else None
+        decision: RetryDecision | None = None
+        if error is None:
+            step = Step(None, response=result.response)
+        elif self._secondary_not_found(error, end):
             step = Step(0.0)
+            decision = RetryDecision(self.attempt, error, True, 0.0, None, asked)
         else:
-            step = self._decide(error, end) if error is not None else Step(None, response=result.response)
-        self._record(result, start, end, step.delay)
+            step, decision = self._decide(error, end, asked)
+        self._record(result, start, end, step.delay, asked)
+        context = self.operation_context
+        if context is not None and (context.response_received or context.retrying):
+            self._notify(context, result, end - start, decision)
         if step.delay is not None:
             (_LOG or _make_log()).warning(
                 "%s %s attempt %d failed (%s); retrying in %.3f s",
@@ -472,6 +576,21 @@ class RetryLoop:
             )
             self.last_error = error
         return step
+
+    def _notify(
+        self, context: OperationContext, result: AttemptResult, elapsed: float, decision: RetryDecision | None
+    ) -> None:
+        """Call the context's hooks: what the attempt got, then (after a failure) what follows."""
+        if context.response_received:
+            event = ResponseReceived(
+                self.attempt, self.request.method, result.url, result.status, result.headers, result.request_id,
+                result.error, elapsed,
+            )
+            for hook in list(context.response_received):
+                hook(event)
+        if decision is not None:
+            for retry_hook in list(context.retrying):
+                retry_hook(decision)
 
     def _secondary_not_found(self, error: TableServiceError, end: float) -> bool:
         """A 404 from a secondary endpoint may only mean replication has not caught up: when the
@@ -486,20 +605,36 @@ class RetryLoop:
         self.locations = (self.locations[0],)
         return True
 
-    def _decide(self, error: TableServiceError, end: float) -> Step:
-        delay = self.policy.retry_after(self.attempt, error)
-        if delay is None:
+    def _decide(self, error: TableServiceError, end: float, asked: float | None) -> tuple[Step, RetryDecision]:
+        """Ask the policy; lengthen its wait to the server's ask (unless it opts out); apply the deadline."""
+        policy_delay = self.policy.retry_after(self.attempt, error)
+        if policy_delay is None:
+            stopped = RetryDecision(self.attempt, error, False, None, None, asked)
             if self._timed_out_at_deadline(error, end):
                 # The deadline cut the attempt short (its timeout was capped to the time left):
                 # say so, as when a retry would have passed it.
-                return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
+                stopped.deadline_exceeded = True
+                return Step(None, error=self._deadline_error(self.attempt, error), cause=error), stopped
             _note_attempts(error, self.attempt, end - self.started, self.request.url)
-            return Step(None, error=error)
-        delay = max(0.0, float(delay))
-        if self.deadline is not None and end + delay >= self.started + self.deadline:
-            # Sleeping would reach the deadline: stop now instead.
-            return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
-        return Step(delay)
+            return Step(None, error=error), stopped
+        policy_delay = max(0.0, float(policy_delay))
+        delay = policy_delay
+        server_wins = asked is not None and asked > policy_delay and honours_server_delay(self.policy)
+        if server_wins:
+            assert asked is not None
+            delay = asked
+        if self.deadline is not None:
+            left = self.started + self.deadline - end
+            if delay >= left:
+                # Sleeping would reach the deadline: stop now instead (the attempt after it could not run).
+                reason = (
+                    f"the server asked to wait {asked:g} s" if server_wins and asked is not None
+                    else f"the next retry was due in {delay:.3g} s"
+                )
+                note = f"{reason}, {max(0.0, left):.3g} s were left"
+                stopped = RetryDecision(self.attempt, error, False, max(0.0, left), policy_delay, asked, True)
+                return Step(None, error=self._deadline_error(self.attempt, error, note), cause=error), stopped
+        return Step(delay), RetryDecision(self.attempt, error, True, delay, policy_delay, asked)
 
     def _timed_out_at_deadline(self, error: TableServiceError, end: float) -> bool:
         """A client timeout (no answer) of an attempt that ended at the deadline."""
@@ -510,7 +645,9 @@ class RetryLoop:
             and error.status_code is None
         )
 
-    def _record(self, result: AttemptResult, start: float, end: float, delay: float | None) -> None:
+    def _record(
+        self, result: AttemptResult, start: float, end: float, delay: float | None, asked: float | None
+    ) -> None:
         error = result.error
         status = result.status if result.status is not None else (error.status_code if error else None)
         if self.operation_context is not None:
@@ -519,7 +656,7 @@ class RetryLoop:
                 client_request_id=self.client_request_id, request_id=result.request_id,
                 status=status, error_code=error.error_code if error is not None else None,
                 start=start, end=end, retry_delay=delay, error=str(error) if error is not None else None,
-                state=result.state,
+                state=result.state, server_delay=asked,
             ))
         (_LOG or _make_log()).debug(
             "%s %s -> %s (request id %s, client request id %s, attempt %d, %.1f ms)",
@@ -528,11 +665,15 @@ class RetryLoop:
             result.request_id, self.client_request_id, self.attempt, (end - start) * 1000.0,
         )
 
-    def _deadline_error(self, attempts: int, last: TableServiceError | None) -> RequestTimeoutError:
+    def _deadline_error(
+        self, attempts: int, last: TableServiceError | None, note: str | None = None
+    ) -> RequestTimeoutError:
         text = (
             f"{self.request.method} {strip_query(self.request.url)}: deadline of {self.deadline} s exceeded "
             f"after {attempts} attempt{'s' if attempts != 1 else ''}"
         )
+        if note:
+            text += f" ({note})"
         if last is not None:
             text += f"; last error: {last}"
         return RequestTimeoutError(text, client_request_id=self.client_request_id)
