@@ -735,6 +735,15 @@ def begin_operation(
 # ---------------------------------------------------------------- the thread-based driver
 
 
+def check_custom_sender_proxies(sender: object, proxies: Mapping[str, str] | None) -> None:
+    """Refuse ``proxies=`` beside a custom ``sender``: they configure the default sender only."""
+    if sender is not None and proxies is not None:
+        raise ValueError(
+            "proxies= configures the default sender; a custom sender= makes its own connections "
+            "(give it the proxies: RequestsSender(proxies=...) or AiohttpSender(proxies=...))"
+        )
+
+
 class Transport:
     """Sends requests to the Table service through a sender, retrying as the settings say.
 
@@ -747,8 +756,8 @@ class Transport:
 
     ``sender`` puts each attempt on the wire (see :mod:`tablesdk._http`); by
     default a :class:`~tablesdk._requests_sender.RequestsSender` built from ``pool_size``,
-    ``trust_env`` and ``max_response_bytes``, which the transport closes with
-    itself. Idle connections the server closed (Azurite closes them after 5 s)
+    ``trust_env``, ``max_response_bytes`` and ``proxies`` (connection settings, fixed with the
+    sender: a custom ``sender`` takes its own), which the transport closes with itself. Idle connections the server closed (Azurite closes them after 5 s)
     are reopened by urllib3; a close that races a new request surfaces as a
     :class:`~tablesdk._errors.ConnectionFailedError`, which the policy retries.
 
@@ -769,9 +778,11 @@ class Transport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        proxies: Mapping[str, str] | None = None,
     ) -> None:
         require_positive_int("pool_size", pool_size)
         check_max_response_bytes(max_response_bytes)
+        check_custom_sender_proxies(sender, proxies)
         self._credential = credential
         self._error_parser = error_parser
         self._pool_size = pool_size
@@ -780,7 +791,9 @@ class Transport:
         if sender is None:
             from ._requests_sender import RequestsSender  # requests is imported with the first client
 
-            sender = RequestsSender(pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes)
+            sender = RequestsSender(
+                pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes, proxies=proxies
+            )
         self._sender: Sender = sender
         install_log_filter()
 
