@@ -119,7 +119,7 @@ class RetryPolicy(Protocol):
 def is_retryable(error: BaseException) -> bool:
     """Whether ``error`` is worth retrying under the Storage Client rules.
 
-    4xx are final except 408; 501 and 505 are final; other 5xx, client-side
+    4xx are final except 408 and 429 (throttling); 501 and 505 are final; other 5xx, client-side
     timeouts and connection failures are retryable; any other exception
     (``ValueError`` and the like) is not.
     """

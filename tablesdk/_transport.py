@@ -676,7 +676,10 @@ class RetryLoop:
             text += f" ({note})"
         if last is not None:
             text += f"; last error: {last}"
-        return RequestTimeoutError(text, client_request_id=self.client_request_id)
+        error = RequestTimeoutError(text, client_request_id=self.client_request_id)
+        if last is not None:
+            error.headers = last.headers  # the last answer's (a 429's Retry-After), for the caller's own back-off
+        return error
 
 
 #: How early a timer may fire: an event loop runs a callback due within its clock's resolution.

@@ -199,6 +199,7 @@ def test_a_wait_past_the_deadline_ends_at_once_with_the_deadline_error() -> None
     assert "deadline of 10 s exceeded after 1 attempt" in text
     assert "the server asked to wait 30 s, 8.5 s were left" in text
     assert isinstance(info.value.__cause__, ServerBusyError)
+    assert info.value.headers["Retry-After"] == "30"  # the last answer's headers, for the caller
     (decision,) = decisions
     assert decision.retry is False and decision.deadline_exceeded
     assert decision.server_delay == 30.0 and decision.policy_delay == 0.5
