@@ -20,6 +20,7 @@ from tablesdk import (
     LinearRetry,
     OperationContext,
     RequestTimeoutError,
+    RetryDecision,
     ServerBusyError,
     TableServiceError,
 )
@@ -88,16 +89,23 @@ def test_async_client_waits_what_the_server_asked(
     async def record(seconds: float) -> None:
         slept.append(seconds)
 
+    op = OperationContext()
+    decisions: list[RetryDecision] = []
+    op.retrying.append(decisions.append)
+
     async def run() -> bool:
         async with account(proxy, devstore_connection_string).create_async_cloud_table_client(
             retry_policy=LinearRetry(3, POLICY_WAIT)
         ) as client:
             assert isinstance(client, AsyncCloudTableClient)
             client.transport._sleep = record  # type: ignore[attr-defined]
-            return await client.table_exists("nothrottle")
+            return await client.table_exists("nothrottle", operation_context=op)
 
     assert asyncio.run(run()) is False
     assert slept == [pytest.approx(wait)] * 2
+    assert [(d.retry, d.server_delay, d.policy_delay) for d in decisions] == [
+        (True, pytest.approx(wait), POLICY_WAIT)
+    ] * 2 + [(False, None, None)]  # the 404 that table_exists reads as False: not retried
     assert proxy.count(fault) == 2 and proxy.count("forward") == 1
 
 
@@ -111,7 +119,7 @@ def test_throttled_past_the_deadline_ends_with_the_deadline_error(
         slept: list[float] = []
         client.transport._sleep = slept.append  # type: ignore[attr-defined]
         op = OperationContext()
-        decisions = []
+        decisions: list[RetryDecision] = []
         op.retrying.append(decisions.append)
         with pytest.raises(RequestTimeoutError) as info:
             client.table_exists("nothrottle", operation_context=op)
