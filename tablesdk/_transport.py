@@ -240,7 +240,7 @@ class AttemptResult:
         self.url = url  # the URL sent, redacted
         self.request_id = request_id
         self.status = status
-        self.headers = headers  # the answer's, read-only and scrubbed (empty when none arrived)
+        self.headers = headers  # an error answer's, read-only and scrubbed (empty for a success or no answer)
 
 
 class Step:
@@ -352,7 +352,6 @@ class RetryLoop:
         secrets = attempt_secrets(signed.headers, signed.url)
         scrub_headers(response.headers, secrets)
         request_id = response.request_id
-        headers = read_only_headers(response.headers)
         if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
             # For the decoder: what it quotes of an unreadable body is scrubbed of these (_formats.decoded).
             response.attempt_secrets = secrets
@@ -360,6 +359,7 @@ class RetryLoop:
                 if self.check is not None:
                     self.check(response)
             except TableServiceError as refused:  # refused inside a 2xx (a batch's change set)
+                headers = read_only_headers(response.headers)
                 self._own(refused, request_id, secrets, headers)
                 # An answer that does not say what happened (already flagged) leaves the outcome unknown.
                 state = AttemptState.UNKNOWN if refused.ambiguous_retry else attempt_state_for_status(
@@ -367,7 +367,9 @@ class RetryLoop:
                 )
                 return AttemptResult(None, refused, state, url, request_id, response.status, headers)
             response.url = url
-            return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status, headers)
+            # A success's headers are copied only for a hook that asks (_notify): not on every request.
+            return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
+        headers = read_only_headers(response.headers)
         error = self.error_parser(response)
         self._own(error, request_id, secrets, headers)
         state = attempt_state_for_status(response.status)
@@ -437,8 +439,10 @@ class RetryLoop:
     ) -> None:
         """Call the context's hooks: what the attempt got, then (after a failure) what follows."""
         if context.response_received:
+            response = result.response
+            headers = read_only_headers(response.headers) if response is not None else result.headers
             event = ResponseReceived(
-                self.attempt, self.request.method, result.url, result.status, result.headers, result.request_id,
+                self.attempt, self.request.method, result.url, result.status, headers, result.request_id,
                 result.error, elapsed,
             )
             for hook in list(context.response_received):
