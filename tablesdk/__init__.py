@@ -54,10 +54,10 @@ from ._continuation import ContinuationToken, ResultSegment
 from ._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from ._parallel import find_partition_boundaries
 from ._query import EmptyResultError, TableQuery
-from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable
+from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
 from ._table import CloudTable, TableContext
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
-from ._transport import OperationContext
+from ._transport import OperationContext, ResponseReceived, RetryDecision
 from ._options import TableRequestOptions
 
 if _TYPE_CHECKING:
@@ -134,6 +134,9 @@ __all__ = [
     "ExponentialRetry",
     "RetryPolicy",
     "is_retryable",
+    "server_delay",
+    "ResponseReceived",
+    "RetryDecision",
     "OperationContext",
     "TableRequestOptions",
     "SendingRequest",

@@ -32,6 +32,7 @@ from ._auth import (
     TableCredential,
     TokenCredential,
     _check_account_name,
+    with_token_audience,
 )
 
 if TYPE_CHECKING:
@@ -226,7 +227,10 @@ class CloudStorageAccount:
     :class:`~tablesdk._auth.TableCredential`, ``credential`` may be any object
     with ``get_token(*scopes)`` (an azure-identity credential, say): it is
     wrapped in a :class:`~tablesdk._auth.BearerTokenCredential` and requests
-    carry an Entra ID token.
+    carry an Entra ID token, of scope ``https://storage.azure.com/.default`` unless
+    ``token_audience`` names another audience (the scope is then ``<audience>/.default``:
+    ``https://cosmos.azure.com`` for Cosmos DB's Table API, a sovereign cloud's storage
+    audience); ``token_audience`` with any other credential is refused.
 
     The keyword-only fields record how a connection string described the
     account, so that :meth:`to_connection_string` gives back an equivalent one.
@@ -252,6 +256,7 @@ class CloudStorageAccount:
         endpoint_suffix: str | None = None,
         use_development_storage: bool = False,
         development_storage_proxy_uri: str | None = None,
+        token_audience: str | None = None,
     ) -> None:
         _check_account_name(account_name)
         if not isinstance(table_endpoint, str) or not table_endpoint:
@@ -260,6 +265,7 @@ class CloudStorageAccount:
             if not callable(getattr(credential, "get_token", None)):
                 raise ValueError("credential: must be a TableCredential, an object with get_token(*scopes), or None")
             credential = BearerTokenCredential(credential)
+        credential = with_token_audience(credential, token_audience)
         if default_endpoints_protocol is not None:
             default_endpoints_protocol = default_endpoints_protocol.lower()
             if default_endpoints_protocol not in ("http", "https"):

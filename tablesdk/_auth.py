@@ -49,7 +49,10 @@ __all__ = [
     "AccessTokenInfo",
     "BearerTokenCredential",
     "STORAGE_SCOPE",
+    "STORAGE_AUDIENCE",
     "MIN_TOKEN_VERSION",
+    "token_scope",
+    "with_token_audience",
     "generate_table_sas",
     "generate_account_sas",
     "TABLE_SAS_PERMISSIONS",
@@ -348,6 +351,34 @@ class SasCredential(TableCredential):
 #: The OAuth scope of Azure Storage data-plane requests.
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 
+#: The audience of Azure Storage data-plane tokens (its scope is ``<audience>/.default``).
+STORAGE_AUDIENCE = "https://storage.azure.com"
+
+
+def token_scope(audience: str | None = None, *, scope: str | None = None) -> str:
+    """The OAuth scope a token is asked for: ``scope`` as given, else ``<audience>/.default``
+    (an audience that already ends in ``/.default`` is taken as the scope), else Azure
+    Storage's ``https://storage.azure.com/.default``.
+
+    Other clouds and services have their own audience: Cosmos DB's Table API
+    ``https://cosmos.azure.com``, a sovereign cloud's storage audience, an application ID URI.
+    """
+    if audience is not None and scope is not None:
+        raise ValueError("give audience= or scope=, not both (the scope is <audience>/.default)")
+    for name, value in (("audience", audience), ("scope", scope)):
+        if value is not None and (not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value)):
+            raise TableValidationError(
+                name, "a non-empty string without spaces, e.g. 'https://cosmos.azure.com'", repr(value)
+            )
+    if scope is not None:
+        return scope
+    if audience is None:
+        return STORAGE_SCOPE
+    if audience.endswith("/.default"):
+        return audience
+    return audience.rstrip("/") + "/.default"
+
+
 #: The oldest Table service version that accepts an OAuth bearer token.
 MIN_TOKEN_VERSION = "2019-02-02"
 
@@ -381,17 +412,27 @@ class TokenCredential(Protocol):
 class BearerTokenCredential(TableCredential):
     """Authorizes requests with an Entra ID (OAuth 2.0) token: ``Authorization: Bearer <token>``.
 
-    Wraps a :class:`TokenCredential`; asks it for scope
-    ``https://storage.azure.com/.default`` on first use and again when the
-    cached token is within five minutes of ``expires_on``. Thread-safe: one
+    Wraps a :class:`TokenCredential`; asks it for :attr:`scope` on first use and again
+    when the cached token is within five minutes of ``expires_on``. The scope is
+    ``https://storage.azure.com/.default`` unless ``audience=`` (the scope is then
+    ``<audience>/.default``: ``https://cosmos.azure.com`` for Cosmos DB's Table API, a
+    sovereign cloud's audience) or ``scope=`` says otherwise (:func:`token_scope`). Thread-safe: one
     refresh at a time. The token never appears in a repr, a log or an error.
     The service accepts tokens from version 2019-02-02 on (JSON payloads
     only); :class:`~tablesdk.CloudTableClient` checks that.
     """
 
-    def __init__(self, credential: TokenCredential, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        credential: TokenCredential,
+        *,
+        audience: str | None = None,
+        scope: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not callable(getattr(credential, "get_token", None)):
             raise ValueError("credential: needs a get_token(*scopes) method")
+        self._scope = token_scope(audience, scope=scope)
         self._credential = credential
         self._clock = clock
         self._lock = threading.Lock()
@@ -403,10 +444,20 @@ class BearerTokenCredential(TableCredential):
         """The wrapped credential."""
         return self._credential
 
+    @property
+    def scope(self) -> str:
+        """The OAuth scope tokens are asked for (``<audience>/.default``)."""
+        return self._scope
+
+    def with_audience(self, audience: str) -> BearerTokenCredential:
+        """A credential over the same token credential that asks for ``<audience>/.default``
+        (or ``audience`` itself when it is a ``/.default`` scope); its token cache is its own."""
+        return BearerTokenCredential(self._credential, audience=audience, clock=self._clock)
+
     def _current_token(self) -> str:
         with self._lock:
             if self._token is None or self._expires_on - self._clock() <= _REFRESH_MARGIN:
-                access = self._credential.get_token(STORAGE_SCOPE)
+                access = self._credential.get_token(self._scope)
                 token = getattr(access, "token", None)
                 if not isinstance(token, str) or not token:
                     raise ValueError("credential: get_token returned no token")
@@ -426,15 +477,31 @@ class BearerTokenCredential(TableCredential):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BearerTokenCredential):
             return NotImplemented
-        return self._credential is other._credential
+        return self._credential is other._credential and self._scope == other._scope
 
     def __hash__(self) -> int:
-        return hash(("BearerTokenCredential", id(self._credential)))
+        return hash(("BearerTokenCredential", id(self._credential), self._scope))
 
     def __repr__(self) -> str:
-        return f"BearerTokenCredential(credential={type(self._credential).__name__})"
+        return f"BearerTokenCredential(credential={type(self._credential).__name__}, scope={self._scope!r})"
 
     __str__ = __repr__
+
+
+def with_token_audience(credential: TableCredential | None, audience: str | None) -> TableCredential | None:
+    """``credential``, asking for tokens of ``audience`` when given (see :func:`token_scope`).
+
+    ``audience`` applies to Entra ID token credentials only: with a key, a SAS or no
+    credential it is refused with a ValueError that says so.
+    """
+    if audience is None:
+        return credential
+    if not isinstance(credential, BearerTokenCredential):
+        kind = type(credential).__name__ if credential is not None else "no credential"
+        raise ValueError(
+            f"token_audience applies to Entra ID token credentials (an object with get_token), not {kind}"
+        )
+    return credential.with_audience(audience)
 
 
 # --------------------------------------------------------------------------- SAS

@@ -41,6 +41,7 @@ from ._options import TableRequestOptions, check_options
 from ._page_stream import segment_results, stream_pages
 from ._pager import PageRequest, Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._auth import with_token_audience
 from ._retry import RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
 from ._settings import DEFAULT_TIMEOUT, client_settings
@@ -94,6 +95,15 @@ class CloudTableClient(ClientCore):
     ``user_agent`` is the application's token for the ``User-Agent`` header,
     sent ahead of ``tablesdk/<version> Python/<version> (<platform>)`` as the
     Azure SDKs do (e.g. ``user_agent="orders-api/2.1"``).
+
+    ``proxies`` (``{"http": url, "https": url}``, as requests takes them) sends every request
+    through those HTTP proxies, whatever the environment says; it configures the default
+    sender, so it is fixed when the client is made (a custom ``sender`` takes its own).
+    Credentials in a proxy URL never appear in a repr, a log line or an error.
+
+    ``token_audience`` makes an Entra ID token credential ask for ``<audience>/.default``
+    instead of ``https://storage.azure.com/.default`` (``https://cosmos.azure.com`` for
+    Cosmos DB's Table API, a sovereign cloud's audience); the account is not changed.
     """
 
     #: Queries from this client may run pages on several threads at once (one pooled,
@@ -118,7 +128,10 @@ class CloudTableClient(ClientCore):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         location_mode: str = "primary_only",
         user_agent: str | None = None,
+        proxies: Mapping[str, str] | None = None,
+        token_audience: str | None = None,
     ) -> None:
+        credential = with_token_audience(account.credential, token_audience)
         super().__init__(
             account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
             echo_content=echo_content, settings=client_settings(
@@ -127,12 +140,13 @@ class CloudTableClient(ClientCore):
             ),
         )
         self._transport = Transport(
-            account.credential,
+            credential,
             error_parser=error_from_response,
             pool_size=pool_size,
             trust_env=trust_env,
             sender=sender,
             max_response_bytes=max_response_bytes,
+            proxies=proxies,
         )
         self._executor: Executor | None = None
         self._executor_lock = threading.Lock()

@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 import sys
 import warnings
+from collections.abc import Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 __all__ = [
@@ -114,7 +116,13 @@ class TableServiceError(Exception):
     ``request_id`` the ``x-ms-request-id`` of the failed attempt.
     ``ambiguous_retry`` is True when this error answered a retry of a write whose
     earlier attempt may have succeeded on the server (see docs/retries.md).
+    ``headers`` are the failed answer's response headers, a read-only, case-insensitive
+    mapping with any echoed secret redacted (empty when no answer arrived): a custom retry
+    policy reads ``Retry-After`` or ``x-ms-retry-after-ms`` there.
     """
+
+    #: The response headers of the answer (empty when no answer arrived).
+    headers: Mapping[str, str] = MappingProxyType({})
 
     def __init__(
         self,
@@ -176,7 +184,11 @@ class PreconditionFailedError(TableServiceError):
 
 
 class ServerBusyError(TableServiceError):
-    """503: the service is throttling (ServerBusy); retry with back-off."""
+    """503 ServerBusy or 429 Too Many Requests: the service is throttling; retry with back-off.
+
+    Its ``headers`` may say how long to wait (``Retry-After``, ``x-ms-retry-after-ms``), which
+    the built-in retry policies honour (see :func:`tablesdk.server_delay`).
+    """
 
 
 class AuthenticationError(TableServiceError):
@@ -310,6 +322,7 @@ _BY_STATUS: dict[int, type[TableServiceError]] = {
     408: RequestTimeoutError,
     409: ConflictError,
     412: PreconditionFailedError,
+    429: ServerBusyError,
     503: ServerBusyError,
     504: RequestTimeoutError,
 }

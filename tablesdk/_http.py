@@ -24,18 +24,21 @@ for).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
 from ._errors import require_positive_int
-from ._redaction import SecretPattern, strip_query
+from ._redaction import SecretPattern, redact_userinfo, strip_query
 
 if TYPE_CHECKING:
     from requests.structures import CaseInsensitiveDict
 
 __all__ = [
+    "check_proxies",
+    "proxy_for",
+    "shown_proxies",
     "AttemptState",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "HttpRequest",
@@ -297,3 +300,52 @@ class MockSender:
     def __repr__(self) -> str:
         return f"MockSender(requests={len(self.requests)})"
 
+
+
+# ---------------------------------------------------------------- proxies
+
+#: The URL schemes a proxy may have (an HTTP proxy: ``https://`` targets go through a CONNECT tunnel).
+_PROXY_SCHEMES = ("http", "https")
+
+
+def check_proxies(proxies: Mapping[str, str] | None) -> dict[str, str] | None:
+    """``proxies`` as a plain dict when it is a mapping like requests' (``{"http": url,
+    "https": url}``: the key is the scheme of the request's URL, ``"all"`` for any); a
+    ValueError naming the bad key or value otherwise (the value's credentials left out)."""
+    if proxies is None:
+        return None
+    if not isinstance(proxies, Mapping):
+        raise ValueError(f"proxies must be a mapping like {{'https': 'http://proxy:3128'}}, not {type(proxies).__name__}")
+    checked: dict[str, str] = {}
+    for key, url in proxies.items():
+        if key not in ("http", "https", "all"):
+            raise ValueError(f"proxies: the keys are 'http', 'https' or 'all' (the request's scheme), not {key!r}")
+        if not isinstance(url, str) or not _is_proxy_url(url):
+            shown = redact_userinfo(str(url))
+            raise ValueError(f"proxies[{key!r}] must be an http:// or https:// proxy URL, got {shown!r}")
+        checked[key] = url
+    return checked
+
+
+def _is_proxy_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme.lower() in _PROXY_SCHEMES and bool(parts.hostname)
+
+
+def proxy_for(proxies: Mapping[str, str] | None, url: str) -> str | None:
+    """The proxy of a request to ``url``: the entry for its scheme, else ``"all"``, else None."""
+    if not proxies:
+        return None
+    scheme = url.split(":", 1)[0].lower()
+    return proxies.get(scheme) or proxies.get("all")
+
+
+def shown_proxies(proxies: Mapping[str, str] | None) -> dict[str, str] | None:
+    """``proxies`` as a repr may show them: the credentials in each URL redacted."""
+    return None if proxies is None else {key: redact_userinfo(url) for key, url in proxies.items()}

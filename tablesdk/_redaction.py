@@ -31,6 +31,7 @@ __all__ = [
     "library_logger",
     "redact_text",
     "redact_url",
+    "redact_userinfo",
     "scrub",
     "scrub_error",
     "scrub_headers",
@@ -42,6 +43,8 @@ _sig_in_url = pattern_on_first_use(r"([?&]sig=)[^&#]*", re.IGNORECASE)
 _query_in_text = pattern_on_first_use(r"((?:https?://|/)[^\s?'\"]*)\?[^\s'\")]*")
 
 _REDACTED = "REDACTED"
+#: The user information of a URL (``http://user:password@proxy:3128``): a proxy's credentials.
+_userinfo_in_url = pattern_on_first_use(r"([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]+@", re.IGNORECASE)
 
 
 def _letter(ch: str) -> str:
@@ -152,9 +155,18 @@ def redact_url(url: str) -> str:
     return _sig_in_url().sub(r"\1" + _REDACTED, url)
 
 
+def redact_userinfo(text: str) -> str:
+    """``text`` with the user information of every URL in it (a proxy's user name and password)
+    replaced by ``REDACTED``: ``http://REDACTED@proxy:3128``."""
+    if "@" not in text:
+        return text
+    return _userinfo_in_url().sub(rf"\1{_REDACTED}@", text)
+
+
 def redact_text(text: str) -> str:
-    """Redact marked secrets (:func:`redact_marked`) and drop query strings of URLs found in free ``text``."""
-    text = redact_marked(text)
+    """Redact marked secrets (:func:`redact_marked`), the user information of URLs (a proxy's
+    credentials) and drop query strings of URLs found in free ``text``."""
+    text = redact_userinfo(redact_marked(text))
     return _query_in_text().sub(r"\1?...", text)
 
 
@@ -175,14 +187,14 @@ class _RedactingFilter:
             message = record.getMessage()
         except Exception:  # a malformed record is not ours to fix
             return True
-        redacted = redact_marked(message)
+        redacted = redact_userinfo(redact_marked(message))
         if redacted != message:
             record.msg = redacted
             record.args = ()
         return True
 
 
-_THIRD_PARTY_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.connection")
+_THIRD_PARTY_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.connection", "urllib3.poolmanager")
 _FILTER = _RedactingFilter()
 
 

@@ -12,7 +12,7 @@ import io
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,8 @@ from ._http import (
     SendError,
     Timeout,
     check_max_response_bytes,
+    check_proxies,
+    shown_proxies,
 )
 
 if TYPE_CHECKING:
@@ -314,6 +316,12 @@ class RequestsSender:
     ``~/.netrc`` is never consulted either way, because it would replace the signed
     ``Authorization`` header.
 
+    ``proxies`` (a mapping like requests': ``{"http": url, "https": url}``, keyed by the
+    scheme of the request's URL, ``"all"`` for any) sends every request through those HTTP
+    proxies, whatever the environment says; credentials in a proxy URL
+    (``http://user:password@proxy:3128``) are sent as ``Proxy-Authorization`` and never
+    appear in a repr, a log line or an error.
+
     Requests go straight to the session adapter's urllib3 pool, with the same bytes
     ``Session.request`` would send, without its per-call merging of settings, cookies
     and hooks (most of the CPU of a small request). Reading :attr:`session` (to mount
@@ -344,8 +352,10 @@ class RequestsSender:
         trust_env: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         keepalive: float = 4.0,
+        proxies: Mapping[str, str] | None = None,
     ) -> None:
         require_positive_int("pool_size", pool_size)
+        self._proxies = check_proxies(proxies)
         self.pool_size = pool_size
         self.max_response_bytes = check_max_response_bytes(max_response_bytes)
         self._idle_limit = _IdleLimit(require_positive_seconds("keepalive", keepalive, finite=True))
@@ -357,6 +367,8 @@ class RequestsSender:
         adapter = _IdleClosingAdapter(self._idle_limit, pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
         session.mount("https://", adapter)
         session.mount("http://", adapter)
+        if self._proxies:
+            session.proxies.update(self._proxies)
         self._session = session
         self._adapter = adapter
         self._direct = True  # False once the session may have been configured by its user
@@ -411,7 +423,7 @@ class RequestsSender:
         try:
             raw = self._session.request(
                 request.method, request.url, headers=headers, data=request.body, timeout=timeout,
-                allow_redirects=False, stream=True,
+                allow_redirects=False, stream=True, proxies=dict(self._proxies) if self._proxies else None,
             )
             body = self._read(raw.raw, finish_by)
         except _FAILURES as exc:
@@ -463,7 +475,8 @@ class RequestsSender:
         prepared = requests.PreparedRequest()
         prepared.prepare(method="GET", url=origin + "/")
         url = prepared.url or origin + "/"
-        settings = self._session.merge_environment_settings(url, {}, True, None, None)
+        # The explicit proxies go in as the request's own, so they win over the environment's.
+        settings = self._session.merge_environment_settings(url, dict(self._proxies or {}), True, None, None)
         proxies = settings["proxies"]
         pool: Any
         if hasattr(self._adapter, "get_connection_with_tls_context"):
@@ -530,7 +543,8 @@ class RequestsSender:
         self._session.close()
 
     def __repr__(self) -> str:
-        return f"RequestsSender(pool_size={self.pool_size}, max_response_bytes={self.max_response_bytes})"
+        proxies = f", proxies={shown_proxies(self._proxies)!r}" if self._proxies else ""
+        return f"RequestsSender(pool_size={self.pool_size}, max_response_bytes={self.max_response_bytes}{proxies})"
 
 
 def _finish_by(timeout: Timeout) -> float:

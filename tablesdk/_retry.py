@@ -5,7 +5,7 @@ built-in policies follow the Storage Client Library rules (Azure Storage team bl
 Windows Azure Storage Client Library"):
 
 * **Classification** (:func:`is_retryable`): 4xx responses are not retried,
-  except 408 Request Timeout; 501 Not Implemented and 505 HTTP Version Not
+  except 408 Request Timeout and 429 Too Many Requests (throttling); 501 Not Implemented and 505 HTTP Version Not
   Supported are not retried; every other 5xx, client-side timeouts
   (:class:`~tablesdk._errors.RequestTimeoutError`) and connection failures
   (:class:`~tablesdk._errors.ConnectionFailedError`) are. Anything that is not a
@@ -27,8 +27,16 @@ Windows Azure Storage Client Library"):
 
 Policies hold no per-operation state: the transport passes the number of
 attempts made so far, so one instance can be shared by every operation and
-thread. A ``Retry-After`` header on a 503 is not consulted (the Table service
-throttles with ``ServerBusy`` and leaves the back-off to the client).
+thread.
+
+**Server-given waits** (:func:`server_delay`): a 429, 503 or 500 answer may say how long to
+wait (``x-ms-retry-after-ms`` or ``retry-after-ms`` in milliseconds, ``Retry-After`` in
+seconds or as an HTTP date: Cosmos DB's Table API throttles with 429 and
+``x-ms-retry-after-ms``). The policy still decides *whether* to retry (its classification
+and its count); when it retries, the transport waits the larger of the policy's back-off
+and the server's ask (:data:`MAX_SERVER_DELAY_SECONDS` at most), capped by the deadline. A
+policy opts out with a false ``honour_server_delay`` attribute (the built-ins take it as a
+keyword) and then reads ``error.headers`` itself if it wants to.
 
 Retries of writes can produce confusing answers (a retried insert that had
 already succeeded gets 409, a retried delete gets 404); the transport flags
@@ -38,6 +46,8 @@ those errors with ``ambiguous_retry`` (see :mod:`tablesdk._transport`).
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
@@ -57,6 +67,10 @@ __all__ = [
     "DEFAULT_MAX_BACKOFF_SECONDS",
     "REFUSED_BACKOFF_SECONDS",
     "refused_backoff",
+    "server_delay",
+    "honours_server_delay",
+    "MAX_SERVER_DELAY_SECONDS",
+    "SERVER_DELAY_STATUSES",
 ]
 
 #: Retries after the first attempt (the Storage Client Library's ``DefaultClientRetryCount``).
@@ -74,6 +88,15 @@ DEFAULT_MAX_BACKOFF_SECONDS = 90.0
 #: fix that and only hides it (a mistyped account name took 119 s to fail), so the built-in policies retry it on this short schedule
 #: (about 3.5 s in all with the default 3 retries) and then report it.
 REFUSED_BACKOFF_SECONDS: tuple[float, ...] = (0.5, 1.0, 2.0)
+
+#: The statuses whose answers are read for a server-given wait (throttling and server trouble).
+SERVER_DELAY_STATUSES = frozenset({429, 500, 503})
+#: The longest server-given wait honoured: a larger ask (a misconfigured proxy's
+#: ``Retry-After: 86400``) waits this long. The deadline caps every wait further.
+MAX_SERVER_DELAY_SECONDS = 300.0
+#: The headers that carry a wait, first match wins: the millisecond ones are the more precise
+#: (the order azure-core reads them in).
+_DELAY_HEADERS_MS = ("retry-after-ms", "x-ms-retry-after-ms")
 
 _JITTER = 0.2
 _NOT_RETRIED_5XX = frozenset({501, 505})
@@ -96,7 +119,7 @@ class RetryPolicy(Protocol):
 def is_retryable(error: BaseException) -> bool:
     """Whether ``error`` is worth retrying under the Storage Client rules.
 
-    4xx are final except 408; 501 and 505 are final; other 5xx, client-side
+    4xx are final except 408 and 429 (throttling); 501 and 505 are final; other 5xx, client-side
     timeouts and connection failures are retryable; any other exception
     (``ValueError`` and the like) is not.
     """
@@ -105,13 +128,67 @@ def is_retryable(error: BaseException) -> bool:
     status = error.status_code
     if status is None:
         return isinstance(error, (RequestTimeoutError, ConnectionFailedError))
-    if status == 408:
+    if status in (408, 429):
         return True
     if 400 <= status < 500:
         return False
     if status in _NOT_RETRIED_5XX:
         return False
     return 500 <= status < 600
+
+
+def _wall_clock() -> float:
+    """Seconds since the epoch, for a ``Retry-After`` given as an HTTP date (replaceable in tests)."""
+    return time.time()
+
+
+def _parse_delay(name: str, value: str) -> float | None:
+    text = value.strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if name != "retry-after":
+        return number / 1000.0 if math.isfinite(number) and number >= 0 else None
+    if math.isfinite(number):
+        return number if number >= 0 else None
+    from email.utils import parsedate_to_datetime  # an HTTP date: rare, so imported when met
+
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - _wall_clock())
+
+
+def server_delay(error: BaseException) -> float | None:
+    """The wait, in seconds, that the answer behind ``error`` asked for, or None.
+
+    Read from a 429, 503 or 500 answer's ``retry-after-ms`` or ``x-ms-retry-after-ms``
+    (milliseconds) or ``Retry-After`` (seconds, or an HTTP date: the seconds until then),
+    the first of them that holds a valid value; at most :data:`MAX_SERVER_DELAY_SECONDS`.
+    None for any other error, or when no header holds a valid value.
+    """
+    if not isinstance(error, TableServiceError) or error.status_code not in SERVER_DELAY_STATUSES:
+        return None
+    headers: Mapping[str, str] = error.headers
+    lowered = {name.lower(): value for name, value in headers.items()}  # any mapping, any case
+    for name in (*_DELAY_HEADERS_MS, "retry-after"):
+        value = lowered.get(name)
+        if value is None:
+            continue
+        seconds = _parse_delay(name, value)
+        if seconds is not None:
+            return min(seconds, MAX_SERVER_DELAY_SECONDS)
+    return None
+
+
+def honours_server_delay(policy: object) -> bool:
+    """Whether the transport may lengthen ``policy``'s waits to the server's ask: True unless
+    the policy has a false ``honour_server_delay`` attribute."""
+    return bool(getattr(policy, "honour_server_delay", True))
 
 
 def refused_backoff(attempt: int, error: BaseException) -> float | None:
@@ -139,6 +216,12 @@ def _check_seconds(value: float, name: str) -> float:
     if not math.isfinite(result) or result < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return result
+
+
+def _check_flag(value: bool, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def _check_attempt(attempt: int) -> None:
@@ -175,9 +258,12 @@ class LinearRetry:
         self,
         count: int = DEFAULT_RETRY_COUNT,
         interval_seconds: float = DEFAULT_BACKOFF_SECONDS,
+        *,
+        honour_server_delay: bool = True,
     ) -> None:
         self._count = _check_count(count, "count")
         self._interval = _check_seconds(interval_seconds, "interval_seconds")
+        self._honour = _check_flag(honour_server_delay, "honour_server_delay")
 
     @property
     def count(self) -> int:
@@ -188,6 +274,11 @@ class LinearRetry:
     def interval_seconds(self) -> float:
         """Seconds waited before every retry."""
         return self._interval
+
+    @property
+    def honour_server_delay(self) -> bool:
+        """Whether a wait the server asks for (``Retry-After``) lengthens this policy's waits."""
+        return self._honour
 
     def retry_after(self, attempt: int, error: BaseException) -> float | None:
         """``interval_seconds`` while fewer than ``count`` retries were made and the error is retryable."""
@@ -200,13 +291,14 @@ class LinearRetry:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LinearRetry):
             return NotImplemented
-        return (self._count, self._interval) == (other._count, other._interval)
+        return (self._count, self._interval, self._honour) == (other._count, other._interval, other._honour)
 
     def __hash__(self) -> int:
-        return hash((LinearRetry, self._count, self._interval))
+        return hash((LinearRetry, self._count, self._interval, self._honour))
 
     def __repr__(self) -> str:
-        return f"LinearRetry(count={self._count!r}, interval_seconds={self._interval!r})"
+        extra = "" if self._honour else ", honour_server_delay=False"
+        return f"LinearRetry(count={self._count!r}, interval_seconds={self._interval!r}{extra})"
 
 
 class ExponentialRetry:
@@ -234,7 +326,9 @@ class ExponentialRetry:
         max_backoff: float = DEFAULT_MAX_BACKOFF_SECONDS,
         *,
         random: _random.Random | None = None,
+        honour_server_delay: bool = True,
     ) -> None:
+        self._honour = _check_flag(honour_server_delay, "honour_server_delay")
         self._count = _check_count(count, "count")
         self._delta = _check_seconds(delta_seconds, "delta_seconds")
         self._min = _check_seconds(min_backoff, "min_backoff")
@@ -266,8 +360,13 @@ class ExponentialRetry:
 
     @property
     def max_backoff(self) -> float:
-        """The upper bound of every wait."""
+        """The upper bound of every wait (of the policy's own: a server's ask may be longer)."""
         return self._max
+
+    @property
+    def honour_server_delay(self) -> bool:
+        """Whether a wait the server asks for (``Retry-After``) lengthens this policy's waits."""
+        return self._honour
 
     def retry_after(self, attempt: int, error: BaseException) -> float | None:
         """The jittered exponential back-off, or None once ``count`` retries were made or the error is final."""
@@ -290,11 +389,12 @@ class ExponentialRetry:
     def __hash__(self) -> int:
         return hash((ExponentialRetry, *self._params()))
 
-    def _params(self) -> tuple[int, float, float, float]:
-        return (self._count, self._delta, self._min, self._max)
+    def _params(self) -> tuple[int, float, float, float, bool]:
+        return (self._count, self._delta, self._min, self._max, self._honour)
 
     def __repr__(self) -> str:
+        extra = "" if self._honour else ", honour_server_delay=False"
         return (
             f"ExponentialRetry(count={self._count!r}, delta_seconds={self._delta!r}, "
-            f"min_backoff={self._min!r}, max_backoff={self._max!r})"
+            f"min_backoff={self._min!r}, max_backoff={self._max!r}{extra})"
         )

@@ -46,8 +46,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
@@ -77,7 +76,15 @@ from ._redaction import (
     scrub_headers,
     strip_query,
 )
-from ._retry import RetryPolicy
+from ._operation_context import (
+    NO_HEADERS,
+    OperationContext,
+    RequestAttempt,
+    ResponseReceived,
+    RetryDecision,
+    read_only_headers,
+)
+from ._retry import RetryPolicy, honours_server_delay, server_delay
 from ._settings import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, RequestSettings
 from ._tracing import active_tracer, traced_attempt
 
@@ -93,6 +100,8 @@ __all__ = [
     "HttpResponse",
     "RequestAttempt",
     "OperationContext",
+    "ResponseReceived",
+    "RetryDecision",
     "RetryLoop",
     "RequestSettings",
     "Step",
@@ -120,70 +129,6 @@ def _make_log() -> logging.Logger:
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _AMBIGUOUS_STATUSES = frozenset({404, 409, 412})
 
-
-
-@dataclass
-class RequestAttempt:
-    """What one HTTP attempt of an operation did (see :class:`OperationContext`).
-
-    ``url`` has any SAS ``sig`` redacted. ``start`` and ``end`` are readings of
-    the transport's clock (``time.monotonic`` unless injected). ``retry_delay``
-    is the wait before the next attempt, None when this attempt was the last.
-    ``error`` is the text of the error this attempt produced, if any. ``state``
-    says what the attempt is known to have done (not sent / sent, outcome
-    unknown / answered), the fact :func:`is_ambiguous` reads.
-    """
-
-    attempt: int
-    method: str
-    url: str
-    client_request_id: str
-    request_id: str | None
-    status: int | None
-    error_code: str | None
-    start: float
-    end: float
-    retry_delay: float | None
-    error: str | None
-    state: AttemptState = AttemptState.ANSWERED
-
-    @property
-    def elapsed(self) -> float:
-        """Seconds the attempt took, by the transport's clock."""
-        return self.end - self.start
-
-
-class OperationContext:
-    """An optional per-operation recorder passed to :meth:`Transport.send`.
-
-    Every attempt is appended to :attr:`attempts` as a :class:`RequestAttempt`
-    (status, request ids, timings, delays, errors), so a caller can see how
-    many requests an operation made and quote the request ids when escalating.
-    When :attr:`client_request_id` is set it is sent as
-    ``x-ms-client-request-id`` on every attempt of every request made with
-    this context; otherwise each operation gets a fresh UUID4. Not thread-safe:
-    use one context per operation.
-    """
-
-    def __init__(self, client_request_id: str | None = None) -> None:
-        self.client_request_id = client_request_id
-        self.attempts: list[RequestAttempt] = []
-
-    @property
-    def last_attempt(self) -> RequestAttempt | None:
-        """The most recent attempt, or None before any."""
-        return self.attempts[-1] if self.attempts else None
-
-    @property
-    def request_ids(self) -> list[str]:
-        """The service request ids of all attempts that got one."""
-        return [a.request_id for a in self.attempts if a.request_id]
-
-    def __repr__(self) -> str:
-        return (
-            f"OperationContext(client_request_id={self.client_request_id!r}, "
-            f"attempts={len(self.attempts)})"
-        )
 
 
 def _cap_timeout(value: Timeout, remaining: float | None) -> Timeout:
@@ -283,11 +228,11 @@ class AttemptResult:
 
     # A plain class, not a dataclass: each dataclass costs ``import tablesdk`` about 0.5 ms (start-up).
 
-    __slots__ = ("response", "error", "state", "url", "request_id", "status")
+    __slots__ = ("response", "error", "state", "url", "request_id", "status", "headers")
 
     def __init__(
         self, response: HttpResponse | None, error: TableServiceError | None, state: AttemptState, url: str,
-        request_id: str | None = None, status: int | None = None,
+        request_id: str | None = None, status: int | None = None, headers: Mapping[str, str] = NO_HEADERS,
     ) -> None:
         self.response = response
         self.error = error
@@ -295,6 +240,7 @@ class AttemptResult:
         self.url = url  # the URL sent, redacted
         self.request_id = request_id
         self.status = status
+        self.headers = headers  # an error answer's, read-only and scrubbed (empty for a success or no answer)
 
 
 class Step:
@@ -413,18 +359,21 @@ class RetryLoop:
                 if self.check is not None:
                     self.check(response)
             except TableServiceError as refused:  # refused inside a 2xx (a batch's change set)
-                self._own(refused, request_id, secrets)
+                headers = read_only_headers(response.headers)
+                self._own(refused, request_id, secrets, headers)
                 # An answer that does not say what happened (already flagged) leaves the outcome unknown.
                 state = AttemptState.UNKNOWN if refused.ambiguous_retry else attempt_state_for_status(
                     refused.status_code or response.status
                 )
-                return AttemptResult(None, refused, state, url, request_id, response.status)
+                return AttemptResult(None, refused, state, url, request_id, response.status, headers)
             response.url = url
+            # A success's headers are copied only for a hook that asks (_notify): not on every request.
             return AttemptResult(response, None, AttemptState.ANSWERED, url, request_id, response.status)
+        headers = read_only_headers(response.headers)
         error = self.error_parser(response)
-        self._own(error, request_id, secrets)
+        self._own(error, request_id, secrets, headers)
         state = attempt_state_for_status(response.status)
-        return AttemptResult(None, error, state, url, request_id, response.status)
+        return AttemptResult(None, error, state, url, request_id, response.status, headers)
 
     def failed(self, signed: HttpRequest, exc: SendError) -> AttemptResult:
         """Turn a sender's failure into the error of this attempt (raises ValueError for a bad request)."""
@@ -444,10 +393,14 @@ class RetryLoop:
         error.client_request_id = self.client_request_id
         return AttemptResult(None, error, exc.state, redact_url(signed.url), None, exc.status)
 
-    def _own(self, error: TableServiceError, request_id: str | None, secrets: SecretPattern | None) -> None:
+    def _own(
+        self, error: TableServiceError, request_id: str | None, secrets: SecretPattern | None,
+        headers: Mapping[str, str],
+    ) -> None:
         if error.request_id is None:
             error.request_id = request_id
         error.client_request_id = self.client_request_id
+        error.headers = headers
         scrub_error(error, secrets)
 
     def settle(self, result: AttemptResult, start: float, end: float) -> Step:
@@ -460,11 +413,19 @@ class RetryLoop:
         if result.response is not None and as_method not in _READ_METHODS and AttemptState.UNKNOWN in self.states:
             result.response.after_unknown_attempt = True
         self.states.append(result.state)
-        if error is not None and self._secondary_not_found(error, end):
+        asked = server_delay(error) if error is not None else None
+        decision: RetryDecision | None = None
+        if error is None:
+            step = Step(None, response=result.response)
+        elif self._secondary_not_found(error, end):
             step = Step(0.0)
+            decision = RetryDecision(self.attempt, error, True, 0.0, None, asked)
         else:
-            step = self._decide(error, end) if error is not None else Step(None, response=result.response)
-        self._record(result, start, end, step.delay)
+            step, decision = self._decide(error, end, asked)
+        self._record(result, start, end, step.delay, asked)
+        context = self.operation_context
+        if context is not None and (context.response_received or context.retrying):
+            self._notify(context, result, end - start, decision)
         if step.delay is not None:
             (_LOG or _make_log()).warning(
                 "%s %s attempt %d failed (%s); retrying in %.3f s",
@@ -472,6 +433,23 @@ class RetryLoop:
             )
             self.last_error = error
         return step
+
+    def _notify(
+        self, context: OperationContext, result: AttemptResult, elapsed: float, decision: RetryDecision | None
+    ) -> None:
+        """Call the context's hooks: what the attempt got, then (after a failure) what follows."""
+        if context.response_received:
+            response = result.response
+            headers = read_only_headers(response.headers) if response is not None else result.headers
+            event = ResponseReceived(
+                self.attempt, self.request.method, result.url, result.status, headers, result.request_id,
+                result.error, elapsed,
+            )
+            for hook in list(context.response_received):
+                hook(event)
+        if decision is not None:
+            for retry_hook in list(context.retrying):
+                retry_hook(decision)
 
     def _secondary_not_found(self, error: TableServiceError, end: float) -> bool:
         """A 404 from a secondary endpoint may only mean replication has not caught up: when the
@@ -486,20 +464,36 @@ class RetryLoop:
         self.locations = (self.locations[0],)
         return True
 
-    def _decide(self, error: TableServiceError, end: float) -> Step:
-        delay = self.policy.retry_after(self.attempt, error)
-        if delay is None:
+    def _decide(self, error: TableServiceError, end: float, asked: float | None) -> tuple[Step, RetryDecision]:
+        """Ask the policy; lengthen its wait to the server's ask (unless it opts out); apply the deadline."""
+        policy_delay = self.policy.retry_after(self.attempt, error)
+        if policy_delay is None:
+            stopped = RetryDecision(self.attempt, error, False, None, None, asked)
             if self._timed_out_at_deadline(error, end):
                 # The deadline cut the attempt short (its timeout was capped to the time left):
                 # say so, as when a retry would have passed it.
-                return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
+                stopped.deadline_exceeded = True
+                return Step(None, error=self._deadline_error(self.attempt, error), cause=error), stopped
             _note_attempts(error, self.attempt, end - self.started, self.request.url)
-            return Step(None, error=error)
-        delay = max(0.0, float(delay))
-        if self.deadline is not None and end + delay >= self.started + self.deadline:
-            # Sleeping would reach the deadline: stop now instead.
-            return Step(None, error=self._deadline_error(self.attempt, error), cause=error)
-        return Step(delay)
+            return Step(None, error=error), stopped
+        policy_delay = max(0.0, float(policy_delay))
+        delay = policy_delay
+        server_wins = asked is not None and asked > policy_delay and honours_server_delay(self.policy)
+        if server_wins:
+            assert asked is not None
+            delay = asked
+        if self.deadline is not None:
+            left = self.started + self.deadline - end
+            if delay >= left:
+                # Sleeping would reach the deadline: stop now instead (the attempt after it could not run).
+                reason = (
+                    f"the server asked to wait {asked:g} s" if server_wins and asked is not None
+                    else f"the next retry was due in {delay:.3g} s"
+                )
+                note = f"{reason}, {max(0.0, left):.3g} s were left"
+                stopped = RetryDecision(self.attempt, error, False, max(0.0, left), policy_delay, asked, True)
+                return Step(None, error=self._deadline_error(self.attempt, error, note), cause=error), stopped
+        return Step(delay), RetryDecision(self.attempt, error, True, delay, policy_delay, asked)
 
     def _timed_out_at_deadline(self, error: TableServiceError, end: float) -> bool:
         """A client timeout (no answer) of an attempt that ended at the deadline."""
@@ -510,7 +504,9 @@ class RetryLoop:
             and error.status_code is None
         )
 
-    def _record(self, result: AttemptResult, start: float, end: float, delay: float | None) -> None:
+    def _record(
+        self, result: AttemptResult, start: float, end: float, delay: float | None, asked: float | None
+    ) -> None:
         error = result.error
         status = result.status if result.status is not None else (error.status_code if error else None)
         if self.operation_context is not None:
@@ -519,7 +515,7 @@ class RetryLoop:
                 client_request_id=self.client_request_id, request_id=result.request_id,
                 status=status, error_code=error.error_code if error is not None else None,
                 start=start, end=end, retry_delay=delay, error=str(error) if error is not None else None,
-                state=result.state,
+                state=result.state, server_delay=asked,
             ))
         (_LOG or _make_log()).debug(
             "%s %s -> %s (request id %s, client request id %s, attempt %d, %.1f ms)",
@@ -528,14 +524,21 @@ class RetryLoop:
             result.request_id, self.client_request_id, self.attempt, (end - start) * 1000.0,
         )
 
-    def _deadline_error(self, attempts: int, last: TableServiceError | None) -> RequestTimeoutError:
+    def _deadline_error(
+        self, attempts: int, last: TableServiceError | None, note: str | None = None
+    ) -> RequestTimeoutError:
         text = (
             f"{self.request.method} {strip_query(self.request.url)}: deadline of {self.deadline} s exceeded "
             f"after {attempts} attempt{'s' if attempts != 1 else ''}"
         )
+        if note:
+            text += f" ({note})"
         if last is not None:
             text += f"; last error: {last}"
-        return RequestTimeoutError(text, client_request_id=self.client_request_id)
+        error = RequestTimeoutError(text, client_request_id=self.client_request_id)
+        if last is not None:
+            error.headers = last.headers  # the last answer's (a 429's Retry-After), for the caller's own back-off
+        return error
 
 
 #: How early a timer may fire: an event loop runs a callback due within its clock's resolution.
@@ -594,6 +597,15 @@ def begin_operation(
 # ---------------------------------------------------------------- the thread-based driver
 
 
+def check_custom_sender_proxies(sender: object, proxies: Mapping[str, str] | None) -> None:
+    """Refuse ``proxies=`` beside a custom ``sender``: they configure the default sender only."""
+    if sender is not None and proxies is not None:
+        raise ValueError(
+            "proxies= configures the default sender; a custom sender= makes its own connections "
+            "(give it the proxies: RequestsSender(proxies=...) or AiohttpSender(proxies=...))"
+        )
+
+
 class Transport:
     """Sends requests to the Table service through a sender, retrying as the settings say.
 
@@ -606,8 +618,8 @@ class Transport:
 
     ``sender`` puts each attempt on the wire (see :mod:`tablesdk._http`); by
     default a :class:`~tablesdk._requests_sender.RequestsSender` built from ``pool_size``,
-    ``trust_env`` and ``max_response_bytes``, which the transport closes with
-    itself. Idle connections the server closed (Azurite closes them after 5 s)
+    ``trust_env``, ``max_response_bytes`` and ``proxies`` (connection settings, fixed with the
+    sender: a custom ``sender`` takes its own), which the transport closes with itself. Idle connections the server closed (Azurite closes them after 5 s)
     are reopened by urllib3; a close that races a new request surfaces as a
     :class:`~tablesdk._errors.ConnectionFailedError`, which the policy retries.
 
@@ -628,9 +640,11 @@ class Transport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        proxies: Mapping[str, str] | None = None,
     ) -> None:
         require_positive_int("pool_size", pool_size)
         check_max_response_bytes(max_response_bytes)
+        check_custom_sender_proxies(sender, proxies)
         self._credential = credential
         self._error_parser = error_parser
         self._pool_size = pool_size
@@ -639,7 +653,9 @@ class Transport:
         if sender is None:
             from ._requests_sender import RequestsSender  # requests is imported with the first client
 
-            sender = RequestsSender(pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes)
+            sender = RequestsSender(
+                pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes, proxies=proxies
+            )
         self._sender: Sender = sender
         install_log_filter()
 

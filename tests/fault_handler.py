@@ -19,7 +19,7 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
-from fault_rules import DECISION_HEADER, ENDLESS_FAULTS, Fault, FaultRule, ProxyEvent
+from fault_rules import DECISION_HEADER, ENDLESS_FAULTS, ERROR_FAULTS, Fault, FaultRule, ProxyEvent
 
 if TYPE_CHECKING:
     from fault_proxy import FaultProxy
@@ -33,6 +33,12 @@ _ERROR_ANSWERS = {
         "Internal Server Error",
         "InternalError",
         "The server encountered an internal error. Please retry the request.",
+    ),
+    Fault.TOO_MANY_REQUESTS: (
+        429,
+        "Too Many Requests",
+        "TooManyRequests",
+        "The request rate is too large. Please retry after sometime.",
     ),
 }
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "proxy-connection"})
@@ -266,9 +272,10 @@ class ProxyHandler(BaseHTTPRequestHandler):
 
     def _apply(self, rule: FaultRule | None, event: ProxyEvent, body: bytes) -> None:
         fault = rule.fault if rule is not None else None
-        if fault in (Fault.SERVER_BUSY, Fault.INTERNAL_ERROR):
-            assert fault is not None
+        if fault in ERROR_FAULTS:
+            assert fault is not None and rule is not None
             status, reason, headers, payload, request_id = self._error_answer(fault)
+            headers.extend(rule.headers)
             event.request_id = request_id
             self._send_whole(status, reason, headers, payload, from_upstream=False)
             event.client_status = status

@@ -161,6 +161,7 @@ class FaultProxy:
         path: str | None = None,
         delay: float = 3.0,
         pace: float = 0.05,
+        headers: dict[str, str] | None = None,
     ) -> FaultRule:
         """Apply ``fault`` to the next ``times`` requests matching ``method`` and ``path`` (a regex).
 
@@ -170,6 +171,8 @@ class FaultProxy:
         ``pace`` (seconds between two sends, capped by ``max_delay``) is that of the
         endless faults (TRICKLE_HEADERS, ENDLESS_HEADERS): keep it far inside the
         client's read timeout, so that no single wait for bytes ends the answer.
+        ``headers`` are added to the answer of an error fault (SERVER_BUSY, INTERNAL_ERROR,
+        TOO_MANY_REQUESTS), e.g. ``{"Retry-After": "2"}``.
         """
         if not isinstance(fault, Fault):
             raise ValueError(f"fault must be a Fault, got {fault!r}")
@@ -180,7 +183,8 @@ class FaultProxy:
         if not 0 < pace <= self.max_delay:
             raise ValueError(f"pace must be > 0 and at most max_delay ({self.max_delay}), got {pace!r}")
         rule = FaultRule(
-            fault, times, method, re.compile(path) if path is not None else None, float(delay), float(pace)
+            fault, times, method, re.compile(path) if path is not None else None, float(delay), float(pace),
+            tuple((headers or {}).items()),
         )
         with self._lock:
             self._rules.append(rule)

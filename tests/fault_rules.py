@@ -14,6 +14,7 @@ __all__ = [
     "DECISION_HEADER",
     "DELAY_FAULTS",
     "ENDLESS_FAULTS",
+    "ERROR_FAULTS",
     "Decision",
     "Fault",
     "FaultRule",
@@ -29,6 +30,8 @@ class Fault(str, enum.Enum):
     SERVER_BUSY = "server_busy"
     #: Answer 500 InternalError; not forwarded.
     INTERNAL_ERROR = "internal_error"
+    #: Answer 429 TooManyRequests (Cosmos DB's Table API throttles this way); not forwarded.
+    TOO_MANY_REQUESTS = "too_many_requests"
     #: Hold the request for ``delay`` seconds before forwarding; if the client gives up
     #: (closes its connection) meanwhile, the request is dropped and never forwarded.
     DELAY_BEFORE_FORWARD = "delay_before_forward"
@@ -52,6 +55,8 @@ class Fault(str, enum.Enum):
     ENDLESS_HEADERS = "endless_headers"
 
 
+#: Faults answered by the proxy itself with an error status (they take extra ``headers``).
+ERROR_FAULTS = frozenset({Fault.SERVER_BUSY, Fault.INTERNAL_ERROR, Fault.TOO_MANY_REQUESTS})
 #: Faults after which the request has reached the server: a write may have been applied.
 AMBIGUOUS_FAULTS = frozenset({Fault.DELAY_BEFORE_ANSWER, Fault.FORWARD_THEN_RESET, Fault.TRUNCATE})
 #: Faults that hold a request until the client gives up (or ``delay`` runs out).
@@ -70,7 +75,8 @@ class FaultRule:
 
     ``method`` (case-insensitive) and ``path`` (a regex searched in the raw
     request target, path and query) narrow the match; None matches anything.
-    ``remaining`` counts down as the rule fires.
+    ``remaining`` counts down as the rule fires. ``headers`` are added to the answer of an
+    error fault (``Retry-After``, ``x-ms-retry-after-ms`` ...).
 
     The signals (set the first time the rule fires, never cleared) order a test's
     actions after the proxy's: ``received`` once the proxy has the request in hand
@@ -85,6 +91,7 @@ class FaultRule:
     path: re.Pattern[str] | None = None
     delay: float = 3.0
     pace: float = 0.05
+    headers: tuple[tuple[str, str], ...] = ()
     remaining: int = field(init=False)
     received: threading.Event = field(init=False, repr=False, compare=False, default_factory=threading.Event)
     forwarded: threading.Event = field(init=False, repr=False, compare=False, default_factory=threading.Event)

@@ -26,6 +26,7 @@ from .._options import TableRequestOptions, check_options
 from .._page_stream import segment_results, stream_pages_async
 from .._pager import PageRequest, Pager
 from .._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from .._auth import with_token_audience
 from .._retry import RetryPolicy
 from .._settings import DEFAULT_TIMEOUT, client_settings
 from .._transport import OperationContext, Timeout
@@ -51,7 +52,8 @@ class AsyncCloudTableClient(ClientCore):
     Takes the options of :class:`tablesdk.CloudTableClient` (``payload_format``,
     ``api_version``, ``retry_policy``, ``timeout``, ``server_timeout``,
     ``operation_deadline``, ``json_metadata``, ``echo_content``, ``trust_env``,
-    ``max_response_bytes``, ``location_mode``, ``user_agent``). ``pool_size`` (default 100)
+    ``max_response_bytes``, ``location_mode``, ``user_agent``, ``proxies``, ``token_audience``).
+    ``pool_size`` (default 100)
     bounds the open connections, and requests beyond it wait for a free one;
     ``sender`` replaces the HTTP layer (an :class:`~tablesdk.aio.AiohttpSender`
     by default). Use it as ``async with`` (or ``await client.close()``); it
@@ -76,7 +78,10 @@ class AsyncCloudTableClient(ClientCore):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         location_mode: str = "primary_only",
         user_agent: str | None = None,
+        proxies: Mapping[str, str] | None = None,
+        token_audience: str | None = None,
     ) -> None:
+        credential = with_token_audience(account.credential, token_audience)
         super().__init__(
             account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
             echo_content=echo_content, settings=client_settings(
@@ -85,12 +90,13 @@ class AsyncCloudTableClient(ClientCore):
             ),
         )
         self._transport = AsyncTransport(
-            account.credential,
+            credential,
             error_parser=error_from_response,
             pool_size=pool_size,
             trust_env=trust_env,
             sender=sender,
             max_response_bytes=max_response_bytes,
+            proxies=proxies,
         )
 
     # ------------------------------------------------------------ properties and lifetime

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from requests.structures import CaseInsensitiveDict
@@ -43,6 +44,9 @@ from .._http import (
     SendError,
     Timeout,
     check_max_response_bytes,
+    check_proxies,
+    proxy_for,
+    shown_proxies,
 )
 
 if TYPE_CHECKING:
@@ -116,6 +120,12 @@ class AiohttpSender:
     which Azurite closes them, so a request rarely lands on a connection the
     server is closing. The session is created on the first request, inside the
     running event loop, and closed by :meth:`close`.
+
+    ``proxies`` is a mapping like requests' (``{"http": url, "https": url}``, ``"all"`` for
+    any scheme), the same as :class:`~tablesdk.RequestsSender` takes: aiohttp takes one proxy
+    per request, the one for the request URL's scheme. It wins over the environment's
+    (``trust_env``). Credentials in a proxy URL are sent as ``Proxy-Authorization`` and never
+    appear in a repr, a log line or an error.
     """
 
     def __init__(
@@ -125,9 +135,11 @@ class AiohttpSender:
         trust_env: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         keepalive: float = 4.0,
+        proxies: Mapping[str, str] | None = None,
     ) -> None:
         require_positive_int("pool_size", pool_size)
         keepalive = require_positive_seconds("keepalive", keepalive, finite=True)
+        self._proxies = check_proxies(proxies)
         self._aiohttp = import_aiohttp()
         import yarl  # aiohttp's URL type
 
@@ -172,6 +184,7 @@ class AiohttpSender:
             async with self._get_session().request(
                 request.method, self._url_type(request.url, encoded=True), headers=headers, data=request.body,
                 timeout=aiohttp.ClientTimeout(total=read, sock_connect=connect, sock_read=read), allow_redirects=False,
+                proxy=proxy_for(self._proxies, request.url),
             ) as raw:
                 body = await self._read(raw, finish_by)
                 return HttpResponse(raw.status, CaseInsensitiveDict(raw.headers.items()), body)
@@ -220,4 +233,5 @@ class AiohttpSender:
             self._session = None
 
     def __repr__(self) -> str:
-        return f"AiohttpSender(pool_size={self.pool_size}, max_response_bytes={self.max_response_bytes})"
+        proxies = f", proxies={shown_proxies(self._proxies)!r}" if self._proxies else ""
+        return f"AiohttpSender(pool_size={self.pool_size}, max_response_bytes={self.max_response_bytes}{proxies})"

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .._errors import require_positive_int
 from .._extras import install_hint
-from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout, check_max_response_bytes
+from .._http import (
+    DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout, check_max_response_bytes, check_proxies,
+)
 from .._redaction import install_log_filter
 from .._settings import RequestSettings
 from .._tracing import active_tracer, atraced_attempt
@@ -37,6 +39,7 @@ from .._transport import (
     OperationContext,
     RetryLoop,
     begin_operation,
+    check_custom_sender_proxies,
     sign_attempt,
 )
 
@@ -62,7 +65,7 @@ class AsyncTransport:
     >= 300, as for :class:`tablesdk._transport.Transport`; every :meth:`send` is given
     the :class:`~tablesdk._settings.RequestSettings` to use. ``sender`` is an
     :class:`~tablesdk.aio.AiohttpSender` by default, made with the first request from
-    ``pool_size``, ``trust_env`` and ``max_response_bytes`` (checked now). ``sleep`` (a
+    ``pool_size``, ``trust_env``, ``max_response_bytes`` and ``proxies`` (checked now). ``sleep`` (a
     coroutine function) and ``clock`` are injectable for tests. An AsyncTransport belongs
     to the event loop it first sends on; close it with ``await transport.close()``.
     """
@@ -78,9 +81,12 @@ class AsyncTransport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        proxies: Mapping[str, str] | None = None,
     ) -> None:
         require_positive_int("pool_size", pool_size)
         check_max_response_bytes(max_response_bytes)
+        check_custom_sender_proxies(sender, proxies)
+        self._proxies = check_proxies(proxies)
         if sender is None:
             _require_aiohttp()
         self._credential = credential
@@ -100,7 +106,8 @@ class AsyncTransport:
             from ._sender import AiohttpSender  # aiohttp with it: the first request, not the import
 
             self._sender = AiohttpSender(
-                pool_size=self._pool_size, trust_env=self._trust_env, max_response_bytes=self._max_response_bytes
+                pool_size=self._pool_size, trust_env=self._trust_env, max_response_bytes=self._max_response_bytes,
+                proxies=self._proxies,
             )
         return self._sender
 

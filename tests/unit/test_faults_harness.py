@@ -144,7 +144,11 @@ def test_keep_alive_and_dechunked_upstream_answers(proxy: FaultProxy) -> None:
 
 @pytest.mark.parametrize(
     ("fault", "status", "code"),
-    [(Fault.SERVER_BUSY, 503, "ServerBusy"), (Fault.INTERNAL_ERROR, 500, "InternalError")],
+    [
+        (Fault.SERVER_BUSY, 503, "ServerBusy"),
+        (Fault.INTERNAL_ERROR, 500, "InternalError"),
+        (Fault.TOO_MANY_REQUESTS, 429, "TooManyRequests"),
+    ],
 )
 def test_error_answers_are_service_shaped_and_not_forwarded(
     proxy: FaultProxy, upstream: ThreadingHTTPServer, fault: Fault, status: int, code: str
@@ -168,6 +172,13 @@ def test_error_answers_are_service_shaped_and_not_forwarded(
     assert proxy.connections_accepted == 1
     assert [e.request_id for e in proxy.events[:2]] == ids
     assert proxy.pending == 0
+
+
+def test_error_answers_carry_the_rules_headers(proxy: FaultProxy, upstream: ThreadingHTTPServer) -> None:
+    proxy.inject(Fault.TOO_MANY_REQUESTS, headers={"x-ms-retry-after-ms": "1000", "Retry-After": "1"})
+    response, _ = _request(_conn(proxy), "GET", "/acct/Tbl", b"")
+    assert response.status == 429
+    assert response.getheader("x-ms-retry-after-ms") == "1000" and response.getheader("Retry-After") == "1"
 
 
 def test_error_answer_is_xml_for_atom_clients(proxy: FaultProxy) -> None:

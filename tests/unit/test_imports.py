@@ -32,7 +32,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("one exchange", ("tablesdk._http", "tablesdk._requests_sender", "tablesdk.aio._sender")),
     ("retry loop", (
-        "tablesdk._retry", "tablesdk._settings", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options",
+        "tablesdk._retry", "tablesdk._settings", "tablesdk._operation_context", "tablesdk._transport", "tablesdk.aio._transport",
+        "tablesdk._options",
     )),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter_text", "tablesdk._filter",
