@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "arrow": ("pyarrow>=14", "pandas>=2.1"),
     "dask": ("pyarrow>=14", "pandas>=2.1", "dask[dataframe]>=2024.1", "distributed>=2024.1"),
     "models": ("pydantic>=2", "attrs>=23"),
+    "spark": ("pyspark>=4.1", "pyarrow>=14", "pandas>=2.1"),
 }
 
 
