@@ -54,7 +54,7 @@ from ._client import CloudTableClient  # noqa: E402
 from ._edm import EdmType, format_datetime  # noqa: E402
 from ._entity import DynamicEntity  # noqa: E402
 from ._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
-from ._filter import Filter, Not, Or, count_comparisons, prop  # noqa: E402
+from ._filter import Filter, Or, count_comparisons, prop  # noqa: E402
 from ._parallel import find_partition_boundaries  # noqa: E402
 from ._query import TableQuery  # noqa: E402
 

@@ -55,7 +55,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_fit", "tablesdk._arrow_write")),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
-        "tablesdk.__main__", "tablesdk.testing", "tablesdk.dask", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
+        "tablesdk.__main__", "tablesdk.testing", "tablesdk.dask", "tablesdk.spark", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
     )),
 )
 

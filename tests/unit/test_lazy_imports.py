@@ -16,7 +16,7 @@ import pytest
 #: Top-level packages ``import tablesdk`` must not import.
 NOT_AT_IMPORT = (
     "lxml", "dateutil", "click", "rich", "aiohttp", "pyarrow", "pandas", "dask", "opentelemetry",
-    "requests", "urllib3",
+    "requests", "urllib3", "pyspark", "py4j",
 )
 
 
