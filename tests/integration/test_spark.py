@@ -311,3 +311,29 @@ def test_the_sample_runs_on_the_session(spark: SparkSession, devstore: DevStore)
     with client_of(devstore.connection_string) as client:
         stored = spark_tables.run(spark, devstore.connection_string, client, f"tsample{uuid.uuid4().hex[:10]}", 120)
     assert stored == spark_tables.expected_totals(120) and len(stored) == 4
+
+
+def test_the_options_map_in_a_plan_is_redacted(spark: SparkSession, devstore: DevStore) -> None:
+    cs = devstore.connection_string
+    with client_of(cs) as client:
+        table = new_table(client, source_entities()[:4])
+    command = f"CREATE OR REPLACE TEMPORARY VIEW spark_redaction USING azuretables OPTIONS (connectionString '{cs}', table '{table}')"
+
+    def explained() -> str:
+        return "\n".join(row[0] for row in spark.sql(f"EXPLAIN EXTENDED {command}").collect())
+
+    shown = explained()
+    assert "connectionString" in shown and "redacted" in shown and DEVSTORE_KEY not in shown
+    keys = ("spark.sql.redaction.options.regex", "spark.sql.redaction.string.regex")
+    saved = {key: spark.conf.get(key, None) for key in keys}
+    spark.conf.unset(keys[0])
+    spark.conf.unset(keys[1])
+    try:
+        assert DEVSTORE_KEY in explained()  # what Spark shows without register()'s patterns
+    finally:
+        for key, value in saved.items():
+            if value is not None:
+                spark.conf.set(key, value)
+    spark.sql(command)
+    assert spark.table("spark_redaction").count() == 4
+    assert DEVSTORE_KEY not in explained()
