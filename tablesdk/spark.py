@@ -10,8 +10,11 @@ Reading: the table is cut into PartitionKey ranges (:func:`~tablesdk.find_partit
 as :mod:`tablesdk.dask` plans them), one Spark partition each; a partition's pages arrive as
 ``pyarrow.RecordBatch``es from :meth:`~tablesdk.TableQuery.iter_arrow_batches`. The schema is a
 sample page's, or the one given with ``.schema("...")`` (then only those properties are asked
-for, with ``$select``). Filters Spark pushes become ``$filter`` where the service answers them
-exactly as Spark would; every other one stays with Spark (see :func:`service_filter`).
+for, with ``$select``). With the ``pushFilters`` option, filters Spark pushes become ``$filter``
+where the service answers them exactly as Spark would; every other one stays with Spark (see
+:func:`service_filter`). It is off by default: Spark (4.1 to 4.3) keeps one read plan per loaded
+DataFrame, the last one whose filters were pushed, and reuses it for every later scan of that
+frame, filtered or not.
 
 Writing: each Spark partition's Arrow batches go through the bulk engine
 (:meth:`~tablesdk.CloudTableClient.write_arrow`); the commit messages carry each partition's
@@ -204,7 +207,8 @@ class AzureTablesDataSource(sds.DataSource):
     (default 8) or ``boundaries`` (a JSON list of PartitionKeys), ``sampleSize`` (entities of the
     sample page, default 1000), ``edmTypes`` (JSON: each column's EDM type, for filters and writes),
     ``truncateDateTimes`` (``true``: a DateTime's 100 ns digit may be dropped in a timestamp
-    column), ``operationDeadline`` (seconds per request); writing: ``writeMode``
+    column), ``pushFilters`` (``true``: Spark's filters become ``$filter``; see docs/data.md for
+    the one read plan Spark keeps per loaded frame), ``operationDeadline`` (seconds per request); writing: ``writeMode``
     (``insert``, ``merge`` or ``replace``), ``maxWorkers`` (default 8), ``edmTypes``.
     """
 
@@ -233,7 +237,9 @@ class AzureTablesDataSource(sds.DataSource):
         return StructType(fields)
 
     def reader(self, schema: StructType) -> _Reader:
-        return _Reader(_Options(self.options), schema, self.sampled_types)
+        options = _Options(self.options)
+        kind = _PushingReader if options.flag("pushFilters") else _Reader
+        return kind(options, schema, self.sampled_types)
 
     def writer(self, schema: StructType, overwrite: bool) -> _Writer:
         if overwrite:
@@ -309,26 +315,6 @@ class _Reader(sds.DataSourceReader):
         self.pushed: list[str] = []
         self.truncate = options.flag("truncateDateTimes")
 
-    def pushFilters(self, filters: list[sds.Filter]) -> Iterator[sds.Filter]:
-        """Each filter the service answers as Spark would becomes part of the ``$filter``; the others
-        (and the ones only narrowed by the service) are returned, for Spark to apply."""
-        raw = self.options.text("filter")
-        budget = _FILTER_BUDGET - (count_comparisons(raw) if raw else 0)
-        for spark_filter in filters:
-            found = service_filter(spark_filter, self.spark_types, self.edm_types)
-            if found is None:
-                yield spark_filter
-                continue
-            node, exact = found
-            cost = count_comparisons(node)
-            if cost > budget:
-                yield spark_filter
-                continue
-            budget -= cost
-            self.pushed.append(node.render())
-            if not exact:
-                yield spark_filter
-
     def partitions(self) -> list[sds.InputPartition]:
         boundaries = self.options.json_value("boundaries", list)
         with self.options.client() as client:
@@ -390,6 +376,30 @@ class _Reader(sds.DataSourceReader):
         if edm is EdmType.DATETIME:
             return _microseconds(batch, name, array, self.truncate or name == "Timestamp")
         return array.cast(target_field.type)
+
+
+class _PushingReader(_Reader):
+    """A reader that takes Spark's filters (the ``pushFilters`` option): see :func:`service_filter`."""
+
+    def pushFilters(self, filters: list[sds.Filter]) -> Iterator[sds.Filter]:
+        """Each filter the service answers as Spark would becomes part of the ``$filter``; the others
+        (and the ones only narrowed by the service) are returned, for Spark to apply."""
+        raw = self.options.text("filter")
+        budget = _FILTER_BUDGET - (count_comparisons(raw) if raw else 0)
+        for spark_filter in filters:
+            found = service_filter(spark_filter, self.spark_types, self.edm_types)
+            if found is None:
+                yield spark_filter
+                continue
+            node, exact = found
+            cost = count_comparisons(node)
+            if cost > budget:
+                yield spark_filter
+                continue
+            budget -= cost
+            self.pushed.append(node.render())
+            if not exact:
+                yield spark_filter
 
 
 def _conflict(batch: Any, name: str, message: str) -> SchemaConflictError:

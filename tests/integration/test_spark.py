@@ -189,7 +189,7 @@ def test_pushed_filters_keep_what_spark_keeps_after_a_full_read(spark: SparkSess
     def rows(base: DataFrame | None) -> dict[int, list[str]]:
         # Spark (4.1 to 4.3) keeps one pushed-filter plan per loaded frame: each branch loads its own.
         parts = [
-            (base if base is not None else load(spark, target, source, numPartitions="3"))
+            (base if base is not None else load(spark, target, source, numPartitions="3", pushFilters="true"))
             .filter(condition).select(F.lit(index).alias("i"), "RowKey")
             for index, condition in enumerate(CONDITIONS)
         ]
@@ -210,9 +210,18 @@ def test_pushed_filters_keep_what_spark_keeps_after_a_full_read(spark: SparkSess
 def test_pushed_filters_leave_spark_only_the_rest(spark: SparkSession, devstore: DevStore) -> None:
     with client_of(devstore.connection_string) as client:
         table = new_table(client, source_entities()[:24])
-    frame = load(spark, devstore.connection_string, table)
+    frame = load(spark, devstore.connection_string, table, pushFilters="true")
     plan = frame.filter("N > 3 AND Name LIKE 'n1%' AND Name LIKE '%2'")._jdf.queryExecution().optimizedPlan().toString()
     assert "EndsWith" in plan and "StartsWith" not in plan and "> 3" not in plan
+
+
+def test_without_push_filters_a_loaded_frame_serves_every_query(spark: SparkSession, devstore: DevStore) -> None:
+    with client_of(devstore.connection_string) as client:
+        table = new_table(client, source_entities()[:48])
+    frame = load(spark, devstore.connection_string, table)
+    assert frame.filter("N > 40").count() == 7
+    assert frame.count() == 48  # Spark reuses a frame's read plan: it must hold no filter of an earlier query
+    assert "> 40" in frame.filter("N > 40")._jdf.queryExecution().optimizedPlan().toString()
 
 
 def test_a_write_names_the_keys_it_did_not_write(spark: SparkSession, devstore: DevStore) -> None:

@@ -73,11 +73,14 @@ def test_filters_the_service_cannot_answer_stay_with_spark(spark_filter: Any) ->
 
 
 def test_the_pushed_filters_stay_within_the_services_15_comparisons() -> None:
-    options = {"connectionString": "UseDevelopmentStorage=true", "table": "Things", "filter": "N ge 0 and N lt 100"}
+    options = {"connectionString": "UseDevelopmentStorage=true", "table": "Things", "filter": "N ge 0 and N lt 100",
+               "pushFilters": "true"}
     source = AzureTablesDataSource(options)
     reader = source.reader(StructType.fromJson({"type": "struct", "fields": [
         {"name": name, "type": kind, "nullable": True, "metadata": {}} for name, kind in
         (("PartitionKey", "string"), ("RowKey", "string"), ("N", "integer"))]}))
+    plain = AzureTablesDataSource({**options, "pushFilters": "false"}).reader(reader.schema)
+    assert type(plain).pushFilters is sds.DataSourceReader.pushFilters  # Spark then keeps every filter
     filters = [sds.EqualTo(("N",), n) for n in range(20)]
     kept = list(reader.pushFilters(filters))
     assert len(reader.pushed) == 15 - 2 - 2  # two for a range's PartitionKey bounds, two in the filter option
