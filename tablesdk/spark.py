@@ -225,7 +225,7 @@ class AzureTablesDataSource(sds.DataSource):
         """The schema of a sample page (``sampleSize`` entities, the first page with rows of three)."""
         options = _Options(self.options)
         with options.client() as client:
-            query = _base_query(client, options, ())
+            query = _base_query(client, options, _columns(options))
             sampled = _sample_schema(query.page_size(options.integer("sampleSize", 1000)))
         fields = []
         for arrow_field in sampled:
@@ -258,6 +258,12 @@ def _base_query(client: CloudTableClient, options: _Options, select: Sequence[st
     if select:
         query = query.select(*select)
     return query
+
+
+def _columns(options: _Options) -> tuple[str, ...]:
+    """The ``columns`` option: the properties to ask for (``$select``; the keys always come)."""
+    text = options.text("columns") or ""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def _sample_schema(query: TableQuery[DynamicEntity]) -> Any:
@@ -301,11 +307,8 @@ class _Reader(sds.DataSourceReader):
             raise TableValidationError(unknown[0], "edmTypes names a column the schema does not have")
         #: A sampled schema reads every property and refuses one it lacks; a given one asks for its columns.
         self.sampled = bool(sampled)
-        columns = options.text("columns")
-        self.select: tuple[str, ...] = ()
-        if columns:
-            self.select = tuple(name.strip() for name in columns.split(",") if name.strip())
-        elif not self.sampled:
+        self.select = _columns(options)
+        if not self.select and not self.sampled:
             self.select = tuple(name for name in self.spark_types)
         self.edm_types = {
             **{name: _EDM_OF_SPARK[kind] for name, kind in self.spark_types.items() if not self.sampled},

@@ -148,6 +148,9 @@ def test_the_number_of_partitions_is_the_ranges(spark: SparkSession, devstore: D
     assert frame.rdd.getNumPartitions() >= 2
     frame = load(spark, devstore.connection_string, table, boundaries='["k05", "k10"]')
     assert frame.rdd.getNumPartitions() == 3
+    narrow = load(spark, devstore.connection_string, table, columns="N, Timestamp")
+    assert narrow.columns == ["PartitionKey", "RowKey", "Timestamp", "N"]
+    assert sorted(row.N for row in narrow.collect()) == list(range(48))
 
 
 #: Conditions Spark pushes to the source (or keeps), each compared with Spark filtering a full read.
