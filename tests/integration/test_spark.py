@@ -309,6 +309,7 @@ def test_the_account_key_is_in_no_plan_and_no_log(spark: SparkSession, devstore:
     texts = [shown, execution.toString(), execution.logical().toString(), execution.executedPlan().toString(),
              spark_log.read_text(encoding="utf-8")]
     assert "azuretables" in shown and "N#" in shown
+    assert " INFO " in texts[-1] and "azuretables" in texts[-1]  # the log captured the queries
     for text in texts:
         assert DEVSTORE_KEY not in text
         assert DEVSTORE_KEY[:20] not in text

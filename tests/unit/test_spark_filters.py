@@ -81,7 +81,7 @@ def test_the_pushed_filters_stay_within_the_services_15_comparisons() -> None:
         (("PartitionKey", "string"), ("RowKey", "string"), ("N", "integer"))]}))
     plain = AzureTablesDataSource({**options, "pushFilters": "false"}).reader(reader.schema)
     assert type(plain).pushFilters is sds.DataSourceReader.pushFilters  # Spark then keeps every filter
-    filters = [sds.EqualTo(("N",), n) for n in range(20)]
+    filters: list[sds.Filter] = [sds.EqualTo(("N",), n) for n in range(20)]
     kept = list(reader.pushFilters(filters))
     assert len(reader.pushed) == 15 - 2 - 2  # two for a range's PartitionKey bounds, two in the filter option
     assert kept == filters[len(reader.pushed):]
