@@ -79,7 +79,9 @@ _FILTER_BUDGET = 15 - 2
 #: agree for any value compared with the literal.
 _ORDER_SAFE_BELOW = 0xE000
 _PREFIX_SAFE_BELOW = 0xD7FF
-_MICROSECOND = timedelta(microseconds=1)
+#: How far ``<=`` and ``=`` on a DateTime reach past their literal: a millisecond, which Azurite
+#: (comparing in milliseconds) answers too; Spark checks those filters again.
+_WIDENED = timedelta(milliseconds=1)
 _SPARK_TYPES: dict[EdmType, type[DataType]] = {
     EdmType.STRING: StringType, EdmType.GUID: StringType, EdmType.INT32: IntegerType, EdmType.INT64: LongType,
     EdmType.DOUBLE: DoubleType, EdmType.BOOLEAN: BooleanType, EdmType.DATETIME: TimestampType, EdmType.BINARY: BinaryType,
@@ -461,10 +463,11 @@ def service_filter(
     service cannot answer it as Spark would (Spark keeps it).
 
     Exact: comparisons and ``IN`` on String (a literal below U+E000, where Spark's code-point order and
-    the service's UTF-16 order agree), Int32, Int64, DateTime read as timestamps (ranges of the
-    microsecond Spark sees), ``=``/``<``/``<=`` on Double (Spark sorts NaN above every number),
-    ``=`` on Boolean, and ``startswith`` (a key range). A Guid ``=``, and a ``NOT`` of ``=``, ``IN`` or
-    ``startswith`` are sent and kept by Spark too. ``IS NULL``, ``endswith``, ``contains``, Binary
+    the service's UTF-16 order agree), Int32, Int64, ``>=`` and ``<`` on DateTime read as timestamps,
+    ``=``/``<``/``<=`` on Double (Spark sorts NaN above every number), ``=`` on Boolean, and
+    ``startswith`` (a key range). Sent and kept by Spark too: a Guid ``=``; ``>``, ``<=``, ``=`` on
+    DateTime (sent as ``ge``, and ``lt`` a millisecond on: Spark sees each value floored to its
+    microsecond, Azurite compares milliseconds); a ``NOT`` of ``=``, ``IN`` or ``startswith``. ``IS NULL``, ``endswith``, ``contains``, Binary
     and a DateTime read as text stay with Spark.
     """
     if isinstance(spark_filter, sds.Not):
@@ -517,7 +520,7 @@ def _equal(ref: Any, edm: EdmType, value: Any) -> tuple[Filter, bool] | None:
         return None
     if edm is EdmType.DATETIME:
         instant = _instant(value)
-        return None if instant is None else ((ref >= instant) & (ref < instant + _MICROSECOND), True)
+        return None if instant is None else ((ref >= instant) & (ref < instant + _WIDENED), False)
     if edm is EdmType.DOUBLE and (not isinstance(value, (int, float)) or not math.isfinite(value)):
         return None
     if edm is EdmType.GUID:
@@ -545,10 +548,11 @@ def _order(ref: Any, edm: EdmType, spark_filter: Any) -> tuple[Filter, bool] | N
         instant = _instant(value)
         if instant is None:
             return None
-        # Spark sees each value floored to its microsecond: compare with whole microseconds.
+        # Spark sees each value floored to its microsecond (x > t there is x >= t + 1 us on the service),
+        # and some targets compare DateTimes in milliseconds: > and <= are sent widened, and checked again.
         if greater:
-            return (ref >= (instant + _MICROSECOND if strict else instant)), True
-        return (ref < (instant if strict else instant + _MICROSECOND)), True
+            return (ref >= instant), not strict
+        return (ref < instant if strict else ref < instant + _WIDENED), strict
     if greater:
         return (ref > value if strict else ref >= value), True
     return (ref < value if strict else ref <= value), True

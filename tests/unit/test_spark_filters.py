@@ -36,11 +36,14 @@ def sent(spark_filter: Any) -> tuple[str, bool] | None:
     (sds.In(("N",), (1, None, 3)), ("N eq 1 or N eq 3", True)),
     (sds.StringStartsWith(("Name",), "ab"), ("(Name ge 'ab' and Name lt 'ac')", True)),
     (sds.EqualTo(("Ok",), True), ("Ok eq true", True)),
-    # Spark floors each DateTime to its microsecond: the service compares whole microseconds.
-    (sds.GreaterThan(("When",), NOON), ("When ge datetime'2026-01-01T12:00:00.0000010Z'", True)),
-    (sds.LessThanOrEqual(("When",), NOON), ("When lt datetime'2026-01-01T12:00:00.0000010Z'", True)),
+    (sds.GreaterThanOrEqual(("When",), NOON), ("When ge datetime'2026-01-01T12:00:00.0000000Z'", True)),
+    (sds.LessThan(("When",), NOON), ("When lt datetime'2026-01-01T12:00:00.0000000Z'", True)),
+    # Sent and checked by Spark again.
+    # Spark floors each DateTime to its microsecond, Azurite compares milliseconds: widened.
+    (sds.GreaterThan(("When",), NOON), ("When ge datetime'2026-01-01T12:00:00.0000000Z'", False)),
+    (sds.LessThanOrEqual(("When",), NOON), ("When lt datetime'2026-01-01T12:00:00.0010000Z'", False)),
     (sds.EqualTo(("When",), NOON),
-     ("When ge datetime'2026-01-01T12:00:00.0000000Z' and When lt datetime'2026-01-01T12:00:00.0000010Z'", True)),
+     ("When ge datetime'2026-01-01T12:00:00.0000000Z' and When lt datetime'2026-01-01T12:00:00.0010000Z'", False)),
     # Sent and checked by Spark again.
     (sds.Not(sds.EqualTo(("N",), 5)), ("not (N eq 5)", False)),
     (sds.EqualTo(("Id",), "00000000-0000-0000-0000-00000000000c"),
