@@ -141,12 +141,13 @@ def warm_up(conn: str | None) -> dict[str, Any]:
     import pyarrow.compute  # noqa: F401
 
     import tablesdk.dask
+    from tablesdk import _engines
 
     if conn is not None:
-        spec = tablesdk.dask._RangeSpec(  # the first two PartitionKeys: 200 entities
+        spec = _engines.RangeSpec(  # the first two PartitionKeys: 200 entities
             tablesdk.dask.ConnectionSecret(conn), "json", TABLE, None, None, "p00000", "p00002", None, True)
         with spec.connection.client() as client:
-            schema = tablesdk.dask._with_keys(client.create_query(TABLE).take(1).to_arrow().schema)
+            schema = _engines.with_keys(client.create_query(TABLE).take(1).to_arrow().schema)
         tablesdk.dask._read_range(dataclasses.replace(spec, schema=schema))
     gc.collect()
     return {"backend": pa.default_memory_pool().backend_name, **_probe_now(full=True)}

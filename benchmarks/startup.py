@@ -1,14 +1,14 @@
-"""Start-up cost: ``import tablesdk`` over a bare interpreter, and ``tablesdk --help``.
+"""Start-up cost: ``import tablesdk`` and ``import tablesdk.aio`` over a bare interpreter, and ``tablesdk --help``.
 
     python benchmarks/startup.py [--runs 20]
     python benchmarks/startup.py --callgrind      # instructions instead (valgrind): repeatable under load
 
 Each run starts a fresh interpreter (the same one that runs this script, with
-this checkout first on ``PYTHONPATH``); the three commands take turns
+this checkout first on ``PYTHONPATH``); the commands take turns
 (interleaved) so that the load of a shared machine falls on all of them alike.
 Reported per command: the median wall-clock time and the median CPU time
-(user + system of the child, which a loaded machine inflates less), and for
-``import tablesdk`` both over the bare interpreter's. Bytecode is written once
+(user + system of the child, which a loaded machine inflates less), each
+also over the bare interpreter's. Bytecode is written once
 before measuring, as an installed package has it.
 """
 
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
     "bare interpreter": [sys.executable, "-c", "pass"],
     "import tablesdk": [sys.executable, "-c", "import tablesdk"],
+    "import tablesdk.aio": [sys.executable, "-c", "import tablesdk.aio"],
     "tablesdk --help": [sys.executable, "-m", "tablesdk", "--help"],
 }
 

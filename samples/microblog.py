@@ -107,11 +107,9 @@ def run(client: CloudTableClient, table: str) -> None:
     print("6. delete a blog")
     ctx = client.get_table_service_context()
     doomed = ctx.get(table, "Channel9", "Oct-30", Blog)
-    assert doomed is not None
     ctx.delete_object(doomed)
     ctx.save_changes()
-    ctx.ignore_resource_not_found = True
-    check(ctx.get(table, "Channel9", "Oct-30", Blog) is None, "the blog is gone")
+    check(ctx.get_or_none(table, "Channel9", "Oct-30", Blog) is None, "the blog is gone")
 
     print("7. insert, update and delete several blogs in one entity group transaction")
     ctx = client.get_table_service_context()

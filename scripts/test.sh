@@ -3,6 +3,9 @@
 #
 #  1. creates/reuses a venv ($TABLESDK_TEST_VENV, default <repo>/.venv) and installs the
 #     package with its dev extras (`pip install -e '.[dev]'`, redone when setup.cfg/pyproject change);
+#  1b. headless Chromium for the explorer's browser tests (tests/devstore/test_explorer_browser.py): when none
+#     is found and CI=true, installs Debian's `chromium` package with apt-get (as root, or through sudo); elsewhere
+#     it only says so, and those tests skip (with CI=true they fail instead of skipping);
 #  2. unless $TABLESDK_AZURITE_URL is set: installs Azurite (scripts/azurite.sh install) and starts
 #     it on a free loopback port (or $AZURITE_TABLE_PORT), stopping it on exit;
 #  3. runs mypy (strict config in setup.cfg) on the package, and mypy --strict on samples/, benchmarks/ and
@@ -41,6 +44,28 @@ trap 'exit 143' TERM
 t0="$(now)"
 source "$ROOT/scripts/venv.sh"
 say "venv ready in $(elapsed "$t0") s ($("$PY" -V))"
+
+# --------------------------------------------------------------------- 1b. Chromium
+find_chromium() { "$PY" -c 'import sys; sys.path.insert(0, "tests"); from chromium import find_chromium; print(find_chromium() or "")'; }
+chromium_path="$(find_chromium)"
+if [[ -z "$chromium_path" ]]; then
+    if [[ "${CI:-}" == true ]]; then
+        t0="$(now)"
+        as_root=()
+        (( EUID == 0 )) || as_root=(sudo)
+        "${as_root[@]}" apt-get update -qq >/dev/null || die "apt-get update failed (Chromium is needed for the browser tests)"
+        DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq chromium >/dev/null \
+            || die "apt-get install chromium failed (the browser tests need it)"
+        chromium_path="$(find_chromium)"
+        [[ -n "$chromium_path" ]] || die "chromium installed but not found on PATH"
+        say "installed Chromium in $(elapsed "$t0") s"
+    else
+        say "no Chromium found (apt-get install chromium, or set TABLESDK_CHROMIUM): the explorer's browser tests will skip"
+    fi
+fi
+if [[ -n "$chromium_path" ]]; then
+    say "browser tests use $chromium_path"
+fi
 
 # --------------------------------------------------------------------- 2. Azurite
 if [[ -n "${TABLESDK_AZURITE_URL:-}" ]]; then

@@ -9,8 +9,9 @@
 #     installed as the hint says; then the wheel with its `cli` extra, as README.md says;
 #  4. smoke test, run from an empty directory so nothing of the checkout is importable: import the
 #     package (from the venv, with its py.typed and the bundled emulator), `tablesdk --help` and
-#     `--version`, and the MicroBlogging sample (samples/microblog.py, as scripts/run-sample.sh runs
-#     it: against the bundled emulator, started in-process).
+#     `--version`, the explorer page and its files fetched from the bundled emulator (package data), and
+#     the MicroBlogging sample (samples/microblog.py, as scripts/run-sample.sh runs it: against the
+#     bundled emulator, started in-process).
 #
 # Python: the dev venv of scripts/venv.sh ($TABLESDK_TEST_VENV, default <repo>/.venv) runs build and
 # twine (the dev extra has both); PYTHON picks the interpreter of the fresh venv (default python3).
@@ -63,6 +64,7 @@ import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
 wanted = {"tablesdk/py.typed", "tablesdk/cli/__init__.py", "tablesdk/devstore/__init__.py", "tablesdk/aio/__init__.py"}
+wanted |= {f"tablesdk/devstore/explorer/{name}" for name in ("index.html", "app.js", "app.css", "icon.svg")}
 problems = [f"top-level entries {sorted(tops)} (only tablesdk)"] if tops != {"tablesdk"} else []
 problems += [f"{name} missing" for name in sorted(wanted - set(names))]
 for problem in problems:
@@ -101,6 +103,19 @@ venv = sys.argv[1]
 assert tablesdk.__file__.startswith(venv), f"tablesdk imported from {tablesdk.__file__}, not the venv"
 assert importlib.resources.files("tablesdk").joinpath("py.typed").is_file(), "py.typed is not installed"
 print(f"wheel-check.sh: import tablesdk {tablesdk.__version__} from {tablesdk.__file__}")
+EOF
+"$VPY" - <<'EOF' || die "the explorer page is not served from the installed wheel"
+import re, urllib.request
+from tablesdk.devstore import DevStore
+with DevStore(port=0) as store:
+    for path in ("", "_explorer/app.js", "_explorer/app.css", "_explorer/icon.svg"):
+        with urllib.request.urlopen(store.explorer_url + path, timeout=30) as answer:
+            body = answer.read()
+            assert answer.status == 200 and body, path
+            assert "default-src 'self'" in answer.headers["Content-Security-Policy"], path
+            if not path:
+                assert re.search(rb'<meta name="tablesdk-explorer-token" content="[A-Za-z0-9_-]{40,}">', body)
+    print(f"wheel-check.sh: the explorer page and its files are served from the wheel ({store.explorer_url})")
 EOF
 "$WORK/venv/bin/tablesdk" --help >/dev/null || die "tablesdk --help failed"
 version="$("$WORK/venv/bin/tablesdk" --version)" || die "tablesdk --version failed"

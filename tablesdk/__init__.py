@@ -29,7 +29,7 @@ from ._tracking import EntityDescriptor, EntityStates
 from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entity import DynamicEntity, TableEntity, allow_unfilterable_names
-from ._models import AsJson, ByValue, Converter, Flatten, Json, StoredAs
+from ._models import AsJson, ByValue, Chunked, Converter, Flatten, Json, StoredAs
 from ._errors import (
     AuthenticationError,
     BatchError,
@@ -106,6 +106,7 @@ __all__ = [
     "Converter",
     "StoredAs",
     "ByValue",
+    "Chunked",
     "Flatten",
     "Json",
     "AsJson",

@@ -27,19 +27,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
-from ._errors import ContinuationCycleError, SchemaConflictError
+from ._errors import SchemaConflictError
 from ._extras import install_hint
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     from ._arrow_json import JsonColumnsReader
-    from ._query import ContinuationToken, FetchedPage, TableQuery
+    from ._query import FetchedPage, TableQuery
 
 __all__ = [
     "EDM_TYPE_KEY",
@@ -48,12 +47,17 @@ __all__ = [
     "TypeConflict",
     "arrow_schema_edm_types",
     "edm_type_of_field",
+    "batch_decoder",
+    "columns_query",
     "guids_as_uuid",
     "is_uuid_type",
     "iter_query_batches",
     "query_to_arrow",
     "query_to_pandas",
+    "table_to_pandas",
     "pandas_types_mapper",
+    "scan_batches",
+    "table_of_batches",
 ]
 
 #: Field metadata key holding a column's EDM type (``b"Edm.Guid"``...): kept by Parquet files.
@@ -562,50 +566,37 @@ def _short(value: Any) -> str:
 
 # ---------------------------------------------------------------- the scan
 
-def _scan(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
-    """The record batches of ``query``'s pages, following continuation tokens; with read-ahead the
-    next page's request is in flight while this one is converted (as entity iteration does)."""
-    source = query.source
-    fetch: Callable[..., FetchedPage] | None = getattr(source, "fetch_query_segment", None)
+def _page_decoder(source: Any) -> Callable[[FetchedPage], EntityPage]:
+    """The decode stage of ``source``'s pages (a client's, sync or async): TypeError for a source
+    that makes entities, not pages."""
     decode: Callable[[FetchedPage], EntityPage] | None = getattr(source, "_decode_page", None)
-    if fetch is None or decode is None:
+    if decode is None or getattr(source, "fetch_query_segment", None) is None:
         raise TypeError(
             "Arrow columns need a query from CloudTableClient.create_query "
             f"({type(source).__name__} makes entities, not pages)"
         )
-    remaining = query.take_count
-    seen: set[ContinuationToken] = set()
-    from concurrent.futures import ThreadPoolExecutor  # not at import: the command line's --help loads this module
+    return decode
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix="tablesdk-arrow") if query.reads_ahead else None
-    ahead: Future[FetchedPage] | None = None
-    try:
-        fetched: FetchedPage | None = fetch(query, None, query.request_top(remaining))
-        while fetched is not None:
-            token = fetched.continuation_token
-            if token is not None and token in seen:
-                raise ContinuationCycleError(
-                    f"the service sent continuation token {token} twice in one query", token=token
-                )
-            if pool is not None and token is not None and remaining is None:
-                ahead = pool.submit(fetch, query, token, query.request_top(None))
-            batch = builder.page_batch(fetched, decode)
-            fetched = None
-            if remaining is not None:
-                if batch.num_rows > remaining:
-                    batch = batch.slice(0, remaining)
-                remaining -= batch.num_rows
-            yield batch
-            if token is None or remaining == 0:
-                return
-            seen.add(token)
-            if ahead is not None:
-                fetched, ahead = ahead.result(), None
-            else:
-                fetched = fetch(query, token, query.request_top(remaining))
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+
+def batch_decoder(builder: BatchBuilder, source: Any) -> Callable[[FetchedPage], Any]:
+    """The decode of a page ``source`` (a client, sync or async) fetched into ``builder``'s next batch."""
+    return partial(builder.page_batch, decode=_page_decoder(source))
+
+
+def scan_batches(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
+    """The record batches of ``query``'s pages, read as its entity pages are
+    (:func:`tablesdk._query.query_pages`, read-ahead included)."""
+    from ._query import query_pages
+
+    for batch, _ in query_pages(query, decode=batch_decoder(builder, query.source)):
+        yield batch
+        del batch
+
+
+def columns_query(query: TableQuery[Any], schema: Any, strict: bool) -> TableQuery[Any]:
+    """The query a scan into columns sends: ``query`` asking only for the schema's properties
+    (unless ``strict``, or it selects some itself)."""
+    return query if strict else _narrowed(query, schema)
 
 
 def _narrowed(query: TableQuery[Any], schema: Any) -> TableQuery[Any]:
@@ -626,7 +617,7 @@ def iter_query_batches(
 ) -> Iterator[Any]:
     """One ``pyarrow.RecordBatch`` per page of ``query`` (see :meth:`TableQuery.iter_arrow_batches`)."""
     builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
-    yield from _scan(_narrowed(query, schema) if not strict else query, builder)
+    return scan_batches(columns_query(query, schema, strict), builder)
 
 
 def query_to_arrow(
@@ -638,9 +629,13 @@ def query_to_arrow(
     strict: bool = False,
 ) -> Any:
     """Every page of ``query`` as one ``pyarrow.Table`` (see :meth:`TableQuery.to_arrow`)."""
-    pa = _pyarrow()
     builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, strict=strict)
-    batches = list(_scan(_narrowed(query, schema) if not strict else query, builder))
+    return table_of_batches(builder, list(scan_batches(columns_query(query, schema, strict), builder)), schema)
+
+
+def table_of_batches(builder: BatchBuilder, batches: list[Any], schema: Any) -> Any:
+    """One ``pyarrow.Table`` of a scan's ``batches`` (made by ``builder``, given ``schema`` or None)."""
+    pa = _pyarrow()
     if not batches or not any(batch.num_rows for batch in batches):
         final = builder.empty_schema() if not builder.columns or schema is not None else builder.output_schema()
         return pa.Table.from_batches([], schema=final)
@@ -713,7 +708,12 @@ def _uuid_array(texts: Any, kind: Any) -> Any:
 def query_to_pandas(query: TableQuery[Any], **options: Any) -> Any:
     """``query_to_arrow(query, **options)`` as a pandas DataFrame (see :meth:`TableQuery.to_pandas`); a Guid
     column is an object column of ``uuid.UUID``, which ``write_pandas`` writes as Guid again."""
-    table = query_to_arrow(query, **options)
+    return table_to_pandas(query_to_arrow(query, **options))
+
+
+def table_to_pandas(table: Any) -> Any:
+    """A table read from the service (as ``query_to_arrow`` makes it) as a pandas DataFrame, with the
+    dtypes of :meth:`TableQuery.to_pandas`: the one conversion of both flavours' ``to_pandas``."""
     frame = table.to_pandas(types_mapper=pandas_types_mapper())
     for field in table.schema:
         if (field.metadata or {}).get(EDM_TYPE_KEY) == b"Edm.Guid" and _pyarrow().types.is_string(field.type):

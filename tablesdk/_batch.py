@@ -381,7 +381,7 @@ def _general_batch_request(
         part = _part(request, base, shared, content_type, number)
         running += len(part) + _DELIMITER_BYTES
         if running > MAX_BATCH_BYTES:
-            raise _over_limit(number, len(operations), running)
+            raise _over_limit(number, len(operations), running, op)
         parts.append(part)
     return _assemble(parts, changeset=True)
 
@@ -446,17 +446,36 @@ def _insert_bodies(operations: Sequence[BatchOperation], fmt: PayloadFormat, fra
         body = op.body if op.body is not None else fmt.serialize_entity(typing.cast(EntityPayload, op.payload))
         running += framing + len(_CONTENT_IDS[number - 1]) + len(body)
         if running > MAX_BATCH_BYTES:
-            raise _over_limit(number, len(operations), running)
+            raise _over_limit(number, len(operations), running, op)
         bodies.append(body)
     return bodies
 
 
-def _over_limit(number: int, count: int, running: int) -> TableValidationError:
+def _over_limit(number: int, count: int, running: int, op: BatchOperation | None = None) -> TableValidationError:
+    """The error of a batch body over 4 MiB, naming the operation that crosses the limit and its
+    largest property (the one to move to a batch of its own, or to shorten)."""
+    blame = ""
+    values = op.payload.values if op is not None and op.payload is not None else {}
+    sizes = {name: _rough_size(value) for name, value in values.items() if name not in ("PartitionKey", "RowKey")}
+    if op is not None:
+        blame = f"; operation {number} (RowKey {op.row_key!r}) crosses it"
+        if sizes:
+            largest = max(sizes, key=sizes.__getitem__)
+            blame += f", its largest property is {largest} (about {sizes[largest]} bytes)"
     return TableValidationError(
         "batch",
         f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)",
-        f"the first {number} of {count} operations already take over {running} bytes",
+        f"the first {number} of {count} operations already take over {running} bytes{blame}",
     )
+
+
+def _rough_size(value: object) -> int:
+    """About the bytes a value takes in a body (its text's UTF-16 bytes, a binary's bytes)."""
+    if isinstance(value, str):
+        return 2 * len(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    return 8
 
 
 def _plain_inserts(operations: Sequence[BatchOperation], first: BatchOperation, count: int) -> bool:

@@ -40,9 +40,7 @@ is always called on the calling thread (on the loop for the asyncio driver).
 from __future__ import annotations
 
 import contextvars
-import sys
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, replace
 from functools import partial
@@ -53,7 +51,9 @@ from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk_plan import BatchSizer, BulkItem, Step, plan_inserts
 from ._entity import validate_table_name
 from ._entity_access import set_entity_etag
-from ._errors import BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int
+from ._errors import (
+    BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int, warn_the_caller,
+)
 from ._formats import PayloadFormat
 from ._http import workers_within_pool
 from ._options import TableRequestOptions, check_options, resolve_retry_policy
@@ -251,7 +251,7 @@ class BulkOptions:
         """The parameters of a face of the asyncio flavour (``max_concurrency``; ``max_workers``,
         the old spelling of some async faces, still works with a :class:`DeprecationWarning`)."""
         if max_workers is not None:
-            _warn_the_caller("max_workers is deprecated on the asyncio client: use max_concurrency", DeprecationWarning)
+            warn_the_caller("max_workers is deprecated on the asyncio client: use max_concurrency", DeprecationWarning)
             max_concurrency = max_workers
         return cls(require_positive_int("max_concurrency", max_concurrency), progress, retry_policy, options)
 
@@ -264,14 +264,6 @@ class BulkOptions:
         if self.retry_policy is None:
             return self.options
         return replace(self.options or TableRequestOptions(), retry_policy=self.retry_policy)
-
-
-def _warn_the_caller(message: str, category: type[Warning]) -> None:
-    """Warn, naming the first frame outside tablesdk (faces and tracing wrappers vary the depth)."""
-    frame, level = sys._getframe(1), 2
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tablesdk."):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type checker needs it

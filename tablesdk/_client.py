@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._operations import (
@@ -37,11 +38,13 @@ from ._edm import EdmType, EntityPayload
 from ._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._filter import FilterLike
 from ._options import TableRequestOptions, check_options
-from ._pager import Pager
+from ._page_stream import segment_results, stream_pages
+from ._pager import PageRequest, Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from ._retry import ExponentialRetry, RetryPolicy
+from ._retry import RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
-from ._transport import DEFAULT_TIMEOUT, HttpResponse, OperationContext, Timeout, Transport, user_agent_header
+from ._settings import DEFAULT_TIMEOUT, client_settings
+from ._transport import HttpResponse, OperationContext, Timeout, Transport
 
 from ._tracing import trace_public_methods
 if TYPE_CHECKING:
@@ -117,18 +120,16 @@ class CloudTableClient(ClientCore):
         user_agent: str | None = None,
     ) -> None:
         super().__init__(
-            account, payload_format=payload_format, api_version=api_version,
-            operation_deadline=operation_deadline, json_metadata=json_metadata, echo_content=echo_content,
-            location_mode=location_mode,
+            account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
+            echo_content=echo_content, settings=client_settings(
+                retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
+                operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
+            ),
         )
         self._transport = Transport(
             account.credential,
-            retry_policy=retry_policy if retry_policy is not None else ExponentialRetry(),
             error_parser=error_from_response,
             pool_size=pool_size,
-            timeout=timeout,
-            server_timeout=server_timeout,
-            user_agent=user_agent_header(user_agent),
             trust_env=trust_env,
             sender=sender,
             max_response_bytes=max_response_bytes,
@@ -137,15 +138,6 @@ class CloudTableClient(ClientCore):
         self._executor_lock = threading.Lock()
 
     # ------------------------------------------------------------ properties
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """The default retry policy of every operation of this client."""
-        return self._transport.retry_policy
-
-    @retry_policy.setter
-    def retry_policy(self, policy: RetryPolicy) -> None:
-        self._transport.retry_policy = policy
 
     @property
     def transport(self) -> Transport:
@@ -165,17 +157,18 @@ class CloudTableClient(ClientCore):
         return run_flow(flow, self._send_call, check_options(options))
 
     def _send_call(self, call: Call) -> HttpResponse:
-        url, headers, locations = self._http_parts(call)
+        settings = self._settings_for(call)
+        url, headers, locations = self._http_parts(call, settings)
         return self._transport.send(
             call.method,
             url,
+            settings=settings,
             headers=headers,
             body=call.body,
             operation_context=call.operation_context,
             locations=locations,
             check=call.check,
             read_only=call.read_only,
-            **self._send_options(call),
         )
 
     def _send(
@@ -224,7 +217,9 @@ class CloudTableClient(ClientCore):
     def __enter__(self) -> CloudTableClient:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     # ------------------------------------------------------------ tables
@@ -290,18 +285,14 @@ class CloudTableClient(ClientCore):
         both may be given and must both hold. ``page_size`` is the ``$top`` of
         each request.
         """
-        token: ContinuationToken | None = None
-        pager = Pager(listing=True)
-        while True:
-            segment = self.list_tables_segmented(
-                token, prefix=prefix, filter=filter, max_results=page_size,
+        def fetch(request: PageRequest) -> ResultSegment[str]:
+            return self.list_tables_segmented(
+                request.token, prefix=prefix, filter=filter, max_results=page_size,
                 operation_context=operation_context, options=options
             )
-            yield from segment.results
-            token = segment.continuation_token
-            if token is None:
-                return
-            pager.follow(token)
+
+        for names, _ in stream_pages(Pager(listing=True), fetch, segment_results):
+            yield from names
 
     def list_tables_segmented(
         self,

@@ -32,7 +32,7 @@ from ._options import TableRequestOptions, resolve_retry_policy
 from ._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions
-from ._tracking_context import TrackingContext
+from ._tracking_context import TrackingContext, warn_get_gave_none
 from ._transport import OperationContext
 
 from ._tracing import trace_public_methods
@@ -161,13 +161,13 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
     @overload
     def get(
         self, table: str, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
-    ) -> DynamicEntity | None: ...
+    ) -> DynamicEntity: ...
 
     @overload
     def get(
         self, table: str, partition_key: str, row_key: str, entity_type: type[E],
         *, request_options: TableRequestOptions | None = None,
-    ) -> E | None: ...
+    ) -> E: ...
 
     def get(
         self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
@@ -175,14 +175,45 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
     ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
-        Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not
-        exist, unless :attr:`ignore_resource_not_found` is set (then None).
+        Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not exist;
+        :meth:`get_or_none` returns None instead. (With :attr:`ignore_resource_not_found`
+        set it still returns None, with a ``DeprecationWarning``: that form will raise.)
         """
+        found = self._get(table, partition_key, row_key, entity_type, request_options, False)
+        if found is None:
+            warn_get_gave_none("TableServiceContext")
+        return found
+
+    @overload
+    def get_or_none(
+        self, table: str, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
+
+    @overload
+    def get_or_none(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
+
+    def get_or_none(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
+    ) -> Any:
+        """Point lookup of one entity (tracked per :attr:`merge_option`), or None when it does not
+        exist. A missing table raises :class:`~tablesdk._errors.ResourceNotFoundError` (unless
+        :attr:`ignore_resource_not_found` is set)."""
+        return self._get(table, partition_key, row_key, entity_type, request_options, True)
+
+    def _get(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any],
+        request_options: TableRequestOptions | None, or_none: bool,
+    ) -> Any:
         query = self.create_query(table, entity_type).where(
             (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
         ).with_options(request_options)
-        results = self.execute_query_segment(query, None, None).results
-        return results[0] if results else None
+        described: TableQuery[Any] = query
+        with self._exclusive("a query"):
+            return self.client._run(self._f_get(self.client, described, or_none), described.request_options)
 
     def begin_execute(self, query: TableQuery[E]) -> Future[list[E]]:
         """Run ``query`` to completion on the client's executor; returns a Future of the list."""

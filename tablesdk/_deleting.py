@@ -2,7 +2,7 @@
 
 Both scan the table with a key-only projection (``$select=RowKey``; the client adds
 the other keys and Timestamp, and each entity's ETag comes with it), one page at a
-time, following continuation tokens with a :class:`~tablesdk._pager.Pager`.
+time, following continuation tokens through the query's page stream.
 
 ``delete_entities`` is a bulk call (:mod:`tablesdk._bulk`): each page's entities become
 delete batches of one partition (:func:`plan_deletes`), written by
@@ -17,6 +17,7 @@ deleted. Every scanned entity gets an :class:`~tablesdk._bulk.EntityOutcome`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ._batch import MAX_BATCH_OPERATIONS
@@ -27,14 +28,17 @@ from ._entity import DynamicEntity, entity_from_payload, validate_table_name
 from ._errors import TableValidationError
 from ._filter import FilterLike
 from ._options import TableRequestOptions
-from ._pager import Pager
-from ._query import TableQuery
+from ._query import FetchedPage, TableQuery, query_pages
 
 if TYPE_CHECKING:
     from ._bulk import BulkTarget
     from ._client import CloudTableClient
+    from ._operations import ClientCore
 
-__all__ = ["count_entities", "delete_call", "delete_entities", "key_query", "page_deletes", "plan_deletes", "scan_pages"]
+__all__ = [
+    "count_entities", "delete_call", "delete_entities", "key_query", "page_deletes", "page_payloads", "plan_deletes",
+    "scan_pages",
+]
 
 
 def key_query(
@@ -47,16 +51,16 @@ def key_query(
 
 
 def scan_pages(client: CloudTableClient, query: TableQuery[Any]) -> Iterator[list[EntityPayload]]:
-    """Every page of ``query`` as payloads, following continuation (a token seen twice is a cycle)."""
-    pager = Pager(query.take_count, query.request_top)
-    request = pager.first()
-    while True:
-        payloads, token = client.query_page_payloads(query, request.token, request.top, ignore_missing_entity=True)
-        yield pager.trim(payloads)
-        following = pager.next(token)
-        if following is None:
-            return
-        request = following
+    """Every page of ``query`` as payloads, following continuation (a token seen twice is a cycle),
+    read as the query's entities are (:func:`~tablesdk._query.query_pages`)."""
+    for payloads, _ in query_pages(query, decode=partial(page_payloads, client)):
+        yield payloads
+        del payloads
+
+
+def page_payloads(client: ClientCore, fetched: FetchedPage) -> list[EntityPayload]:
+    """The payloads of a page ``client`` (sync or async) fetched."""
+    return client._decode_page(fetched).payloads()
 
 
 def count_entities(

@@ -59,6 +59,9 @@ from ._entity_classes import (  # noqa: F401 - the front of the entities layer
     validate_key as validate_key,
     validate_property_name as validate_property_name,
     validate_table_name as validate_table_name,
+    owner_of_part as owner_of_part,
+    refuse_chunked_filter as refuse_chunked_filter,
+    with_chunked_parts as with_chunked_parts,
 )
 from ._entity_write import (  # noqa: F401 - the front of the entities layer
     EntityResolver as EntityResolver,
@@ -99,6 +102,7 @@ from ._entity_read import (  # noqa: F401 - the front of the entities layer
     _type_untyped_values as _type_untyped_values,
     entity_from_payload as entity_from_payload,
     entity_reader as entity_reader,
+    page_reader as page_reader,
     read_page as read_page,
 )
 
@@ -115,6 +119,7 @@ __all__ = [
     "entity_to_payload",
     "entity_from_payload",
     "read_page",
+    "page_reader",
     "ResolvedType",
     "EntityResolver",
     "PropertyResolver",

@@ -14,7 +14,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ._edm import EdmType, EntityPayload, EntityProperty
-from ._entity import DynamicEntity, TableEntity, _attributes, _mapping_parts, _not_an_entity
+from ._entity import DynamicEntity, TableEntity, _attributes, _mapping_parts, _not_an_entity, owner_of_part
 from ._models import ModelAdapter, adapter_for
 
 __all__ = [
@@ -73,7 +73,7 @@ def set_entity_etag(entity: object, etag: str | None) -> None:
 def declared_names(entity: object) -> Mapping[str, Any]:
     """The stored names of the properties ``entity``'s class declares (a type is known for each)."""
     if isinstance(entity, TableEntity):
-        return entity.__declared__
+        return {**entity.__declared__, **entity.__parts__} if entity.__parts__ else entity.__declared__
     if isinstance(entity, (DynamicEntity, Mapping)):
         return {}
     adapter = adapter_for(type(entity))
@@ -170,7 +170,9 @@ def take_property(target: Any, fresh: Any, name: str, server: EntityPayload) -> 
     if isinstance(target, DynamicEntity):
         value = server.values[name]
         target[name] = EntityProperty(value, server.types[name]) if value is not None else None
-    elif name in target.__declared__:
+        return
+    name = owner_of_part(type(target), name)  # a part of a Chunked property or a nested object: all of it
+    if name in target.__declared__:
         assert isinstance(fresh, TableEntity)
         attribute = target.__renamed__.get(name, name)
         target.__dict__[attribute] = getattr(fresh, attribute)
@@ -192,7 +194,9 @@ def drop_property(target: Any, name: str) -> None:
         return
     if isinstance(target, DynamicEntity):
         del target[name]
-    elif name in target.__declared__:
+        return
+    name = owner_of_part(type(target), name)
+    if name in target.__declared__:
         target.__dict__[target.__renamed__.get(name, name)] = None
     else:
         target.extra_properties.pop(name, None)

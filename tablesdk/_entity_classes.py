@@ -26,10 +26,10 @@ from ._edm import (
 from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
-from ._filter import PropertyRef
+from ._filter import Filter, PropertyRef, filter_property_names
 from ._filter_text import filter_name_problem
-from ._model_values import value_to_wire
-from ._models import Converter, field_plan
+from ._model_values import dynamic_to_wire, value_to_wire
+from ._models import ChunkPlan, Converter, NestedPlan, adapter_for, chunk_plan, field_plan, nested_kind
 
 
 
@@ -277,6 +277,32 @@ class DeclaredProperty(PropertyRef):
         return f"DeclaredProperty({self.name!r}, {self.edm_type})"
 
 
+class ChunkedProperty(DeclaredProperty):
+    """A ``Chunked`` declared property: its value is stored across several properties, so a
+    ``$filter`` cannot compare it (each comparison raises :class:`TableValidationError` naming it)."""
+
+    __slots__ = ()
+
+    def _compare(self, op: str, other: Any) -> Any:
+        raise TableValidationError(
+            self.attribute, "a Chunked property is stored in parts, so no $filter can compare it",
+            f"parts {self.name!r}, {self.name + '_1'!r}, ...; filter on another property",
+        )
+
+
+class NestedProperty(DeclaredProperty):
+    """A declared property holding a nested object: it is stored as one property per leaf, so a
+    ``$filter`` compares a leaf (``prop("Address_City")``), never the object."""
+
+    __slots__ = ()
+
+    def _compare(self, op: str, other: Any) -> Any:
+        raise TableValidationError(
+            self.attribute, "a nested object is stored as one property per field, so no $filter can compare it",
+            f"compare one of them, e.g. prop({self.name + '_...'!r})",
+        )
+
+
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
 elif typing.TYPE_CHECKING:
@@ -328,6 +354,13 @@ class TableEntity(_TypedConstructor):
     __renamed__: ClassVar[dict[str, str]] = {}
     #: The conversion of each declared property of a type beyond the EDM types, by stored name.
     __converters__: ClassVar[dict[str, Converter[Any]]] = {}
+    #: The split of each ``Chunked`` declared property, by stored name.
+    __chunked__: ClassVar[dict[str, ChunkPlan]] = {}
+    #: The flattening of each declared property holding a nested object, by stored name.
+    __nested__: ClassVar[dict[str, NestedPlan]] = {}
+    #: The declared property (stored name) each further stored property belongs to: a Chunked one's
+    #: parts, a nested object's leaves and presence markers.
+    __parts__: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -353,6 +386,8 @@ class TableEntity(_TypedConstructor):
         declared = dict(getattr(cls, "__declared__", {}))
         renamed = dict(getattr(cls, "__renamed__", {}))
         converters = dict(getattr(cls, "__converters__", {}))
+        chunked = dict(getattr(cls, "__chunked__", {}))
+        nested = dict(getattr(cls, "__nested__", {}))
         for name, hint in hints.items():
             if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"):
                 if typing.get_origin(hint) is typing.Annotated:
@@ -360,8 +395,14 @@ class TableEntity(_TypedConstructor):
                 continue
             if typing.get_origin(hint) is ClassVar or name.startswith("_"):
                 continue
-            edm_type, stored, converter = field_plan(cls.__name__, name, hint)
-            validate_property_name(stored)
+            flattened = NestedPlan(cls, name, hint) if nested_kind(hint) is not None else None
+            if flattened is not None:  # stored as its leaves; the name itself holds its presence marker
+                edm_type, stored, converter = EdmType.BOOLEAN, flattened.stored, None
+            else:
+                edm_type, stored, converter = field_plan(cls.__name__, name, hint)
+            chunk = chunk_plan(cls.__name__, name, stored, hint, edm_type) if flattened is None else None
+            for part in chunk.names if chunk else (stored,):
+                validate_property_name(part)
             current = cls.__dict__.get(name)
             default = current.default if isinstance(current, DeclaredProperty) else current
             inherited = inspect.getattr_static(cls, name, None)
@@ -369,7 +410,17 @@ class TableEntity(_TypedConstructor):
                 declared.pop(inherited.name, None)  # redeclared under another stored name
                 renamed.pop(inherited.name, None)
                 converters.pop(inherited.name, None)
-            if name in cls.__dict__ or stored not in declared or stored != name:
+            chunked.pop(stored, None)
+            nested.pop(stored, None)
+            if chunk is not None:
+                chunked[stored] = chunk
+                setattr(cls, name, ChunkedProperty(stored, edm_type, default, name))
+            elif flattened is not None:
+                nested[stored] = flattened
+                setattr(cls, name, NestedProperty(stored, edm_type, default, name))
+            elif name in cls.__dict__ or stored not in declared or stored != name or isinstance(
+                inherited, (ChunkedProperty, NestedProperty)
+            ):
                 setattr(cls, name, DeclaredProperty(stored, edm_type, default, name))
             taken = renamed.get(stored, stored)
             if stored in declared and taken != name:
@@ -381,9 +432,25 @@ class TableEntity(_TypedConstructor):
                 converters[stored] = converter
             else:
                 converters.pop(stored, None)
+        parts = {part: stored for stored, plan in chunked.items() for part in plan.names[1:]}
+        for stored, flattened in nested.items():
+            for part in flattened.names:
+                if part in parts:
+                    raise TypeError(f"{cls.__name__}: two properties are stored as {part!r}")
+                parts[part] = stored
+        taken = sorted(set(parts) & set(declared))
+        if taken:
+            owner = parts[taken[0]]
+            raise TypeError(
+                f"{cls.__name__}.{renamed.get(owner, owner)} is stored in part as {taken[0]!r}, "
+                f"which {renamed.get(taken[0], taken[0])} is stored as"
+            )
         cls.__declared__ = declared
         cls.__renamed__ = renamed
         cls.__converters__ = converters
+        cls.__chunked__ = chunked
+        cls.__nested__ = nested
+        cls.__parts__ = parts
 
     def __init__(
         self,
@@ -531,11 +598,12 @@ class DynamicEntity(MutableMapping[str, Any]):
 
     def edm_type(self, name: str) -> EdmType:
         """The EDM type property ``name`` is written as."""
-        return _choose_type(name, self._values[name], self._types.get(name), None)
+        return _choose_type(name, dynamic_to_wire(name, self._values[name]), self._types.get(name), None)
 
     def get_property(self, name: str) -> EntityProperty:
-        """Property ``name`` as an explicitly typed :class:`EntityProperty`."""
-        return EntityProperty(self._values[name], self.edm_type(name))
+        """Property ``name`` as an explicitly typed :class:`EntityProperty`, its value as written
+        (an Enum, Decimal, date or timedelta in its stored form)."""
+        return EntityProperty(dynamic_to_wire(name, self._values[name]), self.edm_type(name))
 
     def __repr__(self) -> str:
         props = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
@@ -548,6 +616,88 @@ class DynamicEntity(MutableMapping[str, Any]):
         return _comparable(self) == _comparable(other)
 
     __hash__ = object.__hash__
+
+
+def joined_parts(
+    entity_type: type[TableEntity], values: dict[str, Any], types: dict[str, EdmType]
+) -> tuple[dict[str, Any], dict[str, EdmType]]:
+    """``values`` and ``types`` read with each Chunked property's parts joined under its first
+    part's name, and each nested object made from its properties under its own (copies: a page's
+    dicts stay as read)."""
+    values, types = dict(values), dict(types)
+    for stored, flattened in entity_type.__nested__.items():
+        values[stored] = flattened.read(values)
+        types[stored] = EdmType.BOOLEAN
+        for name in [n for n in values if n != stored and flattened.owns(n)]:
+            del values[name]
+            types.pop(name, None)
+    for stored, plan in entity_type.__chunked__.items():
+        if stored not in values:
+            continue
+        values[stored] = plan.join(values)
+        types[stored] = plan.edm_type
+        for part in plan.names[1:]:
+            values.pop(part, None)
+            types.pop(part, None)
+    return values, types
+
+
+def owner_of_part(entity_type: type[TableEntity], name: str) -> str:
+    """The declared property (stored name) a property named ``name`` is read into: a Chunked
+    property for its parts, a nested object for its leaves, markers and undeclared fields;
+    ``name`` itself for any other."""
+    owner = entity_type.__parts__.get(name)
+    if owner is not None:
+        return owner
+    for stored, flattened in entity_type.__nested__.items():
+        if flattened.owns(name):
+            return stored
+    return name
+
+
+def _chunked_fields(entity_type: Any) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """(the field's path, the stored names of its parts) of each Chunked property of ``entity_type``
+    (a TableEntity subclass or model class; anything else has none), by its first part's name."""
+    entity_type = getattr(entity_type, "base", entity_type)  # a resolved query's class
+    if not isinstance(entity_type, type):
+        return {}
+    if issubclass(entity_type, TableEntity):
+        renamed = entity_type.__renamed__
+        return {s: (renamed.get(s, s), plan.names) for s, plan in entity_type.__chunked__.items()}
+    adapter = adapter_for(entity_type)
+    if adapter is None or not adapter.chunked:
+        return {}
+    return {s: (adapter.by_stored[s].path, names) for s, names in adapter.chunked.items()}
+
+
+def with_chunked_parts(entity_type: Any, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The projection ``names`` with every part of each Chunked property of ``entity_type`` named in
+    it, and every property of each nested object of a TableEntity named in it."""
+    chunked = _chunked_fields(entity_type)
+    base = getattr(entity_type, "base", entity_type)
+    if isinstance(base, type) and issubclass(base, TableEntity):
+        for stored, flattened in base.__nested__.items():
+            chunked[stored] = (stored, (stored, *flattened.names))
+    if not chunked:
+        return names
+    return tuple(dict.fromkeys(
+        part for name in names for part in (chunked[name][1] if isinstance(name, str) and name in chunked else (name,))
+    ))
+
+
+def refuse_chunked_filter(entity_type: Any, node: Filter) -> None:
+    """Raise :class:`TableValidationError` naming the field when filter ``node`` compares a part
+    of a Chunked property of ``entity_type``: no filter can compare a value the service holds in
+    pieces."""
+    chunked = _chunked_fields(entity_type)
+    names = filter_property_names(node) if chunked else set()
+    for field, parts in chunked.values():
+        hit = next((part for part in parts if part in names), None)
+        if hit is not None:
+            raise TableValidationError(
+                field, "a Chunked property is stored in parts, so no $filter can compare it",
+                f"the filter names {hit!r}; filter on another property",
+            )
 
 
 AnyEntity = typing.Union[TableEntity, DynamicEntity]
@@ -590,7 +740,8 @@ def _custom_properties(
             yield name, value, types.get(name), None
         return
     wire_types = entity._wire_types
-    renamed, converters = entity.__renamed__, entity.__converters__
+    renamed, converters, chunked = entity.__renamed__, entity.__converters__, entity.__chunked__
+    nested = entity.__nested__
     for name, declared in entity.__declared__.items():
         value = getattr(entity, renamed.get(name, name))
         if value is not None and name in converters:
@@ -599,6 +750,21 @@ def _custom_properties(
             except TableValidationError:
                 if strict:
                     raise
+        if nested and name in nested:
+            for part_name, part, part_type in nested[name].write(value, strict):
+                yield part_name, part, None, part_type
+            continue
+        if chunked and name in chunked:
+            plan = chunked[name]
+            try:
+                parts = plan.split(value)
+            except TableValidationError:
+                if strict:
+                    raise
+                parts = [value] + [None] * (len(plan.names) - 1)
+            for part_name, part in zip(plan.names, parts):
+                yield part_name, part, None, declared
+            continue
         yield name, value, wire_types.get(name), declared
     for name, value in entity.extra_properties.items():
         if isinstance(value, EntityProperty):

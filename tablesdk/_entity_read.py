@@ -11,7 +11,7 @@ import typing
 from collections import deque
 from collections.abc import Callable, Mapping
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from ._edm import (
     EdmType,
@@ -25,6 +25,7 @@ from ._models import Converter, ModelAdapter, adapter_for
 
 from ._entity_classes import (
     DeclaredProperty,
+    joined_parts,
     DynamicEntity,
     E,
     SYSTEM_PROPERTIES,
@@ -150,15 +151,35 @@ def read_page(
     keys and Timestamp popped from it), unless ``keep_values``, which leaves the
     page's values as they were (each entity then gets a copy).
     """
+    return page_reader(entity_type, ignore_missing_properties=ignore_missing_properties, keep_values=keep_values)(page)
+
+
+def page_reader(
+    entity_type: type[E], *, ignore_missing_properties: bool = True, keep_values: bool = False
+) -> Callable[[EntityPage], list[E]]:
+    """:func:`read_page` with its choices made once: the reader of every page of ``entity_type``
+    (a query makes it when it is compiled and reads each page with it)."""
     if isinstance(entity_type, ResolvedType):
-        return entity_type.read(page, ignore_missing_properties, keep_values)
+        return functools.partial(_read_resolved, entity_type, ignore_missing_properties, keep_values)
     if issubclass(entity_type, DynamicEntity):
-        return _read_dynamic_page(entity_type, page, keep_values)
+        return cast("Callable[[EntityPage], list[E]]", functools.partial(
+            _read_dynamic_page, entity_type, keep_values=keep_values
+        ))
+    read: Callable[[dict[str, Any], dict[str, EdmType], str | None], E]
     if not issubclass(entity_type, TableEntity):
-        return list(map(_foreign_reader(entity_type, ignore_missing_properties), page.values, page.types, page.etags))
-    read = functools.partial(
-        _read_declared_parts, entity_type, ignore_missing_properties, _plain_attributes(entity_type)
-    )
+        read = _foreign_reader(entity_type, ignore_missing_properties)
+    else:
+        read = functools.partial(
+            _read_declared_parts, entity_type, ignore_missing_properties, _plain_attributes(entity_type)
+        )
+    return functools.partial(_read_rows, read)
+
+
+def _read_resolved(entity_type: ResolvedType, ignore_missing_properties: bool, keep_values: bool, page: EntityPage) -> Any:
+    return entity_type.read(page, ignore_missing_properties, keep_values)
+
+
+def _read_rows(read: Callable[[dict[str, Any], dict[str, EdmType], str | None], E], page: EntityPage) -> list[E]:
     return list(map(read, page.values, page.types, page.etags))
 
 
@@ -288,6 +309,8 @@ def _read_declared_parts(
     values: dict[str, Any], types: dict[str, EdmType], etag: str | None,
 ) -> E:
     obj: Any = entity_type.__new__(entity_type)
+    if typing.cast(Any, entity_type).__parts__ or typing.cast(Any, entity_type).__nested__:  # stored as several
+        values, types = joined_parts(typing.cast(Any, entity_type), values, types)
     declared: dict[str, EdmType] = typing.cast(Any, entity_type).__declared__
     renamed: dict[str, str] = typing.cast(Any, entity_type).__renamed__
     converters: dict[str, Converter[Any]] = typing.cast(Any, entity_type).__converters__

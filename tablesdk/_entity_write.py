@@ -31,6 +31,7 @@ from ._edm import (
 )
 from ._edm_base import utf16_len as _utf16_len
 from ._errors import TableValidationError
+from ._model_values import dynamic_to_wire
 from ._models import adapter_for
 
 from ._entity_classes import (
@@ -47,6 +48,7 @@ from ._entity_classes import (
     _choose_type,
     _custom_properties,
     _value_size,
+    owner_of_part,
     validate_key,
     validate_property_name,
 )
@@ -229,16 +231,20 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     try:
         return _payload_of_properties(
             type(entity).__name__, getattr(entity, "PartitionKey", None), getattr(entity, "RowKey", None),
-            adapter.etag(entity), properties, validate,
+            adapter.etag(entity), properties, validate, adapter.parts,
         )
     except TableValidationError as exc:
-        path = adapter.path_of(exc.field)
-        if path is None:
-            raise
-        # A flattened property: name the field's path (Shipping.Address.Street), not its stored name.
-        detail = str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
-        stored = f"stored as {exc.field}"
-        raise TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored) from None
+        raise _named_by_path(exc, adapter.path_of(exc.field)) from None
+
+
+def _named_by_path(exc: TableValidationError, path: str | None) -> TableValidationError:
+    """``exc`` naming the field's ``path`` (Shipping.Address.Street) rather than the flattened
+    property's stored name (``exc`` itself when there is no other path)."""
+    if path is None:
+        return exc
+    detail = str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
+    stored = f"stored as {exc.field}"
+    return TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored)
 
 
 def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
@@ -249,6 +255,16 @@ def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
         properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
     else:
         properties = _custom_properties(entity, validate)
+        try:
+            return _payload_of_properties(
+                type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate,
+                entity.__parts__,
+            )
+        except TableValidationError as exc:
+            owner = entity.__nested__.get(owner_of_part(type(entity), exc.field)) if entity.__nested__ else None
+            if owner is None:
+                raise
+            raise _named_by_path(exc, owner.adapter.path_of(exc.field)) from None
     return _payload_of_properties(
         type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
     )
@@ -300,10 +316,13 @@ def _mapping_payload(entity: Mapping[Any, Any], validate: bool) -> EntityPayload
 def _payload_of_properties(
     owner: str, pk: Any, rk: Any, etag: str | None,
     properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]], validate: bool,
+    parts: Mapping[str, str] | None = None,
 ) -> EntityPayload:
     """:func:`entity_to_payload` property by property: the general rules, and every error they raise.
 
-    ``properties`` gives (name, value, remembered type, declared type) of each custom property."""
+    ``properties`` gives (name, value, remembered type, declared type) of each custom property;
+    ``parts`` names the Chunked property each further part belongs to (the one an entity too
+    large is blamed on)."""
     values: dict[str, Any] = {"PartitionKey": pk, "RowKey": rk}
     types: dict[str, EdmType] = {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}
     if validate:
@@ -318,6 +337,8 @@ def _payload_of_properties(
             validate_property_name(name)
         if isinstance(value, EntityProperty):
             remembered, value = value.edm_type, value.value
+        elif declared is None and type(value) not in _EXACT_TYPES and type(value) is not int:
+            value = dynamic_to_wire(name, value)  # an Enum, Decimal, date or timedelta: its stored form
         if value is None:
             edm_type = remembered or declared or EdmType.STRING
         else:
@@ -348,8 +369,27 @@ def _payload_of_properties(
                 f"got {count}",
             )
         if size > MAX_ENTITY_BYTES:
-            raise TableValidationError("entity", "an entity is at most 1 MiB", f"about {size} bytes")
+            raise _too_large(values, types, size, parts or {})
     return EntityPayload(values, types, etag)
+
+
+def _too_large(
+    values: dict[str, Any], types: dict[str, EdmType], size: int, parts: Mapping[str, str]
+) -> TableValidationError:
+    """The error of an entity over 1 MiB, naming the property that takes the most of it (a Chunked
+    property's parts count as one, and such a property is the error's field)."""
+    taken: dict[str, int] = {}
+    for name, value in values.items():
+        if name not in ("PartitionKey", "RowKey"):
+            owner = parts.get(name, name)
+            taken[owner] = taken.get(owner, 0) + 8 + _utf16_len(name) + _value_size(value, types[name])
+    largest = max(taken, key=taken.__getitem__)
+    chunked = set(parts.values())
+    field = largest if largest in chunked else "entity"
+    return TableValidationError(
+        field, "an entity is at most 1 MiB (1048576 bytes, the service's formula)",
+        f"about {size} bytes; the largest property is {largest} with {taken[largest]}",
+    )
 
 
 #: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.

@@ -10,6 +10,8 @@ message and the request id are kept.
 from __future__ import annotations
 
 import math
+import sys
+import warnings
 from enum import Enum
 from typing import Any
 
@@ -340,3 +342,11 @@ def require_positive_seconds(name: str, value: Any, *, finite: bool = False) -> 
     ):
         raise ValueError(f"{name} must be > 0 seconds{' and finite' if finite else ''}, got {value!r}")
     return float(value)
+
+
+def warn_the_caller(message: str, category: type[Warning]) -> None:
+    """Warn, naming the first frame outside tablesdk (faces and tracing wrappers vary the depth)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tablesdk."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

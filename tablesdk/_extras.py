@@ -19,6 +19,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tracing": ("opentelemetry-api>=1.20",),
     "arrow": ("pyarrow>=14", "pandas>=2.1"),
     "dask": ("pyarrow>=14", "pandas>=2.1", "dask[dataframe]>=2024.1", "distributed>=2024.1"),
+    "ray": ("pyarrow>=14", "ray[data]>=2.40"),
+    "polars": ("pyarrow>=14", "polars>=1.20"),
     "models": ("pydantic>=2", "attrs>=23"),
     "spark": ("pyspark>=4.1", "pyarrow>=14", "pandas>=2.1"),
 }

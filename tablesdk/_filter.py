@@ -40,9 +40,10 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Union
 
 from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
+from ._model_values import dynamic_to_wire
 from ._edm_specs import EDM_SPECS
 from ._errors import TableValidationError
-from ._filter_text import check_filter_text, check_literal_type, filter_name_problem
+from ._filter_text import check_filter_text, check_literal_type, filter_name_problem, property_names_of
 from ._patterns import pattern_on_first_use
 
 __all__ = [
@@ -313,6 +314,19 @@ def _operand(other: Any, operator: str) -> Filter:
     )
 
 
+def filter_property_names(node: Filter) -> set[str]:
+    """The names of the properties ``node`` compares (raw text's included)."""
+    if isinstance(node, Comparison):
+        return {node.name}
+    if isinstance(node, Junction):
+        return set().union(*map(filter_property_names, node.operands))
+    if isinstance(node, Not):
+        return filter_property_names(node.operand)
+    if isinstance(node, RawFilter):
+        return property_names_of(node.text)
+    return set()
+
+
 def as_filter(expr: FilterLike | bool) -> Filter:
     """``expr`` as a :class:`Filter` node: raw strings become :class:`RawFilter`.
 
@@ -478,7 +492,8 @@ class PropertyRef:
         else:
             declared = self._effective_type()
             if declared is None:
-                edm_type, value = infer_edm_type(other, name), other
+                value = dynamic_to_wire(name, other)  # an Enum, Decimal, date or timedelta as a dynamic entity stores it
+                edm_type = infer_edm_type(value, name)
             else:
                 edm_type, value = declared, _convert(name, other, declared)
         literal = to_filter_literal(value, edm_type, name)

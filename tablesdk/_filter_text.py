@@ -308,6 +308,17 @@ class _Parser:
             raise _FilterSyntaxError(f"nested deeper than {_MAX_NESTING}", position)
 
 
+def property_names_of(text: str) -> set[str]:
+    """The property names raw ``$filter`` text compares (its words that are no keyword or operator);
+    text that does not tokenize names none (:func:`check_filter_text` reports it)."""
+    try:
+        tokens = _tokens(text)
+    except _FilterSyntaxError:
+        return set()
+    operators = {"and", "or", "not", *_COMPARISONS}
+    return {t.text for t in tokens if t.kind == "word" and t.text.lower() not in operators and t.text not in FILTER_KEYWORDS}
+
+
 def _pointing(text: str, position: int) -> str:
     """``text`` around ``position``, with a marker where the error is."""
     start = max(0, position - 30)

@@ -1,7 +1,7 @@
 """Field values beyond the EDM types: :class:`Converter` and the conversions tablesdk makes itself.
 
 ``enum.Enum`` and ``enum.Flag`` (by name or :class:`ByValue`), ``decimal.Decimal``,
-``datetime.date`` and JSON text (:data:`Json`, :class:`AsJson`). Each conversion checks
+``datetime.date``, ``datetime.timedelta`` and JSON text (:data:`Json`, :class:`AsJson`). Each conversion checks
 the value it is given, so a value of the wrong type is refused by name before anything is
 sent; :func:`value_to_wire` and :func:`value_from_wire` are how the entity layer calls a
 converter (a user's included): whatever goes wrong becomes a :class:`TableValidationError`
@@ -15,23 +15,30 @@ import enum
 import functools
 import json
 import operator
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Generic, TypeVar
 
 from ._edm import EdmType
 from ._errors import TableValidationError
+from ._patterns import pattern_on_first_use
 
 __all__ = [
     "AsJson",
     "ByValue",
+    "Chunked",
+    "ChunkPlan",
     "Converter",
     "Json",
     "date_converter",
     "decimal_converter",
+    "dynamic_to_wire",
     "enum_converter",
     "json_converter",
     "strip_optional",
+    "timedelta_converter",
+    "timedelta_text",
     "value_from_wire",
     "value_to_wire",
 ]
@@ -71,6 +78,122 @@ class AsJson:
     """Marker: ``Annotated[list[int], AsJson]`` (or ``Json[list[int]]``) stores the field as JSON
     text (Edm.String) and rebuilds it on read as its annotation says (lists, tuples, sets,
     frozensets, dicts, and what they hold)."""
+
+
+class Chunked:
+    """Marker: ``Annotated[str, Chunked]`` or ``Annotated[bytes, Chunked]`` stores a value past the
+    service's 64 KiB property limit across several properties, up to the 1 MiB entity limit.
+
+    The property ``Name`` holds the first part and ``Name_1`` ... ``Name_15`` the rest, each at most
+    64 KiB (32,768 UTF-16 code units of text, never cutting a surrogate pair; 65,536 bytes).
+    Every write stores all of them, the parts the value does not need empty, so that a merge of
+    a shorter value leaves no part of a longer one behind. ``Chunked(parts=4)`` keeps four
+    properties (values up to 256 KiB) instead of sixteen. A read joins the parts; a query cannot
+    filter on them (refused when it is built), and selecting the property selects every part.
+    """
+
+    __slots__ = ("parts",)
+
+    #: Parts of 64 KiB the 1 MiB entity limit allows.
+    MAX_PARTS = 16
+
+    def __init__(self, parts: int = MAX_PARTS) -> None:
+        if isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= Chunked.MAX_PARTS:
+            raise ValueError(f"Chunked(parts=...) is 1 to {Chunked.MAX_PARTS} (the 1 MiB entity), got {parts!r}")
+        self.parts = parts
+
+    def __repr__(self) -> str:
+        return f"Chunked(parts={self.parts})"
+
+
+#: Bytes of one part: the service's property limit (a string's UTF-16 bytes, a binary's bytes).
+_PART_BYTES = 64 * 1024
+
+
+class ChunkPlan:
+    """How one ``Chunked`` field is split into properties and joined again.
+
+    ``names`` are the stored names of its parts (``Name``, ``Name_1`` ...), ``edm_type`` Edm.String
+    or Edm.Binary, ``field`` the field's path (what errors name).
+    """
+
+    __slots__ = ("names", "edm_type", "field", "owner")
+
+    def __init__(self, owner: str, field: str, stored: str, edm_type: EdmType, parts: int) -> None:
+        if edm_type not in (EdmType.STRING, EdmType.BINARY):
+            raise TypeError(f"{owner}.{field}: Chunked stores str or bytes, not {edm_type.value}")
+        self.owner = owner
+        self.field = field
+        self.edm_type = edm_type
+        self.names = (stored, *(f"{stored}_{n}" for n in range(1, parts)))
+
+    def __repr__(self) -> str:
+        return f"ChunkPlan({self.field!r}, {len(self.names)} parts, {self.edm_type})"
+
+    def split(self, value: Any) -> list[Any]:
+        """The value of each part (the unused ones empty); None gives None for each.
+
+        A value of the wrong type, or too long for the parts, raises TableValidationError naming the field."""
+        count = len(self.names)
+        if value is None:
+            return [None] * count
+        if self.edm_type is EdmType.STRING:
+            if not isinstance(value, str):
+                raise _wrong_type(self.owner, self.field, "str (Chunked)", value)
+            parts: list[Any] = _split_text(value)
+            empty: Any = ""
+        else:
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise _wrong_type(self.owner, self.field, "bytes (Chunked)", value)
+            data = bytes(value)
+            parts = [data[at:at + _PART_BYTES] for at in range(0, len(data), _PART_BYTES)] or [b""]
+            empty = b""
+        if len(parts) > count:
+            size = 2 * sum(map(len, parts)) if self.edm_type is EdmType.STRING else len(bytes(value))
+            raise TableValidationError(
+                self.field,
+                f"{self.owner}.{self.field} is Chunked into at most {count} parts of 64 KiB ({count * _PART_BYTES} bytes)",
+                f"got {len(parts)} parts, {size} bytes" + ("" if count == Chunked.MAX_PARTS else
+                                                            f"; Chunked(parts=...) allows up to {Chunked.MAX_PARTS}"),
+            )
+        return parts + [empty] * (count - len(parts))
+
+    def join(self, values: Mapping[str, Any]) -> Any:
+        """The value the stored parts in ``values`` make (None when the first part is absent or null);
+        a part that arrived untyped (JSON nometadata) is read as the field's type."""
+        first = values.get(self.names[0])
+        if first is None:
+            return None
+        parts = [values.get(name) for name in self.names]
+        present = [part for part in parts if part is not None]
+        if self.edm_type is EdmType.STRING:
+            return "".join(present)
+        return b"".join(_as_bytes(part) for part in present)
+
+
+def _as_bytes(part: Any) -> bytes:
+    if isinstance(part, str):  # an untyped Edm.Binary (JSON nometadata): its base64 text
+        from ._edm import from_json_value
+
+        return bytes(from_json_value(part, EdmType.BINARY))
+    return bytes(part)
+
+
+def _split_text(text: str) -> list[str]:
+    """``text`` in parts of at most 32,768 UTF-16 code units, never cutting a surrogate pair."""
+    units = _PART_BYTES // 2
+    if text.isascii():
+        return [text[at:at + units] for at in range(0, len(text), units)] or [""]
+    data = text.encode("utf-16-le", "surrogatepass")
+    parts = []
+    start = 0
+    while start < len(data):
+        end = min(start + _PART_BYTES, len(data))
+        if end < len(data) and 0xD8 <= data[end - 1] <= 0xDB:  # the high half of a pair ends this part
+            end -= 2
+        parts.append(data[start:end].decode("utf-16-le", "surrogatepass"))
+        start = end
+    return parts or [""]
 
 
 #: ``Json[list[str]]``: a field stored as JSON text; to a type checker it is a ``list[str]``.
@@ -267,6 +390,88 @@ def date_converter(owner: str, name: str) -> Converter[Any]:
             ) from None
 
     return Converter(to_wire, from_wire, EdmType.DATETIME)
+
+
+#: .NET's TimeSpan text ("c" format): [-][d.]hh:mm:ss[.fffffff].
+_TIMESPAN = pattern_on_first_use(r"(-)?(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,7}))?")
+_MICROSECOND = _dt.timedelta(microseconds=1)
+
+
+def timedelta_text(value: _dt.timedelta) -> str:
+    """``value`` as .NET writes a TimeSpan (``-1.02:03:04.5000000``): exact, as a timedelta has microseconds."""
+    total = value // _MICROSECOND
+    sign = "-" if total < 0 else ""
+    seconds, micro = divmod(abs(total), 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    days, hour = divmod(hours, 24)
+    text = f"{sign}{days}." if days else sign
+    text += f"{hour:02d}:{minute:02d}:{second:02d}"
+    return f"{text}.{micro * 10:07d}" if micro else text
+
+
+def _timedelta_from_text(text: str) -> _dt.timedelta:
+    match = _TIMESPAN().fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is no TimeSpan text ([-][d.]hh:mm:ss[.fffffff])")
+    sign, days, hours, minutes, seconds, fraction = match.groups()
+    ticks = int((fraction or "").ljust(7, "0"))
+    if ticks % 10:
+        raise ValueError(f"{text!r} has a fraction of 100 ns that a timedelta (microseconds) cannot hold")
+    value = _dt.timedelta(
+        days=int(days or 0), hours=int(hours), minutes=int(minutes), seconds=int(seconds), microseconds=ticks // 10
+    )
+    return -value if sign else value
+
+
+def timedelta_converter(owner: str, name: str) -> Converter[Any]:
+    """A duration as .NET's TimeSpan text (Edm.String): ``1.02:03:04.5000000`` (days, time, 100 ns ticks)."""
+
+    def to_wire(value: Any) -> str:
+        if not isinstance(value, _dt.timedelta):
+            raise _wrong_type(owner, name, "timedelta", value)
+        return timedelta_text(value)
+
+    def from_wire(stored: Any) -> _dt.timedelta:
+        if not isinstance(stored, str):
+            raise TableValidationError(name, f"{owner}.{name} is stored as TimeSpan text",
+                                       f"the stored value is {type(stored).__name__}")
+        try:
+            return _timedelta_from_text(stored)
+        except (ValueError, OverflowError) as exc:
+            raise TableValidationError(name, f"{owner}.{name} is stored as TimeSpan text", str(exc)) from None
+
+    return Converter(to_wire, from_wire, EdmType.STRING)
+
+
+# ---------------------------------------------------------------- values without an annotation
+
+
+def dynamic_to_wire(name: str, value: Any) -> Any:
+    """What a value with no annotation (a :class:`~tablesdk.DynamicEntity`'s, a dict's, an undeclared
+    field's) of a type beyond the EDM types is stored as; any other value as it is.
+
+    As a declared field of its type stores it: an ``Enum`` member by name (an ``enum.Flag`` by the
+    names of its members joined with ``|``), a ``Decimal`` as its exact text, a ``date`` as midnight
+    UTC of the day, a ``timedelta`` as .NET's TimeSpan text. Nothing on read knows the type, so
+    they come back in that stored form (str, datetime). An enum that is also a ``str`` or an
+    ``int`` (``StrEnum``, ``IntEnum``, ``IntFlag``) is that str or int: its value.
+    """
+    if isinstance(value, enum.Enum):
+        if isinstance(value, (str, int)):
+            return value
+        return enum_converter(type(value).__name__, name, type(value), False).to_wire(value)
+    if isinstance(value, _dt.date):
+        if isinstance(value, _dt.datetime):
+            return value
+        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc)
+    if isinstance(value, _dt.timedelta):
+        return timedelta_text(value)
+    # decimal is not imported by ``import tablesdk`` (start-up): a Decimal value has imported it.
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and isinstance(value, decimal.Decimal):
+        return str(value)
+    return value
 
 
 # ---------------------------------------------------------------- JSON text

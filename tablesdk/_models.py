@@ -32,6 +32,8 @@ from ._errors import TableValidationError
 from ._model_values import (
     AsJson,
     ByValue,
+    ChunkPlan,
+    Chunked,
     Converter,
     Json,
     date_converter,
@@ -39,22 +41,28 @@ from ._model_values import (
     enum_converter,
     json_converter,
     strip_optional as _strip_optional,
+    timedelta_converter,
     value_from_wire,
     value_to_wire,
 )
 
 __all__ = [
+    "Chunked",
+    "ChunkPlan",
     "Converter",
     "StoredAs",
     "ByValue",
     "ModelField",
     "ModelAdapter",
+    "NestedPlan",
     "Flatten",
     "Json",
     "AsJson",
     "adapter_for",
+    "chunk_plan",
     "edm_type_of_annotation",
     "field_plan",
+    "nested_kind",
 ]
 
 SYSTEM_FIELDS = ("PartitionKey", "RowKey", "Timestamp")
@@ -127,7 +135,24 @@ def field_plan(owner: str, name: str, hint: Any) -> tuple[EdmType, str, Converte
         if hint is _dt.date:
             converter = date_converter(owner, name)
             return converter.edm_type, stored, converter
+        if hint is _dt.timedelta:
+            converter = timedelta_converter(owner, name)
+            return converter.edm_type, stored, converter
     return edm_type_of_annotation(owner, name, hint), stored, None
+
+
+def chunk_plan(owner: str, name: str, stored: str, hint: Any, edm_type: EdmType) -> ChunkPlan | None:
+    """The split of a field annotated ``Annotated[str, Chunked]`` (or bytes, or a converter's text)
+    stored as ``stored`` with EDM type ``edm_type``; None when no layer of ``hint`` says Chunked."""
+    hint = _strip_optional(hint)
+    while typing.get_origin(hint) is typing.Annotated:
+        for extra in reversed(hint.__metadata__):
+            if extra is Chunked:
+                return ChunkPlan(owner, name, stored, edm_type, Chunked.MAX_PARTS)
+            if isinstance(extra, Chunked):
+                return ChunkPlan(owner, name, stored, edm_type, extra.parts)
+        hint = _strip_optional(typing.get_args(hint)[0])
+    return None
 
 
 def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
@@ -140,15 +165,9 @@ def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
         hint = _strip_optional(typing.get_args(hint)[0])
     if hint in _ANNOTATION_TYPES:
         return _ANNOTATION_TYPES[hint]
-    if _nested_kind(hint) is not None:  # only a TableEntity property gets here: model classes flatten first
-        raise TypeError(
-            f"{owner}.{name}: a TableEntity property cannot hold a {hint.__name__} object; nested objects are "
-            "flattened on dataclass, pydantic and attrs entities only: make the entity one of those, or store "
-            "the value with a Converter"
-        )
     raise TypeError(
         f"{owner}.{name}: cannot map annotation {hint!r} to an EDM type; use str, int, "
-        "Int64, float, bool, datetime, uuid.UUID, bytes, date, Decimal, an Enum, a dataclass, pydantic model, "
+        "Int64, float, bool, datetime, uuid.UUID, bytes, date, timedelta, Decimal, an Enum, a dataclass, pydantic model, "
         "attrs class or TypedDict (flattened), Json[...] for lists, dicts and sets, or Annotated[..., EdmType.X]"
     )
 
@@ -163,12 +182,12 @@ class ModelField:
     a leaf) and ``optional`` whether its annotation admits None.
     """
 
-    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node", "optional")
+    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node", "optional", "chunk")
 
     def __init__(
         self, name: str, stored: str, edm_type: EdmType, converter: Converter[Any] | None,
         path: str = "", steps: tuple[tuple[str, bool], ...] = (), node: _Node | None = None,
-        optional: bool = True,
+        optional: bool = True, chunk: ChunkPlan | None = None,
     ) -> None:
         self.name = name
         self.stored = stored
@@ -178,6 +197,8 @@ class ModelField:
         self.steps = steps or ((name, False),)
         self.node = node
         self.optional = optional
+        #: How a Chunked leaf is split into properties (None: one property).
+        self.chunk = chunk
 
     def __repr__(self) -> str:
         return f"ModelField({self.path!r}, stored={self.stored!r}, {self.edm_type})"
@@ -240,7 +261,10 @@ class _Node:
             if node is None:
                 if f.converter is not None and value is not None:
                     value = _converted(f, value, strict)
-                out.append((f.stored, value, f.edm_type))
+                if f.chunk is not None:
+                    _append_parts(f, value, out, strict)
+                else:
+                    out.append((f.stored, value, f.edm_type))
                 continue
             if value is None:
                 if not f.optional and not (mapping and f.name not in obj):
@@ -268,7 +292,7 @@ class _Node:
         """Append a null for every leaf below this node (the object is None)."""
         for f in self.fields:
             if f.node is None:
-                out.append((f.stored, None, f.edm_type))
+                out.extend((name, None, f.edm_type) for name in (f.chunk.names if f.chunk else (f.stored,)))
             else:
                 f.node.collect_nones(out)
 
@@ -315,6 +339,8 @@ class _Node:
                     kwargs[f.name] = None
                 continue
             value = values.get(f.stored, _MISSING)
+            if f.chunk is not None and value is not _MISSING:
+                value = f.chunk.join(values)
             if value is _MISSING:
                 if f.name in self.required:
                     kwargs[f.name] = None
@@ -331,6 +357,23 @@ class _Node:
             kwargs.update(mine)
             found = True
         return kwargs, found
+
+
+def _append_parts(f: ModelField, value: Any, out: list[Sent], strict: bool) -> None:
+    """Append the parts of Chunked leaf ``f`` holding ``value`` (not ``strict``: a value that
+    cannot be split is taken whole, as the first part)."""
+    assert f.chunk is not None
+    try:
+        parts = f.chunk.split(value)
+    except TableValidationError as exc:
+        if strict:
+            raise TableValidationError(f.path, exc.limit, _detail_of(exc)) from None
+        parts = [value] + [None] * (len(f.chunk.names) - 1)
+    out.extend(zip(f.chunk.names, parts, [f.edm_type] * len(parts)))
+
+
+def _detail_of(exc: TableValidationError) -> str:
+    return str(exc)[len(f"{exc.field}: {exc.limit}"):].strip().removeprefix("(").removesuffix(")")
 
 
 def _refuse(strict: bool, error: TableValidationError) -> None:
@@ -458,10 +501,16 @@ def _plan_fields(
             leaves.extend(sub_leaves)
             continue
         edm_type, stored, converter = field_plan(f"{owner}.{path}" if path else owner, name, hint)
-        leaf = ModelField(name, prefix + stored, edm_type, converter, here, where)
+        chunk = chunk_plan(owner, here, prefix + stored, hint, edm_type)
+        leaf = ModelField(name, prefix + stored, edm_type, converter, here, where, chunk=chunk)
         fields.append(leaf)
         leaves.append(leaf)
     return fields, leaves
+
+
+def _stored_names(leaf: ModelField) -> tuple[str, ...]:
+    """The properties ``leaf`` is stored as: its own name, or each part of a Chunked one."""
+    return leaf.chunk.names if leaf.chunk is not None else (leaf.stored,)
 
 
 def _nodes(node: _Node) -> list[_Node]:
@@ -486,7 +535,7 @@ class ModelAdapter:
 
     __slots__ = (
         "cls", "kind", "fields", "leaves", "by_stored", "paths", "markers", "etag_field", "timestamp_field",
-        "_node", "_flat", "_extras_nodes",
+        "chunked", "parts", "_node", "_flat", "_extras_nodes",
     )
 
     def __init__(self, cls: type, kind: str, hints: dict[str, Any], names: list[str]) -> None:
@@ -506,18 +555,23 @@ class ModelAdapter:
         self._node = _Node(cls, kind, tuple(fields), owner, "", "")
         nodes = _nodes(self._node)
         self.markers = frozenset(f.stored for n in nodes for f in n.fields if f.node is not None and f.optional)
-        stored_names = [f.stored for f in leaves] + sorted(self.markers)
+        stored_names = [name for f in leaves for name in _stored_names(f)] + sorted(self.markers)
         twice = {s for s in stored_names if stored_names.count(s) > 1}
         if twice:
             raise TypeError(f"{owner}: two fields are stored as {sorted(twice)}")
         self.fields = tuple(fields)
         self.leaves = tuple(leaves)
-        self.by_stored = {f.stored: f for f in leaves}
-        #: The dotted path of each flattened leaf, by stored name (what messages name).
-        self.paths = {f.stored: f.path for f in leaves if f.path != f.stored}
+        #: The leaf each property is read into, by stored name (every part of a Chunked leaf).
+        self.by_stored = {name: f for f in leaves for name in _stored_names(f)}
+        #: The dotted path of each flattened leaf or part, by stored name (what messages name).
+        self.paths = {name: f.path for f in leaves for name in _stored_names(f) if f.path != name}
+        #: The parts of each Chunked leaf, by the stored name of its first part.
+        self.chunked = {f.stored: f.chunk.names for f in leaves if f.chunk is not None}
+        #: The first part's stored name of each further part of a Chunked leaf, by the part's name.
+        self.parts = {part: first for first, names in self.chunked.items() for part in names[1:]}
         #: The nodes that keep undeclared fields, the longest prefix first (the one that claims a name).
         self._extras_nodes = sorted((n for n in nodes if n.extras), key=lambda n: -len(n.prefix))
-        self._flat = all(f.node is None for f in fields) and not self._extras_nodes
+        self._flat = all(f.node is None and f.chunk is None for f in fields) and not self._extras_nodes
 
     def __repr__(self) -> str:
         return f"ModelAdapter({self.cls.__name__}, {self.kind}, {list(self.leaves)})"
@@ -722,6 +776,52 @@ def _attrs_nothing(cls: type) -> Any:
 
 def _is_pydantic(cls: type) -> bool:
     return isinstance(getattr(cls, "__pydantic_fields__", None), dict) and hasattr(cls, "model_construct")
+
+
+def nested_kind(hint: Any) -> str | None:
+    """The kind of the class under the Optional and ``Annotated`` layers of ``hint`` when a field
+    of it is flattened ("dataclass", "pydantic", "attrs", "typeddict"; None: a plain value)."""
+    return _nested_kind(_unwrap(hint)[0])
+
+
+class NestedPlan:
+    """A :class:`~tablesdk.TableEntity` property holding a nested object, flattened as a model
+    class flattens one: through the adapter of a holder class whose one field is that property,
+    so every rule (stored names, presence markers, undeclared fields, errors by path) is the
+    model classes' own. ``stored`` is the property's stored name (its presence marker's),
+    ``names`` every property its class stores below it."""
+
+    __slots__ = ("name", "stored", "adapter", "names")
+
+    def __init__(self, owner: type, name: str, hint: Any) -> None:
+        holder = dataclasses.make_dataclass(owner.__name__, [("PartitionKey", str), ("RowKey", str), (name, hint)])
+        holder.__module__ = owner.__module__
+        self.name = name
+        self.adapter = ModelAdapter(holder, "dataclass", _hints(holder), _class_fields(holder, "dataclass"))
+        self.stored = self.adapter.fields[0].stored
+        self.names = (*self.adapter.by_stored, *sorted(self.adapter.markers - {self.stored}))
+
+    def __repr__(self) -> str:
+        return f"NestedPlan({self.name!r}, {list(self.names)})"
+
+    def write(self, value: Any, strict: bool) -> list[Sent]:
+        """The properties of ``value`` (the object, or None), as a model class writes them."""
+        return self.adapter.properties(_Holding(self.name, value), strict)
+
+    def read(self, values: Mapping[str, Any]) -> Any:
+        """The object the stored ``values`` make (None where an Optional one was None)."""
+        return getattr(self.adapter.build(dict(values), None, None), self.name)
+
+    def owns(self, stored: str) -> bool:
+        """Whether a property named ``stored`` is read into this object (its marker included)."""
+        return self.adapter.is_known(stored)
+
+
+class _Holding:
+    """What a :class:`NestedPlan`'s adapter reads a value from: an object with that one attribute."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        setattr(self, name, value)
 
 
 #: The adapter of every class met (None: not a model class).

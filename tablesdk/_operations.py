@@ -40,7 +40,6 @@ from ._entity import (
     EntityObject,
     entity_from_payload,
     entity_to_payload,
-    read_page,
     validate_key,
     validate_table_name,
 )
@@ -54,6 +53,7 @@ from ._errors import (
     TableServiceError,
     TableValidationError,
     error_for_status,
+    require_positive_seconds,
 )
 from ._filter import FilterLike, as_filter, prop, render_filter
 from ._formats import (
@@ -62,8 +62,9 @@ from ._formats import (
 from ._formats.errors import body_excerpt
 from ._http import HttpResponse, RequestHook, SendingRequest
 from ._options import LOCATION_MODES, TableRequestOptions
-from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
 from ._retry import RetryPolicy
+from ._settings import RequestSettings, check_retry_policy
 from ._tracing import annotate
 from ._transport import OperationContext
 
@@ -219,7 +220,11 @@ def _not_found() -> ResourceNotFoundError:
 class ClientCore:
     """What the sync and async clients share: options, request building and the operation flows.
 
-    See :class:`~tablesdk._client.CloudTableClient` for the options.
+    See :class:`~tablesdk._client.CloudTableClient` for the options. The client's request
+    settings are one frozen :class:`~tablesdk._settings.RequestSettings`, held here and
+    handed, merged with each call's options (:meth:`_settings_for`), to the transport of
+    either flavour with every request; the settable ``retry_policy``,
+    ``operation_deadline`` and ``location_mode`` replace it with a changed copy.
     """
 
     def __init__(
@@ -228,10 +233,9 @@ class ClientCore:
         *,
         payload_format: str,
         api_version: str | None,
-        operation_deadline: float | None,
+        settings: RequestSettings,
         json_metadata: str,
         echo_content: bool,
-        location_mode: str,
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
@@ -241,26 +245,47 @@ class ClientCore:
         self.api_version = api_version or self._format.default_api_version
         check_token_credential(account.credential, self._format.name, self.api_version)
         self.echo_content = echo_content
-        self.operation_deadline = operation_deadline
         self._base_headers = {"x-ms-version": self.api_version, **self._format.request_headers()}
         self._prefer_supported = supports_prefer(self.api_version)
-        self._location_mode = "primary_only"
-        self.location_mode = location_mode
+        self._check_secondary(settings.location_mode)
+        self._settings = settings
 
     # ------------------------------------------------------------ properties
 
     @property
+    def retry_policy(self) -> RetryPolicy:
+        """The default retry policy of every operation of this client (settable)."""
+        return self._settings.retry_policy
+
+    @retry_policy.setter
+    def retry_policy(self, policy: RetryPolicy) -> None:
+        self._settings = self._settings.replace(retry_policy=check_retry_policy(policy))
+
+    @property
+    def operation_deadline(self) -> float | None:
+        """Seconds each request may take across all its retries, or None (settable)."""
+        return self._settings.deadline
+
+    @operation_deadline.setter
+    def operation_deadline(self, seconds: float | None) -> None:
+        if seconds is not None:
+            require_positive_seconds("operation_deadline", seconds)
+        self._settings = self._settings.replace(deadline=seconds)
+
+    @property
     def location_mode(self) -> str:
-        """Where reads go: one of :data:`LOCATION_MODES`."""
-        return self._location_mode
+        """Where reads go: one of :data:`LOCATION_MODES` (settable)."""
+        return self._settings.location_mode
 
     @location_mode.setter
     def location_mode(self, mode: str) -> None:
-        if mode not in LOCATION_MODES:
-            raise ValueError(f"location_mode must be one of {', '.join(LOCATION_MODES)}; got {mode!r}")
+        settings = self._settings.replace(location_mode=mode)
+        self._check_secondary(mode)
+        self._settings = settings
+
+    def _check_secondary(self, mode: str) -> None:
         if mode != "primary_only":
             self.account.secondary_table_endpoint  # noqa: B018 - raises when the endpoint has no secondary
-        self._location_mode = mode
 
     @property
     def payload_format(self) -> str:
@@ -274,8 +299,13 @@ class ClientCore:
 
     # ------------------------------------------------------------ requests
 
-    def _http_parts(self, call: Call) -> tuple[str, dict[str, str], tuple[str, ...]]:
-        """The URL, headers and read locations of ``call``, after the request hook ran."""
+    def _settings_for(self, call: Call) -> RequestSettings:
+        """The request settings of ``call``: the client's, merged with the call's options and its
+        explicit ``retry_policy=`` (:meth:`RequestSettings.merged`, the one place they meet)."""
+        return self._settings.merged(call.options, call.retry_policy)
+
+    def _http_parts(self, call: Call, settings: RequestSettings) -> tuple[str, dict[str, str], tuple[str, ...]]:
+        """The URL, headers and read locations of ``call`` (sent with ``settings``), after the request hook ran."""
         url = f"{call.endpoint or self.table_endpoint}/{call.path}"
         if call.query:
             url += "?" + query_string(call.query)
@@ -288,28 +318,9 @@ class ClientCore:
             call.request_hook(request)
             url, headers = request.url, request.headers
         locations = (
-            self._read_locations(call.method, url, call.pinned, self._mode_of(call)) if call.endpoint is None else ()
+            self._read_locations(call.method, url, call.pinned, settings.location_mode) if call.endpoint is None else ()
         )
         return url, headers, locations
-
-    def _mode_of(self, call: Call) -> str:
-        """The location mode of ``call``: its options', else the client's."""
-        mode = call.options.location_mode if call.options is not None else None
-        return mode or self._location_mode
-
-    def _send_options(self, call: Call) -> dict[str, Any]:
-        """The per-call settings of ``Transport.send`` for ``call``: the call's own retry policy
-        (an explicit ``retry_policy=``), else its options'; the options' timeouts; the options'
-        deadline, else the client's ``operation_deadline``. None leaves the transport's default."""
-        options = call.options
-        if options is None:
-            return {"retry_policy": call.retry_policy, "deadline": self.operation_deadline}
-        return {
-            "retry_policy": call.retry_policy if call.retry_policy is not None else options.retry_policy,
-            "timeout": options.timeout,
-            "server_timeout": options.server_timeout,
-            "deadline": options.deadline if options.deadline is not None else self.operation_deadline,
-        }
 
     def _read_locations(
         self, method: str, url: str, pinned: str | None = None, mode: str | None = None
@@ -319,7 +330,7 @@ class ClientCore:
         ``pinned`` is the location a continuation token came from: the next page is read there.
         ``mode`` is the call's location mode (default: the client's).
         """
-        mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", mode or self._location_mode)
+        mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", mode or self.location_mode)
         if mode == "primary_only" or method.upper() not in _READ_METHODS:
             return ()
         if not url.startswith(self.table_endpoint + "/"):
@@ -331,7 +342,7 @@ class ClientCore:
 
     def _answered_from(self, response: HttpResponse, call: Call) -> str | None:
         """Which endpoint answered ``call``, a read, for its continuation token (None: no location mode in use)."""
-        if self._mode_of(call) == "primary_only":
+        if self._settings_for(call).location_mode == "primary_only":
             return None
         return "secondary" if response.url.startswith(self.account.secondary_table_endpoint + "/") else "primary"
 
@@ -489,16 +500,19 @@ class ClientCore:
         retry_policy: RetryPolicy | None,
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
+        *,
+        select_text: str | None = None,
     ) -> Flow[FetchedPage]:
         """The HTTP stage of one Query Entities page: the answer, its body not decoded, and the
-        next page's token (from the headers, so the next request can start before decoding)."""
+        next page's token (from the headers, so the next request can start before decoding).
+        ``select_text``: the ``$select`` of ``select`` made already (a compiled query's)."""
         params: list[tuple[str, str]] = []
         if filter:
             params.append(("$filter", filter))
         if top is not None:
             params.append(("$top", str(top)))
         if select:
-            params.append(("$select", ",".join(_with_keys(select))))
+            params.append(("$select", select_text or ",".join(_with_keys(select))))
         if continuation_token is not None:
             if continuation_token.next_partition_key is not None:
                 params.append(("NextPartitionKey", continuation_token.next_partition_key))
@@ -582,7 +596,8 @@ class ClientCore:
         A point query is one request with no continuation: its entity is read
         here and the page comes back already decoded.
         """
-        keys = query.point_keys()
+        compiled = query.compiled()
+        keys = compiled.point_keys
         if keys is not None and continuation_token is None:
             try:
                 payload = yield from self._f_get_entity_payload(
@@ -595,8 +610,8 @@ class ClientCore:
                 raise
             return FetchedPage(None, page=EntityPage.of([payload]))
         return (yield from self._f_fetch_entity_page(
-            query.table, query.filter_string(), query.select_columns, top, continuation_token, None, None,
-            request_hook,
+            query.table, compiled.filter_text, query.select_columns, top, continuation_token, None, None,
+            request_hook, select_text=compiled.select_text,
         ))
 
     def _f_execute_query_segment(
@@ -607,7 +622,7 @@ class ClientCore:
 
     def _decode_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
         """The decode stage of a client query's page: untracked entities of the query's class."""
-        return ResultSegment(read_page(query.entity_type, self._decode_page(fetched)), fetched.continuation_token)
+        return ResultSegment(query.compiled().read(self._decode_page(fetched)), fetched.continuation_token)
 
     # ------------------------------------------------------------ entity operations
 
@@ -796,13 +811,9 @@ def _one_entity(
     return require_keys([fmt.parse_entity(body, etag)], body, selected)[0]
 
 
-def _with_keys(select: Iterable[str]) -> list[str]:
+def _with_keys(select: Iterable[str]) -> tuple[str, ...]:
     """A projection always brings back the keys and Timestamp, so results stay addressable."""
-    names = list(select)
-    for system in ("PartitionKey", "RowKey", "Timestamp"):
-        if system not in names:
-            names.append(system)
-    return names
+    return with_keys(tuple(select))
 
 
 def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:

@@ -4,8 +4,10 @@ A client has defaults for every request it sends (``timeout``, ``server_timeout`
 ``operation_deadline``, ``retry_policy``, ``location_mode``). Any operation takes
 ``options=TableRequestOptions(...)`` (a context's save and queries:
 ``request_options=``, since their ``options`` is the :class:`SaveChangesOptions`);
-the fields that are set override the client's defaults for that call only, the
-ones left None keep them. The client is never changed.
+the fields that are set override the client's defaults (its
+:class:`~tablesdk._settings.RequestSettings`) for that call only, the ones left None keep
+them; :meth:`RequestSettings.merged <tablesdk._settings.RequestSettings.merged>` is where.
+The client is never changed.
 
 The payload format is not a request option: the codec (JSON or Atom), the API
 version that goes with it and the headers built from them belong to the client,
@@ -20,13 +22,9 @@ from typing import Any
 from ._errors import require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import RetryPolicy
-from ._transport import _check_timeout
+from ._settings import LOCATION_MODES, check_location_mode, check_retry_policy, check_timeout, resolve_retry_policy
 
 __all__ = ["TableRequestOptions", "LOCATION_MODES", "check_options", "resolve_retry_policy"]
-
-#: Where reads go: the primary only (default), the primary with retries alternating to the
-#: read-only secondary of an RA-GRS account, or the secondary only. Writes always go to the primary.
-LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
 
 
 @dataclass(frozen=True)
@@ -53,28 +51,13 @@ class TableRequestOptions:
         if self.server_timeout is not None:
             require_positive_int("server_timeout", self.server_timeout, " (seconds)")
         if self.timeout is not None:
-            _check_timeout(self.timeout, "timeout")
+            check_timeout(self.timeout)
         if self.deadline is not None:
             require_positive_seconds("deadline", self.deadline)
-        if self.retry_policy is not None and not callable(getattr(self.retry_policy, "retry_after", None)):
-            raise TypeError(
-                f"retry_policy must have retry_after(attempt, error), not {type(self.retry_policy).__name__}"
-            )
-        if self.location_mode is not None and self.location_mode not in LOCATION_MODES:
-            raise ValueError(f"location_mode must be one of {', '.join(LOCATION_MODES)}; got {self.location_mode!r}")
-
-
-def resolve_retry_policy(
-    explicit: RetryPolicy | None, options: TableRequestOptions | None, default: RetryPolicy
-) -> RetryPolicy:
-    """The policy of a call that fixes one for all its requests (a bulk call, a save): an explicit
-    ``retry_policy=`` argument, else the request options', else ``default`` (the client's, or
-    ``NoRetry()`` for ``save_changes``)."""
-    if explicit is not None:
-        return explicit
-    if options is not None and options.retry_policy is not None:
-        return options.retry_policy
-    return default
+        if self.retry_policy is not None:
+            check_retry_policy(self.retry_policy)
+        if self.location_mode is not None:
+            check_location_mode(self.location_mode)
 
 
 def check_options(options: Any) -> TableRequestOptions | None:

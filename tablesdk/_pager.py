@@ -1,10 +1,11 @@
 """Following continuation tokens, with no I/O: :class:`Pager`.
 
-Every loop that reads pages one after another keeps its place in a Pager: the
-iteration of a query (sync and async, serial and reading ahead), each range of
-a parallel scan, a table listing, the command line's export and delete. The
-pager sends nothing; the loop sends the request it names and tells it what came
-back. So the paging rules live here once:
+Every reader of pages keeps its place in a Pager, driven by the one loop of each
+flavour (:mod:`tablesdk._page_stream`): the iteration of a query and its Arrow
+batches (sync and async, in turn and reading ahead), each range of a parallel
+scan, a table listing, the scans of ``count_entities`` / ``delete_entities``, the
+command line's export. The pager sends nothing; the driver sends the request it
+names and tells it what came back. So the paging rules live here once:
 
 * a token the loop followed before is a cycle (A, B, A would request the same
   pages forever): :meth:`Pager.follow` raises :class:`ContinuationCycleError`;
@@ -21,14 +22,23 @@ back. So the paging rules live here once:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ._continuation import ContinuationToken
 from ._errors import ContinuationCycleError
 
-__all__ = ["Pager", "PageRequest"]
+__all__ = ["Pager", "PageRequest", "Sliceable"]
 
-T = TypeVar("T")
+
+class Sliceable(Protocol):
+    """A page: a list of entities or payloads, a ``pyarrow.RecordBatch`` (anything with ``len`` and slices)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: slice, /) -> Any: ...
+
+
+S = TypeVar("S", bound=Sliceable)
 
 
 class PageRequest(NamedTuple):
@@ -104,7 +114,7 @@ class Pager:
         self._top = self._request_top(self.remaining)
         return PageRequest(token, self._top)
 
-    def trim(self, page: list[T]) -> list[T]:
+    def trim(self, page: S) -> S:
         """The entities of ``page`` to hand out (all of them, or as many as are still wanted), counted.
 
         The page itself when it is all wanted: a slice is made only of the last page of a ``take``.
@@ -113,7 +123,7 @@ class Pager:
         if remaining is None:
             return page
         if len(page) > remaining:
-            page = page[:remaining]
+            page = page[:remaining]  # a slice of a page is a page of its kind
         self.remaining = remaining - len(page)
         return page
 

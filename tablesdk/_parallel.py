@@ -6,8 +6,9 @@ probing (:func:`find_partition_boundaries`). The ranges a query is cut into
 (:meth:`TableQuery.partition_ranges`) are read on threads that hand their pages
 to one consumer through a bounded queue (:class:`_ParallelScan`); without given
 boundaries, one worker reads the table from its start while they are probed
-(:class:`_Lead`). Each range follows its continuation tokens with a
-:class:`~tablesdk._pager.Pager`.
+(:class:`_Lead`). Each range reads its pages as a query does
+(:func:`~tablesdk._query.query_pages`), without reading ahead: the other
+workers keep the service busy.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import functools
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 import contextvars
 from typing import Any, Generic, TypeVar
 
@@ -25,10 +26,12 @@ from ._continuation import ContinuationToken, ResultSegment
 from ._entity import DynamicEntity, E
 from ._errors import require_positive_int
 from ._filter import prop
-from ._pager import Pager
-from ._query import TableQuery
+from ._query import TableQuery, query_pages
 
-__all__ = ["find_partition_boundaries", "scan_entities", "scan_segments"]
+__all__ = [
+    "boundary_search", "find_partition_boundaries", "partition_key_of", "probe_at", "probe_query", "run_search",
+    "scan_entities", "scan_segments",
+]
 
 T = TypeVar("T")
 
@@ -61,38 +64,73 @@ def find_partition_boundaries(query: TableQuery[Any], count: int, *, workers: in
     from concurrent.futures import ThreadPoolExecutor  # not at import (start-up)
 
     require_positive_int("count", count)
-    probe_query = TableQuery(
+    probes = probe_query(query)
+
+    def first_key_at(start: str) -> str | None:
+        return partition_key_of(probe_at(probes, start).first_or_default())
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tablesdk-probe") as pool:
+        return run_search(boundary_search(count, max(1, workers)), lambda starts: list(pool.map(first_key_at, starts)))
+
+
+def probe_query(query: TableQuery[Any]) -> TableQuery[DynamicEntity]:
+    """The query of a probe for ``query``'s table: one entity, only its PartitionKey (the filter is not
+    applied: it could make each probe scan far). A description: an async client runs it as well."""
+    return TableQuery(
         query.source, query.table, DynamicEntity, select=("PartitionKey",), take=1, options=query.request_options
     )
 
-    def first_key_at(start: str) -> str | None:
-        found = probe_query.where(prop("PartitionKey") >= start) if start else probe_query
-        entity = found.first_or_default()
-        return None if entity is None else str(entity.PartitionKey)
 
-    width = max(1, workers)
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="tablesdk-probe") as pool:
-        lowest = first_key_at("")
-        if lowest is None or count == 1:
-            return []
-        highest = _highest_key_prefix(lowest, lambda starts: list(pool.map(first_key_at, starts)), max(2, width))
+def probe_at(probes: TableQuery[DynamicEntity], start: str) -> TableQuery[DynamicEntity]:
+    """The probe for the first PartitionKey at or above ``start`` ("": the smallest)."""
+    return probes.where(prop("PartitionKey") >= start) if start else probes
+
+
+def partition_key_of(entity: DynamicEntity | None) -> str | None:
+    """The PartitionKey a probe found, or None."""
+    return None if entity is None else str(entity.PartitionKey)
+
+
+#: A search that yields the starts to probe (all at once) and is sent the first key at or above each.
+ProbeSearch = Generator[list[str], list[str | None], T]
+
+
+def run_search(search: ProbeSearch[T], probe: Callable[[list[str]], list[str | None]]) -> T:
+    """What ``search`` finds, each round of its starts probed by ``probe`` (the first key at or above each)."""
+    try:
+        starts = next(search)
+        while True:
+            starts = search.send(probe(starts))
+    except StopIteration as done:
+        found: T = done.value
+        return found
+
+
+def boundary_search(count: int, width: int) -> ProbeSearch[list[str]]:
+    """The boundaries of :func:`find_partition_boundaries` as a search with no I/O: it yields the
+    starts to probe, at most ``width`` at a time, and is sent the keys found; the threaded and the
+    asyncio flavour each run the probes their way."""
+    (lowest,) = yield [""]
+    if lowest is None or count == 1:
+        return []
+    highest = yield from _highest_key_prefix(lowest, max(2, width))
     if highest is None:
         return []
     return _spread(lowest, highest, count)
 
 
-def _highest_key_prefix(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> str | None:
+def _highest_key_prefix(lowest: str, width: int) -> ProbeSearch[str | None]:
     """The largest key's first characters: one past the prefix it shares with ``lowest``
     (None when no key is larger than ``lowest``)."""
-    found = _divergence(lowest, probe, width)
+    found = yield from _divergence(lowest, width)
     if found is None:
         return None
     position, char = found
     prefix = lowest[:position]
-    return prefix + chr(_largest_next_char(prefix, char, probe, width))
+    return prefix + chr((yield from _largest_next_char(prefix, char, width)))
 
 
-def _divergence(lowest: str, probe: Callable[[list[str]], list[str | None]], width: int) -> tuple[int, int] | None:
+def _divergence(lowest: str, width: int) -> ProbeSearch[tuple[int, int] | None]:
     """The first position at which some key is larger than ``lowest``, and a character found there.
 
     Every key lies between ``lowest`` and the largest, so all share the prefix
@@ -110,7 +148,7 @@ def _divergence(lowest: str, probe: Callable[[list[str]], list[str | None]], wid
         chosen = sorted({low + (high - low) * k // width for k in range(width)})
         starts = [lowest[:i] + (chr(ord(lowest[i]) + 1) if i < len(lowest) else chr(_FIRST_CHAR))
                   for i in (positions[j] for j in chosen)]
-        answers = probe(starts)
+        answers = yield starts
         hit = next((n for n, key in enumerate(answers) if key is not None), None)
         if hit is None:
             low = chosen[-1] + 1
@@ -150,7 +188,7 @@ def _probe_points(low: int, high: int, width: int) -> list[int]:
     return sorted(points)
 
 
-def _largest_next_char(prefix: str, known: int, probe: Callable[[list[str]], list[str | None]], width: int) -> int:
+def _largest_next_char(prefix: str, known: int, width: int) -> ProbeSearch[int]:
     """The largest ``c`` such that some key starts with ``prefix + chr(c)``; ``known`` is such a ``c``.
 
     Each probe answers with an actual key, which narrows the interval further
@@ -161,7 +199,7 @@ def _largest_next_char(prefix: str, known: int, probe: Callable[[list[str]], lis
     high = _LAST_CHAR
     while high > low:
         points = _probe_points(low, high, width)
-        answers = probe([prefix + chr(point) for point in points])
+        answers = yield [prefix + chr(point) for point in points]
         for point, key in zip(points, answers):
             if key is not None and key.startswith(prefix) and len(key) > position:
                 found = low = max(low, min(ord(key[position]), _LAST_CHAR))
@@ -281,17 +319,16 @@ class _ParallelScan(Generic[T]):
 
     def read(self, index: int, query: TableQuery[Any], token: ContinuationToken | None) -> bool:
         """Hand out the pages of ``query`` from ``token`` on; False when the scan stopped first."""
-        pager = Pager(start=token)
-        while not self.stop.is_set():
-            segment = query.execute_segmented(token)
-            if segment.continuation_token is not None:
-                pager.follow(segment.continuation_token)
-            if not self._put((index, segment)):
+        if self.stop.is_set():
+            return False
+        for results, following in query_pages(query, token, read_ahead=False):
+            if not self._put((index, ResultSegment(results, following))):
                 return False
-            token = segment.continuation_token
-            if token is None:
+            if following is None:
                 return True
-        return False
+            if self.stop.is_set():
+                return False
+        return True
 
     def hand_out(self, index: int, segment: ResultSegment[Any]) -> bool:
         """Hand one page to the consumer; False when the scan stopped first."""
@@ -403,15 +440,11 @@ class _Lead:
 
     def run(self, scan: _ParallelScan[Any]) -> bool:
         """Read from the start up to the cut (the leader's job); False when the scan stopped first."""
-        token: ContinuationToken | None = None
-        pager = Pager()
-        while not scan.stop.is_set():
-            segment = self.query.execute_segmented(token)
-            token = segment.continuation_token
-            if token is not None:
-                pager.follow(token)
+        if scan.stop.is_set():
+            return False
+        for results, token in query_pages(self.query, read_ahead=False):
             with self.lock:
-                cut, results = self.cut, segment.results
+                cut = self.cut
                 crossed = cut is not None and bool(results) and _partition_key(results[-1]) >= cut
                 if crossed:
                     results = [entity for entity in results if _partition_key(entity) < str(cut)]
@@ -428,7 +461,9 @@ class _Lead:
                 return True
             if decided and cut is not None:
                 return self._up_to(cut, last, scan)
-        return False
+            if scan.stop.is_set():
+                return False
+        return True
 
     def _up_to(self, cut: str, last: tuple[str, str] | None, scan: _ParallelScan[Any]) -> bool:
         """Read what lies between the last entity handed out and the cut, as fresh queries."""

@@ -18,33 +18,35 @@ return fewer, or none, with a continuation token at any time):
 * Without ``take``, ``$top`` is the page size when one is set, otherwise it is
   left out and the service's default (1000) applies.
 * Iteration follows continuation tokens, including tokens that come with an
-  empty page, and keeps only the current page in memory (and, while it is
-  used, the next page's undecoded answer: the next request goes out as soon
-  as a page's token has arrived; see :meth:`TableQuery.read_ahead`).
+  empty page, and keeps only the current page in memory (and, while it
+  reads ahead, the next page's undecoded answer: see :meth:`TableQuery.read_ahead`).
 
-Which token is followed next, the cycle check, the ``take`` count and when to
-read ahead are decided by a :class:`~tablesdk._pager.Pager`; this module runs
-its requests. Tokens and pages are in :mod:`tablesdk._continuation`, parallel
-scans in :mod:`tablesdk._parallel`, the key helpers in :mod:`tablesdk._keys`.
+Which token is followed next, the cycle check and the ``take`` count are
+decided by a :class:`~tablesdk._pager.Pager`, driven by
+:func:`~tablesdk._page_stream.stream_pages` (which also decides when to read
+ahead); this module gives it the requests and the decoding
+(:func:`query_pages`). A query's ``$filter``, ``$select`` and page reader are
+made once (:meth:`TableQuery.compiled`). Tokens and pages are in
+:mod:`tablesdk._continuation`, parallel scans in :mod:`tablesdk._parallel`, the
+key helpers in :mod:`tablesdk._keys`.
 """
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
-from ._edm import EdmType
-from ._entity import E, ResolvedType, validate_table_name
+from ._edm import EdmType, EntityPage
+from ._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
 from ._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from ._http import workers_within_pool
 from ._options import TableRequestOptions, check_options
-from ._pager import PageRequest, Pager
+from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
+from ._pager import PageRequest, Pager, Sliceable
 
 from ._tracing import trace_public_methods
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "QuerySource",
     "PagedQuerySource",
     "TableQuery",
+    "CompiledQuery",
     "EmptyResultError",
     "MAX_PAGE_SIZE",
 ]
@@ -110,47 +113,6 @@ class PagedQuerySource(QuerySource[E], Protocol[E]):
         ...
 
 
-class _PageAhead:
-    """The request of the next page, sent on a thread of its own while the iterating thread
-    decodes and hands out the page before it.
-
-    A thread per page: starting one costs far less than the page's round trip,
-    and the client's executor is not used, because ``begin_execute`` iterates
-    queries on it (a read-ahead queued behind a full pool would wait for the
-    iteration that waits for it). When iteration stops early nobody calls
-    :meth:`result`: the thread ends with its request, and its page or error
-    is dropped. Whether and what to read ahead is the pager's decision (:meth:`Pager.ahead`).
-    """
-
-    __slots__ = ("_thread", "_fetched", "_error")
-
-    def __init__(self, fetch: Callable[[], FetchedPage]) -> None:
-        self._fetched: FetchedPage | None = None
-        self._error: BaseException | None = None
-        # The caller's context goes with the request (an OpenTelemetry span, a contextvar the
-        # application set), as if the page were fetched on the iterating thread.
-        self._thread = threading.Thread(
-            target=contextvars.copy_context().run, args=(self._run, fetch), name="tablesdk-read-ahead", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, fetch: Callable[[], FetchedPage]) -> None:
-        try:
-            self._fetched = fetch()
-        except BaseException as exc:  # noqa: BLE001 - raised by result(), where serial paging raises it
-            self._error = exc
-
-    def result(self) -> FetchedPage:
-        """The page, once its request is done; raises what the request raised."""
-        self._thread.join()
-        fetched, error = self._fetched, self._error
-        self._fetched = self._error = None  # the caller holds the page (or the error) from here on
-        if error is not None:
-            raise error
-        assert fetched is not None
-        return fetched
-
-
 # ---------------------------------------------------------------- the query
 
 
@@ -160,12 +122,6 @@ def _check_take(n: Any) -> int:
     if n < 1:
         raise TableValidationError("take", "take(n) needs n >= 1", f"got {n}")
     return n
-
-
-def _check_read_ahead(enabled: Any) -> bool:
-    if not isinstance(enabled, bool):
-        raise TypeError(f"read_ahead(enabled) needs a bool, not {type(enabled).__name__}")
-    return enabled
 
 
 def _check_page_size(m: Any) -> int:
@@ -194,6 +150,40 @@ def _check_select(names: Any) -> tuple[str, ...] | None:
     return tuple(columns) or None
 
 
+#: Properties every projection brings back, so that results stay addressable.
+_ALWAYS_SELECTED = ("PartitionKey", "RowKey", "Timestamp")
+
+
+def with_keys(select: Sequence[str]) -> tuple[str, ...]:
+    """``select`` with the keys and Timestamp added (a projection always brings them back)."""
+    return (*select, *(name for name in _ALWAYS_SELECTED if name not in select))
+
+
+class CompiledQuery(Generic[E]):
+    """What every page of a query sends and how it is read, fixed when the query first runs
+    (:meth:`TableQuery.compiled`): each page, and each range of a parallel scan, reuses it.
+
+    ``filter_text``: the ``$filter`` (rendered, its comparisons counted and type-checked once), or
+    None; ``point_keys``: ``(PartitionKey, RowKey)`` of a point query, read by its address;
+    ``select_text``: the ``$select`` (the keys and Timestamp included), or None for every property;
+    ``read``: a page's entities of the query's class, untracked (a client's pages).
+    """
+
+    __slots__ = ("filter_text", "point_keys", "select_text", "read")
+
+    def __init__(
+        self,
+        filter_text: str | None,
+        point_keys: tuple[str, str] | None,
+        select_text: str | None,
+        read: Callable[[EntityPage], list[E]],
+    ) -> None:
+        self.filter_text = filter_text
+        self.point_keys = point_keys
+        self.select_text = select_text
+        self.read = read
+
+
 R = TypeVar("R")
 
 
@@ -209,6 +199,7 @@ class TableQuery(Generic[E]):
 
     __slots__ = (
         "_source", "_table", "_entity_type", "_filter", "_take", "_select", "_page_size", "_read_ahead", "_options",
+        "_compiled",
     )
 
     def __init__(
@@ -221,7 +212,7 @@ class TableQuery(Generic[E]):
         take: int | None = None,
         select: tuple[str, ...] | list[str] | None = None,
         page_size: int | None = None,
-        read_ahead: bool = True,
+        read_ahead: ReadAhead = "auto",
         options: TableRequestOptions | None = None,
     ) -> None:
         validate_table_name(table)
@@ -232,8 +223,9 @@ class TableQuery(Generic[E]):
         self._take = None if take is None else _check_take(take)
         self._select = _check_select(select)
         self._page_size = None if page_size is None else _check_page_size(page_size)
-        self._read_ahead = _check_read_ahead(read_ahead)
+        self._read_ahead = check_read_ahead(read_ahead)
         self._options = check_options(options)
+        self._compiled: CompiledQuery[E] | None = None
 
     def _replace(self, **changes: Any) -> TableQuery[E]:
         values: dict[str, Any] = {
@@ -285,8 +277,8 @@ class TableQuery(Generic[E]):
         return self._page_size
 
     @property
-    def reads_ahead(self) -> bool:
-        """Whether iteration reads the next page ahead (see :meth:`read_ahead`)."""
+    def reads_ahead(self) -> ReadAhead:
+        """Whether iteration reads the next page ahead: ``"auto"``, True or False (see :meth:`read_ahead`)."""
         return self._read_ahead
 
     @property
@@ -314,6 +306,7 @@ class TableQuery(Generic[E]):
         if expr is None:
             raise TypeError("where() needs a filter expression or a raw $filter string, not None")
         node = as_filter(expr)
+        refuse_chunked_filter(self._entity_type, node)
         combined = node if self._filter is None else self._filter & node
         return self._replace(filter=combined)
 
@@ -328,9 +321,10 @@ class TableQuery(Generic[E]):
     def select(self, *names: str) -> TableQuery[E]:
         """A new query returning only the named properties (plus the keys, which are always sent).
 
-        ``select()`` with no names returns every property again.
+        ``select()`` with no names returns every property again. Naming a ``Chunked`` property
+        of the query's class selects each of its parts.
         """
-        return self._replace(select=_check_select(names))
+        return self._replace(select=_check_select(with_chunked_parts(self._entity_type, names)))
 
     def page_size(self, m: int) -> TableQuery[E]:
         """A new query asking for pages of at most ``m`` (1..1000) entities."""
@@ -367,19 +361,24 @@ class TableQuery(Generic[E]):
             read_ahead=other._read_ahead,
         )
 
-    def read_ahead(self, enabled: bool) -> TableQuery[E]:
-        """A new query whose iteration reads the next page ahead (True, the default) or does not.
+    def read_ahead(self, enabled: ReadAhead) -> TableQuery[E]:
+        """A new query whose iteration reads the next page ahead when it pays (``"auto"``, the
+        default), always (True) or never (False).
 
         The next page's continuation token comes in the headers of this page's
         response, so while this page is decoded and handed out, the request of
-        the next one is already on its way, on a thread of its own: a scan takes
+        the next one can be on its way, on a thread of its own: a scan then takes
         about the longer of the client's time and the service's (or network's)
-        per page instead of their sum. At most one page is read ahead (memory
-        stays flat), and with ``take(n)`` only when the page in hand cannot
-        hold the rest (a page read ahead counts the page before it as full, so
-        no request asks for more than ``take`` still wants). An error of the
-        page read ahead is raised where iteration reaches that page, as it
-        would be without reading ahead.
+        per page instead of their sum. That costs client CPU (a thread per page,
+        and receiving the next page competes with decoding this one), so
+        ``"auto"`` reads ahead only while what it measures says the wait for the
+        service is a significant share of a page's time: behind network latency,
+        not against a fast local server (the rule: :mod:`tablesdk._page_stream`).
+        At most one page is read ahead (memory stays flat), and with ``take(n)``
+        only when the page in hand cannot hold the rest (a page read ahead counts
+        the page before it as full, so no request asks for more than ``take``
+        still wants). An error of the page read ahead is raised where iteration
+        reaches that page, as it would be without reading ahead.
 
         The price: when iteration stops early (``break``, ``take`` satisfied
         by short pages, an exception in the loop), one request may have been
@@ -388,15 +387,30 @@ class TableQuery(Generic[E]):
         records run on the other thread. :meth:`execute_segmented` is always
         exactly one request; a source that cannot split a page (a
         :class:`QuerySource` with only ``execute_query_segment``) is iterated
-        one request at a time either way.
+        one request at a time either way. Arrow batches (:meth:`iter_arrow_batches`)
+        and the scans of ``count_entities`` / ``delete_entities`` follow the same setting.
         """
-        return self._replace(read_ahead=_check_read_ahead(enabled))
+        return self._replace(read_ahead=check_read_ahead(enabled))
 
     # -- what is sent
 
+    def compiled(self) -> CompiledQuery[E]:
+        """The ``$filter`` and ``$select`` text and the page reader of this query, made on the first
+        call and kept (the query is immutable): raises what :meth:`filter_string` raises."""
+        compiled = self._compiled
+        if compiled is None:
+            entity_type, select = self._entity_type, self._select
+            compiled = self._compiled = CompiledQuery(
+                render_filter(self._filter, getattr(entity_type, "__declared__", None)),
+                point_keys(self._filter),
+                ",".join(with_keys(select)) if select else None,
+                page_reader(entity_type),
+            )
+        return compiled
+
     def filter_string(self) -> str | None:
         """The ``$filter`` text to send, or None; checks the service's comparison limit."""
-        return render_filter(self._filter, getattr(self.entity_type, "__declared__", None))
+        return self.compiled().filter_text
 
     def point_keys(self) -> tuple[str, str] | None:
         """``(PartitionKey, RowKey)`` when the filter is exactly a point query, else None.
@@ -405,7 +419,7 @@ class TableQuery(Generic[E]):
         cannot carry (a ``%``, a URI segment over 260 characters) are then
         fetched through the workarounds of the Azure Storage team's blog by the client.
         """
-        return point_keys(self._filter)
+        return self.compiled().point_keys
 
     def request_top(self, remaining: int | None) -> int | None:
         """The ``$top`` for the next request when ``remaining`` entities are still wanted.
@@ -439,53 +453,13 @@ class TableQuery(Generic[E]):
 
         Follows continuation tokens (also those of empty pages) and stops after
         ``take`` entities without asking for another page. The request of the
-        next page goes out while this page is decoded and handed out (see
+        next page may go out while this page is decoded and handed out (see
         :meth:`read_ahead`; one page at most); only this page's entities and
         the next page's undecoded answer are held in memory.
         """
-        source = self._source
-        if self._read_ahead and isinstance(source, PagedQuerySource):
-            return self._iterate_ahead(source)
-        return self._iterate()
-
-    def _iterate(self) -> Iterator[E]:
-        source = self._source
-        pager = Pager(self._take, self.request_top)
-        request: PageRequest | None = pager.first()
-        while request is not None:
-            segment: ResultSegment[E] | None = source.execute_query_segment(self, request.token, request.top)
-            assert segment is not None
-            token = segment.continuation_token
-            page: list[E] | None = segment.results
-            segment = None  # keep only the page itself referenced
-            assert page is not None
-            yield from pager.trim(page)
-            page = None  # release this page before the next request
-            request = pager.next(token)
-
-    def _iterate_ahead(self, source: PagedQuerySource[E]) -> Iterator[E]:
-        """:meth:`_iterate` with the next page's request in flight while this page is decoded and used."""
-        pager = Pager(self._take, self.request_top)
-        request = pager.first()
-        fetched: FetchedPage | None = source.fetch_query_segment(self, request.token, request.top)
-        while fetched is not None:
-            token = fetched.continuation_token
-            ahead = pager.ahead(token)
-            in_flight = None
-            if ahead is not None:
-                in_flight = _PageAhead(partial(source.fetch_query_segment, self, ahead.token, ahead.top))
-            page: list[E] | None = source.decode_query_segment(self, fetched).results
-            fetched = None  # the undecoded answer is no longer needed
-            assert page is not None
-            yield from pager.trim(page)
-            page = None  # release this page before waiting for the next
-            following = pager.next(token)  # the request read ahead, when there is one
-            if following is None:
-                return
-            if in_flight is None:
-                fetched = source.fetch_query_segment(self, following.token, following.top)
-            else:
-                fetched = in_flight.result()
+        for page, _ in query_pages(self):
+            yield from page
+            del page  # release this page before the next request
 
     # -- parallel scans over PartitionKey ranges
 
@@ -610,8 +584,8 @@ class TableQuery(Generic[E]):
             parts.append(f"select={list(self._select)}")
         if self._page_size is not None:
             parts.append(f"page_size={self._page_size}")
-        if not self._read_ahead:
-            parts.append("read_ahead=False")
+        if self._read_ahead != "auto":
+            parts.append(f"read_ahead={self._read_ahead!r}")
         return f"TableQuery({', '.join(parts)})"
 
     # -- columns: pyarrow / pandas (tablesdk._arrow; imported only when called)
@@ -647,6 +621,45 @@ class TableQuery(Generic[E]):
         from ._arrow import query_to_pandas
 
         return query_to_pandas(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)
+
+
+P = TypeVar("P", bound=Sliceable)
+
+
+def query_pages(
+    query: TableQuery[E],
+    start: ContinuationToken | None = None,
+    *,
+    read_ahead: ReadAhead | None = None,
+    decode: Callable[[FetchedPage], P] | None = None,
+) -> Iterator[tuple[Any, ContinuationToken | None]]:
+    """The pages of ``query`` from ``start`` on, each with the token of the next (None on the last):
+    the entities of its source's pages, or ``decode`` of each fetched page (the source must then be a
+    :class:`PagedQuerySource`, a client: ``count_entities``, the command line). ``read_ahead``: the
+    query's own setting when None (:mod:`tablesdk._page_stream` drives the pager)."""
+    source = query.source
+    pager = Pager(query.take_count, query.request_top, start=start)
+    setting = query.reads_ahead if read_ahead is None else read_ahead
+    if isinstance(source, PagedQuerySource):
+        return stream_pages(
+            pager, partial(_fetch_page, source, query), decode or partial(_decoded_results, source, query), setting,
+            source,
+        )
+    if decode is not None:
+        raise TypeError(f"{type(source).__name__} makes entities, not pages: a query from a client is needed")
+    return stream_pages(pager, partial(_segment, source, query), segment_results)
+
+
+def _fetch_page(source: PagedQuerySource[E], query: TableQuery[E], request: PageRequest) -> FetchedPage:
+    return source.fetch_query_segment(query, request.token, request.top)
+
+
+def _decoded_results(source: PagedQuerySource[E], query: TableQuery[E], fetched: FetchedPage) -> list[E]:
+    return source.decode_query_segment(query, fetched).results
+
+
+def _segment(source: QuerySource[E], query: TableQuery[E], request: PageRequest) -> ResultSegment[E]:
+    return source.execute_query_segment(query, request.token, request.top)
 
 
 # One span per call that sends, when the application configured OpenTelemetry; iteration is

@@ -398,20 +398,44 @@ class TableContext:
     @overload
     def get(
         self, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
-    ) -> DynamicEntity | None: ...
+    ) -> DynamicEntity: ...
 
     @overload
     def get(
         self, partition_key: str, row_key: str, entity_type: type[E],
         *, request_options: TableRequestOptions | None = None,
-    ) -> E | None: ...
+    ) -> E: ...
 
     def get(
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, request_options: TableRequestOptions | None = None,
     ) -> Any:
-        """Point lookup of one entity, tracked per the context's ``merge_option``."""
-        return self.context.get(self.table, partition_key, row_key, entity_type, request_options=request_options)
+        """Point lookup of one entity, tracked per the context's ``merge_option``; raises
+        :class:`~tablesdk.ResourceNotFoundError` when it does not exist (see :meth:`get_or_none`)."""
+        found = self.context._get(self.table, partition_key, row_key, entity_type, request_options, False)
+        if found is None:
+            from ._tracking_context import warn_get_gave_none
+
+            warn_get_gave_none("TableContext")
+        return found
+
+    @overload
+    def get_or_none(
+        self, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
+
+    @overload
+    def get_or_none(
+        self, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
+
+    def get_or_none(
+        self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
+    ) -> Any:
+        """Point lookup of one entity, tracked per the context's ``merge_option``; None when it does not exist."""
+        return self.context._get(self.table, partition_key, row_key, entity_type, request_options, True)
 
     def save_changes(
         self, options: SaveChangesOptions | None = None, *, request_options: TableRequestOptions | None = None

@@ -21,7 +21,7 @@ from ._batch import BatchOperation, BatchOperationKind
 from ._edm import EntityPage, EntityPayload
 from ._entity import E, ResolvedType, entity_from_payload, read_page
 from ._entity_access import entity_etag
-from ._errors import BatchError, ResourceNotFoundError, TableServiceError
+from ._errors import BatchError, ResourceNotFoundError, TableServiceError, warn_the_caller
 from ._merge import MergeOption, refresh_tracked
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._retry import RetryPolicy
@@ -49,6 +49,16 @@ ClientT = TypeVar("ClientT")
 
 #: ``resolve_type``: (table, PartitionKey, RowKey, properties) -> the class of a queried entity.
 ResolveType = Callable[[str, str, str, dict[str, Any]], type]
+
+
+def warn_get_gave_none(where: str) -> None:
+    """Warn that ``get`` returned None for a missing entity because of ``ignore_resource_not_found``:
+    a form that will raise, so that ``get`` can be typed without None (``get_or_none`` is that form)."""
+    warn_the_caller(
+        f"{where}.get() returned None for a missing entity because ignore_resource_not_found is set; "
+        "this is deprecated and get() will raise ResourceNotFoundError: call get_or_none() for None",
+        DeprecationWarning,
+    )
 
 
 class UnsavedChangesWarning(UserWarning):
@@ -248,6 +258,15 @@ class TrackingContext(Generic[ClientT]):
             else:
                 run.succeeded(index, result)
         return run.finish()
+
+    def _f_get(self, client: ClientCore, query: TableQuery[E], or_none: bool) -> Flow[E | None]:
+        """The point lookup ``query`` names, tracked per the merge option: None for a missing
+        entity when ``or_none`` (``get_or_none``) or :attr:`ignore_resource_not_found` is set
+        (``get``'s deprecated form); a missing table is None only with the latter."""
+        ignore = self.ignore_resource_not_found
+        fetched = yield from client._f_fetch_page(query, None, None, ignore or or_none, ignore, self._request_hook())
+        results = self._decode_segment(client, query, fetched).results
+        return results[0] if results else None
 
     def _f_query_segment(
         self, client: ClientCore, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None

@@ -44,9 +44,6 @@ redaction itself (and the filter urllib3's DEBUG lines pass through) is
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -55,11 +52,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from ._version import __version__
 from ._auth import http_date
 from ._errors import (
-    BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, TableValidationError, require_positive_int,
-    require_positive_seconds,
+    BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int,
 )
 from ._http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -83,6 +78,7 @@ from ._redaction import (
     strip_query,
 )
 from ._retry import RetryPolicy
+from ._settings import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, RequestSettings
 from ._tracing import active_tracer, traced_attempt
 
 if TYPE_CHECKING:
@@ -98,10 +94,12 @@ __all__ = [
     "RequestAttempt",
     "OperationContext",
     "RetryLoop",
+    "RequestSettings",
     "Step",
     "Transport",
     "Timeout",
     "attempt_state_for_status",
+    "begin_operation",
     "is_ambiguous",
     "mark_ambiguous",
     "prepare_request",
@@ -118,69 +116,6 @@ def _make_log() -> logging.Logger:
     global _LOG
     _LOG = library_logger("tablesdk.transport")
     return _LOG
-
-#: ``User-Agent`` sent when the caller does not give one.
-DEFAULT_USER_AGENT = f"tablesdk/{__version__}"
-
-
-def user_agent_header(application: str | None) -> str:
-    """The ``User-Agent`` the clients send: ``[application ]tablesdk/<v> Python/<v> (<platform>)``.
-
-    As in the Azure SDKs, the application's token comes first, so it survives in
-    server logs that cut a long header. It must be printable ASCII without
-    control characters (it is a header value) and at most 256 characters.
-    """
-    base = f"tablesdk/{__version__} Python/{_python_version()} ({_platform()})"
-    if application is None:
-        return base
-    if not isinstance(application, str) or not application.strip():
-        raise TableValidationError("user_agent", "a non-empty str", f"got {application!r}")
-    if len(application) > 256 or not all(" " <= c <= "~" for c in application):
-        raise TableValidationError(
-            "user_agent", "at most 256 printable ASCII characters (it is sent as a header)", repr(application[:40])
-        )
-    return f"{application.strip()} {base}"
-
-
-@functools.cache
-def _platform() -> str:
-    """The platform words of the User-Agent, as ``platform.platform(terse=True)`` puts them.
-
-    On Linux with glibc they come from ``os.uname()`` and the C library itself:
-    ``platform.platform`` would run ``uname -p`` in a child process and scan the
-    interpreter's binary for the glibc version, on the first request of every process.
-    """
-    uname = os.uname() if hasattr(os, "uname") else None
-    libc = _glibc_version() if uname is not None and uname.sysname == "Linux" else None
-    if uname is None or libc is None:
-        import platform
-
-        return platform.platform(terse=True)
-    words = "-".join(part.strip() for part in (uname.sysname, uname.release, uname.machine, "with", libc) if part)
-    for character in ' /\\:;"()':  # what platform.platform replaces, so the words stay the same
-        words = words.replace(character, "_" if character == " " else "-")
-    words = words.replace("unknown", "")
-    while "--" in words:
-        words = words.replace("--", "-")
-    return words.rstrip("-")
-
-
-def _glibc_version() -> str | None:
-    """``glibc2.36`` for glibc 2.36 (the C library's own answer), or None for another C library."""
-    try:
-        answer = os.confstr("CS_GNU_LIBC_VERSION")
-    except (ValueError, OSError):
-        return None
-    if not answer or not answer.startswith("glibc "):
-        return None
-    return answer.replace(" ", "", 1)
-
-
-def _python_version() -> str:
-    return "%d.%d.%d" % sys.version_info[:3]
-
-#: Default client timeout: 10 s to connect, 60 s between bytes read.
-DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)
 
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _AMBIGUOUS_STATUSES = frozenset({404, 409, 412})
@@ -249,16 +184,6 @@ class OperationContext:
             f"OperationContext(client_request_id={self.client_request_id!r}, "
             f"attempts={len(self.attempts)})"
         )
-
-
-def _check_timeout(value: Timeout, name: str) -> Timeout:
-    items = value if isinstance(value, tuple) else (value,)
-    if isinstance(value, tuple) and len(value) != 2:
-        raise ValueError(f"{name} must be seconds or a (connect, read) pair, got {value!r}")
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, (int, float)) or not item > 0:
-            raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
-    return value
 
 
 def _cap_timeout(value: Timeout, remaining: float | None) -> Timeout:
@@ -630,19 +555,54 @@ def _note_attempts(error: TableServiceError, attempts: int, elapsed: float, url:
     error.args = (error.message, *error.args[1:])
 
 
+def begin_operation(
+    request: HttpRequest,
+    settings: RequestSettings,
+    error_parser: ErrorParser,
+    started: float,
+    *,
+    operation_context: OperationContext | None = None,
+    check: AnswerCheck | None = None,
+    locations: tuple[str, ...] = (),
+    read_only: bool = False,
+) -> RetryLoop:
+    """Prepare ``request`` under ``settings`` and return the :class:`RetryLoop` of one operation.
+
+    What both drivers do before the first attempt (they differ only in awaiting the sender
+    and the back-off): pick the ``x-ms-client-request-id`` (the context's, the request's own,
+    else a fresh UUID4) and :func:`prepare_request` with the settings' ``User-Agent`` and
+    ``server_timeout``, which is added to every location as well. ``started`` is the clock's
+    reading the deadline counts from.
+    """
+    client_request_id = (
+        (operation_context.client_request_id if operation_context else None)
+        or request.header("x-ms-client-request-id")
+        or str(uuid.uuid4())
+    )
+    server_timeout = settings.server_timeout
+    prepared = prepare_request(
+        request, client_request_id=client_request_id, user_agent=settings.user_agent, server_timeout=server_timeout,
+    )
+    if server_timeout is not None:
+        locations = tuple(_with_server_timeout(url, server_timeout) for url in locations)
+    return RetryLoop(
+        prepared, settings.retry_policy, settings.timeout, error_parser, started, deadline=settings.deadline,
+        check=check, operation_context=operation_context, locations=locations, read_only=read_only,
+    )
+
+
 # ---------------------------------------------------------------- the thread-based driver
 
 
 class Transport:
-    """Sends requests to the Table service through a sender, retrying as a policy says.
+    """Sends requests to the Table service through a sender, retrying as the settings say.
 
     ``credential`` signs each attempt (None sends unsigned, e.g. a URL that
-    already carries a SAS). ``retry_policy`` is the default policy and
-    ``error_parser`` turns a response with status >= 300 into the exception to
-    raise. ``timeout`` is the client timeout of each attempt in seconds, or a
-    ``(connect, read)`` pair (the read timeout bounds each wait for bytes, not
-    the whole response). ``server_timeout`` appends the service's ``timeout=N``
-    query parameter to every request.
+    already carries a SAS) and ``error_parser`` turns a response with status >= 300
+    into the exception to raise. The transport keeps no request settings: every
+    :meth:`send` is given the :class:`~tablesdk._settings.RequestSettings` to use
+    (the client's, merged with the call's options), the same value the asyncio
+    transport reads.
 
     ``sender`` puts each attempt on the wire (see :mod:`tablesdk._http`); by
     default a :class:`~tablesdk._requests_sender.RequestsSender` built from ``pool_size``,
@@ -652,7 +612,7 @@ class Transport:
     :class:`~tablesdk._errors.ConnectionFailedError`, which the policy retries.
 
     ``sleep`` and ``clock`` are injectable for tests; ``clock`` measures the
-    ``deadline`` and the :class:`RequestAttempt` timings. A Transport is safe
+    deadline and the :class:`RequestAttempt` timings. A Transport is safe
     to share between threads; close it (or use it as a context manager) to
     release its connections.
     """
@@ -661,31 +621,19 @@ class Transport:
         self,
         credential: TableCredential | None,
         *,
-        retry_policy: RetryPolicy,
         error_parser: ErrorParser,
         pool_size: int = 16,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        server_timeout: int | None = None,
-        user_agent: str = DEFAULT_USER_AGENT,
         trust_env: bool = False,
         sender: Sender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if server_timeout is not None:
-            _check_server_timeout(server_timeout)
-        if retry_policy is None:
-            raise ValueError("retry_policy is required (use NoRetry() to disable retries)")
         require_positive_int("pool_size", pool_size)
         check_max_response_bytes(max_response_bytes)
         self._credential = credential
-        self._retry_policy = retry_policy
         self._error_parser = error_parser
         self._pool_size = pool_size
-        self._timeout = _check_timeout(timeout, "timeout")
-        self._server_timeout = server_timeout
-        self._user_agent = user_agent
         self._sleep = sleep
         self._clock = clock
         if sender is None:
@@ -694,17 +642,6 @@ class Transport:
             sender = RequestsSender(pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes)
         self._sender: Sender = sender
         install_log_filter()
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """The policy used when :meth:`send` is not given one."""
-        return self._retry_policy
-
-    @retry_policy.setter
-    def retry_policy(self, policy: RetryPolicy) -> None:
-        if policy is None:
-            raise ValueError("retry_policy is required (use NoRetry() to disable retries)")
-        self._retry_policy = policy
 
     @property
     def sender(self) -> Sender:
@@ -721,49 +658,35 @@ class Transport:
         """Connections kept per host."""
         return self._pool_size
 
-    @property
-    def timeout(self) -> Timeout:
-        """Default client timeout of each attempt."""
-        return self._timeout
-
-    @property
-    def server_timeout(self) -> int | None:
-        """The ``timeout=N`` sent to the service, or None."""
-        return self._server_timeout
-
     def send(
         self,
         method: str,
         url: str,
         *,
+        settings: RequestSettings,
         headers: dict[str, str] | None = None,
         body: bytes | None = None,
-        retry_policy: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        deadline: float | None = None,
-        server_timeout: int | None = None,
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
         locations: tuple[str, ...] = (),
         read_only: bool = False,
     ) -> HttpResponse:
-        """Send one logical request, retrying as the policy says, and return the response.
+        """Send one logical request, retrying as ``settings`` say, and return the response.
+
+        ``settings`` give the retry policy, each attempt's client timeout, the service's
+        ``timeout=N``, the ``User-Agent`` and the deadline. The deadline bounds the whole
+        operation in seconds (by the transport's clock): each attempt's timeout is capped
+        to the time left, no back-off sleeps past it, and running out raises
+        :class:`~tablesdk._errors.RequestTimeoutError` saying so. The read timeout bounds
+        each wait for bytes and the whole answer (the senders enforce both), so a response
+        that keeps trickling in ends at the deadline too.
 
         ``locations`` (full URLs, ``url`` usually the first) are the endpoints the
         attempts cycle through: the first attempt goes to ``locations[0]``, a retry
         to the next, and so on. The client uses it for reads with a location mode.
-
-        ``headers`` are not modified. ``retry_policy``, ``timeout`` and
-        ``server_timeout`` override the transport's defaults for this call.
-        ``deadline`` bounds the whole operation in seconds (by the transport's
-        clock): each attempt's timeout is capped to the time left, no back-off
-        sleeps past it, and running out raises
-        :class:`~tablesdk._errors.RequestTimeoutError` saying so. The read timeout
-        bounds each wait for bytes and the whole answer (the senders enforce
-        both), so a response that keeps trickling in ends at the deadline too. Responses with
-        status < 300 are returned unless ``check`` raises a
-        :class:`~tablesdk._errors.TableServiceError` for them, which is then handled
-        like an error answer (classified, retried, flagged ambiguous); a 3xx
+        ``headers`` are not modified. Responses with status < 300 are returned unless
+        ``check`` raises a :class:`~tablesdk._errors.TableServiceError` for them, which is
+        then handled like an error answer (classified, retried, flagged ambiguous); a 3xx
         (redirects are never followed: the Table service does not redirect, so
         one means a proxy or a wrong endpoint) is an error like a 4xx.
         ``read_only`` says that a write method carries no change (a query sent
@@ -777,11 +700,9 @@ class Transport:
         credential raising ``ValueError``, say) propagate at once without retry.
         """
         request = HttpRequest(method, url, dict(headers) if headers else {}, body)
-        loop = self.start(
-            request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
-            server_timeout=server_timeout, operation_context=operation_context, check=check,
-            locations=locations,
-            read_only=read_only,
+        loop = begin_operation(
+            request, settings, self._error_parser, self._clock(), operation_context=operation_context, check=check,
+            locations=locations, read_only=read_only,
         )
         while True:
             attempt_timeout = loop.next_timeout(self._clock())
@@ -805,53 +726,6 @@ class Transport:
         except SendError as exc:
             return loop.failed(signed, exc)
 
-    def start(
-        self,
-        request: HttpRequest,
-        *,
-        retry_policy: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        deadline: float | None = None,
-        server_timeout: int | None = None,
-        operation_context: OperationContext | None = None,
-        check: AnswerCheck | None = None,
-        locations: tuple[str, ...] = (),
-        read_only: bool = False,
-    ) -> RetryLoop:
-        """Check the options, prepare ``request`` and return the :class:`RetryLoop` of one operation.
-
-        The options default to this transport's; an asyncio driver reuses this and the
-        loop, and differs only in awaiting the sender and the back-off.
-        """
-        if deadline is not None:
-            require_positive_seconds("deadline", deadline)
-        if server_timeout is not None:
-            _check_server_timeout(server_timeout)
-        client_request_id = (
-            (operation_context.client_request_id if operation_context else None)
-            or request.header("x-ms-client-request-id")
-            or str(uuid.uuid4())
-        )
-        server_timeout = server_timeout if server_timeout is not None else self._server_timeout
-        prepared = prepare_request(
-            request, client_request_id=client_request_id, user_agent=self._user_agent,
-            server_timeout=server_timeout,
-        )
-        if server_timeout is not None:
-            locations = tuple(_with_server_timeout(url, server_timeout) for url in locations)
-        return RetryLoop(
-            prepared,
-            retry_policy if retry_policy is not None else self._retry_policy,
-            _check_timeout(timeout, "timeout") if timeout is not None else self._timeout,
-            self._error_parser,
-            self._clock(),
-            deadline=deadline,
-            check=check,
-            operation_context=operation_context,
-            locations=locations,
-            read_only=read_only,
-        )
-
     def close(self) -> None:
         """Close the sender (its pooled connections), if it can be closed."""
         close = getattr(self._sender, "close", None)
@@ -872,10 +746,5 @@ class Transport:
     def __repr__(self) -> str:
         return (
             f"Transport(credential={type(self._credential).__name__ if self._credential else None}, "
-            f"retry_policy={self._retry_policy!r}, pool_size={self._pool_size}, "
-            f"timeout={self._timeout!r}, server_timeout={self._server_timeout!r})"
+            f"pool_size={self._pool_size}, sender={type(self._sender).__name__})"
         )
-
-
-def _check_server_timeout(value: int) -> None:
-    require_positive_int("server_timeout", value, " (seconds)")

@@ -20,151 +20,42 @@ logs, reprs or the dashboard.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ._account import CloudStorageAccount
-from ._extras import require_extra
-from ._arrow import (
-    ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, guids_as_uuid, is_uuid_type, pandas_types_mapper, query_to_arrow,
-)
+from ._arrow import guids_as_uuid, is_uuid_type, pandas_types_mapper
 from ._arrow_fit import edm_type_overrides
-from ._arrow_write import arrow_rows, pandas_to_arrow
-from ._bulk import BulkMode, BulkOptions, insert_entities
-from ._client import CloudTableClient
+from ._engines import (
+    DEFAULT_PARTITIONS,
+    KEY_CEILING,
+    SAMPLE_PAGES,
+    ConnectionSecret,
+    Failures,
+    RangeSpec,
+    TableWriteError,
+    WriteSpec,
+    plan_ranges,
+    read_range,
+    write_block,
+)
+from ._extras import require_extra
+from ._bulk import BulkMode, BulkOptions
 from ._edm import EdmType
-from ._entity import DynamicEntity
-from ._errors import TableServiceError, require_positive_seconds
-from ._filter import Filter, prop
+from ._filter import Filter
 from ._options import TableRequestOptions
-from ._parallel import find_partition_boundaries
-from ._query import TableQuery
 from ._retry import RetryPolicy
 
 __all__ = ["ConnectionSecret", "TableWriteError", "read_table", "write_table", "KEY_CEILING"]
 
-#: The last division of a frame read by :func:`read_table`: above every PartitionKey but one
-#: that starts with U+10FFFF (a noncharacter), which the last partition refuses to hold.
-KEY_CEILING = "\U0010ffff"
-#: Partitions of :func:`read_table` when neither ``npartitions`` nor ``boundaries`` is given.
-DEFAULT_PARTITIONS = 8
-#: Pages of the query read for a sample when no schema is given (the first with rows is used).
-SAMPLE_PAGES = 3
+#: Defined with the other engines' (:mod:`tablesdk._engines`) and kept here, where they were first read.
+_KEPT = (DEFAULT_PARTITIONS, SAMPLE_PAGES)
 
 
-class ConnectionSecret:
-    """A connection string that hides its account key: ``repr`` names the account only, and Dask
-    tokenizes it by account and endpoint (task names stay free of the key). Picklable."""
-
-    __slots__ = ("_text", "_account", "_endpoint")
-
-    def __init__(self, connection_string: str) -> None:
-        account = CloudStorageAccount.parse(connection_string)
-        self._text = connection_string
-        self._account = str(account.account_name)
-        self._endpoint = account.table_endpoint
-
-    def client(self, payload_format: str = "json", operation_deadline: float | None = None) -> CloudTableClient:
-        """A new client for the account (``operation_deadline`` as the client's)."""
-        return CloudStorageAccount.parse(self._text).create_cloud_table_client(
-            payload_format=payload_format, operation_deadline=operation_deadline
-        )
-
-    def __repr__(self) -> str:
-        return f"ConnectionSecret(account={self._account!r}, endpoint={self._endpoint!r}, key hidden)"
-
-    __str__ = __repr__
-
-    def __dask_tokenize__(self) -> tuple[str, str, str]:
-        return ("tablesdk.ConnectionSecret", self._account, self._endpoint)
-
-    def __getstate__(self) -> tuple[str, str, str]:
-        return (self._text, self._account, self._endpoint)
-
-    def __setstate__(self, state: tuple[str, str, str]) -> None:
-        self._text, self._account, self._endpoint = state
-
-
-@dataclass(frozen=True)
-class _RangeSpec:
-    """What a read task needs: the table, the query's filter and columns, and its PartitionKey range."""
-
-    connection: ConnectionSecret
-    payload_format: str
-    table: str
-    filter: str | None
-    select: tuple[str, ...] | None
-    low: str | None
-    high: str | None
-    schema: Any
-    strict: bool
-    operation_deadline: float | None = None
-
-
-def _as_filter_text(filter: str | Filter | None) -> str | None:
-    if filter is None or isinstance(filter, str):
-        return filter
-    return filter.render()
-
-
-def _query(client: CloudTableClient, table: str, filter: str | None, select: Sequence[str] | None) -> TableQuery[DynamicEntity]:
-    query = client.create_query(table)
-    if filter:
-        query = query.where(filter)
-    if select:
-        query = query.select(*select)
-    return query
-
-
-def _read_range(spec: _RangeSpec, columns: Sequence[str] | None = None) -> Any:
+def _read_range(spec: RangeSpec, columns: Sequence[str] | None = None) -> Any:
     """One partition: the entities of the spec's range as a pandas DataFrame indexed by PartitionKey."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    schema, strict = spec.schema, spec.strict
     if columns is not None:  # Dask pushed a column projection down: read only those
-        wanted = {"PartitionKey", *columns}
-        schema, strict = pa.schema([field for field in schema if field.name in wanted]), False
-    with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
-        query = _query(client, spec.table, spec.filter, spec.select)
-        if spec.low is not None:
-            query = query.where(prop("PartitionKey") >= spec.low)
-        if spec.high is not None:
-            query = query.where(prop("PartitionKey") < spec.high)
-        table = query_to_arrow(query, schema=schema, strict=strict)
-    if spec.high is None and table.num_rows and pc.max(table.column("PartitionKey")).as_py() >= KEY_CEILING:
-        raise ValueError("a PartitionKey starts with U+10FFFF: above the frame's last division (KEY_CEILING)")
+        spec = spec.narrowed(columns)
+    table = read_range(spec)
     return guids_as_uuid(table).to_pandas(types_mapper=_frame_types_mapper()).set_index("PartitionKey")
-
-
-def _sample_schema(query: TableQuery[DynamicEntity]) -> Any:
-    """The schema of the first page with rows (of the first :data:`SAMPLE_PAGES`), else keys and Timestamp."""
-    from ._arrow import BatchBuilder
-
-    for count, batch in enumerate(query.iter_arrow_batches()):
-        if batch.num_rows:
-            return batch.schema
-        if count + 1 >= SAMPLE_PAGES:
-            break
-    return BatchBuilder().empty_schema()
-
-
-def _with_keys(schema: Any) -> Any:
-    """``schema`` with PartitionKey (the index) first; an explicit schema may leave the keys out."""
-    import pyarrow as pa
-
-    from ._arrow import _field
-
-    fields = [field for field in schema if field.name != ETAG_COLUMN]
-    names = [field.name for field in fields]
-    for key in reversed(("PartitionKey", "RowKey")):
-        if key not in names:
-            fields.insert(0, _field(key, EdmType.STRING))
-    fields.sort(key=lambda field: SYSTEM_COLUMNS.index(field.name) if field.name in SYSTEM_COLUMNS else 3)
-    for field in fields:
-        if edm_type_of_field(field) is None:
-            raise TypeError(f"schema field {field.name!r}: no EDM type is read as {field.type}")
-    return pa.schema(fields)
 
 
 def read_table(
@@ -198,28 +89,11 @@ def read_table(
     import dask.dataframe as dd
     import pyarrow as pa
 
-    if operation_deadline is not None:
-        require_positive_seconds("operation_deadline", operation_deadline)
-    connection = ConnectionSecret(connection_string)
-    filter_text = _as_filter_text(filter)
-    select = tuple(columns) if columns else None
-    with connection.client(payload_format, operation_deadline) as client:
-        query = _query(client, table, filter_text, select)
-        if boundaries is None:
-            boundaries = find_partition_boundaries(query, npartitions or DEFAULT_PARTITIONS)
-        points = list(boundaries)
-        query.partition_ranges(points)  # checks them: sorted, distinct, non-empty strings
-        if points and points[-1] >= KEY_CEILING:
-            raise ValueError("a boundary is above every possible PartitionKey")
-        strict = schema is None
-        if schema is None:
-            schema = _sample_schema(query.page_size(sample_size))
-    schema = _with_keys(schema)
-    bounds: list[str | None] = [None, *points, None]
-    specs = [
-        _RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict, operation_deadline)
-        for low, high in zip(bounds[:-1], bounds[1:])
-    ]
+    plan = plan_ranges(
+        connection_string, table, filter=filter, columns=columns, partitions=npartitions, boundaries=boundaries,
+        schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
+    )
+    schema, specs, points = plan.schema, list(plan.specs), plan.boundaries
     meta = guids_as_uuid(pa.Table.from_batches([], schema=schema)).to_pandas(types_mapper=_frame_types_mapper())
     meta = meta.set_index("PartitionKey")
     divisions = ("", *points, KEY_CEILING)
@@ -230,54 +104,9 @@ def read_table(
 # ---------------------------------------------------------------- writing
 
 
-class TableWriteError(TableServiceError):
-    """Some entities of :func:`write_table` were not written.
-
-    ``failures`` maps each partition index to its ``(PartitionKey, RowKey, reason)`` triples
-    (keys None when a whole partition failed before its rows were read), and ``written`` is
-    the count of entities each partition wrote.
-    """
-
-    def __init__(self, failures: dict[int, list[tuple[str | None, str | None, str]]], written: list[int]) -> None:
-        total = sum(len(items) for items in failures.values())
-        shown = []
-        for index, items in sorted(failures.items()):
-            for pk, rk, reason in items[:3]:
-                shown.append(f"partition {index}: PartitionKey={pk!r}, RowKey={rk!r}: {reason}")
-            if len(items) > 3:
-                shown.append(f"partition {index}: ... {len(items) - 3} more")
-        message = (
-            f"{total} entities were not written, in partitions {sorted(failures)} "
-            f"({sum(written)} were): " + "; ".join(shown)
-        )
-        super().__init__(message)
-        self.failures = failures
-        self.written = written
-
-
-@dataclass(frozen=True)
-class _WriteSpec:
-    connection: ConnectionSecret
-    payload_format: str
-    table: str
-    mode: str
-    bulk: BulkOptions
-    edm_types: tuple[tuple[str, EdmType], ...] = ()
-
-
-def _write_partition(frame: Any, spec: _WriteSpec) -> tuple[int, list[tuple[str | None, str | None, str]]]:
+def _write_partition(frame: Any, spec: WriteSpec) -> tuple[int, Failures]:
     """Write one partition; returns how many entities were written and each failure (never raises)."""
-    try:
-        with spec.connection.client(spec.payload_format) as client:
-            rows = arrow_rows(pandas_to_arrow(frame), dict(spec.edm_types))
-            result = insert_entities(client, spec.table, rows, spec.mode, spec.bulk)  # type: ignore[arg-type]
-    except Exception as exc:  # noqa: BLE001 - reported with the partition, not lost in a worker
-        return 0, [(None, None, f"{type(exc).__name__}: {exc}")] if len(frame) else []
-    failures = [
-        (outcome.entity.PartitionKey, outcome.entity.RowKey, f"{type(outcome.error).__name__}: {outcome.error}")
-        for outcome in result.failed
-    ]
-    return len(result.succeeded), failures
+    return write_block(frame, spec)
 
 
 def write_table(
@@ -313,7 +142,7 @@ def write_table(
     names = [*map(str, ddf.columns), *([str(ddf.index.name)] if ddf.index.name is not None else [])]
     overrides = tuple(edm_type_overrides(edm_types, names).items())  # a wrong name or type: refused here
     bulk = BulkOptions.threads(max_workers, None, retry_policy, options)
-    spec = _WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides)
+    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides)
     token = tokenize(spec.connection, table, mode, bulk, ddf._name, overrides)
     parts = ddf.to_delayed()
     tasks = [

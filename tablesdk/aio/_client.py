@@ -11,7 +11,7 @@ errors; ``list_tables`` is an async iterator.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -23,18 +23,20 @@ from .._entity import DynamicEntity, E, EntityObject
 from .._filter import FilterLike
 from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._options import TableRequestOptions, check_options
-from .._pager import Pager
-from .._query import ContinuationToken, ResultSegment, TableQuery
-from .._retry import ExponentialRetry, RetryPolicy
-from .._service import AccessPolicy, ServiceProperties, ServiceStats
-from .._transport import DEFAULT_TIMEOUT, OperationContext, Timeout, user_agent_header
-from ._sender import AsyncSender
+from .._page_stream import segment_results, stream_pages_async
+from .._pager import PageRequest, Pager
+from .._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from .._retry import RetryPolicy
+from .._settings import DEFAULT_TIMEOUT, client_settings
+from .._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
 from ._query import AsyncTableQuery
 
 from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._account import CloudStorageAccount
+    from .._service import AccessPolicy, ServiceProperties, ServiceStats
+    from ._sender import AsyncSender
     from ._context import AsyncTableServiceContext
     from ._table import AsyncCloudTable
 
@@ -76,33 +78,22 @@ class AsyncCloudTableClient(ClientCore):
         user_agent: str | None = None,
     ) -> None:
         super().__init__(
-            account, payload_format=payload_format, api_version=api_version,
-            operation_deadline=operation_deadline, json_metadata=json_metadata, echo_content=echo_content,
-            location_mode=location_mode,
+            account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
+            echo_content=echo_content, settings=client_settings(
+                retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
+                operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
+            ),
         )
         self._transport = AsyncTransport(
             account.credential,
-            retry_policy=retry_policy if retry_policy is not None else ExponentialRetry(),
             error_parser=error_from_response,
             pool_size=pool_size,
-            timeout=timeout,
-            server_timeout=server_timeout,
-            user_agent=user_agent_header(user_agent),
             trust_env=trust_env,
             sender=sender,
             max_response_bytes=max_response_bytes,
         )
 
     # ------------------------------------------------------------ properties and lifetime
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """The default retry policy of every operation of this client."""
-        return self._transport.retry_policy
-
-    @retry_policy.setter
-    def retry_policy(self, policy: RetryPolicy) -> None:
-        self._transport.retry_policy = policy
 
     @property
     def transport(self) -> AsyncTransport:
@@ -134,10 +125,11 @@ class AsyncCloudTableClient(ClientCore):
         return await arun_flow(flow, self._send_call, check_options(options))
 
     async def _send_call(self, call: Call) -> HttpResponse:
-        url, headers, locations = self._http_parts(call)
+        settings = self._settings_for(call)
+        url, headers, locations = self._http_parts(call, settings)
         return await self._transport.send(
-            call.method, url, headers=headers, body=call.body, operation_context=call.operation_context,
-            locations=locations, check=call.check, read_only=call.read_only, **self._send_options(call),
+            call.method, url, settings=settings, headers=headers, body=call.body,
+            operation_context=call.operation_context, locations=locations, check=call.check, read_only=call.read_only,
         )
 
     # ------------------------------------------------------------ tables
@@ -187,19 +179,15 @@ class AsyncCloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> AsyncIterator[str]:
         """Yield table names (``prefix`` and/or ``filter`` on TableName), following continuation lazily."""
-        token: ContinuationToken | None = None
-        pager = Pager(listing=True)
-        while True:
-            segment = await self.list_tables_segmented(
-                token, prefix=prefix, filter=filter, max_results=page_size,
+        def fetch(request: PageRequest) -> Awaitable[ResultSegment[str]]:
+            return self.list_tables_segmented(
+                request.token, prefix=prefix, filter=filter, max_results=page_size,
                 operation_context=operation_context, options=options
             )
-            for name in segment.results:
+
+        async for names, _ in stream_pages_async(Pager(listing=True), fetch, segment_results):
+            for name in names:
                 yield name
-            token = segment.continuation_token
-            if token is None:
-                return
-            pager.follow(token)
 
     async def list_tables_segmented(
         self,
@@ -338,6 +326,17 @@ class AsyncCloudTableClient(ClientCore):
         return await self._run(
             self._f_execute_query_segment(query, continuation_token, top), query.request_options
         )
+
+    async def fetch_query_segment(
+        self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
+    ) -> FetchedPage:
+        """The HTTP stage of :meth:`execute_query_segment`: the page's answer, not decoded, and the
+        next page's token (a task may fetch the next page while this one is decoded)."""
+        return await self._run(self._f_fetch_page(query, continuation_token, top, True, False, None), query.request_options)
+
+    def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:
+        """The decode stage of :meth:`execute_query_segment`: the entities of ``fetched``."""
+        return self._decode_segment(query, fetched)
 
     # ------------------------------------------------------------ entity operations
 

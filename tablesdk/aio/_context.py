@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, overload
 from .._operations import RAISED_FROM_THE_CALL
 from .._save_outcome import DataServiceResponse
 from .._save_plan import SaveChangesOptions
-from .._tracking_context import TrackingContext
+from .._tracking_context import TrackingContext, warn_get_gave_none
 from .._entity import DynamicEntity, E, validate_table_name
 from .._filter import prop
 from .._query import ContinuationToken, ResultSegment, TableQuery
@@ -146,13 +146,13 @@ class AsyncTableServiceContext(TrackingContext["AsyncCloudTableClient"]):
     @overload
     async def get(
         self, table: str, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
-    ) -> DynamicEntity | None: ...
+    ) -> DynamicEntity: ...
 
     @overload
     async def get(
         self, table: str, partition_key: str, row_key: str, entity_type: type[E],
         *, request_options: TableRequestOptions | None = None,
-    ) -> E | None: ...
+    ) -> E: ...
 
     async def get(
         self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
@@ -160,14 +160,45 @@ class AsyncTableServiceContext(TrackingContext["AsyncCloudTableClient"]):
     ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
-        Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not
-        exist, unless :attr:`ignore_resource_not_found` is set (then None).
+        Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not exist;
+        :meth:`get_or_none` returns None instead. (With :attr:`ignore_resource_not_found`
+        set it still returns None, with a ``DeprecationWarning``: that form will raise.)
         """
+        found = await self._get(table, partition_key, row_key, entity_type, request_options, False)
+        if found is None:
+            warn_get_gave_none("AsyncTableServiceContext")
+        return found
+
+    @overload
+    async def get_or_none(
+        self, table: str, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
+
+    @overload
+    async def get_or_none(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
+
+    async def get_or_none(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
+    ) -> Any:
+        """Point lookup of one entity (tracked per :attr:`merge_option`), or None when it does not
+        exist. A missing table raises :class:`~tablesdk._errors.ResourceNotFoundError` (unless
+        :attr:`ignore_resource_not_found` is set)."""
+        return await self._get(table, partition_key, row_key, entity_type, request_options, True)
+
+    async def _get(
+        self, table: str, partition_key: str, row_key: str, entity_type: type[Any],
+        request_options: TableRequestOptions | None, or_none: bool,
+    ) -> Any:
         query = self.create_query(table, entity_type).where(
             (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
         ).with_options(request_options)
-        results = (await self.execute_query_segment(query.description, None, None)).results
-        return results[0] if results else None
+        described: TableQuery[Any] = query.description
+        with self._exclusive("a query"):
+            return await self.client._run(self._f_get(self.client, described, or_none), described.request_options)
 
     async def execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None

@@ -8,18 +8,20 @@ batches are deleted, the others are in an unknown state.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._bulk import BulkOptions, BulkResult, ProgressCallback
 from .._bulk_plan import Step
-from .._deleting import delete_call, key_query, page_deletes
+from .._deleting import delete_call, key_query, page_deletes, page_payloads
 from .._edm import EntityPayload
 from .._entity import DynamicEntity, validate_table_name
 from .._filter import FilterLike
 from .._options import TableRequestOptions
-from .._pager import Pager
-from .._query import TableQuery
+from .._page_stream import stream_pages_async
+from .._pager import PageRequest, Pager
+from .._query import FetchedPage, TableQuery
 from ._bulk import run_on_tasks
 
 if TYPE_CHECKING:
@@ -30,17 +32,13 @@ __all__ = ["count_entities", "delete_entities"]
 
 async def _scan_pages(client: AsyncCloudTableClient, query: TableQuery[Any]) -> AsyncIterator[list[EntityPayload]]:
     """Every page of ``query`` as payloads (:func:`tablesdk._deleting.scan_pages`, awaited)."""
+    def fetch(request: PageRequest) -> Awaitable[FetchedPage]:
+        return client.fetch_query_segment(query, request.token, request.top)
+
     pager = Pager(query.take_count, query.request_top)
-    request = pager.first()
-    while True:
-        payloads, token = await client.query_page_payloads(
-            query, request.token, request.top, ignore_missing_entity=True
-        )
-        yield pager.trim(payloads)
-        following = pager.next(token)
-        if following is None:
-            return
-        request = following
+    async for payloads, _ in stream_pages_async(pager, fetch, partial(page_payloads, client), query.reads_ahead, client):
+        yield payloads
+        del payloads
 
 
 def _key_query(

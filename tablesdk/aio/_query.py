@@ -2,27 +2,34 @@
 
 An :class:`AsyncTableQuery` describes a query exactly as
 :class:`tablesdk.TableQuery` does (it holds one: table, entity type, filter,
-take, select, page size, and the same builders ``where``, ``take``,
-``select`` and ``page_size``, each returning a new query) and follows the same
-paging rules; only running it is awaited::
+take, select, page size, read-ahead, and the same builders ``where``, ``take``,
+``select``, ``page_size`` and ``read_ahead``, each returning a new query) and
+follows the same paging rules; only running it is awaited::
 
     q = client.create_query("Blogs", Blog).where(Blog.Rating > 2).take(50)
     async for blog in q: ...                          # lazily, page by page
     seg = await q.execute_segmented(token)             # exactly one request
+    table = await q.to_arrow()                         # as the sync query's to_arrow()
+
+Its pages are read by :func:`~tablesdk._page_stream.stream_pages_async`, the
+sync query's driver on the event loop (read-ahead is a task).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from .._edm import EdmType
 from .._entity import E
 from .._filter import Filter, FilterLike
-from .._continuation import ContinuationToken, ResultSegment
+from .._continuation import ContinuationToken, FetchedPage, ResultSegment
+from .._errors import require_positive_int
 from .._options import TableRequestOptions
-from .._pager import PageRequest, Pager
+from .._page_stream import ReadAhead, segment_results, stream_pages_async
+from .._pager import PageRequest, Pager, Sliceable
 from .._query import EmptyResultError, TableQuery
 
 from .._tracing import trace_public_methods
@@ -75,12 +82,13 @@ class AsyncTableQuery(Generic[E]):
         take: int | None = None,
         select: tuple[str, ...] | list[str] | None = None,
         page_size: int | None = None,
+        read_ahead: ReadAhead = "auto",
         options: TableRequestOptions | None = None,
     ) -> None:
         self._source: AsyncQuerySource[E] = source
         self._query: TableQuery[E] = TableQuery(
             _AWAIT_ONLY, table, entity_type, filter=filter, take=take, select=select, page_size=page_size,
-            options=options,
+            read_ahead=read_ahead, options=options,
         )
 
     @classmethod
@@ -128,6 +136,16 @@ class AsyncTableQuery(Generic[E]):
         return self._query.select_columns
 
     @property
+    def page_size_value(self) -> int | None:
+        """The page size set by :meth:`page_size`, or None."""
+        return self._query.page_size_value
+
+    @property
+    def reads_ahead(self) -> ReadAhead:
+        """Whether iteration reads the next page ahead: ``"auto"``, True or False (see :meth:`read_ahead`)."""
+        return self._query.reads_ahead
+
+    @property
     def request_options(self) -> TableRequestOptions | None:
         """The request options every page of this query is sent with, or None."""
         return self._query.request_options
@@ -153,6 +171,12 @@ class AsyncTableQuery(Generic[E]):
     def page_size(self, m: int) -> AsyncTableQuery[E]:
         """A new query asking for pages of at most ``m`` (1..1000) entities."""
         return self._wrap(self._source, self._query.page_size(m))
+
+    def read_ahead(self, enabled: ReadAhead) -> AsyncTableQuery[E]:
+        """A new query whose iteration reads the next page ahead when it pays (``"auto"``, the default),
+        always (True) or never (False): :meth:`tablesdk.TableQuery.read_ahead`'s rule; a page read ahead
+        is requested by a task while this one is decoded."""
+        return self._wrap(self._source, self._query.read_ahead(enabled))
 
     def with_options(self, options: TableRequestOptions | None) -> AsyncTableQuery[E]:
         """A new query whose requests are sent with ``options`` (:meth:`tablesdk.TableQuery.with_options`)."""
@@ -184,22 +208,34 @@ class AsyncTableQuery(Generic[E]):
         return await self._source.execute_query_segment(query, continuation_token, query.request_top(query.take_count))
 
     def __aiter__(self) -> AsyncIterator[E]:
-        """Yield every matching entity, fetching a page only when the previous one is used up."""
+        """Yield every matching entity, page by page (the next page may be requested while this one
+        is used: see :meth:`read_ahead`)."""
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[E]:
-        query = self._query
-        pager = Pager(query.take_count, query.request_top)  # the sync query's paging rules
-        request: PageRequest | None = pager.first()
-        while request is not None:
-            segment = await self._source.execute_query_segment(query, request.token, request.top)
-            token = segment.continuation_token
-            page = segment.results
-            del segment  # keep only the page itself referenced
-            for entity in pager.trim(page):
+        async for page, _ in self._pages():
+            for entity in page:
                 yield entity
             del page  # release this page before the next request
-            request = pager.next(token)
+
+    def _pages(
+        self, *, read_ahead: ReadAhead | None = None, decode: Callable[[FetchedPage], P] | None = None
+    ) -> AsyncIterator[tuple[Any, ContinuationToken | None]]:
+        """The pages of this query (:func:`tablesdk._query.query_pages`, awaited): its source's entities,
+        or ``decode`` of each page a client fetched."""
+        query, source = self._query, self._source
+        pager = Pager(query.take_count, query.request_top)  # the sync query's paging rules
+        setting = query.reads_ahead if read_ahead is None else read_ahead
+        fetch_page = getattr(source, "fetch_query_segment", None)
+        if fetch_page is not None:
+            decode_page = getattr(source, "decode_query_segment")
+            return stream_pages_async(
+                pager, partial(_fetch, fetch_page, query), decode or partial(_decoded_results, decode_page, query), setting,
+                source,
+            )
+        if decode is not None:
+            raise TypeError(f"{type(source).__name__} makes entities, not pages: a query from a client is needed")
+        return stream_pages_async(pager, partial(_fetch, source.execute_query_segment, query), segment_results)
 
     async def to_list(self) -> list[E]:
         """Every matching entity, in a list (all pages)."""
@@ -219,6 +255,71 @@ class AsyncTableQuery(Generic[E]):
 
     def __repr__(self) -> str:
         return "Async" + repr(self._query)
+
+    # -- parallel scans over PartitionKey ranges
+
+    def iter_parallel(
+        self, workers: int = 8, *, boundaries: Sequence[str] | None = None, ranges_per_worker: int = 4
+    ) -> AsyncIterator[E]:
+        """Yield every matching entity, reading PartitionKey ranges of the table at the same time
+        (:meth:`tablesdk.TableQuery.iter_parallel`): ``workers`` tasks, each reading a range at a
+        time; without ``boundaries`` they are probed first (:func:`tablesdk.find_partition_boundaries`'s
+        search). At most ``2 * workers`` pages wait to be consumed; ``take(n)`` caps the total;
+        leaving the loop early cancels the tasks; an error in any range is raised here."""
+        require_positive_int("workers", workers)
+        if not hasattr(self._source, "fetch_query_segment"):
+            raise TypeError(
+                "parallel scans need a query from AsyncCloudTableClient.create_query: "
+                f"{type(self._source).__name__} is single-threaded"
+            )
+        from ._parallel import scan_entities_async  # imported here: a parallel scan loads with its first use
+
+        query = self._query
+        return scan_entities_async(
+            self._source, query._replace(take=None), query.take_count, workers, boundaries, ranges_per_worker
+        )
+
+    # -- columns: pyarrow / pandas (tablesdk._arrow; imported only when called)
+
+    async def iter_arrow_batches(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise"
+    ) -> AsyncIterator[Any]:
+        """One ``pyarrow.RecordBatch`` per page (:meth:`tablesdk.TableQuery.iter_arrow_batches`)."""
+        from .._arrow import BatchBuilder, batch_decoder, columns_query
+
+        builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
+        sent = self._wrap(self._source, columns_query(self._query, schema, False))
+        async for batch, _ in sent._pages(decode=batch_decoder(builder, self._source)):
+            yield batch
+            del batch
+
+    async def to_arrow(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
+        """Every matching entity as one ``pyarrow.Table``: the same table as :meth:`tablesdk.TableQuery.to_arrow`."""
+        from .._arrow import BatchBuilder, batch_decoder, columns_query, table_of_batches
+
+        builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
+        sent = self._wrap(self._source, columns_query(self._query, schema, False))
+        batches = [batch async for batch, _ in sent._pages(decode=batch_decoder(builder, self._source))]
+        return table_of_batches(builder, batches, schema)
+
+    async def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame (:meth:`tablesdk.TableQuery.to_pandas`'s dtypes)."""
+        from .._arrow import table_to_pandas
+
+        return table_to_pandas(await self.to_arrow(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict))
+
+
+P = TypeVar("P", bound=Sliceable)
+
+
+def _fetch(run: Callable[[TableQuery[Any], ContinuationToken | None, int | None], Awaitable[Any]],
+           query: TableQuery[Any], request: PageRequest) -> Awaitable[Any]:
+    return run(query, request.token, request.top)
+
+
+def _decoded_results(decode: Callable[[TableQuery[Any], FetchedPage], ResultSegment[Any]],
+                     query: TableQuery[Any], fetched: FetchedPage) -> list[Any]:
+    return decode(query, fetched).results
 
 
 # One span per call that sends, when the application configured OpenTelemetry.

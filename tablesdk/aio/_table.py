@@ -19,7 +19,6 @@ from .._filter import FilterLike
 from .._options import TableRequestOptions
 from .._query import ContinuationToken
 from .._retry import RetryPolicy
-from .._service import AccessPolicy
 from .._table import is_missing_entity
 from .._transport import OperationContext
 from ._query import AsyncTableQuery
@@ -27,6 +26,7 @@ from ._query import AsyncTableQuery
 from .._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._client import RequestHook
+    from .._service import AccessPolicy
     from .._save_outcome import DataServiceResponse
     from .._save_plan import SaveChangesOptions
     from ._client import AsyncCloudTableClient
@@ -390,20 +390,44 @@ class AsyncTableContext:
     @overload
     async def get(
         self, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
-    ) -> DynamicEntity | None: ...
+    ) -> DynamicEntity: ...
 
     @overload
     async def get(
         self, partition_key: str, row_key: str, entity_type: type[E],
         *, request_options: TableRequestOptions | None = None,
-    ) -> E | None: ...
+    ) -> E: ...
 
     async def get(
         self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
         *, request_options: TableRequestOptions | None = None,
     ) -> Any:
-        """Point lookup of one entity, tracked per the context's ``merge_option``."""
-        return await self.context.get(self.table, partition_key, row_key, entity_type, request_options=request_options)
+        """Point lookup of one entity, tracked per the context's ``merge_option``; raises
+        :class:`~tablesdk.ResourceNotFoundError` when it does not exist (see :meth:`get_or_none`)."""
+        found = await self.context._get(self.table, partition_key, row_key, entity_type, request_options, False)
+        if found is None:
+            from .._tracking_context import warn_get_gave_none
+
+            warn_get_gave_none("AsyncTableContext")
+        return found
+
+    @overload
+    async def get_or_none(
+        self, partition_key: str, row_key: str, *, request_options: TableRequestOptions | None = None
+    ) -> DynamicEntity | None: ...
+
+    @overload
+    async def get_or_none(
+        self, partition_key: str, row_key: str, entity_type: type[E],
+        *, request_options: TableRequestOptions | None = None,
+    ) -> E | None: ...
+
+    async def get_or_none(
+        self, partition_key: str, row_key: str, entity_type: type[Any] = DynamicEntity,
+        *, request_options: TableRequestOptions | None = None,
+    ) -> Any:
+        """Point lookup of one entity, tracked per the context's ``merge_option``; None when it does not exist."""
+        return await self.context._get(self.table, partition_key, row_key, entity_type, request_options, True)
 
     async def save_changes(
         self, options: SaveChangesOptions | None = None, *, request_options: TableRequestOptions | None = None

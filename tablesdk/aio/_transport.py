@@ -1,15 +1,16 @@
 """Sending one logical request from asyncio: the sync transport's retry loop, awaited.
 
 :class:`AsyncTransport` drives the very :class:`~tablesdk._transport.RetryLoop`
-the thread-based :class:`~tablesdk._transport.Transport` drives (preparing the
-request once, a fresh date and signature per attempt, classification,
-``ambiguous_retry``, the retry policy, the deadline, one
-:class:`~tablesdk._transport.RequestAttempt` per attempt and the log lines);
-it differs only in awaiting the :class:`~tablesdk.aio._sender.AiohttpSender`
-and waiting with :func:`asyncio.sleep`. The options and their checks are the
-sync transport's too: an AsyncTransport keeps a :class:`Transport` whose
-:meth:`~tablesdk._transport.Transport.start` prepares each operation and whose
-own sender is never used.
+the thread-based :class:`~tablesdk._transport.Transport` drives, started by the same
+:func:`~tablesdk._transport.begin_operation` from the same
+:class:`~tablesdk._settings.RequestSettings` (preparing the request once, a fresh date and
+signature per attempt, classification, ``ambiguous_retry``, the retry policy, the deadline,
+one :class:`~tablesdk._transport.RequestAttempt` per attempt and the log lines); it differs
+only in awaiting the sender and waiting with :func:`asyncio.sleep`.
+
+The default sender, an :class:`~tablesdk.aio.AiohttpSender`, is made with the first request
+(or when :attr:`AsyncTransport.sender` is first read): aiohttp is imported then, not by
+``import tablesdk.aio`` nor by making a client.
 
 Cancellation: cancelling the awaiting task cancels the HTTP exchange or the
 back-off sleep in progress; aiohttp closes the connection of an exchange cut
@@ -23,159 +24,153 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout
-from .._retry import RetryPolicy
+from .._errors import require_positive_int
+from .._extras import install_hint
+from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout, check_max_response_bytes
+from .._redaction import install_log_filter
+from .._settings import RequestSettings
 from .._tracing import active_tracer, atraced_attempt
 from .._transport import (
-    DEFAULT_TIMEOUT,
-    DEFAULT_USER_AGENT,
     AnswerCheck,
     AttemptResult,
-    RetryLoop,
     ErrorParser,
     OperationContext,
-    Transport,
+    RetryLoop,
+    begin_operation,
     sign_attempt,
 )
-from ._sender import AiohttpSender, AsyncSender
 
 if TYPE_CHECKING:
     from .._auth import TableCredential
+    from ._sender import AsyncSender
 
 __all__ = ["AsyncTransport"]
 
 
-class _Unused:
-    """The sender of the options-only sync transport: never called."""
+def _require_aiohttp() -> None:
+    """Say at once, when a client is made, that aiohttp is missing (it is imported with the first request)."""
+    from importlib.util import find_spec
 
-    def send(self, request: HttpRequest, timeout: Timeout) -> HttpResponse:
-        raise RuntimeError("the async transport sends through its AiohttpSender")
+    if find_spec("aiohttp") is None:
+        raise ImportError(f"tablesdk.aio needs aiohttp: {install_hint('aio')}")
 
 
 class AsyncTransport:
-    """Sends requests to the Table service from asyncio, retrying as a policy says.
+    """Sends requests to the Table service from asyncio, retrying as the settings say.
 
-    The options are :class:`tablesdk._transport.Transport`'s (``credential``,
-    ``retry_policy``, ``error_parser``, ``timeout`` per attempt as seconds or
-    ``(connect, read)``, ``server_timeout``, ``user_agent``, ``clock``);
-    ``sender`` is an :class:`AiohttpSender` by default, built from
-    ``pool_size``, ``trust_env`` and ``max_response_bytes``. ``sleep`` (a
-    coroutine function) is injectable for tests. An AsyncTransport belongs to
-    the event loop it first sends on; close it with ``await transport.close()``.
+    ``credential`` signs each attempt and ``error_parser`` builds the error of a status
+    >= 300, as for :class:`tablesdk._transport.Transport`; every :meth:`send` is given
+    the :class:`~tablesdk._settings.RequestSettings` to use. ``sender`` is an
+    :class:`~tablesdk.aio.AiohttpSender` by default, made with the first request from
+    ``pool_size``, ``trust_env`` and ``max_response_bytes`` (checked now). ``sleep`` (a
+    coroutine function) and ``clock`` are injectable for tests. An AsyncTransport belongs
+    to the event loop it first sends on; close it with ``await transport.close()``.
     """
 
     def __init__(
         self,
         credential: TableCredential | None,
         *,
-        retry_policy: RetryPolicy,
         error_parser: ErrorParser,
         pool_size: int = 100,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        server_timeout: int | None = None,
-        user_agent: str = DEFAULT_USER_AGENT,
         trust_env: bool = False,
         sender: AsyncSender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._options = Transport(
-            credential, retry_policy=retry_policy, error_parser=error_parser, pool_size=pool_size,
-            timeout=timeout, server_timeout=server_timeout, user_agent=user_agent, sender=_Unused(), clock=clock,
-        )
-        self._sender: AsyncSender = sender if sender is not None else AiohttpSender(
-            pool_size=pool_size, trust_env=trust_env, max_response_bytes=max_response_bytes
-        )
+        require_positive_int("pool_size", pool_size)
+        check_max_response_bytes(max_response_bytes)
+        if sender is None:
+            _require_aiohttp()
+        self._credential = credential
+        self._error_parser = error_parser
+        self._sender: AsyncSender | None = sender
         self._pool_size = pool_size
+        self._trust_env = trust_env
+        self._max_response_bytes = max_response_bytes
         self._sleep = sleep
         self._clock = clock
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """The policy used when :meth:`send` is not given one."""
-        return self._options.retry_policy
-
-    @retry_policy.setter
-    def retry_policy(self, policy: RetryPolicy) -> None:
-        self._options.retry_policy = policy
+        install_log_filter()
 
     @property
     def sender(self) -> AsyncSender:
-        """The sender that puts each attempt on the wire."""
+        """The sender that puts each attempt on the wire (the default one is made on first use)."""
+        if self._sender is None:
+            from ._sender import AiohttpSender  # aiohttp with it: the first request, not the import
+
+            self._sender = AiohttpSender(
+                pool_size=self._pool_size, trust_env=self._trust_env, max_response_bytes=self._max_response_bytes
+            )
         return self._sender
 
     @property
     def credential(self) -> TableCredential | None:
         """The credential that signs each attempt (None: unsigned)."""
-        return self._options.credential
+        return self._credential
 
     @property
     def pool_size(self) -> int:
         """Connections kept open at most (by the default sender)."""
         return self._pool_size
 
-    @property
-    def timeout(self) -> Timeout:
-        """Default client timeout of each attempt."""
-        return self._options.timeout
-
     async def send(
         self,
         method: str,
         url: str,
         *,
+        settings: RequestSettings,
         headers: dict[str, str] | None = None,
         body: bytes | None = None,
-        retry_policy: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        deadline: float | None = None,
-        server_timeout: int | None = None,
         operation_context: OperationContext | None = None,
         check: AnswerCheck | None = None,
-        read_only: bool = False,
         locations: tuple[str, ...] = (),
+        read_only: bool = False,
     ) -> HttpResponse:
-        """Send one logical request, retrying as the policy says, and return the response.
+        """Send one logical request, retrying as ``settings`` say, and return the response.
 
         Arguments, results and errors are those of :meth:`tablesdk._transport.Transport.send`.
         """
         request = HttpRequest(method, url, dict(headers) if headers else {}, body)
-        loop = self._options.start(
-            request, retry_policy=retry_policy, timeout=timeout, deadline=deadline,
-            server_timeout=server_timeout, operation_context=operation_context, check=check,
-            read_only=read_only, locations=locations,
+        loop = begin_operation(
+            request, settings, self._error_parser, self._clock(), operation_context=operation_context, check=check,
+            locations=locations, read_only=read_only,
         )
-        credential = self._options.credential
+        credential = self._credential
+        sender = self.sender
         while True:
             attempt_timeout = loop.next_timeout(self._clock())
             start = self._clock()
             signed = sign_attempt(loop.attempt_request(), credential)
             tracer = active_tracer()
             if tracer is None:
-                result = await self._attempt(loop, signed, attempt_timeout)
+                result = await self._attempt(sender, loop, signed, attempt_timeout)
             else:
                 result = await atraced_attempt(
-                    tracer, signed, loop.attempt, lambda: self._attempt(loop, signed, attempt_timeout)
+                    tracer, signed, loop.attempt, lambda: self._attempt(sender, loop, signed, attempt_timeout)
                 )
             step = loop.settle(result, start, self._clock())
             if step.delay is None:
                 return step.finish()
             await self._sleep(step.delay)
 
-    async def _attempt(self, loop: RetryLoop, signed: HttpRequest, timeout: Timeout) -> AttemptResult:
+    async def _attempt(
+        self, sender: AsyncSender, loop: RetryLoop, signed: HttpRequest, timeout: Timeout
+    ) -> AttemptResult:
         try:
-            return loop.answered(signed, await self._sender.send(signed, timeout))
+            return loop.answered(signed, await sender.send(signed, timeout))
         except SendError as exc:
             return loop.failed(signed, exc)
 
     async def close(self) -> None:
-        """Close the HTTP session and its pooled connections."""
-        await self._sender.close()
+        """Close the HTTP session and its pooled connections (nothing to do before the first request)."""
+        if self._sender is not None:
+            await self._sender.close()
 
     def __repr__(self) -> str:
-        credential = self._options.credential
+        credential = self._credential
+        sender = type(self._sender).__name__ if self._sender is not None else "AiohttpSender (not made yet)"
         return (
             f"AsyncTransport(credential={type(credential).__name__ if credential else None}, "
-            f"retry_policy={self.retry_policy!r}, pool_size={self.pool_size}, timeout={self.timeout!r})"
+            f"pool_size={self._pool_size}, sender={sender})"
         )

@@ -1,6 +1,6 @@
 """Parquet files for ``tablesdk export`` and ``tablesdk import`` (pyarrow: the ``arrow`` extra).
 
-An export reads the query's pages as Arrow record batches (``_scan``, what
+An export reads the query's pages as Arrow record batches (``scan_batches``, what
 ``TableQuery.iter_arrow_batches`` does) and writes them as they arrive, a row group every
 :data:`PAGES_PER_ROW_GROUP` pages (:class:`ParquetSink`): at most that many batches are held,
 whatever the table's size. The file's columns keep each EDM type in their field metadata,
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .._arrow import SYSTEM_COLUMNS, BatchBuilder, _scan, edm_type_of_field
+from .._arrow import SYSTEM_COLUMNS, BatchBuilder, edm_type_of_field, scan_batches
 from .._arrow_write import arrow_rows
 from .._client import CloudTableClient
 from .._edm import EdmType
@@ -187,7 +187,7 @@ def export_parquet(
     sink = ParquetSink(output.path, BatchBuilder(wide_datetimes_as_text=True),  # exact for every DateTime, 1601 to 9999
                        install=output.install)
     try:
-        for batch in _scan(query, sink.builder):
+        for batch in scan_batches(query, sink.builder):
             sink.add(batch)
             progress.update(sink.count)
         return sink.finish()
@@ -215,7 +215,7 @@ def _export_ranges(query: Any, output: OutputPath, parallel: int, progress: Prog
             part = part.where(prop("PartitionKey") >= ranges[n].low)
         if ranges[n].high is not None:
             part = part.where(prop("PartitionKey") < ranges[n].high)
-        for batch in _scan(part, sinks[n].builder):
+        for batch in scan_batches(part, sinks[n].builder):
             if stop.is_set():
                 return
             sinks[n].add(batch)

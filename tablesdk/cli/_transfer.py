@@ -19,6 +19,7 @@ from .._edm import EntityPayload
 from .._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from .._errors import TableServiceError
 from .._continuation import ContinuationToken
+from .._page_stream import stream_pages
 from .._pager import PageRequest, Pager
 from .._query import FetchedPage, TableQuery
 from .._filter import prop
@@ -91,36 +92,22 @@ def pages(
     Follows continuation (also of empty pages); stops after the query's
     ``take`` cap; raises ContinuationCycleError when the service sends a token
 already seen in this run (A, B, A would read the same pages forever).
-    The next page is requested as soon as a page's answer arrives (its token is
-    in the headers), on a helper thread, before this page is decoded: the
-    service prepares it while this thread decodes and the caller writes this
-    one, as ``create_query`` reads ahead (:meth:`Pager.ahead` says when; with
-    ``--top`` the last page waits until the count is known). At most two pages
-    are held at a time: this one and the next one's undecoded answer. With
+    Pages are read as ``create_query`` reads them (:func:`tablesdk._page_stream.stream_pages`,
+    read-ahead included: the next page may be requested as soon as a page's
+    answer arrives, before it is decoded, while the caller writes this one).
+    At most two pages are held at a time: this one and the next one's undecoded answer. With
     ``read_only`` the payloads share their ``types`` dicts (:meth:`EntityPage.read_only_payloads`):
     for a caller that only reads them.
     """
-    pager = Pager(query.take_count, query.request_top, start=token)
+    def decode(fetched: FetchedPage) -> list[EntityPayload]:
+        page = client._decode_page(fetched)
+        return page.read_only_payloads() if read_only else page.payloads()
 
-    def fetch(request: PageRequest) -> FetchedPage:  # the HTTP stage only (safe on any thread)
+    def fetch(request: PageRequest) -> FetchedPage:  # the HTTP stage only (may run on the read-ahead thread)
         return client.fetch_query_segment(query, request.token, request.top)
 
-    from concurrent.futures import ThreadPoolExecutor  # not imported by --help (start-up)
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tablesdk-page") as pool:
-        fetched: FetchedPage | None = fetch(pager.first())
-        while fetched is not None:
-            next_token = fetched.continuation_token
-            ahead = pager.ahead(next_token)
-            in_flight = pool.submit(fetch, ahead) if ahead is not None else None
-            page = client._decode_page(fetched)
-            payloads = pager.trim(page.read_only_payloads() if read_only else page.payloads())
-            fetched = None  # the undecoded answer is no longer needed
-            following = pager.next(next_token)  # follows the token: a token seen before is a cycle
-            yield payloads, next_token if following is not None else None
-            if following is None:
-                return
-            fetched = in_flight.result() if in_flight is not None else fetch(following)
+    pager = Pager(query.take_count, query.request_top, start=token)
+    return stream_pages(pager, fetch, decode, query.reads_ahead, client)
 
 
 def count_entities(client: CloudTableClient, query: TableQuery[Any], progress: Progress) -> int:

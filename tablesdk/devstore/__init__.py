@@ -14,7 +14,8 @@ sqlite, on loopback, for tests and local development::
         store.reset()            # drop every table between tests
 
 Command line: ``python -m tablesdk.devstore [--host 127.0.0.1] [--port 10002]
-[--db PATH|:memory:] [--page-size N] [--bearer-token TOKEN]``. See docs/devstore.md.
+[--db PATH|:memory:] [--page-size N] [--bearer-token TOKEN] [--read-only]``; it also
+serves a page to look at the tables at its root address. See docs/devstore.md.
 
 This package never imports the SDK client; it shares only the EDM helpers.
 """

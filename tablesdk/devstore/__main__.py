@@ -30,6 +30,10 @@ def build_parser(prog: str = "python -m tablesdk.devstore") -> argparse.Argument
                         help="reproduce the service's double decoding of keys in URL paths ('%%' bug)")
     parser.add_argument("--bearer-token", action="append", default=[], metavar="TOKEN",
                         help="accept this Entra ID token in 'Authorization: Bearer' (repeatable)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="the explorer page only reads: its write controls are hidden and its writes refused "
+                             "(clients with the account key still write)")
+    parser.add_argument("--no-explorer", action="store_true", help="do not serve the explorer page at the root address")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
     return parser
 
@@ -45,13 +49,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m tablesdk.devstore
         store = DevStore(args.port, args.page_size, host=args.host, db=args.db, max_scan=args.max_scan,
                          allow_anonymous=args.allow_anonymous, verbose=args.verbose,
                          max_url_segment=None if args.no_url_segment_limit else 260,
-                         double_decode_keys=args.double_decode_keys, bearer_tokens=args.bearer_token)
+                         double_decode_keys=args.double_decode_keys, bearer_tokens=args.bearer_token,
+                         explorer=not args.no_explorer, explorer_read_only=args.read_only)
     except ValueError as exc:
         parser.error(str(exc))
     try:
         from ._server import DevStoreServer
 
-        store._server = DevStoreServer((store.host, store.requested_port), store.service, store.verbose)
+        store._server = DevStoreServer((store.host, store.requested_port), store.service, store.verbose,
+                                       store.explorer)
     except OSError as exc:
         print(f"devstore: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
@@ -63,6 +69,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m tablesdk.devstore
     signal.signal(signal.SIGINT, stop)
     print(f"devstore: serving {store.url}", flush=True)
     print(f"devstore: connection string {store.connection_string}", flush=True)
+    if store.explorer is not None:
+        mode = " (read-only)" if store.explorer.read_only else ""
+        print(f"devstore: explorer {store.explorer_url}{mode}", flush=True)
     store.serve_forever()
     store.storage.close()
     return 0

@@ -12,10 +12,10 @@ import uuid
 from typing import Callable
 from urllib.parse import unquote, urlsplit
 
-from ._entity_writes import WriteOp, execute_write, prepare_write, sas_write_check, sas_write_kind
+from ._entity_writes import WriteOp, execute_write, insert_response, prepare_write, sas_write_check, sas_write_kind
 from ._error_answers import error_response, pipeline_error_response
 from ._errors import TOO_MANY_CHANGES, PipelineError, ServiceError, error
-from ._multipart import MultipartError, SubResponse, boundary_of, parse_http_request, split_parts, \
+from ._multipart import MultipartError, Part, SubResponse, boundary_of, parse_http_request, split_parts, \
     write_batch_response
 from ._negotiation import soft_format
 from ._query_options import parse_filter
@@ -92,6 +92,11 @@ def _changeset(call: Call, storage: Storage, account: str, data: bytes, boundary
     responses: list[SubResponse] = []
     failure: SubResponse | None = None
     with storage.transaction():
+        applied = _changeset_at_once(call, storage, account, parts)
+        if applied is not None:
+            content_type, payload = write_batch_response(applied, changeset=True)
+            return Response(202, [("Content-Type", content_type)], payload)
+        storage.rollback()  # an operation fails: the step-by-step pass below finds which, as the service does
         group: tuple[str, str] | None = None
         seen: set[tuple[str, str]] = set()
         for index, part in enumerate(parts):
@@ -132,6 +137,53 @@ def _changeset(call: Call, storage: Storage, account: str, data: bytes, boundary
     content_type, payload = write_batch_response([failure] if failure is not None else responses,
                                                  changeset=True)
     return Response(202, [("Content-Type", content_type)], payload)
+
+
+def _changeset_at_once(call: Call, storage: Storage, account: str, parts: list[Part]) -> list[SubResponse] | None:
+    """The answers of a change set whose operations all succeed, or None when one fails.
+
+    Every operation is read and checked first (as the step-by-step pass checks it), then the
+    inserts go to storage in one statement. The operations of a change set touch distinct
+    entities of one table, so their order cannot change the outcome; only which one fails
+    first depends on it, and that is left to the step-by-step pass (after a rollback).
+    """
+    if len(parts) > MAX_BATCH_OPERATIONS:
+        return None
+    prepared: list[tuple[Call, WriteOp, str]] = []
+    group: tuple[str, str] | None = None
+    seen: set[tuple[str, str]] = set()
+    try:
+        for index, part in enumerate(parts):
+            method, url, sub_headers, body = parse_http_request(part.body)
+            sub, rest = _sub_call(call, account, method, url, sub_headers, body, index)
+            op = _batch_prepare(sub, rest)
+            if group is None:
+                group = (op.table.lower(), op.pk)
+            elif (op.table.lower(), op.pk) != group or (op.pk, op.rk) in seen:
+                return None
+            seen.add((op.pk, op.rk))
+            sas_write_check(sub, op)
+            prepared.append((sub, op, sub_headers.get("content-id", str(index + 1))))
+        if not prepared:
+            return None
+        stored = storage.get_table(prepared[0][1].table)
+        if stored is None:
+            return None
+        inserts = [op for _, op, _ in prepared if op.kind == "insert"]
+        written = storage.insert_entities(stored, [(op.pk, op.rk, op.props) for op in inserts]) if inserts else []
+        if written is None:  # an entity exists already
+            return None
+        stamps = iter(written)
+        responses: list[SubResponse] = []
+        for sub, op, content_id in prepared:
+            if op.kind == "insert":
+                result = insert_response(sub, account, op, stored, next(stamps))
+            else:
+                result = execute_write(sub, storage, account, op)
+            responses.append(SubResponse(result.status, [("Content-ID", content_id)] + result.headers, result.body))
+        return responses
+    except (ServiceError, MultipartError):
+        return None
 
 
 def _failure_part(exc: ServiceError, sub_headers: dict[str, str], call: Call, request_id: str,

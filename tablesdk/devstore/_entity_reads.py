@@ -3,6 +3,8 @@ a page at a time with continuation keys (``$filter``, ``$select``, ``$top``, a S
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from ._errors import error
 from ._negotiation import negotiate
 from ._query_options import (
@@ -10,7 +12,7 @@ from ._query_options import (
 )
 from ._request import MAX_PAGE, Call, Response
 from ._storage import EntityRow, Storage
-from ._values import utc_now_text
+from ._values import SYSTEM_NAMES, Props, utc_now_text
 from ._wire import Format, atom_entry, atom_feed, json_entities, json_entities_minimal, json_entity
 
 __all__ = ["get_entity", "query_entities"]
@@ -88,7 +90,12 @@ def query_entities(
     if next_key is not None:
         headers.append(("x-ms-continuation-NextPartitionKey", encode_token(next_key[0])))
         headers.append(("x-ms-continuation-NextRowKey", encode_token(next_key[1])))
-    tuples = ((r.pk, r.rk, r.timestamp, r.etag, r.props) for r in rows)
+    tuples: Iterator[tuple[str, str, str, str, Props]]
+    if select is not None and all(name in SYSTEM_NAMES for name in select):
+        # only keys and Timestamp asked for (as when counting): the properties are never decoded
+        tuples = ((r.pk, r.rk, r.timestamp, r.etag, {}) for r in rows)
+    else:
+        tuples = ((r.pk, r.rk, r.timestamp, r.etag, r.props) for r in rows)
     if fmt.is_json and fmt.metadata == "minimalmetadata" and select is None:
         body = json_entities_minimal(
             call.base, stored, ((r.pk, r.rk, r.timestamp, r.etag, r.json_members) for r in rows)

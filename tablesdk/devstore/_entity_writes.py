@@ -16,7 +16,7 @@ from ._values import Props, check_entity, check_key, parse_atom_entity, parse_js
 from ._wire import Format, atom_entry, json_entity, key_path
 
 __all__ = ["WriteOp", "check_etag", "sas_write_kind", "prepare_write", "execute_write", "sas_write_check",
-           "single_write"]
+           "single_write", "insert_response"]
 
 # Any weak ETag is a well-formed If-Match value to the service: one it never issued simply does
 # not match (412), where a value that is no ETag at all is refused (400).
@@ -123,7 +123,7 @@ def execute_write(call: Call, storage: Storage, account: str, op: WriteOp) -> Re
         if existing is not None:
             raise error("EntityAlreadyExists")
         ts = storage.put_entity(op.table, op.pk, op.rk, op.props, exists=False)
-        return _insert_response(call, account, op, stored, ts)
+        return insert_response(call, account, op, stored, ts)
     if op.kind in ("update", "merge", "delete"):
         if existing is None:
             raise error("ResourceNotFound")
@@ -143,7 +143,8 @@ def execute_write(call: Call, storage: Storage, account: str, op: WriteOp) -> Re
     return Response(204, [("ETag", etag_for(ts)), ("DataServiceVersion", "1.0;")])
 
 
-def _insert_response(call: Call, account: str, op: WriteOp, table: str, ts: str) -> Response:
+def insert_response(call: Call, account: str, op: WriteOp, table: str, ts: str) -> Response:
+    """The answer to an insert that wrote its entity at ``ts``."""
     etag = etag_for(ts)
     location = call.base + key_path(table, op.pk, op.rk)
     headers: list[tuple[str, str]] = [("ETag", etag)]

@@ -41,19 +41,32 @@ def boundary_of(content_type: str) -> str | None:
 
 def _parse_headers(block: bytes) -> dict[str, str]:
     headers: dict[str, str] = {}
-    for line in block.split(b"\n"):
-        line = line.rstrip(b"\r")
+    text = block.decode("latin-1")
+    if "\n " not in text and "\n\t" not in text and not text.startswith((" ", "\t")):  # no folded lines
+        for text_line in text.split("\n"):
+            name, sep, value = text_line.partition(":")
+            if not sep:
+                if not text_line.rstrip("\r"):
+                    continue
+                raise MultipartError(f"malformed header line {text_line.rstrip(chr(13)).encode('latin-1')[:60]!r}")
+            headers[name.strip().lower()] = value.strip()
+        return headers
+    for raw_line in block.split(b"\n"):
+        line = raw_line.rstrip(b"\r")
         if not line:
             continue
         if line[:1] in (b" ", b"\t") and headers:  # folded continuation
             last = next(reversed(headers))
             headers[last] += " " + line.strip().decode("latin-1")
             continue
-        name, sep, value = line.partition(b":")
-        if not sep:
+        raw_name, colon, raw_value = line.partition(b":")
+        if not colon:
             raise MultipartError(f"malformed header line {line[:60]!r}")
-        headers[name.strip().decode("latin-1").lower()] = value.strip().decode("latin-1")
+        headers[raw_name.strip().decode("latin-1").lower()] = raw_value.strip().decode("latin-1")
     return headers
+
+
+_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
 
 
 def _split_head(data: bytes) -> tuple[bytes, bytes]:
@@ -62,7 +75,7 @@ def _split_head(data: bytes) -> tuple[bytes, bytes]:
         return b"", data[2:]  # no headers at all
     if data.startswith(b"\n"):
         return b"", data[1:]
-    m = re.search(rb"\r?\n\r?\n", data)
+    m = _BLANK_LINE.search(data)
     if m is None:
         return data, b""
     return data[: m.start()], data[m.end():]
@@ -138,11 +151,11 @@ class SubResponse:
     body: bytes = b""
 
 
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+
+
 def _http_part(response: SubResponse) -> bytes:
-    try:
-        reason = HTTPStatus(response.status).phrase
-    except ValueError:
-        reason = "Unknown"
+    reason = _REASONS.get(response.status, "Unknown")
     lines = [f"HTTP/1.1 {response.status} {reason}"]
     lines.extend(f"{name}: {value}" for name, value in response.headers)
     head = (

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import email.parser
 import logging
 import re
 import socket
 import threading
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Callable, Iterable
 
+from ._explorer import Explorer
 from ._request import MAX_BODY, Request, Response
 from ._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY, TableService
 from ._storage import Storage
@@ -28,6 +31,38 @@ class _BodyTooLarge(Exception):
     pass
 
 
+#: The standard library's limits on a request's header lines (``http.client``).
+_MAX_LINE = 65536
+_MAX_HEADERS = 100
+#: A header line the fast reader takes as it is: a token, a colon, a value (no folding).
+_SIMPLE_HEADER = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+:")
+
+
+class _Headers:
+    """A request's header fields, looked up without case; what the handler uses of
+    ``email.message.Message`` (``get``, ``get_all``, ``items``), read without the email parser."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: list[tuple[str, str]]) -> None:
+        self._fields = fields
+
+    def get(self, name: str, default: Any = None) -> Any:
+        lower = name.lower()
+        for key, value in self._fields:
+            if key.lower() == lower:
+                return value
+        return default
+
+    def get_all(self, name: str) -> list[str] | None:
+        lower = name.lower()
+        found = [value for key, value in self._fields if key.lower() == lower]
+        return found or None
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._fields)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 300  # seconds a keep-alive connection may sit idle (or a body may stall)
@@ -36,6 +71,88 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if self.server.verbose:
             log.info("%s - %s", self.address_string(), _SIG.sub(r"\1REDACTED", format % args))
+
+    def parse_request(self) -> bool:
+        """The standard library's request-line and connection handling, with the header lines
+        read directly: ``http.client.parse_headers`` runs the email parser, the largest part
+        of a small request's cost. Folded or unusual lines still go to that parser."""
+        self.command = None  # type: ignore[assignment]  # as the standard library: unset on a bad line
+        self.request_version = version = self.default_request_version
+        self.close_connection = True
+        raw_line: bytes = getattr(self, "raw_requestline")  # set by handle_one_request
+        requestline = raw_line.decode("iso-8859-1").rstrip("\r\n")
+        self.requestline = requestline
+        words = requestline.split()
+        if not words:
+            return False
+        if len(words) >= 3:
+            version = words[-1]
+            try:
+                if not version.startswith("HTTP/"):
+                    raise ValueError
+                base_version_number = version.split("/", 1)[1]
+                numbers = base_version_number.split(".")
+                if len(numbers) != 2 or any(not n.isdigit() or len(n) > 10 for n in numbers):
+                    raise ValueError
+                version_number = int(numbers[0]), int(numbers[1])
+            except (ValueError, IndexError):
+                self.send_error(HTTPStatus.BAD_REQUEST, "Bad request version (%r)" % version)
+                return False
+            if version_number >= (1, 1) and self.protocol_version >= "HTTP/1.1":
+                self.close_connection = False
+            if version_number >= (2, 0):
+                self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED,
+                                "Invalid HTTP version (%s)" % base_version_number)
+                return False
+            self.request_version = version
+        if not 2 <= len(words) <= 3:
+            self.send_error(HTTPStatus.BAD_REQUEST, "Bad request syntax (%r)" % requestline)
+            return False
+        command, path = words[:2]
+        if len(words) == 2:
+            self.close_connection = True
+            if command != "GET":
+                self.send_error(HTTPStatus.BAD_REQUEST, "Bad HTTP/0.9 request type (%r)" % command)
+                return False
+        self.command, self.path = command, path
+        if self.path.startswith("//"):
+            self.path = "/" + self.path.lstrip("/")
+        lines: list[bytes] = []
+        while True:
+            line = self.rfile.readline(_MAX_LINE + 1)
+            if len(line) > _MAX_LINE:
+                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Line too long",
+                                f"got more than {_MAX_LINE} bytes when reading header line")
+                return False
+            lines.append(line)
+            if len(lines) > _MAX_HEADERS:
+                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers",
+                                f"got more than {_MAX_HEADERS} headers")
+                return False
+            if line in (b"\r\n", b"\n", b""):
+                break
+        fields: list[tuple[str, str]] = []
+        for raw_line in lines[:-1]:  # the last is the blank line (or the end of the stream)
+            field_line = raw_line.decode("iso-8859-1")
+            if not _SIMPLE_HEADER.match(field_line):
+                text = b"".join(lines).decode("iso-8859-1")
+                self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(text)
+                break
+            name, _, value = field_line.partition(":")
+            fields.append((name, value.lstrip(" \t").rstrip("\r\n")))
+        else:
+            self.headers = _Headers(fields)  # type: ignore[assignment]
+        conntype = self.headers.get("Connection", "").lower()
+        if conntype == "close":
+            self.close_connection = True
+        elif conntype == "keep-alive" and self.protocol_version >= "HTTP/1.1":
+            self.close_connection = False
+        expect = self.headers.get("Expect", "")
+        if (expect.lower() == "100-continue" and self.protocol_version >= "HTTP/1.1"
+                and self.request_version >= "HTTP/1.1"):
+            if not self.handle_expect_100():
+                return False
+        return True
 
     # every verb goes to the same place; the service answers 405 where needed
     def do_GET(self) -> None:
@@ -120,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
             host=host, secure=False, client_ip=self.client_address[0], x_http_methods=list(x_methods),
             body_too_large=too_large,
         )
-        response = server.service.handle(req)
+        response = server.answer(req)
         self._write(response)
 
     def _write(self, response: Response) -> None:
@@ -133,9 +250,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(response.body)))
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
+        # The head and the body leave in one write: one segment for a small answer, so the
+        # client never waits for the body in a second read (a scheduling round on a busy machine).
+        buffer: list[bytes] = self._headers_buffer  # type: ignore[assignment]  # http.server's own
+        buffer.append(b"\r\n")
         if body:
-            self.wfile.write(body)
+            buffer.append(body)
+        self.flush_headers()
 
     def version_string(self) -> str:
         return self.server.service.server_name
@@ -148,9 +269,12 @@ class DevStoreServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], service: TableService, verbose: bool = False) -> None:
+    def __init__(self, address: tuple[str, int], service: TableService, verbose: bool = False,
+                 explorer: Explorer | None = None) -> None:
         self.service = service
         self.verbose = verbose
+        #: what serves a request: the explorer in front of the service, or the service alone
+        self.answer: Callable[[Request], Response] = service.handle if explorer is None else explorer.handle
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -193,6 +317,10 @@ class DevStore:
     segment of a request path twice, the documented bug that makes keys
     containing '%' unreachable by URL (off by default; batch bodies and
     ``$filter`` are never affected).
+
+    ``explorer`` (default True) serves the explorer page at the root address
+    (:attr:`explorer_url`); ``explorer_read_only`` makes the page read-only (it
+    cannot write; clients with the account key still can). See docs/devstore.md.
     """
 
     account_name = DEVSTORE_ACCOUNT
@@ -212,6 +340,8 @@ class DevStore:
         double_decode_keys: bool = False,
         bearer_tokens: Iterable[str] = (),
         geo_replication_status: str = "live",
+        explorer: bool = True,
+        explorer_read_only: bool = False,
     ) -> None:
         if isinstance(bearer_tokens, str):
             raise ValueError("bearer_tokens: a list of token strings, not one string")
@@ -223,6 +353,8 @@ class DevStore:
                                     double_decode_keys=double_decode_keys,
                                     bearer_tokens=frozenset(bearer_tokens),
                                     geo_replication_status=geo_replication_status)
+        self.explorer = (Explorer(self.service, self.account_key, read_only=explorer_read_only, bind_host=host)
+                         if explorer else None)
         self.verbose = verbose
         self._server: DevStoreServer | None = None
         self._thread: threading.Thread | None = None
@@ -233,7 +365,8 @@ class DevStore:
         """Bind and start serving in a daemon thread (returns self)."""
         if self._server is not None:
             return self
-        self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose)
+        self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose,
+                                      self.explorer)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
             name=f"devstore-{self.port}", daemon=True,
@@ -259,7 +392,8 @@ class DevStore:
     def serve_forever(self) -> None:
         """Serve in the calling thread until interrupted (used by ``python -m tablesdk.devstore``)."""
         if self._server is None:
-            self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose)
+            self._server = DevStoreServer((self.host, self.requested_port), self.service, self.verbose,
+                                          self.explorer)
         try:
             self._server.serve_forever(poll_interval=0.5)
         finally:
@@ -295,6 +429,11 @@ class DevStore:
     def url(self) -> str:
         """The table endpoint, path-style: ``http://127.0.0.1:<port>/devstoreaccount1``."""
         return f"http://{self.endpoint_host}:{self.port}/{self.account_name}"
+
+    @property
+    def explorer_url(self) -> str:
+        """The explorer page: ``http://127.0.0.1:<port>/`` (when ``explorer`` is on)."""
+        return f"http://{self.endpoint_host}:{self.port}/"
 
     @property
     def secondary_url(self) -> str:

@@ -10,6 +10,12 @@ by UTF-16 code units, in which a character above U+FFFF (a surrogate pair)
 sorts before U+E000..U+FFFF. (Text in sqlite's BINARY collation would order
 by code point.) Databases written by earlier versions, which stored the keys
 as TEXT, are converted when opened (``PRAGMA user_version`` 0 -> 1).
+
+An entity's properties are stored once, as their minimal-metadata JSON members
+(``jmin``, which is lossless: every type a JSON value cannot tell is annotated),
+so that a query page is assembled without decoding them. The ``props`` column
+(a typed encoding) is empty in rows written now; rows written by earlier
+versions keep theirs, and either is read.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from ._values import Props, json_fragment, props_from_storage, props_to_storage, utf16_key, wire_datetime
+from ._values import Props, json_fragment, props_from_json_members, props_from_storage, utf16_key, wire_datetime
 
 __all__ = ["Storage", "EntityRow", "etag_for"]
 
@@ -81,7 +87,7 @@ class EntityRow:
     @property
     def props(self) -> Props:
         if self._props is None:
-            self._props = props_from_storage(self.raw)
+            self._props = props_from_storage(self.raw) if self.raw else props_from_json_members(self.json_members)
         return self._props
 
     @property
@@ -101,6 +107,8 @@ class Storage:
         self._upgrade()
         self.lock = threading.RLock()
         self._last_ticks = 0
+        self._stamp_second = -1
+        self._stamp_head = ""
         self._in_tx = False
         latest = self._conn.execute("SELECT MAX(ts) FROM entities").fetchone()[0]
         if latest:  # a reopened file: never hand out an older Timestamp (ETag) again
@@ -175,9 +183,11 @@ class Storage:
             if ticks <= self._last_ticks:
                 ticks = self._last_ticks + 1
             self._last_ticks = ticks
-        seconds, remainder = divmod(ticks, 10_000_000)
-        stamp = datetime.fromtimestamp(seconds, timezone.utc)
-        return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + "%07dZ" % remainder
+            seconds, remainder = divmod(ticks, 10_000_000)
+            if seconds != self._stamp_second:  # the date and time of day change once a second
+                self._stamp_second = seconds
+                self._stamp_head = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
+            return self._stamp_head + "%07dZ" % remainder
 
     # -------------------------------------------------------------- tables
 
@@ -240,7 +250,7 @@ class Storage:
     def put_entity(self, table: str, pk: str, rk: str, props: Props, *, exists: bool) -> str:
         """Insert (``exists`` False) or overwrite an entity; returns its new Timestamp."""
         ts = self.next_timestamp()
-        raw = props_to_storage(props)
+        raw = ""  # the properties are read back from their JSON members (see the module docstring)
         members = json_fragment(props)
         if exists:
             self._conn.execute(
@@ -253,6 +263,21 @@ class Storage:
                 (table.lower(), _key(pk), _key(rk), ts, raw, members),
             )
         return ts
+
+    def insert_entities(self, table: str, entities: list[tuple[str, str, Props]]) -> list[str] | None:
+        """Insert new entities in one statement: their Timestamps, or None when one exists already
+        (then some may be written: the caller rolls its transaction back)."""
+        lname = table.lower()
+        stamps = [self.next_timestamp() for _ in entities]
+        rows = [(lname, _key(pk), _key(rk), ts, "", json_fragment(props))
+                for (pk, rk, props), ts in zip(entities, stamps)]
+        try:
+            self._conn.executemany(
+                "INSERT INTO entities (tbl, pk, rk, ts, props, jmin) VALUES (?, ?, ?, ?, ?, ?)", rows
+            )
+        except sqlite3.IntegrityError:
+            return None
+        return stamps
 
     def delete_entity(self, table: str, pk: str, rk: str) -> None:
         self._conn.execute(

@@ -63,6 +63,8 @@ __all__ = [
     "check_entity",
     "props_to_storage",
     "props_from_storage",
+    "props_from_json_members",
+    "COMPACT_JSON",
     "json_property_items",
     "json_fragment",
     "atom_property_xml",
@@ -218,6 +220,9 @@ def _value_size(edm: str, value: Any) -> int:
     return 8  # Int64, Double, DateTime
 
 
+_FIXED_SIZES = {INT32: 4, BOOLEAN: 1, GUID: 16, INT64: 8, DOUBLE: 8, DATETIME: 8}
+
+
 def check_value_size(edm: str, value: Any) -> None:
     """PropertyValueTooLarge for strings over 64 KiB in UTF-16 and binary over 64 KiB."""
     if edm == STRING:
@@ -240,8 +245,9 @@ def check_entity(pk: str, rk: str, props: Props) -> None:
     if len(props) > MAX_CUSTOM_PROPERTIES:
         raise error("TooManyProperties")
     size = 4 + 2 * (_utf16_units(pk) + _utf16_units(rk))
+    fixed = _FIXED_SIZES
     for name, (edm, value) in props.items():
-        size += 8 + 2 * len(name) + _value_size(edm, value)
+        size += 8 + 2 * len(name) + (fixed[edm] if edm in fixed else _value_size(edm, value))
     if size > MAX_ENTITY_BYTES:
         raise error("EntityTooLarge")
 
@@ -249,12 +255,17 @@ def check_entity(pk: str, rk: str, props: Props) -> None:
 # ------------------------------------------------------------------ JSON request bodies
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise error("DuplicatePropertiesSpecified")
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):  # a name repeated
+        raise error("DuplicatePropertiesSpecified")
     return result
+
+
+#: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` without building an encoder per call.
+COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+#: One decoder for every body (``json.loads`` with a hook builds a new decoder per call).
+_BODY_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
 
 
 def parse_json_body(body: bytes) -> dict[str, Any]:
@@ -265,7 +276,7 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
     """
     try:
         text = body.decode("utf-8-sig")
-        obj = json.loads(text, object_pairs_hook=_no_duplicates)
+        obj = _BODY_DECODER.decode(text)
     except ServiceError:
         raise
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
@@ -350,8 +361,8 @@ def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tu
     upserts, whose keys are the URL's), ignored: the service answers those 204
     and keeps the keys as the URL's strings.
     """
-    pk: Any = None
-    rk: Any = None
+    pk: Any = obj.get("PartitionKey")
+    rk: Any = obj.get("RowKey")
     props: Props = {}
     annotations: dict[str, Any] = {}
     for key, value in obj.items():
@@ -359,28 +370,26 @@ def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tu
             prop, _, annotation = key.partition("@")
             if annotation != "odata.type":
                 continue  # other instance annotations carry no data
-            if not isinstance(value, str) or value not in EDM_TYPES:
+            if value.__class__ is not str or value not in EDM_TYPES:
                 raise error("InvalidInput", message=BAD_BODY)
             annotations[prop] = value
     for key, value in obj.items():
-        if "@" in key or key.startswith("odata."):
+        if key in _NOT_PROPERTIES or "@" in key or key.startswith("odata."):
             continue
-        if key == "PartitionKey":
-            pk = value
-            continue
-        if key == "RowKey":
-            rk = value
-            continue
-        if key == "Timestamp":
-            continue
-        _check_name(key)
+        if len(key) > MAX_NAME_LENGTH or not key.isidentifier():
+            _check_name(key)
         if value is None:
             continue
-        if isinstance(value, (dict, list)):
-            raise error("InvalidInput", message=BAD_BODY)
+        kind = value.__class__
         edm = annotations.get(key)
-        typed = _json_untyped(key, value) if edm is None else _json_typed(key, edm, value)
-        check_value_size(*typed)
+        if edm is None and (kind is str or kind is bool) or edm == STRING and kind is str:
+            typed = (STRING if kind is str else BOOLEAN), value
+        elif kind is dict or kind is list:
+            raise error("InvalidInput", message=BAD_BODY)
+        else:
+            typed = _json_untyped(key, value) if edm is None else _json_typed(key, edm, value)
+        if typed[0] == STRING and 4 * len(value) > MAX_VALUE_BYTES or typed[0] == BINARY:
+            check_value_size(*typed)
         props[key] = typed
     for prop, edm in annotations.items():
         if prop in ("PartitionKey", "RowKey") and edm != STRING:
@@ -394,6 +403,8 @@ def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tu
 
 
 # ------------------------------------------------------------------ Atom request bodies
+
+_NOT_PROPERTIES = frozenset(SYSTEM_NAMES)
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 D_NS = "http://schemas.microsoft.com/ado/2007/08/dataservices"
@@ -535,7 +546,7 @@ def props_to_storage(props: Props) -> str:
         if edm == BINARY:
             value = base64.b64encode(value).decode("ascii")
         out[name] = [_STORE_CODES[edm], value]
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+    return COMPACT_JSON(out)
 
 
 def props_from_storage(text: str) -> Props:
@@ -550,6 +561,44 @@ def props_from_storage(text: str) -> Props:
             value = float(value)
         props[name] = (edm, value)
     return props
+
+
+def props_from_json_members(members: str) -> Props:
+    """The properties of :func:`json_fragment`'s text: the inverse of it.
+
+    The minimal-metadata members are lossless: Int64, DateTime, Guid, Binary and
+    non-finite doubles carry their type, and a finite double is always written
+    with a point or an exponent, so it never reads back as an Int32.
+    """
+    if not members:
+        return {}
+    raw = json.loads("{" + members + "}")
+    props: Props = {}
+    for name, value in raw.items():
+        if "@" in name:
+            continue
+        edm = raw.get(name + "@odata.type")
+        if edm is None:
+            kind = value.__class__
+            props[name] = (STRING if kind is str else BOOLEAN if kind is bool else INT32 if kind is int
+                           else DOUBLE, value)
+        elif edm == INT64:
+            props[name] = (INT64, int(value))
+        elif edm == DATETIME:
+            props[name] = (DATETIME, _canonical_from_wire(value))
+        elif edm == BINARY:
+            props[name] = (BINARY, base64.b64decode(value))
+        elif edm == DOUBLE:
+            props[name] = (DOUBLE, _DOUBLE_SPECIAL[value])
+        else:
+            props[name] = (edm, value)
+    return props
+
+
+def _canonical_from_wire(text: str) -> str:
+    """The canonical (seven-digit) form of :func:`wire_datetime`'s text."""
+    head, dot, fraction = text[:-1].partition(".")
+    return head + "." + fraction.ljust(7, "0") + "Z"
 
 
 # ------------------------------------------------------------------ JSON responses
@@ -598,7 +647,7 @@ def json_fragment(props: Props) -> str:
     """The minimal-metadata JSON members of the properties, without braces (stored for fast scans)."""
     if not props:
         return ""
-    text = json.dumps(dict(json_property_items(props, True)), ensure_ascii=False, separators=(",", ":"))
+    text = COMPACT_JSON(dict(json_property_items(props, True)))
     return text[1:-1]
 
 

@@ -7,11 +7,12 @@ requests and read responses), so the emulator has its own writers here.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import quote
 
-from ._values import Props, atom_property_xml, json_property_items, wire_datetime, xml_attr, xml_text
+from ._values import COMPACT_JSON, Props, atom_property_xml, json_property_items, wire_datetime, xml_attr, xml_text
 
 __all__ = [
     "Format",
@@ -74,7 +75,13 @@ JSON_MINIMAL = Format("json", "minimalmetadata")
 ATOM = Format("atom")
 
 
+#: Characters ``quote`` leaves as they are (with ``safe=""``): a key of only these needs no work.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*\Z")
+
+
 def _quote_key(value: str) -> str:
+    if _UNRESERVED.match(value):
+        return value
     return quote(value.replace("'", "''"), safe="")
 
 
@@ -96,7 +103,7 @@ def _js_safe(text: str) -> str:
 
 
 def _dumps(obj: Any) -> bytes:
-    return _js_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")
+    return _js_safe(COMPACT_JSON(obj)).encode("utf-8")
 
 
 # ------------------------------------------------------------------ JSON

@@ -82,6 +82,23 @@ def test_one_failure_rolls_back_everything(client: Client, table: str) -> None:
     assert count(client, table) == 1
 
 
+def test_the_first_failing_operation_is_reported(client: Client, table: str) -> None:
+    # An insert that conflicts (found only when written) comes before an operation whose body is
+    # refused when read: the service reports the first in order, and writes nothing.
+    client.insert(table, {"PartitionKey": "p", "RowKey": "exists"})
+    ops = [
+        ("POST", table, {"PartitionKey": "p", "RowKey": "g1"}, {}),
+        ("POST", table, {"PartitionKey": "p", "RowKey": "exists"}, {}),
+        ("POST", table, {"PartitionKey": "p", "RowKey": "g2", "Bad": {"nested": 1}}, {}),
+    ]
+    status, headers, err = single_error(send(client, ops))
+    assert status == 409 and headers["content-id"] == "2" and err["message"]["value"].startswith("1:")
+    ops[1] = ("POST", table, {"PartitionKey": "p", "RowKey": "fresh"}, {})
+    status, headers, err = single_error(send(client, ops))
+    assert status == 400 and headers["content-id"] == "3" and err["message"]["value"].startswith("2:")
+    assert count(client, table) == 1
+
+
 def test_rollback_restores_updated_and_deleted_entities(client: Client, table: str) -> None:
     etag = client.insert(table, {"PartitionKey": "p", "RowKey": "a", "V": 1}).headers["ETag"]
     client.insert(table, {"PartitionKey": "p", "RowKey": "b", "V": 1})

@@ -140,6 +140,56 @@ def test_expect_100_continue(store: DevStore, table: str) -> None:
         assert final.startswith(b"HTTP/1.1 201")
 
 
+def _exchange(store: DevStore, raw: bytes) -> bytes:
+    """Send raw bytes, read one answer (head and Content-Length body)."""
+    with socket.create_connection(("127.0.0.1", store.port), timeout=10) as sock:
+        sock.sendall(raw)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(body) < length:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return head + b"\r\n\r\n" + body
+
+
+def test_request_header_lines(store: DevStore, table: str) -> None:
+    # Header lines are read without the email parser; what that parser accepted still holds.
+    body = json.dumps({"PartitionKey": "p", "RowKey": "folded"}).encode()
+    headers = {"x-ms-version": "2019-02-02", "Accept": MINIMAL, "Content-Type": "application/json",
+               "Content-Length": str(len(body)), "Host": f"127.0.0.1:{store.port}"}
+    sign_headers("POST", f"{store.url}/{table}", headers)
+    lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k != "Accept")
+    # a folded (obsolete line folding) header and a repeated one: the first occurrence counts
+    raw = (f"POST /devstoreaccount1/{table} HTTP/1.1\r\n{lines}Accept: application/json;\r\n"
+           " odata=minimalmetadata\r\nx-ms-client-request-id: first\r\nx-ms-client-request-id: second\r\n\r\n")
+    answer = _exchange(store, raw.encode() + body)
+    assert answer.startswith(b"HTTP/1.1 201"), answer[:300]
+    assert b"x-ms-client-request-id: first\r\n" in answer
+    # more than 100 header lines, or one over 64 KiB: 431, as http.server answers
+    many = "".join(f"X-Extra-{n}: v\r\n" for n in range(101))
+    answer = _exchange(store, f"GET /devstoreaccount1/Tables HTTP/1.1\r\n{many}\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 431")
+    long_line = "X-Long: " + "a" * 70_000 + "\r\n"
+    answer = _exchange(store, f"GET /devstoreaccount1/Tables HTTP/1.1\r\n{long_line}\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 431")
+    # two X-HTTP-Method headers are both seen (the service refuses the pair)
+    post = headers | {"X-HTTP-Method": "MERGE"}
+    path = f"/devstoreaccount1/{table}(PartitionKey='p',RowKey='folded')"
+    sign_headers("POST", f"{store.url}/{table}(PartitionKey='p',RowKey='folded')", post)
+    lines = "".join(f"{k}: {v}\r\n" for k, v in post.items())
+    answer = _exchange(store, f"POST {path} HTTP/1.1\r\n{lines}X-HTTP-Method: MERGE\r\n\r\n".encode() + body)
+    assert answer.startswith(b"HTTP/1.1 400") and b"XMethodIncorrectCount" in answer, answer[:400]
+
+
 def test_head_and_options_not_allowed(client: Client) -> None:
     assert client.request("OPTIONS", "Tables").status_code == 405
     assert client.request("HEAD", "Tables").status_code == 405

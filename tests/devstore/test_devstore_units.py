@@ -17,7 +17,7 @@ from tablesdk.devstore._wire import ATOM
 from tablesdk.devstore._storage import Storage, etag_for
 from tablesdk.devstore._values import (
     atom_property_xml, canonical_datetime, check_entity, check_key, parse_atom_entity, parse_json_body,
-    parse_json_entity, props_from_storage, props_to_storage,
+    json_fragment, parse_json_entity, props_from_json_members, props_from_storage, props_to_storage,
 )
 
 
@@ -216,6 +216,26 @@ def test_storage_round_trip_is_lossless() -> None:
     back = props_from_storage(props_to_storage(props))
     assert back == props
     assert math.copysign(1, back["D"][1]) == -1
+
+
+def test_json_members_round_trip_is_lossless() -> None:
+    # What the storage keeps of an entity's properties now: their minimal-metadata JSON members.
+    props = {
+        "S": ("Edm.String", "é中😀\x00\u2028"), "I": ("Edm.Int32", -(2**31)), "L": ("Edm.Int64", -(2**63)),
+        "D": ("Edm.Double", -0.0), "Whole": ("Edm.Double", 3.0), "Big": ("Edm.Double", 1e300),
+        "Inf": ("Edm.Double", -math.inf), "PInf": ("Edm.Double", math.inf), "B": ("Edm.Boolean", True),
+        "T": ("Edm.DateTime", "9999-12-31T23:59:59.9999999Z"), "T0": ("Edm.DateTime", "2024-01-01T00:00:00.0000000Z"),
+        "T1": ("Edm.DateTime", "2024-01-01T00:00:00.1200000Z"), "NumStr": ("Edm.String", "12"),
+        "G": ("Edm.Guid", "00000000-0000-0000-0000-000000000000"), "X": ("Edm.Binary", bytes(range(256))),
+        "Empty": ("Edm.Binary", b""), "F": ("Edm.Boolean", False), "Zero": ("Edm.Int32", 0),
+    }
+    back = props_from_json_members(json_fragment(props))
+    assert back == props
+    assert all(type(back[name][1]) is type(value) for name, (_, value) in props.items())
+    assert math.copysign(1, back["D"][1]) == -1
+    nan = props_from_json_members(json_fragment({"N": ("Edm.Double", math.nan)}))["N"]
+    assert nan[0] == "Edm.Double" and math.isnan(nan[1])
+    assert props_from_json_members("") == {}
 
 
 def test_timestamps_unique_and_increasing() -> None:

@@ -336,7 +336,8 @@ async def test_point_query_in_a_batch_and_missing_entities(aclient: AsyncCloudTa
     with pytest.raises(ResourceNotFoundError):
         await ctx.get(atable, "p", "none")
     ctx.ignore_resource_not_found = True
-    assert await ctx.get(atable, "p", "none") is None
+    with pytest.warns(DeprecationWarning, match="get_or_none"):
+        assert await ctx.get(atable, "p", "none") is None
     assert await ctx.execute_batch(missing) == []
 
 

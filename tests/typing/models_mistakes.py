@@ -20,12 +20,12 @@ Entry(PartitionKey="b", RowKey="1")  # E: call-arg
 Entry(PartitionKey="b", RowKey=1, Title="x")  # E: arg-type
 Entry(PartitionKey="b", RowKey="1", Title="x", Posted="today")  # E: arg-type
 
-# A context's get is `Entry | None`: with ignore_resource_not_found (a context setting that can
-# change at any time) a missing entity is None, so reading a field must check for None first.
+# A context's get_or_none is `Entry | None` (a missing entity is None), so reading a field must
+# check for None first; get raises instead and is `Entry`.
 context = CloudStorageAccount.development_storage_account().create_cloud_table_client().get_table_service_context()
-context.get("Entries", "b", "1", Entry).Title  # E: union-attr
+context.get_or_none("Entries", "b", "1", Entry).Title  # E: union-attr
 
 
 async def read_title() -> str:
     client = CloudStorageAccount.development_storage_account().create_async_cloud_table_client()
-    return (await client.get_table_service_context().get("Entries", "b", "1", Entry)).Title  # E: union-attr
+    return (await client.get_table_service_context().get_or_none("Entries", "b", "1", Entry)).Title  # E: union-attr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tablesdk import ContinuationCycleError, ContinuationToken, DynamicEntity, EmptyResultError, ResultSegment, prop
@@ -66,3 +68,18 @@ async def test_first_segmented_and_builders() -> None:
         await base.execute_segmented("1.abc")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="async"):
         list(base.description)
+
+
+@pytest.mark.parametrize("name", ["to_arrow", "to_pandas", "iter_arrow_batches", "iter_parallel", "read_ahead"])
+async def test_the_async_query_reads_as_the_sync_query_does(name: str) -> None:
+    """The async query's page readers take the sync query's parameters, with the same defaults."""
+    import inspect
+
+    from tablesdk import TableQuery
+    from tablesdk.aio import AsyncTableQuery
+
+    def parameters(method: Any) -> list[tuple[str, Any, Any]]:
+        return [(p.name, p.kind, p.default) for p in inspect.signature(method).parameters.values()]
+
+    assert parameters(getattr(AsyncTableQuery, name)) == parameters(getattr(TableQuery, name))
+    assert inspect.signature(AsyncTableQuery.__init__).parameters["read_ahead"].default == "auto"

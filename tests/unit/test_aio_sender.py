@@ -14,6 +14,7 @@ from tablesdk.aio import AiohttpSender
 from tablesdk.aio._transport import AsyncTransport
 from tablesdk._http import AttemptState, HttpRequest, SendError
 from tablesdk._retry import LinearRetry
+from tablesdk._settings import RequestSettings
 from tablesdk._transport import OperationContext
 
 pytestmark = pytest.mark.asyncio
@@ -163,14 +164,13 @@ async def test_the_async_transport_retries_through_the_shared_loop(sender: Aioht
 
     from tablesdk._client import _error_from_response
 
-    transport = AsyncTransport(
-        None, retry_policy=LinearRetry(2, 0.25), error_parser=_error_from_response, sender=sender, sleep=sleep
-    )
+    transport = AsyncTransport(None, error_parser=_error_from_response, sender=sender, sleep=sleep)
+    settings = RequestSettings(retry_policy=LinearRetry(2, 0.25))
     server = RawServer(handle)
     base = await server.start()
     op = OperationContext()
     try:
-        response = await transport.send("POST", f"{base}/t", body=b"x", operation_context=op)
+        response = await transport.send("POST", f"{base}/t", settings=settings, body=b"x", operation_context=op)
     finally:
         await server.stop()
     assert response.status == 204 and slept == [0.25]
@@ -179,7 +179,7 @@ async def test_the_async_transport_retries_through_the_shared_loop(sender: Aioht
     ids = {head.split(b"x-ms-client-request-id: ")[1].split(b"\r\n")[0] for head in server.heads}
     assert len(ids) == 1  # one operation, one client request id on every attempt
     with pytest.raises(ValueError, match="cannot send"):  # a programming error: never retried
-        await transport.send("GET", "not a url")
+        await transport.send("GET", "not a url", settings=settings)
     assert slept == [0.25]
 
 

@@ -57,10 +57,12 @@ class PagedClient:
 
 
 def _query(top: int | None = None) -> Any:
+    """The export's query, reading ahead from the first page (its default, "auto", reads ahead
+    only once it has measured a slow service: see tests/unit/test_page_stream.py)."""
     from tablesdk import CloudStorageAccount
 
     client = CloudStorageAccount.development_storage_account().create_cloud_table_client()
-    return build_query(client, "pages", None, None, top)
+    return build_query(client, "pages", None, None, top).read_ahead(True)
 
 
 def test_every_page_is_read_with_the_next_one_requested_before_it_is_decoded() -> None:

@@ -242,8 +242,14 @@ def test_point_query_not_found_rules(mock: responses.RequestsMock, code: str, cl
     ctx = client.get_table_service_context()
     with pytest.raises(ResourceNotFoundError):
         ctx.get("Blogs", "p", "r")
+    if client_gets == "empty":
+        assert ctx.get_or_none("Blogs", "p", "r") is None
+    else:
+        with pytest.raises(ResourceNotFoundError):  # a missing table is an error to get_or_none too
+            ctx.get_or_none("Blogs", "p", "r")
     ctx.ignore_resource_not_found = True  # the context's option covers both, like IgnoreResourceNotFoundException
-    assert ctx.get("Blogs", "p", "r") is None
+    with pytest.warns(DeprecationWarning, match="get_or_none"):
+        assert ctx.get("Blogs", "p", "r") is None
 
 
 class TestDeleteEntity:

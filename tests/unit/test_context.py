@@ -438,8 +438,11 @@ class TestQueriesAndHooks:
     def test_point_query_for_a_missing_entity(self, ctx: TableServiceContext) -> None:
         with pytest.raises(ResourceNotFoundError):
             ctx.get(T, "p", "missing")
+        assert ctx.get_or_none(T, "p", "missing") is None
+        assert ctx.get_or_none(T, "p", "missing", Blog) is None
         ctx.ignore_resource_not_found = True
-        assert ctx.get(T, "p", "missing") is None
+        with pytest.warns(DeprecationWarning, match="get_or_none"):
+            assert ctx.get(T, "p", "missing") is None
         assert list(ctx.create_query(T).where((prop("PartitionKey") == "p") & (prop("RowKey") == "missing"))) == []
 
     def test_query_results_are_tracked_once(self, ctx: TableServiceContext, service: FakeTableService) -> None:

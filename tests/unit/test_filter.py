@@ -172,7 +172,7 @@ def test_non_finite_doubles_cannot_be_expressed() -> None:
 
 def test_uninferable_values_raise_naming_the_property() -> None:
     with pytest.raises(TableValidationError) as info:
-        prop("Day") == datetime(2009, 1, 1).date()
+        prop("Day") == [datetime(2009, 1, 1).date()]
     assert info.value.field == "Day"
     with pytest.raises(TableValidationError):
         prop("Huge") == 2**63

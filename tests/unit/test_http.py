@@ -29,6 +29,7 @@ from tablesdk import (
 )
 from tablesdk._errors import error_for_status
 from tablesdk._retry import ExponentialRetry
+from tablesdk._settings import RequestSettings
 from tablesdk._transport import RetryLoop, Transport, is_ambiguous, prepare_request, sign_attempt
 
 from fake_service import CONNECTION_STRING, ENDPOINT, error_reply
@@ -167,10 +168,10 @@ def test_a_check_can_refuse_a_2xx_answer_and_the_policy_retries_it() -> None:
         if response.body == b"busy":
             raise error_for_status(503, "ServerBusy", "inside the batch")
 
-    transport = Transport(None, retry_policy=LinearRetry(2, 0.0), error_parser=lambda r: TableServiceError("x"),
-                          sender=sender, sleep=no_sleep)
+    transport = Transport(None, error_parser=lambda r: TableServiceError("x"), sender=sender, sleep=no_sleep)
     op = OperationContext()
-    assert transport.send("POST", URL, body=b"", check=check, operation_context=op).body == b"ok"
+    settings = RequestSettings(retry_policy=LinearRetry(2, 0.0))
+    assert transport.send("POST", URL, settings=settings, body=b"", check=check, operation_context=op).body == b"ok"
     assert [(a.status, a.error_code, a.state) for a in op.attempts] == [
         (202, "ServerBusy", AttemptState.UNKNOWN), (202, None, AttemptState.ANSWERED)
     ]

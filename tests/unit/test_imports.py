@@ -31,7 +31,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._tracing", "tablesdk._extras",
     )),
     ("one exchange", ("tablesdk._http", "tablesdk._requests_sender", "tablesdk.aio._sender")),
-    ("retry loop", ("tablesdk._retry", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options")),
+    ("retry loop", (
+        "tablesdk._retry", "tablesdk._settings", "tablesdk._transport", "tablesdk.aio._transport", "tablesdk._options",
+    )),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter_text", "tablesdk._filter",
         "tablesdk._model_values", "tablesdk._models", "tablesdk._entity_classes", "tablesdk._entity_write", "tablesdk._entity_read",
@@ -42,8 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._batch", "tablesdk._batch_answer",
     )),
     ("queries", (
-        "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._query", "tablesdk._parallel",
-        "tablesdk.aio._query",
+        "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._page_stream", "tablesdk._query", "tablesdk._parallel",
+        "tablesdk.aio._query", "tablesdk.aio._parallel",
     )),
     ("operations", ("tablesdk._service", "tablesdk._operations", "tablesdk._client", "tablesdk.aio._client")),
     ("unit of work and bulk loading", (
@@ -55,7 +57,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_fit", "tablesdk._arrow_write")),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
-        "tablesdk.__main__", "tablesdk.testing", "tablesdk.dask", "tablesdk.spark", "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*",
+        "tablesdk.__main__", "tablesdk.testing", "tablesdk._engines", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.spark",
+        "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*", "tablesdk.legacy", "tablesdk.legacy.*",
     )),
 )
 
@@ -76,6 +79,7 @@ EMULATOR_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("emulator: operations", ("_table_operations", "_entity_reads", "_entity_writes", "_admin_requests")),
         ("emulator: batches", ("_batch_requests",)),
         ("emulator: the service", ("_service",)),
+        ("emulator: the explorer page", ("_explorer",)),
         ("emulator: front ends", ("_server", "__main__")),
     )
 ) + (("emulator: public names", ("tablesdk.devstore",)),)
@@ -94,7 +98,9 @@ ALLOWED: Mapping[tuple[str, str], str] = {
     ("tablesdk._client", "tablesdk._deleting"): "CloudTableClient.delete_entities / count_entities",
     ("tablesdk.aio._client", "tablesdk.aio._deleting"): "AsyncCloudTableClient.delete_entities / count_entities",
     ("tablesdk._query", "tablesdk._parallel"): "TableQuery.iter_parallel / iter_parallel_segments hand out a parallel scan",
+    ("tablesdk.aio._query", "tablesdk.aio._parallel"): "AsyncTableQuery.iter_parallel hands out a parallel scan",
     ("tablesdk._query", "tablesdk._arrow"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
+    ("tablesdk.aio._query", "tablesdk._arrow"): "AsyncTableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
     ("tablesdk._client", "tablesdk._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk._arrow_write"): "AsyncCloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk.aio._table"): "AsyncCloudTableClient.get_table_reference",

@@ -13,10 +13,12 @@ import sys
 
 import pytest
 
+from loopback import unused_port
+
 #: Top-level packages ``import tablesdk`` must not import.
 NOT_AT_IMPORT = (
     "lxml", "dateutil", "click", "rich", "aiohttp", "pyarrow", "pandas", "dask", "opentelemetry",
-    "requests", "urllib3", "pyspark", "py4j",
+    "requests", "urllib3", "ray", "polars", "duckdb", "pyspark", "py4j",
 )
 
 
@@ -49,6 +51,37 @@ def imported_by(statement: str) -> set[str]:
 
 def test_import_tablesdk_loads_no_codec_http_stack_or_extra() -> None:
     assert imported_by("import tablesdk") == set()
+
+
+def test_import_tablesdk_aio_loads_no_http_library() -> None:
+    # aiohttp comes with an async client's first request, when its sender is made (start-up)
+    assert imported_by("import tablesdk.aio") == set()
+
+
+def test_an_async_client_loads_aiohttp_with_its_first_request_not_when_made() -> None:
+    port = unused_port()
+    statement = (
+        "import asyncio, sys\n"
+        "from tablesdk import CloudStorageAccount, ConnectionFailedError, NoRetry\n"
+        "from tablesdk.aio import AsyncCloudTableClient\n"
+        "dev = CloudStorageAccount.development_storage_account()\n"
+        f"account = CloudStorageAccount(dev.account_name, dev.table_endpoint.replace('10002', '{port}'), dev.credential)\n"
+        "async def first_request() -> None:\n"
+        "    async with AsyncCloudTableClient(account, retry_policy=NoRetry()) as client:\n"
+        "        if 'aiohttp' in sys.modules:\n"
+        "            raise SystemExit('making the client imported aiohttp')\n"
+        "        try:\n"
+        "            await client.table_exists('Probe')\n"
+        "        except ConnectionFailedError:\n"
+        "            pass\n"
+        "asyncio.run(first_request())\n"
+    )
+    assert "aiohttp" in imported_by(statement)
+
+
+def test_the_async_sender_resolves_when_named() -> None:
+    assert "aiohttp" not in imported_by("from tablesdk.aio import AsyncSender, AiohttpSender")
+    assert "aiohttp" in imported_by("from tablesdk.aio import AiohttpSender\nAiohttpSender()")
 
 
 def test_the_default_sender_brings_requests_when_named() -> None:
@@ -150,3 +183,12 @@ def test_a_json_lines_export_leaves_arrow_and_the_bulk_loader_to_parquet_exports
         "assert main(['--dev', '--no-progress', 'export', 'sometable', '-']) == 0"
     )
     assert loaded_by(statement, work) == {"tablesdk.cli._export"}
+
+
+def test_an_async_client_without_aiohttp_says_so_when_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tablesdk import CloudStorageAccount
+    from tablesdk.aio import AsyncCloudTableClient
+
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # what find_spec reports for a missing package
+    with pytest.raises(ImportError, match="tablesdk.aio needs aiohttp"):
+        AsyncCloudTableClient(CloudStorageAccount.development_storage_account())

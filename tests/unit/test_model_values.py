@@ -370,10 +370,13 @@ def test_comparing_and_diffing_do_not_fail_on_a_value_only_a_write_refuses() -> 
     assert entity_to_payload(Route("p", "r", None), validate=False).values["Start_X"] is None  # type: ignore[arg-type]
 
 
-def test_a_nested_object_on_a_declared_entity_is_refused_with_what_is_supported() -> None:
-    with pytest.raises(TypeError, match="a TableEntity property cannot hold a Point object; nested objects are flattened"):
-        class Nested(TableEntity):  # noqa: F841
-            At: Annotated[Point | None, Flatten("__")] = None
+class NestedPoint(TableEntity):
+    At: Annotated[Point | None, Flatten("__")] = None
+
+
+def test_a_nested_object_on_a_declared_entity_is_flattened_as_model_classes_do() -> None:
+    stored = entity_to_payload(NestedPoint(PartitionKey="p", RowKey="r", At=Point(1, 2))).values
+    assert {k: v for k, v in stored.items() if k.startswith("At")} == {"At__X": 1, "At__Y": 2}
 
 
 class Mode(enum.Flag):

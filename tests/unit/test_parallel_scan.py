@@ -25,7 +25,7 @@ from tablesdk import (
 )
 from tablesdk.devstore import DevStore
 from tablesdk._http import HttpRequest, HttpResponse, MockSender
-from tablesdk._parallel import _highest_key_prefix, _Lead, _ParallelScan
+from tablesdk._parallel import _highest_key_prefix, _Lead, _ParallelScan, run_search
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ MOST_ROUNDS = {"digits": 2, "hex": 2, "letters": 2, "upper hex": 3, "long shared
 def test_usual_keys_settle_in_few_rounds_after_the_smallest(kind: str) -> None:
     keys = ROUND_CASES[kind]
     rounds: list[int] = []
-    found = _highest_key_prefix(min(keys), _probe_over(keys, rounds), 8)
+    found = run_search(_highest_key_prefix(min(keys), 8), _probe_over(keys, rounds))
     assert found == _expected_prefix(keys)
     assert len(rounds) <= MOST_ROUNDS[kind] and max(rounds) <= 8
 
@@ -230,7 +230,7 @@ def test_the_largest_key_prefix_is_exact_for_any_keys(seed: int) -> None:
     keys = ["".join(chance.choices(alphabet, k=chance.randint(1, 6))) for _ in range(chance.randint(1, 30))]
     for width in (1, 2, 3, 8):
         rounds: list[int] = []
-        assert _highest_key_prefix(min(keys), _probe_over(keys, rounds), max(2, width)) == _expected_prefix(keys)
+        assert run_search(_highest_key_prefix(min(keys), max(2, width)), _probe_over(keys, rounds)) == _expected_prefix(keys)
         assert all(size <= max(2, width) for size in rounds)
 
 

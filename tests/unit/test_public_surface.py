@@ -93,7 +93,10 @@ def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
 
 
 #: The modules a user may import; everything else in the package is private (a leading underscore).
-PUBLIC_MODULES = {"tablesdk", "tablesdk.aio", "tablesdk.cli", "tablesdk.dask", "tablesdk.devstore", "tablesdk.spark", "tablesdk.testing"}
+PUBLIC_MODULES = {
+    "tablesdk", "tablesdk.aio", "tablesdk.cli", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.spark", "tablesdk.devstore",
+    "tablesdk.testing", "tablesdk.legacy",
+}
 
 
 def test_only_the_public_modules_have_public_names() -> None:

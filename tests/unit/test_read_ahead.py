@@ -1,5 +1,8 @@
 """Read-ahead paging: iterating a query sends the next page's request on another thread while
-the page in hand is decoded and handed out, and behaves otherwise exactly as serial iteration."""
+the page in hand is decoded and handed out, and behaves otherwise exactly as serial iteration.
+
+The queries here read ahead always (``read_ahead(True)``): the mechanism. When the default,
+``"auto"``, reads ahead is tests/unit/test_page_stream.py's subject."""
 
 from __future__ import annotations
 
@@ -105,7 +108,7 @@ def no_read_ahead_thread_outlives_a_test() -> Iterator[None]:
 
 def test_the_next_page_is_requested_before_this_page_is_handed_out() -> None:
     table = PagedTable(count=15, per_page=5)
-    entities = iter(client_for(table).create_query("Paged"))
+    entities = iter(client_for(table).create_query("Paged").read_ahead(True))
     assert next(entities).RowKey == "0000"
     # Page 1 is in hand and not used up: page 2's request was sent all the same, on another thread.
     assert table.event(1).wait(WAIT)
@@ -117,7 +120,7 @@ def test_the_next_page_is_requested_before_this_page_is_handed_out() -> None:
 
 def test_at_most_one_page_is_read_ahead() -> None:
     table = PagedTable(count=20, per_page=5)
-    entities = iter(client_for(table).create_query("Paged"))
+    entities = iter(client_for(table).create_query("Paged").read_ahead(True))
     first = next(entities).RowKey
     assert table.event(1).wait(WAIT)
     for thread in read_ahead_threads():
@@ -138,7 +141,7 @@ def test_read_ahead_false_is_strictly_serial() -> None:
     assert len(table.requests) == 1  # page 1 used up, page 2 not asked for yet
     assert [e.RowKey for e in entities] == [f"{n:04d}" for n in range(5, 15)]
     assert set(table.threads) == {threading.current_thread().name}
-    assert "read_ahead=False" in repr(query) and "read_ahead" not in repr(query.read_ahead(True))
+    assert "read_ahead=False" in repr(query) and "read_ahead" not in repr(query.read_ahead("auto"))
 
 
 def test_read_ahead_needs_a_bool() -> None:
@@ -149,23 +152,23 @@ def test_read_ahead_needs_a_bool() -> None:
 def test_take_asks_for_no_page_it_does_not_need() -> None:
     table = PagedTable(count=3000, per_page=1000)
     client = client_for(table)
-    assert len(list(client.create_query("Paged").take(1000))) == 1000
+    assert len(list(client.create_query("Paged").read_ahead(True).take(1000))) == 1000
     assert table.tops == [1000]  # the first page can hold them all: nothing read ahead
     table.requests.clear()
-    assert len(list(client.create_query("Paged").take(2500))) == 2500
+    assert len(list(client.create_query("Paged").read_ahead(True).take(2500))) == 2500
     assert table.tops == [1000, 1000, 500]
     assert table.threads[1:] == [READ_AHEAD_THREAD, READ_AHEAD_THREAD]
     table.requests.clear()
-    assert client.create_query("Paged").first().RowKey == "0000"
+    assert client.create_query("Paged").read_ahead(True).first().RowKey == "0000"
     assert table.tops == [1]
 
 
 def test_take_after_short_pages_still_yields_exactly_n() -> None:
     table = PagedTable(count=100, per_page=7)  # the service may answer fewer than $top
-    assert rows(client_for(table).create_query("Paged").take(20)) == [f"{n:04d}" for n in range(20)]
+    assert rows(client_for(table).create_query("Paged").read_ahead(True).take(20)) == [f"{n:04d}" for n in range(20)]
     assert table.tops == [20, 13, 6]  # each page could have held the rest: none read ahead
     table = PagedTable(count=3000, per_page=700)
-    assert rows(client_for(table).create_query("Paged").take(2500)) == [f"{n:04d}" for n in range(2500)]
+    assert rows(client_for(table).create_query("Paged").read_ahead(True).take(2500)) == [f"{n:04d}" for n in range(2500)]
     # A page read ahead counts the page before it as full (so take never asks for more than it
     # wants); after short pages the rest may take one request more than serial paging.
     assert table.tops == [1000, 1000, 800, 300, 100]
@@ -207,7 +210,7 @@ def test_leaving_early_abandons_the_request_in_flight_quietly() -> None:
     try:
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
-            entities = iter(client_for(table).create_query("Paged"))
+            entities = iter(client_for(table).create_query("Paged").read_ahead(True))
             assert isinstance(entities, Generator)
             assert next(entities).RowKey == "0000"
             assert table.event(1).wait(WAIT)
@@ -224,7 +227,7 @@ def test_leaving_early_abandons_the_request_in_flight_quietly() -> None:
 
 def test_break_in_a_for_loop_leaves_no_thread() -> None:
     table = PagedTable(count=50, per_page=5)
-    for entity in client_for(table).create_query("Paged"):
+    for entity in client_for(table).create_query("Paged").read_ahead(True):
         if entity.RowKey == "0007":
             break
     for thread in read_ahead_threads():
@@ -281,7 +284,7 @@ def test_a_context_refuses_a_second_thread_while_it_decodes() -> None:
         release.wait(WAIT)
 
     ctx.reading_entity.append(slow_reading)
-    worker = threading.Thread(target=lambda: list(ctx.create_query("Paged")))
+    worker = threading.Thread(target=lambda: list(ctx.create_query("Paged").read_ahead(True)))
     worker.start()
     try:
         assert entered.wait(WAIT)

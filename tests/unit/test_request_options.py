@@ -210,8 +210,8 @@ def test_the_options_do_not_change_the_client() -> None:
     client, _ = sync_client()
     client.insert_entity("tbl", entity(), options=TableRequestOptions(
         timeout=1, server_timeout=2, deadline=3, retry_policy=LinearRetry(1, 0), location_mode="secondary_only"))
-    transport = client.transport
-    assert (transport.timeout, transport.server_timeout, client.operation_deadline, client.location_mode) == (
+    settings = client._settings
+    assert (settings.timeout, settings.server_timeout, client.operation_deadline, client.location_mode) == (
         CLIENT_TIMEOUT, None, None, "primary_only")
     assert isinstance(client.retry_policy, NoRetry)
 

@@ -31,6 +31,7 @@ from tablesdk._errors import (
     error_for_status,
 )
 from tablesdk._retry import ExponentialRetry, LinearRetry, NoRetry
+from tablesdk._settings import RequestSettings
 from tablesdk._transport import (
     DEFAULT_USER_AGENT,
     HttpResponse,
@@ -92,15 +93,34 @@ def fake_time() -> FakeTime:
     return FakeTime()
 
 
+class SettledTransport(Transport):
+    """A Transport that sends with the settings it was made with unless given others, as a client does."""
+
+    def __init__(self, credential: Any, settings: RequestSettings, **kwargs: Any) -> None:
+        super().__init__(credential, **kwargs)
+        self.settings = settings
+
+    def send(self, method: str, url: str, *, settings: RequestSettings | None = None, **kwargs: Any) -> HttpResponse:
+        return super().send(method, url, settings=settings or self.settings, **kwargs)
+
+
+#: The keywords of :func:`make` that are request settings (the others are the transport's).
+SETTINGS_KEYWORDS = ("timeout", "server_timeout", "deadline", "user_agent", "location_mode")
+
+
 def make(
     fake_time: FakeTime,
     credential: Any = None,
     policy: Any = None,
     **kwargs: Any,
-) -> Transport:
-    return Transport(
-        credential,
+) -> SettledTransport:
+    settings = RequestSettings(
         retry_policy=policy if policy is not None else LinearRetry(3, 1.0),
+        **{name: kwargs.pop(name) for name in SETTINGS_KEYWORDS if name in kwargs},
+    )
+    return SettledTransport(
+        credential,
+        settings,
         error_parser=parse_error,
         sleep=fake_time.sleep,
         clock=fake_time.clock,
@@ -244,7 +264,7 @@ def test_retries_exhausted_raise_last_error(mock: responses.RequestsMock, fake_t
 def test_per_call_policy_overrides_default(mock: responses.RequestsMock, fake_time: FakeTime) -> None:
     add_status(mock, "GET", 503, "ServerBusy")
     with pytest.raises(ServerBusyError):
-        make(fake_time).send("GET", URL, retry_policy=NoRetry())
+        make(fake_time).send("GET", URL, settings=RequestSettings(retry_policy=NoRetry()))
     assert len(mock.calls) == 1
 
 
@@ -428,9 +448,7 @@ def test_deadline_caps_total_sleep(mock: responses.RequestsMock, fake_time: Fake
     started = fake_time.now
     ctx = OperationContext()
     with pytest.raises(RequestTimeoutError) as info:
-        make(fake_time, policy=LinearRetry(9, 4.0)).send(
-            "GET", URL, deadline=10.0, operation_context=ctx
-        )
+        make(fake_time, policy=LinearRetry(9, 4.0), deadline=10.0).send("GET", URL, operation_context=ctx)
     assert sum(fake_time.sleeps) <= 10.0
     assert fake_time.now - started < 10.0
     assert fake_time.sleeps == [4.0, 4.0]  # a third sleep would reach the deadline
@@ -449,7 +467,7 @@ def test_deadline_counts_time_spent_in_attempts(
 
     mock.add_callback("GET", URL, callback=slow_busy)
     with pytest.raises(RequestTimeoutError, match="deadline"):
-        make(fake_time, policy=LinearRetry(9, 1.0)).send("GET", URL, deadline=9.0)
+        make(fake_time, policy=LinearRetry(9, 1.0), deadline=9.0).send("GET", URL)
     # t=3 sleep 1, t=7 sleep 1, t=11 over: two sleeps only, never past the deadline.
     assert fake_time.sleeps == [1.0, 1.0]
     assert len(mock.calls) == 3
@@ -460,9 +478,7 @@ def test_deadline_caps_each_attempt_timeout(
 ) -> None:
     add_status(mock, "GET", 503, "ServerBusy")
     mock.add("GET", URL, status=200)
-    make(fake_time, policy=LinearRetry(3, 2.0), timeout=(10.0, 60.0)).send(
-        "GET", URL, deadline=5.0
-    )
+    make(fake_time, policy=LinearRetry(3, 2.0), timeout=(10.0, 60.0), deadline=5.0).send("GET", URL)
     timeouts = [c.request.req_kwargs["timeout"] for c in mock.calls]
     assert timeouts == [(5.0, 5.0), (3.0, 3.0)]
 
@@ -474,7 +490,7 @@ def test_timeout_without_deadline_is_passed_through(
     mock.add("GET", URL, status=200)
     t = make(fake_time, timeout=7.0)
     t.send("GET", URL)
-    t.send("GET", URL, timeout=(1.0, 2.0))
+    t.send("GET", URL, settings=t.settings.replace(timeout=(1.0, 2.0)))
     assert [c.request.req_kwargs["timeout"] for c in mock.calls] == [7.0, (1.0, 2.0)]
 
 
@@ -487,7 +503,7 @@ def test_final_error_is_raised_even_past_deadline(
 
     mock.add_callback("POST", URL, callback=slow_conflict)
     with pytest.raises(ConflictError):
-        make(fake_time).send("POST", URL, body=b"{}", deadline=5.0)
+        make(fake_time, deadline=5.0).send("POST", URL, body=b"{}")
 
 
 # ------------------------------------------------------------- ambiguity
@@ -571,7 +587,7 @@ def test_server_timeout_parameter(mock: responses.RequestsMock, fake_time: FakeT
     t = make(fake_time, server_timeout=30)
     t.send("GET", URL)
     t.send("GET", URL + "?$filter=x&$top=5")
-    t.send("GET", URL, server_timeout=5)
+    t.send("GET", URL, settings=t.settings.replace(server_timeout=5))
     t.send("GET", URL + "?timeout=7")  # an explicit one is kept, not duplicated
     urls = [c.request.url for c in mock.calls]
     assert urls[0] == URL + "?timeout=30"
@@ -740,31 +756,34 @@ def test_context_manager_closes_session(fake_time: FakeTime, monkeypatch: pytest
     [
         ({"pool_size": 0}, "pool_size"),
         ({"pool_size": True}, "pool_size"),
-        ({"timeout": 0}, "timeout"),
-        ({"timeout": (1.0, -1.0)}, "timeout"),
-        ({"timeout": (1.0, 2.0, 3.0)}, "timeout"),
-        ({"server_timeout": 0}, "server_timeout"),
-        ({"server_timeout": 1.5}, "server_timeout"),
-        ({"policy": None, "retry_policy": None}, "retry_policy"),
+        ({"max_response_bytes": 0}, "max_response_bytes"),
     ],
 )
 def test_invalid_construction(fake_time: FakeTime, kwargs: dict[str, Any], name: str) -> None:
-    if "retry_policy" in kwargs:
-        with pytest.raises(ValueError, match=name):
-            Transport(None, retry_policy=None, error_parser=parse_error)  # type: ignore[arg-type]
-        return
     with pytest.raises(ValueError, match=name):
         make(fake_time, **kwargs)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "name"),
-    [({"deadline": 0}, "deadline"), ({"deadline": -1.0}, "deadline"),
-     ({"timeout": -2}, "timeout"), ({"server_timeout": -1}, "server_timeout")],
+    [
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": -2}, "timeout"),
+        ({"timeout": (1.0, -1.0)}, "timeout"),
+        ({"timeout": (1.0, 2.0, 3.0)}, "timeout"),
+        ({"server_timeout": 0}, "server_timeout"),
+        ({"server_timeout": -1}, "server_timeout"),
+        ({"server_timeout": 1.5}, "server_timeout"),
+        ({"deadline": 0}, "deadline"),
+        ({"deadline": -1.0}, "deadline"),
+        ({"location_mode": "nearest"}, "location_mode"),
+    ],
 )
-def test_invalid_send_arguments(fake_time: FakeTime, kwargs: dict[str, Any], name: str) -> None:
+def test_invalid_settings_are_refused_when_built(kwargs: dict[str, Any], name: str) -> None:
     with pytest.raises(ValueError, match=name):
-        make(fake_time).send("GET", URL, **kwargs)
+        RequestSettings(**kwargs)
+    with pytest.raises(ValueError, match=name):
+        RequestSettings().replace(**kwargs)
 
 
 # ------------------------------------------------ real loopback: cut connections
@@ -849,10 +868,9 @@ def test_deadline_checked_again_after_an_overrunning_sleep(
         fake_time.sleeps.append(seconds)
         fake_time.now += seconds + 5.0  # the OS woke us far too late
 
-    t = Transport(None, retry_policy=LinearRetry(3, 1.0), error_parser=parse_error,
-                  sleep=oversleep, clock=fake_time.clock)
+    t = Transport(None, error_parser=parse_error, sleep=oversleep, clock=fake_time.clock)
     with pytest.raises(RequestTimeoutError, match="deadline of 3.0 s exceeded after 1 attempt;") as info:
-        t.send("GET", URL, deadline=3.0)
+        t.send("GET", URL, settings=RequestSettings(retry_policy=LinearRetry(3, 1.0), deadline=3.0))
     assert isinstance(info.value.__cause__, ServerBusyError)
     assert len(mock.calls) == 1
 

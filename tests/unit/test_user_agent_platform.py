@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk import _transport
+from tablesdk import _settings
 
 linux_glibc = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc "),
@@ -26,9 +26,9 @@ linux_glibc = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def uncached() -> Any:
-    _transport._platform.cache_clear()
+    _settings._platform.cache_clear()
     yield
-    _transport._platform.cache_clear()
+    _settings._platform.cache_clear()
 
 
 @linux_glibc
@@ -36,7 +36,7 @@ def test_the_words_are_platforms_own() -> None:
     processor = platform.uname().processor
     if processor not in ("", "unknown", platform.machine()):
         pytest.skip("uname -p names a processor here, which the terse words would include")
-    assert _transport._platform() == platform.platform(terse=True)
+    assert _settings._platform() == platform.platform(terse=True)
 
 
 CHECK_IN_A_FRESH_INTERPRETER = """
@@ -46,7 +46,7 @@ def refused(*args, **kwargs):
     raise AssertionError("the User-Agent started a child process or scanned the interpreter")
 
 subprocess.check_output = subprocess.Popen = platform.libc_ver = refused
-from tablesdk._transport import _platform
+from tablesdk._settings import _platform
 print(_platform())
 """
 
@@ -66,4 +66,4 @@ def test_no_child_process_and_no_binary_scan() -> None:
 def test_elsewhere_platform_words_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "confstr", lambda name: None)
     monkeypatch.setattr(platform, "platform", lambda terse=False: "Plan9-4-with-nothing" if terse else "long")
-    assert _transport._platform() == "Plan9-4-with-nothing"
+    assert _settings._platform() == "Plan9-4-with-nothing"

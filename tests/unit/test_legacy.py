@@ -1,0 +1,390 @@
+"""tablesdk.legacy without a service: what it imports, its encryption guard, its errors, and that
+its calls go through tablesdk's client (retries, server timeouts, sender).
+
+The call-by-call comparison with the old package is tests/integration/test_legacy_differential.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tablesdk import ExponentialRetry as SdkExponentialRetry
+from tablesdk import HttpRequest, HttpResponse, MockSender, NoRetry
+from tablesdk.legacy import (
+    AzureBatchOperationError,
+    AzureConflictHttpError,
+    AzureException,
+    AzureHttpError,
+    AzureMissingResourceHttpError,
+    AzureValidationError,
+    ClientEncryptionNotAvailableError,
+    EdmType,
+    Entity,
+    EntityProperty,
+    ExponentialRetry,
+    LinearRetry,
+    TableBatch,
+    TablePermissions,
+    TableService,
+    no_retry,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def modules_after(statement: str) -> list[str]:
+    script = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    return list(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_import_tablesdk_does_not_load_the_legacy_surface() -> None:
+    assert [name for name in modules_after("import tablesdk") if name.startswith("tablesdk.legacy")] == []
+
+
+def test_the_legacy_surface_needs_nothing_of_the_old_package() -> None:
+    statement = (
+        "import datetime\n"
+        "from tablesdk import MockSender\n"
+        "from tablesdk.legacy import TableService, Entity\n"
+        "sender = MockSender(lambda request: MockSender.response(204))\n"
+        f"svc = TableService(account_name='acct', account_key={KEY!r}, sender=sender)\n"
+        "svc.generate_table_shared_access_signature('tbl', 'r', datetime.datetime(2099, 1, 1))\n"
+        "svc.insert_or_merge_entity('tbl', Entity(PartitionKey='p', RowKey='r', When=datetime.datetime(2020, 1, 1)))\n"
+        "assert len(sender.requests) == 1\n"
+    )
+    loaded = modules_after(statement)
+    # The old package needed azure-common, python-dateutil and cryptography.
+    assert [name for name in loaded if name.split(".")[0] in ("azure", "dateutil", "cryptography")] == []
+
+
+def test_no_legacy_module_imports_azure() -> None:
+    for path in sorted((ROOT / "tablesdk" / "legacy").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            assert not [name for name in names if name.split(".")[0] == "azure"], f"{path.name} imports {names}"
+
+
+# ---------------------------------------------------------------- a service on a recording sender
+
+class Recorder:
+    """Answers each request from a queue of (status, body, headers) and keeps what was sent."""
+
+    def __init__(self, *answers: tuple[int, Any, dict[str, str]]) -> None:
+        self.answers = list(answers)
+        self.sender = MockSender(self.answer)
+
+    def answer(self, request: HttpRequest) -> HttpResponse:
+        status, body, headers = self.answers.pop(0) if self.answers else (204, b"", {})
+        text = json.dumps(body) if isinstance(body, dict) else body
+        return MockSender.response(status, text, {"Content-Type": "application/json;odata=minimalmetadata", **headers})
+
+    @property
+    def requests(self) -> list[HttpRequest]:
+        return self.sender.requests
+
+
+def service(recorder: Recorder, **options: Any) -> TableService:
+    return TableService(account_name="acct", account_key=KEY, sender=recorder.sender, **options)
+
+
+def test_calls_are_sent_by_a_tablesdk_client_with_its_options() -> None:
+    recorder = Recorder((204, b"", {"ETag": 'W/"datetime\'2024-01-01T00%3A00%3A00Z\'"'}))
+    svc = service(recorder, retry_policy=NoRetry())
+    assert isinstance(svc.client.retry_policy, NoRetry)
+    etag = svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r", "N": 5}, timeout=7)
+    assert etag == 'W/"datetime\'2024-01-01T00%3A00%3A00Z\'"'
+    [request] = recorder.requests
+    assert request.url.startswith("https://acct.table.core.windows.net/tbl") and "timeout=7" in request.url
+    assert request.headers["Authorization"].startswith("SharedKey acct:")
+    body = json.loads(request.body or b"{}")
+    assert body["N"] == "5" and body["N@odata.type"] == "Edm.Int64"  # an int is written as Int64
+
+
+def test_the_default_retry_policy_is_tablesdks() -> None:
+    assert isinstance(service(Recorder()).client.retry_policy, SdkExponentialRetry)
+
+
+def test_a_server_busy_answer_is_retried_by_the_clients_policy() -> None:
+    busy = {"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}
+    recorder = Recorder((503, busy, {}), (204, b"", {}))
+    svc = service(recorder, retry_policy=SdkExponentialRetry(1, 0.0, 0.0, 0.0))
+    svc.delete_entity("tbl", "p", "r")
+    assert len(recorder.requests) == 2
+
+
+def test_a_datetime_is_written_whole_seconds_in_utc_as_the_old_package_did() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    recorder = Recorder()
+    moment = datetime(2024, 5, 6, 7, 8, 9, 999999, tzinfo=timezone(timedelta(hours=-5)))
+    service(recorder).insert_or_replace_entity("tbl", {"PartitionKey": "p", "RowKey": "r", "When": moment})
+    body = json.loads(recorder.requests[0].body or b"{}")
+    assert body["When"].startswith("2024-05-06T12:08:09") and body["When"].rstrip("Z").rstrip("0").endswith(("09", "09."))
+
+
+@pytest.mark.parametrize("metadata", ["minimalmetadata", "nometadata"])
+def test_a_read_entity_carries_the_services_etag(metadata: str) -> None:
+    # The service drops the trailing zeros of a Timestamp's fraction; the ETag quotes it as written.
+    etag = "W/\"datetime'2024-01-02T03%3A04%3A05.12345Z'\""
+    body: dict[str, Any] = {"PartitionKey": "p", "RowKey": "r", "Timestamp": "2024-01-02T03:04:05.12345Z", "N": 1}
+    if metadata == "minimalmetadata":
+        body["odata.etag"] = etag
+    svc = service(Recorder((200, body, {"Content-Type": f"application/json;odata={metadata}"})))
+    entity = svc.get_entity("tbl", "p", "r", accept=f"application/json;odata={metadata}")
+    assert entity.etag == etag
+    assert entity.Timestamp.microsecond == 123450 and entity.Timestamp.utcoffset().total_seconds() == 0
+
+
+# ---------------------------------------------------------------- the old retry policies
+
+BUSY = (503, {"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}, {})
+
+
+def test_no_retry_sends_each_request_once() -> None:
+    recorder = Recorder(BUSY, (204, b"", {}))
+    svc = service(recorder)
+    svc.retry = no_retry
+    assert isinstance(svc.client.retry_policy, NoRetry) and svc.retry is no_retry
+    with pytest.raises(AzureHttpError) as raised:
+        svc.delete_entity("tbl", "p", "r")
+    assert raised.value.status_code == 503 and len(recorder.requests) == 1
+
+
+@pytest.mark.parametrize(("attempts", "succeeds"), [(2, True), (1, False)])
+def test_an_old_policy_counts_its_retries_after_the_first_attempt(attempts: int, succeeds: bool) -> None:
+    recorder = Recorder(BUSY, BUSY, (204, b"", {}))
+    svc = service(recorder)
+    assert svc.client is not None  # a client made before the policy is set gets it too
+    svc.retry = LinearRetry(backoff=0, max_attempts=attempts, random_jitter_range=0).retry
+    if succeeds:
+        svc.delete_entity("tbl", "p", "r")
+    else:
+        with pytest.raises(AzureHttpError):
+            svc.delete_entity("tbl", "p", "r")
+    assert len(recorder.requests) == attempts + 1
+
+
+def test_the_exponential_schedule_and_what_it_retries() -> None:
+    from tablesdk import ConflictError, ConnectionFailedError, ServerBusyError, TableServiceError
+
+    policy = ExponentialRetry(random_jitter_range=0)
+    busy = ServerBusyError("busy", status_code=503)
+    assert [policy.retry_after(n, busy) for n in (1, 2, 3, 4)] == [15, 18, 24, None]
+    assert policy.retry_after(1, ConflictError("taken", status_code=409)) is None
+    assert policy.retry_after(1, TableServiceError("slow", status_code=408)) == 15
+    assert policy.retry_after(1, TableServiceError("no", status_code=501)) is None
+    assert policy.retry_after(1, ConnectionFailedError("cut")) == 15
+    assert policy.retry_after(1, ValueError("not a service error")) is None
+    jittered = ExponentialRetry(initial_backoff=10, random_jitter_range=3).retry_after(1, busy)
+    assert jittered is not None and 7 <= jittered <= 13
+
+
+def test_a_function_of_the_old_retry_context_is_refused() -> None:
+    svc = service(Recorder())
+    with pytest.raises(TypeError, match="retry context"):
+        svc.retry = lambda context: 5
+
+
+# ---------------------------------------------------------------- the encryption settings
+
+class KeyWrapper:
+    def wrap_key(self, key: bytes) -> bytes:
+        return key
+
+    def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
+        return key
+
+    def get_kid(self) -> str:
+        return "local:1"
+
+    def get_key_wrap_algorithm(self) -> str:
+        return "none"
+
+
+ENTITY = {"PartitionKey": "p", "RowKey": "r", "Secret": EntityProperty(EdmType.STRING, "s", encrypt=True)}
+
+
+@pytest.mark.parametrize("call", [
+    lambda svc: svc.insert_entity("tbl", ENTITY),
+    lambda svc: svc.update_entity("tbl", ENTITY),
+    lambda svc: svc.insert_or_replace_entity("tbl", ENTITY),
+    lambda svc: svc.get_entity("tbl", "p", "r"),
+    lambda svc: svc.query_entities("tbl"),
+    lambda svc: svc.batch("tbl").__enter__().insert_entity(ENTITY),
+])
+def test_a_key_encryption_key_refuses_before_anything_is_sent(call: Any) -> None:
+    recorder = Recorder()
+    svc = service(recorder)
+    svc.key_encryption_key = KeyWrapper()
+    with pytest.raises(ClientEncryptionNotAvailableError, match="cannot .* encrypted entities yet") as raised:
+        call(svc)
+    assert isinstance(raised.value, NotImplementedError) and isinstance(raised.value, AzureException)
+    assert recorder.requests == []
+
+
+def test_a_key_resolver_refuses_reads_before_anything_is_sent() -> None:
+    recorder = Recorder()
+    svc = service(recorder)
+    svc.key_resolver_function = lambda kid: KeyWrapper()
+    with pytest.raises(ClientEncryptionNotAvailableError, match="key_resolver_function"):
+        svc.get_entity("tbl", "p", "r")
+    assert recorder.requests == []
+
+
+def test_merges_with_a_key_are_refused_as_the_old_package_refused_them() -> None:
+    svc = service(Recorder())
+    svc.key_encryption_key = KeyWrapper()
+    with pytest.raises(ValueError, match="encryption is not supported for this method"):
+        svc.merge_entity("tbl", {"PartitionKey": "p", "RowKey": "r"})
+    with pytest.raises(ValueError, match="encryption is not supported for this method"):
+        TableBatch(key_encryption_key=KeyWrapper()).insert_or_merge_entity({"PartitionKey": "p", "RowKey": "r"})
+
+
+# ---------------------------------------------------------------- models and errors
+
+def test_http_errors_take_the_class_of_their_status() -> None:
+    assert type(AzureHttpError("gone", 404)) is AzureMissingResourceHttpError
+    assert type(AzureHttpError("taken", 409)) is AzureConflictHttpError
+    assert type(AzureHttpError("stale", 412)) is AzureHttpError
+    batch = AzureBatchOperationError("0:dup", 409, "EntityAlreadyExists")
+    assert isinstance(batch, AzureHttpError) and batch.code == "EntityAlreadyExists" and batch.status_code == 409
+
+
+def test_a_request_refused_before_sending_is_an_http_400_and_a_value_error() -> None:
+    recorder = Recorder()
+    with pytest.raises(AzureHttpError) as raised:
+        service(recorder).insert_entity("tbl", {"PartitionKey": "a/b", "RowKey": "r"})
+    assert isinstance(raised.value, AzureValidationError) and isinstance(raised.value, ValueError)
+    assert raised.value.status_code == 400 and "PartitionKey" in str(raised.value)
+    assert recorder.requests == []
+
+
+def test_service_errors_are_translated_and_chained() -> None:
+    body = {"odata.error": {"code": "EntityAlreadyExists", "message": {"value": "The specified entity already exists."}}}
+    svc = service(Recorder((409, body, {"x-ms-error-code": "EntityAlreadyExists"})), retry_policy=NoRetry())
+    with pytest.raises(AzureConflictHttpError) as raised:
+        svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r"})
+    assert raised.value.status_code == 409 and raised.value.error_code == "EntityAlreadyExists"
+    assert raised.value.__cause__ is not None and KEY not in str(raised.value)
+
+
+def test_an_account_key_that_is_not_base64_is_a_signing_error() -> None:
+    from tablesdk.legacy import AzureSigningError
+
+    with pytest.raises(AzureSigningError, match="account_key"):
+        TableService(account_name="acct", account_key="not base64!")
+
+
+def test_entity_is_a_dict_with_attributes() -> None:
+    entity = Entity(PartitionKey="p")
+    entity.RowKey = "r"
+    assert entity == {"PartitionKey": "p", "RowKey": "r"} and entity.PartitionKey == "p"
+    del entity.RowKey
+    with pytest.raises(AttributeError, match="'Entity' object has no attribute 'RowKey'"):
+        entity.RowKey
+
+
+def test_permissions_combine_into_their_letters() -> None:
+    assert str(TablePermissions.QUERY | TablePermissions.DELETE | TablePermissions.ADD) == "rad"
+    assert TablePermissions(_str="ud").update and not TablePermissions(_str="ud").query
+
+
+def test_every_legacy_name_is_documented() -> None:
+    import inspect
+
+    import tablesdk.legacy
+
+    for name in tablesdk.legacy.__all__:
+        value = getattr(tablesdk.legacy, name)
+        assert inspect.isclass(value) or inspect.isfunction(value), name
+        assert value.__doc__ and value.__doc__.strip(), name
+
+
+def test_one_client_per_metadata_level_and_closed_with_the_service() -> None:
+    svc = service(Recorder())
+    assert svc.client is svc.client
+    nometadata = svc._client_for("application/json;odata=nometadata")
+    assert nometadata is not svc.client
+    with pytest.raises(ValueError, match="accept must be one of"):
+        svc.get_entity("tbl", "p", "r", accept="application/atom+xml")
+    svc.close()
+    assert svc.client is not nometadata
+
+
+def test_the_service_repr_does_not_show_the_key() -> None:
+    assert KEY not in repr(service(Recorder()))
+
+
+def test_a_call_is_traced_around_the_clients_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import tablesdk._tracing
+    import tablesdk._transport
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tablesdk")
+    for module in (tablesdk._tracing, tablesdk._transport):
+        monkeypatch.setattr(module, "active_tracer", lambda: tracer)
+    service(Recorder()).delete_entity("tbl", "p", "r")
+    spans = {span.name: span for span in memory.get_finished_spans()}
+    assert set(spans) == {"TableService.delete_entity", "CloudTableClient.delete_entity", "DELETE"}
+    client_span = spans["CloudTableClient.delete_entity"]
+    assert client_span.parent is not None
+    assert client_span.parent.span_id == spans["TableService.delete_entity"].context.span_id
+    provider.shutdown()
+
+
+# ---------------------------------------------------------------- the same signatures as the old package
+
+#: Old public methods tablesdk.legacy leaves out: a proxy setting of the old HTTP session, and a log helper.
+NOT_OFFERED = {"set_proxy", "extract_date_and_request_id"}
+
+
+def _parameters(function: Any) -> list[tuple[str, Any]]:
+    import inspect
+
+    return [
+        (p.name, p.default) for p in inspect.signature(function).parameters.values() if p.kind is not p.VAR_KEYWORD
+    ]
+
+
+def test_every_old_call_has_the_same_parameters_and_defaults() -> None:
+    import inspect
+
+    old = pytest.importorskip("azure.cosmosdb.table")
+    import azure.cosmosdb.table.common.models as old_models
+    import azure.cosmosdb.table.common.retry as old_retry
+
+    import tablesdk.legacy as new
+
+    for old_class, new_class in ((old.TableService, new.TableService), (old.TableBatch, new.TableBatch)):
+        for name, member in inspect.getmembers(old_class, callable):
+            if (name.startswith("_") and name != "__init__") or name in NOT_OFFERED:
+                continue
+            assert _parameters(getattr(new_class, name)) == _parameters(member), f"{old_class.__name__}.{name}"
+    for old_value, new_value in (
+        (old.Entity, new.Entity), (old.EntityProperty, new.EntityProperty), (old.TablePermissions, new.TablePermissions),
+        (old_models.AccessPolicy, new.AccessPolicy), (old_models.ResourceTypes, new.ResourceTypes),
+        (old_models.AccountPermissions, new.AccountPermissions), (old_models.Logging, new.Logging),
+        (old_models.Metrics, new.Metrics), (old_models.CorsRule, new.CorsRule),
+        (old_models.RetentionPolicy, new.RetentionPolicy), (old_retry.ExponentialRetry, new.ExponentialRetry),
+        (old_retry.LinearRetry, new.LinearRetry),
+    ):
+        assert _parameters(new_value.__init__) == _parameters(old_value.__init__), old_value.__name__
+    assert [vars(old.EdmType)[name] for name in dir(old.EdmType) if name.isupper()] == [
+        vars(new.EdmType)[name] for name in dir(new.EdmType) if name.isupper()]
