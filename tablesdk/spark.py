@@ -7,7 +7,7 @@
     frame.write.format("azuretables").option("connectionString", cs).option("table", "Copy").mode("append").save()
 
 Reading: the table is cut into PartitionKey ranges (:func:`~tablesdk.find_partition_boundaries`,
-as :mod:`tablesdk.dask` plans them), one Spark partition each; a partition's pages arrive as
+as :mod:`tablesdk._engines` plans them for Dask, Ray and Polars), one Spark partition each; a partition's pages arrive as
 ``pyarrow.RecordBatch``es from :meth:`~tablesdk.TableQuery.iter_arrow_batches`. The schema is a
 sample page's, or the one given with ``.schema("...")`` (then only those properties are asked
 for, with ``$select``). With the ``pushFilters`` option, filters Spark pushes become ``$filter``
@@ -55,6 +55,7 @@ from ._arrow_fit import edm_type_overrides  # noqa: E402
 from ._bulk import BulkMode  # noqa: E402
 from ._client import CloudTableClient  # noqa: E402
 from ._edm import EdmType, format_datetime  # noqa: E402
+from ._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E402
 from ._entity import DynamicEntity  # noqa: E402
 from ._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
 from ._filter import Filter, Or, count_comparisons, prop  # noqa: E402
@@ -65,10 +66,6 @@ __all__ = ["SHORT_NAME", "AzureTablesDataSource", "TableWriteError", "register",
 
 #: The name of the data source in ``spark.read.format(...)``.
 SHORT_NAME = "azuretables"
-#: Ranges of a read when the ``numPartitions`` option is not given.
-DEFAULT_PARTITIONS = 8
-#: Pages read for a sample schema (the first with rows is used).
-SAMPLE_PAGES = 3
 #: Options whose values Spark must redact in plans: the connection string and any credential.
 SECRET_OPTIONS = "connectionString|accountKey|sasToken|sharedAccessSignature"
 #: The forms of a secret inside any text Spark shows (a connection string's key or signature, a SAS query's sig).
@@ -228,7 +225,7 @@ class AzureTablesDataSource(sds.DataSource):
         options = _Options(self.options)
         with options.client() as client:
             query = _base_query(client, options, _columns(options))
-            sampled = _sample_schema(query.page_size(options.integer("sampleSize", 1000)))
+            sampled = sample_schema(query.page_size(options.integer("sampleSize", 1000)))
         fields = []
         for arrow_field in sampled:
             edm = edm_type_of_field(arrow_field)
@@ -253,31 +250,13 @@ class AzureTablesDataSource(sds.DataSource):
 
 
 def _base_query(client: CloudTableClient, options: _Options, select: Sequence[str]) -> TableQuery[DynamicEntity]:
-    query = client.create_query(options.table)
-    raw = options.text("filter")
-    if raw:
-        query = query.where(raw)
-    if select:
-        query = query.select(*select)
-    return query
+    return base_query(client, options.table, options.text("filter"), select)
 
 
 def _columns(options: _Options) -> tuple[str, ...]:
     """The ``columns`` option: the properties to ask for (``$select``; the keys always come)."""
     text = options.text("columns") or ""
     return tuple(name.strip() for name in text.split(",") if name.strip())
-
-
-def _sample_schema(query: TableQuery[DynamicEntity]) -> Any:
-    """The Arrow schema of the first page with rows (of :data:`SAMPLE_PAGES`), else keys and Timestamp."""
-    from ._arrow import BatchBuilder
-
-    for count, batch in enumerate(query.iter_arrow_batches()):
-        if batch.num_rows:
-            return batch.schema
-        if count + 1 >= SAMPLE_PAGES:
-            break
-    return BatchBuilder().empty_schema()
 
 
 # ---------------------------------------------------------------- reading
