@@ -22,6 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ray": ("pyarrow>=14", "ray[data]>=2.40"),
     "polars": ("pyarrow>=14", "polars>=1.20"),
     "models": ("pydantic>=2", "attrs>=23"),
+    "spark": ("pyspark>=4.1", "pyarrow>=14", "pandas>=2.1"),
 }
 
 

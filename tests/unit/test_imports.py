@@ -58,7 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_fit", "tablesdk._arrow_write")),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
-        "tablesdk.__main__", "tablesdk.testing", "tablesdk._engines", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars",
+        "tablesdk.__main__", "tablesdk.testing", "tablesdk._engines", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.spark",
         "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*", "tablesdk.legacy", "tablesdk.legacy.*",
     )),
 )

@@ -94,7 +94,7 @@ def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
 
 #: The modules a user may import; everything else in the package is private (a leading underscore).
 PUBLIC_MODULES = {
-    "tablesdk", "tablesdk.aio", "tablesdk.cli", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.devstore",
+    "tablesdk", "tablesdk.aio", "tablesdk.cli", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.spark", "tablesdk.devstore",
     "tablesdk.testing", "tablesdk.legacy",
 }
 
