@@ -9,9 +9,9 @@ docs/index.md for the concepts.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._version import __version__
-from ._account import CloudStorageAccount
+from ._core._account import CloudStorageAccount
 from ._actions import TableBatchOperation, TableOperation, TableResult
-from ._auth import (
+from ._core._auth import (
     BearerTokenCredential,
     SasCredential,
     SharedKeyCredential,
@@ -30,7 +30,7 @@ from ._tracking_context import UnsavedChangesWarning
 from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entity import DynamicEntity, TableEntity, allow_unfilterable_names
 from ._models import AsJson, ByValue, Chunked, Converter, Flatten, Json, StoredAs
-from ._errors import (
+from ._core._errors import (
     AuthenticationError,
     BatchError,
     ConflictError,

@@ -22,7 +22,7 @@ from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityPayload
 from ._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from ._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 
 __all__ = [
     "TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS", "require_batch", "require_operation",

@@ -16,7 +16,7 @@ digit :class:`~tablesdk._edm.EdmDateTime` remembers). Every field carries its ED
 type in its metadata (:data:`EDM_TYPE_KEY`), so a table written back
 (:func:`write_arrow`, a Parquet file) keeps Guid and Int64 apart from String
 and Int32. A property that arrives with two EDM types raises
-:class:`~tablesdk._errors.SchemaConflictError`, or becomes a column of the
+:class:`~tablesdk._core._errors.SchemaConflictError`, or becomes a column of the
 values' wire text with ``on_type_conflict="string"``.
 
 Writing columns as entities is :mod:`tablesdk._arrow_write`.
@@ -33,8 +33,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
-from ._errors import SchemaConflictError
-from ._extras import install_hint
+from ._core._errors import SchemaConflictError
+from ._core._extras import install_hint
 
 if TYPE_CHECKING:
     from ._arrow_json import JsonColumnsReader

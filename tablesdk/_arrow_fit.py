@@ -3,7 +3,7 @@
 A column written by :func:`~tablesdk._arrow_write.write_arrow` gets one EDM type (asked for with
 ``edm_types``, else its field's metadata, else its Arrow type's). :func:`check_column` makes sure
 that every value of the column is exactly a value of that type before anything is sent, or raises
-:class:`~tablesdk._errors.TableValidationError` naming the column, the rule and the first row (its
+:class:`~tablesdk._core._errors.TableValidationError` naming the column, the rule and the first row (its
 keys and position) that breaks it; nothing is ever written as another type than the one meant, nor
 changed on the way (:func:`column_values` then makes the Python values). Which columns hold which
 EDM type:
@@ -39,7 +39,7 @@ from typing import Any
 from ._arrow import EDM_TYPE_KEY, _keys_text, _pyarrow, _short, is_uuid_type
 from ._edm import DATETIME_MAX, DATETIME_MIN, EdmType, parse_datetime
 from ._edm_base import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 
 __all__ = ["check_column", "column_values", "edm_type_overrides", "frame_to_arrow"]
 

@@ -21,7 +21,7 @@ from ._arrow import ETAG_COLUMN, _pyarrow, edm_type_of_field
 from ._arrow_fit import check_column, column_values, edm_type_overrides, frame_to_arrow
 from ._edm import EdmType
 from ._entity import DynamicEntity
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 
 
 __all__ = ["arrow_rows", "column_rows", "pandas_to_arrow"]

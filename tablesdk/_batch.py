@@ -26,7 +26,7 @@ from operator import attrgetter
 from urllib.parse import quote
 
 from ._edm import EntityPayload
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._formats import PayloadFormat
 
 __all__ = [
@@ -182,7 +182,7 @@ def _describe(index: int, op: BatchOperation) -> str:
 def validate_batch(operations: Sequence[BatchOperation]) -> None:
     """Check the service's batch rules before anything is sent.
 
-    Raises :class:`~tablesdk._errors.TableValidationError` (field ``"batch"``
+    Raises :class:`~tablesdk._core._errors.TableValidationError` (field ``"batch"``
     unless stated) naming the rule broken: an empty batch; more than
     :data:`MAX_BATCH_OPERATIONS` operations; operations on more than one table
     or more than one PartitionKey; the same entity twice; a RETRIEVE together
@@ -354,7 +354,7 @@ def build_batch_request(
     not to occur in the content (new ones are drawn if they do).
 
     Runs :func:`validate_batch` first, and raises
-    :class:`~tablesdk._errors.TableValidationError` if the encoded body exceeds
+    :class:`~tablesdk._core._errors.TableValidationError` if the encoded body exceeds
     :data:`MAX_BATCH_BYTES`.
     """
     fast = _insert_batch_request(base_url, operations, fmt, api_version)

@@ -28,7 +28,7 @@ from operator import getitem, itemgetter
 
 from ._batch import MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityPayload
-from ._errors import BatchError, ResponseDecodeError, error_for_status
+from ._core._errors import BatchError, ResponseDecodeError, error_for_status
 from ._formats import PayloadFormat, decoded, parse_error_body, require_keys
 from ._http import HttpResponse
 
@@ -271,16 +271,16 @@ def parse_batch_response(
     the request :func:`build_batch_request` made for ``operations``. Inner
     responses are matched to operations by ``Content-ID`` where present and
     otherwise by order; a ``Content-ID`` repeated or naming no operation raises
-    :class:`~tablesdk._errors.ResponseDecodeError`.
+    :class:`~tablesdk._core._errors.ResponseDecodeError`.
 
     A refused change set (an inner response with a status outside 2xx) raises
-    :class:`~tablesdk._errors.BatchError`: ``failed_index`` from the message's
+    :class:`~tablesdk._core._errors.BatchError`: ``failed_index`` from the message's
     ``"N:"`` prefix (None when it has none), ``error_code``, ``status_code``
     and ``message`` (without the prefix and the RequestId trailer) of the inner
     response, and ``cause`` the matching per-status
-    :class:`~tablesdk._errors.TableServiceError` subclass. A body that is not a
+    :class:`~tablesdk._core._errors.TableServiceError` subclass. A body that is not a
     batch response, or whose responses do not match the operations, raises
-    :class:`~tablesdk._errors.BatchError` with ``failed_index`` None and
+    :class:`~tablesdk._core._errors.BatchError` with ``failed_index`` None and
     ``ambiguous_retry`` True: every operation's outcome is unknown.
     """
     count = len(operations)
@@ -300,7 +300,7 @@ def _general_results(body: bytes, content_type: str, count: int, fmt: PayloadFor
 def _inner_responses(body: bytes, content_type: str, count: int) -> list[_InnerResponse]:
     """The inner responses of a batch answer for ``count`` operations, all successes.
 
-    Raises the :class:`~tablesdk._errors.BatchError` of a refused change set, or an
+    Raises the :class:`~tablesdk._core._errors.BatchError` of a refused change set, or an
     ambiguous one for an answer that does not say what was applied.
     """
     data = _dechunk(bytes(body))
@@ -335,7 +335,7 @@ def _placed(responses: list[_InnerResponse], count: int) -> list[_InnerResponse]
     """``responses`` in operation order: by ``Content-ID`` where present, else by order.
 
     A ``Content-ID`` that names no operation of the request (``0``, ``7`` of 3, ``abc``) or
-    one named twice raises :class:`~tablesdk._errors.ResponseDecodeError`: the request
+    one named twice raises :class:`~tablesdk._core._errors.ResponseDecodeError`: the request
     numbered its operations 1..count, the service echoes those numbers, and an answer that
     does not cannot say which result is which operation's.
     """
@@ -577,7 +577,7 @@ class BatchAnswer:
     """The check a ``$batch`` request is sent with, shared by the sync and async clients.
 
     The transport calls it with each ``202``: it parses the answer into
-    :attr:`results`, or raises the :class:`~tablesdk._errors.BatchError` of a refused
+    :attr:`results`, or raises the :class:`~tablesdk._core._errors.BatchError` of a refused
     change set, which the transport's retry loop then classifies like any error answer.
     That makes the client's batch execution the one place where a change set refused
     inside its ``202`` is retried (by the operation's retry policy: 503 ServerBusy and

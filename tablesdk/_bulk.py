@@ -51,7 +51,7 @@ from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk_plan import BatchSizer, BulkItem, Step, plan_inserts
 from ._entity import validate_table_name
 from ._entity_access import set_entity_etag
-from ._errors import (
+from ._core._errors import (
     BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int, warn_the_caller,
 )
 from ._formats import PayloadFormat
@@ -111,9 +111,9 @@ class EntityOutcome:
     ``index`` is its zero-based position in the input, ``entity`` the object
     given, ``etag`` its new ETag when it was written (also set on
     ``entity.etag``), and ``error`` why it was not: a
-    :class:`~tablesdk._errors.TableServiceError` subclass answered by the service
+    :class:`~tablesdk._core._errors.TableServiceError` subclass answered by the service
     (``ConflictError`` for an insert of an existing entity, ``ServerBusyError``
-    when retries ran out, ...), a :class:`~tablesdk._errors.TableValidationError`
+    when retries ran out, ...), a :class:`~tablesdk._core._errors.TableValidationError`
     found before sending (invalid entity, duplicate keys), or another exception
     raised while preparing it (``TypeError`` for an object that is no entity).
     """

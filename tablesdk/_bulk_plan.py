@@ -15,7 +15,7 @@ from typing import Any
 from ._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from ._edm import EdmType, EntityPayload
 from ._entity import entity_to_payload
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._formats import PayloadFormat
 
 __all__ = [

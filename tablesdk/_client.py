@@ -41,17 +41,17 @@ from ._options import TableRequestOptions, check_options
 from ._page_stream import segment_results, stream_pages
 from ._pager import PageRequest, Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from ._auth import with_token_audience
+from ._core._auth import with_token_audience
 from ._retry import RetryPolicy
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
 from ._settings import DEFAULT_TIMEOUT, client_settings
 from ._transport import HttpResponse, OperationContext, Timeout, Transport
 
-from ._tracing import trace_public_methods
+from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from ._account import CloudStorageAccount
+    from ._core._account import CloudStorageAccount
     from ._bulk import BulkMode, BulkResult, ProgressCallback
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
     from ._context import TableServiceContext
@@ -522,7 +522,7 @@ class CloudTableClient(ClientCore):
         """Send ``operations`` as one entity group transaction (all or nothing).
 
         Limits are checked before sending. A refused transaction raises
-        :class:`~tablesdk._errors.BatchError` with the failing operation's index.
+        :class:`~tablesdk._core._errors.BatchError` with the failing operation's index.
         """
         return self._run(self._f_execute_batch(operations, retry_policy, operation_context, request_hook), options)
 
@@ -731,5 +731,5 @@ class CloudTableClient(ClientCore):
         self._run(self._f_delete_entity(table_name, entity, partition_key, row_key, etag, operation_context), options)
 
 
-# One span per operation when the application configured OpenTelemetry (tablesdk._tracing).
+# One span per operation when the application configured OpenTelemetry (tablesdk._core._tracing).
 trace_public_methods(CloudTableClient, skip=frozenset({"create_query", "get_table_reference", "get_table_service_context", "executor", "close", "decode_query_segment"}))

@@ -35,7 +35,7 @@ from ._save_plan import SaveChangesOptions
 from ._tracking_context import TrackingContext, warn_get_gave_none
 from ._transport import OperationContext
 
-from ._tracing import trace_public_methods
+from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
@@ -52,7 +52,7 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
     True: properties a declared entity class lacks are kept in
     ``extra_properties``, never an error), ``ignore_resource_not_found``
     (default False: a point query for a missing entity raises
-    :class:`~tablesdk._errors.ResourceNotFoundError`; True returns nothing),
+    :class:`~tablesdk._core._errors.ResourceNotFoundError`; True returns nothing),
     ``resolve_type`` (``(table, pk, rk, properties) -> type`` choosing the class
     of each queried entity), ``echo_content`` (ask for inserted entities back).
 
@@ -175,7 +175,7 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
     ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
-        Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not exist;
+        Raises :class:`~tablesdk._core._errors.ResourceNotFoundError` when it does not exist;
         :meth:`get_or_none` returns None instead. (With :attr:`ignore_resource_not_found`
         set it still returns None, with a ``DeprecationWarning``: that form will raise.)
         """
@@ -200,7 +200,7 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
         *, request_options: TableRequestOptions | None = None,
     ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`), or None when it does not
-        exist. A missing table raises :class:`~tablesdk._errors.ResourceNotFoundError` (unless
+        exist. A missing table raises :class:`~tablesdk._core._errors.ResourceNotFoundError` (unless
         :attr:`ignore_resource_not_found` is set)."""
         return self._get(table, partition_key, row_key, entity_type, request_options, True)
 

@@ -25,7 +25,7 @@ from ._bulk import DELETE, BulkCall, BulkKind, BulkOptions, BulkResult, Progress
 from ._bulk_plan import BulkItem, Step
 from ._edm import EntityPayload
 from ._entity import DynamicEntity, entity_from_payload, validate_table_name
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._filter import FilterLike
 from ._options import TableRequestOptions
 from ._query import FetchedPage, TableQuery, query_pages

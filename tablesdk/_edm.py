@@ -55,7 +55,7 @@ from ._edm_base import (
     parse_datetime as parse_datetime,
 )
 from ._edm_specs import EDM_SPECS, EdmTypeSpec
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 
 __all__ = [
     "EdmType",

@@ -18,8 +18,8 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Annotated, Any, Callable
 
-from ._errors import TableValidationError
-from ._patterns import pattern_on_first_use
+from ._core._errors import TableValidationError
+from ._core._patterns import pattern_on_first_use
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

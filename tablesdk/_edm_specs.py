@@ -45,7 +45,7 @@ from ._edm_base import (
     parse_datetime,
     utf16_len,
 )
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 
 __all__ = ["EdmTypeSpec", "EDM_SPECS", "text_as_is"]
 

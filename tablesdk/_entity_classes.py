@@ -25,7 +25,7 @@ from ._edm import (
 )
 from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._filter import Filter, PropertyRef, filter_property_names
 from ._filter_text import filter_name_problem
 from ._model_values import dynamic_to_wire, value_to_wire
@@ -93,7 +93,7 @@ def allow_unfilterable_names() -> Iterator[None]:
     The service stores a property called ``and``, ``true`` or ``K`` followed by a
     combining accent, but no query can filter on it (the filter is refused with a
     400, or, on Azurite, ``true eq 1`` silently matches nothing), so writes refuse
-    such names with a :class:`~tablesdk._errors.TableValidationError`. Use this to
+    such names with a :class:`~tablesdk._core._errors.TableValidationError`. Use this to
     write (copy, restore) existing data that has them::
 
         with tablesdk.allow_unfilterable_names():

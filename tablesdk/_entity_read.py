@@ -19,7 +19,7 @@ from ._edm import (
     EntityPayload,
     from_json_value,
 )
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._model_values import value_from_wire
 from ._models import Converter, ModelAdapter, adapter_for
 

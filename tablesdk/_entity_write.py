@@ -30,7 +30,7 @@ from ._edm import (
     value_shape,
 )
 from ._edm_base import utf16_len as _utf16_len
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._model_values import dynamic_to_wire
 from ._models import adapter_for
 

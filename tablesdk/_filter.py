@@ -25,7 +25,7 @@ property reference's declared type (``Blog.Views`` declared ``Int64`` renders
 type of ``PartitionKey``/``RowKey`` (String) and ``Timestamp`` (DateTime); and
 finally the Python type of the value (:func:`~tablesdk._edm.infer_edm_type`).
 A value that cannot be converted to the declared type raises
-:class:`~tablesdk._errors.TableValidationError` naming the property, instead of
+:class:`~tablesdk._core._errors.TableValidationError` naming the property, instead of
 producing a filter that matches nothing.
 
 The service allows at most :data:`MAX_FILTER_COMPARISONS` (15) comparisons in
@@ -42,9 +42,9 @@ from typing import Any, ClassVar, Union
 from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
 from ._model_values import dynamic_to_wire
 from ._edm_specs import EDM_SPECS
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._filter_text import check_filter_text, check_literal_type, filter_name_problem, property_names_of
-from ._patterns import pattern_on_first_use
+from ._core._patterns import pattern_on_first_use
 
 __all__ = [
     "PropertyRef",

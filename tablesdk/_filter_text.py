@@ -35,8 +35,8 @@ import uuid
 from collections.abc import Mapping
 
 from ._edm import EdmType
-from ._errors import TableValidationError
-from ._patterns import pattern_on_first_use
+from ._core._errors import TableValidationError
+from ._core._patterns import pattern_on_first_use
 
 __all__ = ["FILTER_KEYWORDS", "filter_name_problem", "check_filter_text", "check_literal_type"]
 
@@ -328,7 +328,7 @@ def _pointing(text: str, position: int) -> str:
 
 
 def check_filter_text(text: str, declared: Mapping[str, EdmType] | None = None) -> None:
-    """Raise :class:`~tablesdk._errors.TableValidationError` if ``text`` is no ``$filter`` the
+    """Raise :class:`~tablesdk._core._errors.TableValidationError` if ``text`` is no ``$filter`` the
     service reads as meant: a syntax error (with its position), or, when ``declared`` maps
     property names to their declared types, a literal of another type than its property's."""
     try:

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
-from ._errors import require_positive_int
-from ._redaction import SecretPattern, redact_userinfo, strip_query
+from ._core._errors import require_positive_int
+from ._core._redaction import SecretPattern, redact_userinfo, strip_query
 
 if TYPE_CHECKING:
     from requests.structures import CaseInsensitiveDict

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from ._edm import EdmDateTime
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 
 __all__ = ["DATETIME_MAX_TICKS", "reverse_ticks", "datetime_from_reverse_ticks", "fixed_width_key"]
 
@@ -78,7 +78,7 @@ def fixed_width_key(n: int, width: int = 19) -> str:
     Keys are strings and compare character by character ("92" > "10000"), so
     numbers in keys need a fixed width ("00092" < "10000"). The default of 19
     digits holds any non-negative Int64. Raises ``ValueError``
-    (:class:`~tablesdk._errors.TableValidationError`) for a negative ``n`` or one
+    (:class:`~tablesdk._core._errors.TableValidationError`) for a negative ``n`` or one
     wider than ``width`` digits, naming the limit.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:

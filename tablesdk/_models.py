@@ -28,7 +28,7 @@ from typing import Any
 
 from ._edm import EdmType, Int64
 from ._edm_specs import EDM_SPECS
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 from ._model_values import (
     AsJson,
     ByValue,

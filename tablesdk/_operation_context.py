@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ._errors import TableServiceError
+from ._core._errors import TableServiceError
 from ._http import AttemptState
 
 __all__ = ["NO_HEADERS", "RequestAttempt", "OperationContext", "ResponseReceived", "RetryDecision", "read_only_headers"]

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from ._auth import check_token_credential, require_credential
+from ._core._auth import check_token_credential, require_credential
 from ._batch import (
     BatchOperation,
     BatchOperationKind,
@@ -44,7 +44,7 @@ from ._entity import (
     validate_table_name,
 )
 from ._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
-from ._errors import (
+from ._core._errors import (
     BatchError,
     ConflictError,
     ResourceNotFoundError,
@@ -65,11 +65,11 @@ from ._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
 from ._retry import RetryPolicy
 from ._settings import RequestSettings, check_retry_policy
-from ._tracing import annotate
+from ._core._tracing import annotate
 from ._transport import OperationContext
 
 if TYPE_CHECKING:
-    from ._account import CloudStorageAccount
+    from ._core._account import CloudStorageAccount
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
 
 __all__ = [

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import require_positive_int, require_positive_seconds
+from ._core._errors import require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import RetryPolicy
 from ._settings import LOCATION_MODES, check_location_mode, check_retry_policy, check_timeout, resolve_retry_policy

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ._continuation import ContinuationToken
-from ._errors import ContinuationCycleError
+from ._core._errors import ContinuationCycleError
 
 __all__ = ["Pager", "PageRequest", "Sliceable"]
 

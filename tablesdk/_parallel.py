@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from ._continuation import ContinuationToken, ResultSegment
 from ._entity import DynamicEntity, E
-from ._errors import require_positive_int
+from ._core._errors import require_positive_int
 from ._filter import prop
 from ._query import TableQuery, query_pages
 

@@ -41,14 +41,14 @@ from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
 from ._edm import EdmType, EntityPage
 from ._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
-from ._errors import TableValidationError, require_positive_int
+from ._core._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from ._http import workers_within_pool
 from ._options import TableRequestOptions, check_options
 from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
 from ._pager import PageRequest, Pager, Sliceable
 
-from ._tracing import trace_public_methods
+from ._core._tracing import trace_public_methods
 __all__ = [
     "ContinuationToken",
     "ResultSegment",

@@ -24,7 +24,7 @@ from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
 from requests.structures import CaseInsensitiveDict
 
-from ._errors import require_positive_int, require_positive_seconds
+from ._core._errors import require_positive_int, require_positive_seconds
 from ._http import (
     body_too_large,
     body_too_slow,

@@ -7,8 +7,8 @@ Windows Azure Storage Client Library"):
 * **Classification** (:func:`is_retryable`): 4xx responses are not retried,
   except 408 Request Timeout and 429 Too Many Requests (throttling); 501 Not Implemented and 505 HTTP Version Not
   Supported are not retried; every other 5xx, client-side timeouts
-  (:class:`~tablesdk._errors.RequestTimeoutError`) and connection failures
-  (:class:`~tablesdk._errors.ConnectionFailedError`) are. Anything that is not a
+  (:class:`~tablesdk._core._errors.RequestTimeoutError`) and connection failures
+  (:class:`~tablesdk._core._errors.ConnectionFailedError`) are. Anything that is not a
   service or transport error (a ``ValueError`` from bad input, say) is never
   retried.
 * **Where the classification lives**: inside each built-in policy, not in the
@@ -50,7 +50,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ._errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
+from ._core._errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
 
 if TYPE_CHECKING:
     import random as _random

@@ -3,7 +3,7 @@ that did not fully succeed.
 
 These are the unit of work's results, kept apart from the context that produces them so that
 the error carrying them (:class:`DataServiceRequestError`) is typed exactly without the
-exception hierarchy (:mod:`tablesdk._errors`, a leaf every layer imports) naming the unit of work.
+exception hierarchy (:mod:`tablesdk._core._errors`, a leaf every layer imports) naming the unit of work.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 
-from ._errors import TableServiceError
+from ._core._errors import TableServiceError
 
 __all__ = ["OperationResponse", "DataServiceResponse", "DataServiceRequestError"]
 
@@ -24,7 +24,7 @@ class OperationResponse:
 
     ``sent`` is False for changes that were never attempted because an earlier
     one failed (or a batch was refused); ``error`` is the per-status
-    :class:`~tablesdk._errors.TableServiceError` of a failed change.
+    :class:`~tablesdk._core._errors.TableServiceError` of a failed change.
     """
 
     entity: Any  # a TableEntity, DynamicEntity, model object or mapping

@@ -16,7 +16,7 @@ from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EntityProperty
 from ._entity import entity_to_payload
 from ._entity_access import entity_keys, loose_properties
-from ._errors import BatchError, ResponseDecodeError, TableServiceError
+from ._core._errors import BatchError, ResponseDecodeError, TableServiceError
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._tracking import Entity, EntityDescriptor, EntityStates, IdentityMap, WritingEntity
 

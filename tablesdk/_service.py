@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._errors import TableValidationError
+from ._core._errors import TableValidationError
 
 __all__ = [
     "AccessPolicy",

@@ -25,7 +25,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._errors import TableValidationError, require_positive_int, require_positive_seconds
+from ._core._errors import TableValidationError, require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import ExponentialRetry, RetryPolicy
 from ._version import __version__

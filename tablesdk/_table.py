@@ -17,14 +17,14 @@ from ._actions import R, TableBatchOperation, TableOperation, TableResult, requi
 from ._batch import BatchOperationKind
 from ._edm import EdmType, EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, EntityObject
-from ._errors import ResourceNotFoundError, TableErrorCode
+from ._core._errors import ResourceNotFoundError, TableErrorCode
 from ._filter import FilterLike
 from ._options import TableRequestOptions
 from ._query import ContinuationToken, TableQuery
 from ._retry import RetryPolicy
 from ._transport import OperationContext
 
-from ._tracing import trace_public_methods
+from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from ._bulk import BulkMode, BulkResult, ProgressCallback
     from ._service import AccessPolicy

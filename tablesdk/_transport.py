@@ -4,7 +4,7 @@
 default a :class:`~tablesdk._requests_sender.RequestsSender`, one pooled
 :class:`requests.Session`). It turns an :class:`~tablesdk._http.HttpRequest`
 into an :class:`~tablesdk._http.HttpResponse`, or raises a
-:class:`~tablesdk._errors.TableServiceError` subclass. It knows nothing about
+:class:`~tablesdk._core._errors.TableServiceError` subclass. It knows nothing about
 entities or payload formats: error bodies are turned into exceptions by the
 ``error_parser`` the client passes in, and a ``check`` callback may refuse a
 2xx answer (an entity group transaction refused inside its ``202``).
@@ -18,8 +18,8 @@ call the sender and how they wait. What happens on every attempt:
   service's ``timeout=N``; :func:`sign_attempt` (once per attempt) copies the
   request, sets a fresh ``x-ms-date`` and lets the credential sign the copy;
 * the sender sends it; a :class:`~tablesdk._http.SendError` becomes
-  :class:`~tablesdk._errors.RequestTimeoutError` or
-  :class:`~tablesdk._errors.ConnectionFailedError`, a status >= 300 whatever
+  :class:`~tablesdk._core._errors.RequestTimeoutError` or
+  :class:`~tablesdk._core._errors.ConnectionFailedError`, a status >= 300 whatever
   ``error_parser`` builds; each attempt's :class:`~tablesdk._http.AttemptState`
   (not sent / sent, outcome unknown / answered) is recorded once;
 * the retry policy decides whether to try again and after how long; an
@@ -39,7 +39,7 @@ Secrets never leave this module: the ``sig`` value of a SAS URL is replaced by
 never logged, exception messages carry no query string, and the request's own
 signature is scrubbed from server error messages and headers that echo it; the
 redaction itself (and the filter urllib3's DEBUG lines pass through) is
-:mod:`tablesdk._redaction`.
+:mod:`tablesdk._core._redaction`.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from ._auth import http_date
-from ._errors import (
+from ._core._auth import http_date
+from ._core._errors import (
     BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int,
 )
 from ._http import (
@@ -65,7 +65,7 @@ from ._http import (
     Timeout,
     check_max_response_bytes,
 )
-from ._redaction import (
+from ._core._redaction import (
     SecretPattern,
     attempt_secrets,
     install_log_filter,
@@ -86,12 +86,12 @@ from ._operation_context import (
 )
 from ._retry import RetryPolicy, honours_server_delay, server_delay
 from ._settings import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, RequestSettings
-from ._tracing import active_tracer, traced_attempt
+from ._core._tracing import active_tracer, traced_attempt
 
 if TYPE_CHECKING:
     import logging
 
-    from ._auth import TableCredential
+    from ._core._auth import TableCredential
 
 __all__ = [
     "AttemptResult",
@@ -335,7 +335,7 @@ class RetryLoop:
     def next_timeout(self, now: float) -> Timeout:
         """Start the next attempt: its client timeout, capped to the time the deadline leaves.
 
-        Raises :class:`~tablesdk._errors.RequestTimeoutError` when a late wake-up already
+        Raises :class:`~tablesdk._core._errors.RequestTimeoutError` when a late wake-up already
         ran past the deadline.
         """
         self.attempt += 1
@@ -621,7 +621,7 @@ class Transport:
     ``trust_env``, ``max_response_bytes`` and ``proxies`` (connection settings, fixed with the
     sender: a custom ``sender`` takes its own), which the transport closes with itself. Idle connections the server closed (Azurite closes them after 5 s)
     are reopened by urllib3; a close that races a new request surfaces as a
-    :class:`~tablesdk._errors.ConnectionFailedError`, which the policy retries.
+    :class:`~tablesdk._core._errors.ConnectionFailedError`, which the policy retries.
 
     ``sleep`` and ``clock`` are injectable for tests; ``clock`` measures the
     deadline and the :class:`RequestAttempt` timings. A Transport is safe
@@ -693,7 +693,7 @@ class Transport:
         ``timeout=N``, the ``User-Agent`` and the deadline. The deadline bounds the whole
         operation in seconds (by the transport's clock): each attempt's timeout is capped
         to the time left, no back-off sleeps past it, and running out raises
-        :class:`~tablesdk._errors.RequestTimeoutError` saying so. The read timeout bounds
+        :class:`~tablesdk._core._errors.RequestTimeoutError` saying so. The read timeout bounds
         each wait for bytes and the whole answer (the senders enforce both), so a response
         that keeps trickling in ends at the deadline too.
 
@@ -701,7 +701,7 @@ class Transport:
         attempts cycle through: the first attempt goes to ``locations[0]``, a retry
         to the next, and so on. The client uses it for reads with a location mode.
         ``headers`` are not modified. Responses with status < 300 are returned unless
-        ``check`` raises a :class:`~tablesdk._errors.TableServiceError` for them, which is
+        ``check`` raises a :class:`~tablesdk._core._errors.TableServiceError` for them, which is
         then handled like an error answer (classified, retried, flagged ambiguous); a 3xx
         (redirects are never followed: the Table service does not redirect, so
         one means a proxy or a wrong endpoint) is an error like a 4xx.
@@ -710,8 +710,8 @@ class Transport:
 
         Raises the error of the last attempt: what ``error_parser`` built for a
         status >= 300 (with ``request_id`` and ``client_request_id`` set),
-        :class:`~tablesdk._errors.RequestTimeoutError` or
-        :class:`~tablesdk._errors.ConnectionFailedError` (saying how many attempts
+        :class:`~tablesdk._core._errors.RequestTimeoutError` or
+        :class:`~tablesdk._core._errors.ConnectionFailedError` (saying how many attempts
         were made over how long). Errors that do not come from the request (a
         credential raising ``ValueError``, say) propagate at once without retry.
         """

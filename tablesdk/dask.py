@@ -37,7 +37,7 @@ from ._engines import (
     read_range,
     write_block,
 )
-from ._extras import require_extra
+from ._core._extras import require_extra
 from ._bulk import BulkMode, BulkOptions
 from ._edm import EdmType
 from ._filter import Filter

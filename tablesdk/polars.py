@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ._bulk import BulkMode, BulkResult, ProgressCallback
 from ._edm import EdmDateTime, EdmType, EntityProperty
 from ._engines import RangePlan, RangeSpec, plan_ranges, read_range
-from ._extras import require_extra
+from ._core._extras import require_extra
 from ._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
 from ._options import TableRequestOptions
 from ._retry import RetryPolicy

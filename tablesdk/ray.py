@@ -35,7 +35,7 @@ from ._engines import (
     plan_ranges,
     write_block,
 )
-from ._extras import require_extra
+from ._core._extras import require_extra
 from ._filter import Filter
 from ._options import TableRequestOptions
 from ._retry import RetryPolicy

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ._extras import require_extra
+from ._core._extras import require_extra
 
 # Without pyspark, say which extra to install when the module is imported.
 require_extra("spark", ("pyspark", "pyarrow"), "tablesdk.spark")
@@ -49,7 +49,7 @@ from pyspark.sql.types import (  # noqa: E402
     BinaryType, BooleanType, DataType, DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
 )
 
-from ._account import CloudStorageAccount  # noqa: E402
+from ._core._account import CloudStorageAccount  # noqa: E402
 from ._arrow import ETAG_COLUMN, edm_type_of_field  # noqa: E402
 from ._arrow_fit import edm_type_overrides  # noqa: E402
 from ._bulk import BulkMode  # noqa: E402
@@ -57,7 +57,7 @@ from ._client import CloudTableClient  # noqa: E402
 from ._edm import EdmType, format_datetime  # noqa: E402
 from ._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E402
 from ._entity import DynamicEntity  # noqa: E402
-from ._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
+from ._core._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
 from ._filter import Filter, Or, count_comparisons, prop  # noqa: E402
 from ._parallel import find_partition_boundaries  # noqa: E402
 from ._query import TableQuery  # noqa: E402

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ._account import CloudStorageAccount
+from ._core._account import CloudStorageAccount
 from ._client import CloudTableClient
 from .devstore import DevStore
 

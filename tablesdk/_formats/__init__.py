@@ -14,8 +14,8 @@ from collections.abc import Callable, Collection
 from typing import Any, Protocol, TypeVar, cast
 
 from .._edm import EntityPage, EntityPayload
-from .._errors import ResponseDecodeError
-from .._redaction import SecretPattern, scrub
+from .._core._errors import ResponseDecodeError
+from .._core._redaction import SecretPattern, scrub
 
 __all__ = ["PayloadFormat", "get_format", "parse_error_body", "decodes", "decoding", "decoded", "require_keys", "require_page_keys",
            "require_entity",            "FORMAT_NAMES"]
@@ -31,7 +31,7 @@ _DECODE_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError,
 
 
 def decodes(method: F) -> F:
-    """Make a codec's ``parse_*(body, ...)`` raise only :class:`~tablesdk._errors.ResponseDecodeError`.
+    """Make a codec's ``parse_*(body, ...)`` raise only :class:`~tablesdk._core._errors.ResponseDecodeError`.
 
     The error carries what failed and a short excerpt of the body; the client
     adds the response's status and request id.
@@ -54,7 +54,7 @@ def decodes(method: F) -> F:
 
 def decoding(parse: Callable[[bytes], R]) -> Callable[[bytes], R]:
     """``parse`` (a body parser outside the codecs, e.g. of service-level XML) raising
-    only :class:`~tablesdk._errors.ResponseDecodeError`."""
+    only :class:`~tablesdk._core._errors.ResponseDecodeError`."""
 
     def wrapper(body: bytes) -> R:
         try:
@@ -89,7 +89,7 @@ T = TypeVar("T")
 
 def decoded(response: _Answer, decode: Callable[[bytes], T]) -> T:
     """``decode(response.body)`` for a 2xx response: the one place a
-    :class:`~tablesdk._errors.ResponseDecodeError` from a codec gets the
+    :class:`~tablesdk._core._errors.ResponseDecodeError` from a codec gets the
     response's status and request id (used by the client and batch answers)."""
     try:
         return decode(response.body)
@@ -129,7 +129,7 @@ def require_keys(
 
     Every entity the service returns carries its keys (the client always
     selects them), so one without is not an entity: it raises
-    :class:`~tablesdk._errors.ResponseDecodeError` instead of becoming a phantom
+    :class:`~tablesdk._core._errors.ResponseDecodeError` instead of becoming a phantom
     entity with ``PartitionKey=None``. The service stores no nulls: it answers
     ``null`` (JSON) or ``m:null="true"`` (Atom) only for a property a ``$select``
     named and the entity does not have, so a null for any other property (or

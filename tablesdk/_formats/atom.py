@@ -17,7 +17,7 @@ Wire shape of an entity (the "Movie" insert of the Azure Storage team's blog)::
 A property without ``m:type`` is an Edm.String; ``m:null="true"`` is a null.
 XML 1.0 cannot carry most control characters (U+0000-U+001F except tab, line
 feed and carriage return), lone surrogates, U+FFFE or U+FFFF, so a string
-holding one raises :class:`~tablesdk._errors.TableValidationError` naming the
+holding one raises :class:`~tablesdk._core._errors.TableValidationError` naming the
 property (JSON carries them).
 """
 
@@ -37,7 +37,7 @@ from .._edm import (
     INT32_MAX, INT32_MIN, EdmType, EntityPage, EntityPayload, format_datetime, infer_edm_type, to_atom_text,
 )
 from .._edm_specs import EDM_SPECS, ColumnReader, text_as_is
-from .._errors import TableValidationError
+from .._core._errors import TableValidationError
 from . import PayloadFormat as PayloadFormat, decodes as decodes
 
 __all__ = [

@@ -24,8 +24,8 @@ import json
 import re
 from typing import Any
 
-from .._redaction import SecretPattern, redact_marked, scrub
-from .._patterns import pattern_on_first_use
+from .._core._redaction import SecretPattern, redact_marked, scrub
+from .._core._patterns import pattern_on_first_use
 
 __all__ = ["parse_error_body", "strip_trailer", "body_excerpt", "MAX_TEXT_EXCERPT", "MAX_DECODE_EXCERPT"]
 
@@ -102,7 +102,7 @@ def _excerpt(body: bytes, limit: int = MAX_TEXT_EXCERPT, secrets: SecretPattern 
 def body_excerpt(body: bytes | str, secrets: SecretPattern | None = None) -> str:
     """A short, markup-free, single-line excerpt of ``body`` with SAS signatures and credentials removed.
 
-    ``secrets`` (the attempt's, :func:`~tablesdk._redaction.attempt_secrets`) are removed
+    ``secrets`` (the attempt's, :func:`~tablesdk._core._redaction.attempt_secrets`) are removed
     wherever they are, not only after ``sig=`` or ``Bearer``: a server may echo them bare."""
     try:
         raw = body.encode("utf-8", errors="replace") if isinstance(body, str) else bytes(body)

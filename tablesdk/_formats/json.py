@@ -22,7 +22,7 @@ non-ASCII characters written as themselves (smaller than ``\\uXXXX`` escapes,
 which matters against the 4 MiB batch limit), except U+2028 and U+2029, always
 written as ``\\u2028``/``\\u2029`` escapes (JavaScript line terminators, which
 JavaScript-based services split batch bodies on); a lone surrogate, which UTF-8
-cannot encode, raises :class:`~tablesdk._errors.TableValidationError`.
+cannot encode, raises :class:`~tablesdk._core._errors.TableValidationError`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from .._edm import (
     value_shape,
 )
 from .._edm_specs import EDM_SPECS
-from .._errors import TableValidationError
+from .._core._errors import TableValidationError
 
 _ANNOTATION = "@odata.type"
 _STRING, _DOUBLE = EdmType.STRING, EdmType.DOUBLE

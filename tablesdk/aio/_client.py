@@ -26,16 +26,16 @@ from .._options import TableRequestOptions, check_options
 from .._page_stream import segment_results, stream_pages_async
 from .._pager import PageRequest, Pager
 from .._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from .._auth import with_token_audience
+from .._core._auth import with_token_audience
 from .._retry import RetryPolicy
 from .._settings import DEFAULT_TIMEOUT, client_settings
 from .._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
 from ._query import AsyncTableQuery
 
-from .._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
-    from .._account import CloudStorageAccount
+    from .._core._account import CloudStorageAccount
     from .._service import AccessPolicy, ServiceProperties, ServiceStats
     from ._sender import AsyncSender
     from ._context import AsyncTableServiceContext
@@ -158,7 +158,7 @@ class AsyncCloudTableClient(ClientCore):
         self, table_name: str,
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> None:
-        """Delete a table; :class:`~tablesdk._errors.ResourceNotFoundError` if it does not exist."""
+        """Delete a table; :class:`~tablesdk._core._errors.ResourceNotFoundError` if it does not exist."""
         await self._run(self._f_delete_table(table_name, operation_context), options)
 
     async def delete_table_if_exists(
@@ -305,7 +305,7 @@ class AsyncCloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
         request_hook: RequestHook | None = None,
     ) -> EntityPayload:
-        """One entity by its keys; :class:`~tablesdk._errors.ResourceNotFoundError` if absent."""
+        """One entity by its keys; :class:`~tablesdk._core._errors.ResourceNotFoundError` if absent."""
         return await self._run(self._f_get_entity_payload(
             table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook
         ), options)
@@ -370,7 +370,7 @@ class AsyncCloudTableClient(ClientCore):
         request_hook: RequestHook | None = None,
     ) -> list[BatchOperationResult]:
         """Send ``operations`` as one entity group transaction (all or nothing); a refusal raises
-        :class:`~tablesdk._errors.BatchError` with the failing operation's index."""
+        :class:`~tablesdk._core._errors.BatchError` with the failing operation's index."""
         return await self._run(
             self._f_execute_batch(operations, retry_policy, operation_context, request_hook), options
         )
@@ -554,5 +554,5 @@ class AsyncCloudTableClient(ClientCore):
         )
 
 
-# One span per operation when the application configured OpenTelemetry (tablesdk._tracing).
+# One span per operation when the application configured OpenTelemetry (tablesdk._core._tracing).
 trace_public_methods(AsyncCloudTableClient, skip=frozenset({"create_query", "get_table_reference", "get_table_service_context", "executor", "close", "decode_query_segment"}))

@@ -41,7 +41,7 @@ from .._retry import NoRetry, RetryPolicy
 from .._transport import OperationContext
 from ._query import AsyncTableQuery
 
-from .._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from ._client import AsyncCloudTableClient
 
@@ -160,7 +160,7 @@ class AsyncTableServiceContext(TrackingContext["AsyncCloudTableClient"]):
     ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`).
 
-        Raises :class:`~tablesdk._errors.ResourceNotFoundError` when it does not exist;
+        Raises :class:`~tablesdk._core._errors.ResourceNotFoundError` when it does not exist;
         :meth:`get_or_none` returns None instead. (With :attr:`ignore_resource_not_found`
         set it still returns None, with a ``DeprecationWarning``: that form will raise.)
         """
@@ -185,7 +185,7 @@ class AsyncTableServiceContext(TrackingContext["AsyncCloudTableClient"]):
         *, request_options: TableRequestOptions | None = None,
     ) -> Any:
         """Point lookup of one entity (tracked per :attr:`merge_option`), or None when it does not
-        exist. A missing table raises :class:`~tablesdk._errors.ResourceNotFoundError` (unless
+        exist. A missing table raises :class:`~tablesdk._core._errors.ResourceNotFoundError` (unless
         :attr:`ignore_resource_not_found` is set)."""
         return await self._get(table, partition_key, row_key, entity_type, request_options, True)
 

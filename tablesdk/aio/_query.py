@@ -26,13 +26,13 @@ from .._edm import EdmType
 from .._entity import E
 from .._filter import Filter, FilterLike
 from .._continuation import ContinuationToken, FetchedPage, ResultSegment
-from .._errors import require_positive_int
+from .._core._errors import require_positive_int
 from .._options import TableRequestOptions
 from .._page_stream import ReadAhead, segment_results, stream_pages_async
 from .._pager import PageRequest, Pager, Sliceable
 from .._query import EmptyResultError, TableQuery
 
-from .._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 __all__ = ["AsyncTableQuery", "AsyncQuerySource"]
 
 

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from requests.structures import CaseInsensitiveDict
 
-from .._errors import require_positive_int, require_positive_seconds
-from .._extras import install_hint
+from .._core._errors import require_positive_int, require_positive_seconds
+from .._core._extras import install_hint
 from .._http import (
     body_too_large,
     body_too_slow,

@@ -14,7 +14,7 @@ from .._batch import BatchOperationKind
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EdmType, EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
-from .._errors import ResourceNotFoundError
+from .._core._errors import ResourceNotFoundError
 from .._filter import FilterLike
 from .._options import TableRequestOptions
 from .._query import ContinuationToken
@@ -23,7 +23,7 @@ from .._table import is_missing_entity
 from .._transport import OperationContext
 from ._query import AsyncTableQuery
 
-from .._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._client import RequestHook
     from .._service import AccessPolicy

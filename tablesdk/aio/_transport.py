@@ -24,14 +24,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-from .._errors import require_positive_int
-from .._extras import install_hint
+from .._core._errors import require_positive_int
+from .._core._extras import install_hint
 from .._http import (
     DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout, check_max_response_bytes, check_proxies,
 )
-from .._redaction import install_log_filter
+from .._core._redaction import install_log_filter
 from .._settings import RequestSettings
-from .._tracing import active_tracer, atraced_attempt
+from .._core._tracing import active_tracer, atraced_attempt
 from .._transport import (
     AnswerCheck,
     AttemptResult,
@@ -44,7 +44,7 @@ from .._transport import (
 )
 
 if TYPE_CHECKING:
-    from .._auth import TableCredential
+    from .._core._auth import TableCredential
     from ._sender import AsyncSender
 
 __all__ = ["AsyncTransport"]

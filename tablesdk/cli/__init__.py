@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from .._extras import install_hint
+from .._core._extras import install_hint
 
 __all__ = ["main", "INSTALL_HINT"]
 

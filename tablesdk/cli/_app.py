@@ -17,10 +17,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from .._account import CloudStorageAccount
+from .._core._account import CloudStorageAccount
 from .._client import CloudTableClient
 from .._entity import DynamicEntity, entity_from_payload
-from .._errors import ConnectionFailedError, TableServiceError, TableValidationError
+from .._core._errors import ConnectionFailedError, TableServiceError, TableValidationError
 from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json
 from ._options import (
     IMPORT_MODES, CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options,

@@ -24,7 +24,7 @@ from typing import Any
 
 from .._edm import EdmType, EntityPayload, format_datetime, from_atom_text, to_atom_text
 from .._entity import DynamicEntity, entity_from_payload
-from .._errors import ResponseDecodeError
+from .._core._errors import ResponseDecodeError
 from .._formats import get_format
 from .._formats.json import JsonFormat
 

@@ -16,12 +16,12 @@ from urllib.parse import unquote
 
 import click
 
-from .._account import CloudStorageAccount
-from .._auth import SasCredential, SharedKeyCredential
+from .._core._account import CloudStorageAccount
+from .._core._auth import SasCredential, SharedKeyCredential
 from .._client import CloudTableClient
-from .._errors import require_positive_seconds
+from .._core._errors import require_positive_seconds
 from .._retry import ExponentialRetry, NoRetry
-from .._redaction import redact_text
+from .._core._redaction import redact_text
 from ._progress import Progress, progress_wanted
 
 __all__ = [

@@ -43,8 +43,8 @@ from .._arrow import SYSTEM_COLUMNS, BatchBuilder, edm_type_of_field, scan_batch
 from .._arrow_write import arrow_rows
 from .._client import CloudTableClient
 from .._edm import EdmType
-from .._errors import SchemaConflictError
-from .._extras import require_extra
+from .._core._errors import SchemaConflictError
+from .._core._extras import require_extra
 from .._filter import prop
 from ._export import ExportError, ExportSpec, _key_ranges
 from ._files import PARQUET, EntityLine

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .._client import CloudTableClient
 from .._edm import EntityPayload
 from .._entity import DynamicEntity, entity_from_payload, entity_to_payload
-from .._errors import TableServiceError
+from .._core._errors import TableServiceError
 from .._continuation import ContinuationToken
 from .._page_stream import stream_pages
 from .._pager import PageRequest, Pager

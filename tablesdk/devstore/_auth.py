@@ -1,6 +1,6 @@
 """Server-side request authentication: Shared Key, Shared Key Lite and SAS.
 
-The string-to-sign is computed here independently of :mod:`tablesdk._auth`
+The string-to-sign is computed here independently of :mod:`tablesdk._core._auth`
 (the client's signer) so that each checks the other; the test suite
 cross-checks the two.
 

@@ -1,8 +1,8 @@
 """Helpers for the devstore tests: a small signed HTTP client and $batch builder/parser.
 
 The client signs with its own Shared Key code (written from the service's
-rules), not with tablesdk._auth, so the server's verifier is checked against an
-independent signer; test_auth.py cross-checks against tablesdk._auth as well.
+rules), not with tablesdk._core._auth, so the server's verifier is checked against an
+independent signer; test_auth.py cross-checks against tablesdk._core._auth as well.
 """
 
 from __future__ import annotations

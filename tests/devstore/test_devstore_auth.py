@@ -1,4 +1,4 @@
-"""Loopback tests: Shared Key, Shared Key Lite and SAS verification (and agreement with tablesdk._auth)."""
+"""Loopback tests: Shared Key, Shared Key Lite and SAS verification (and agreement with tablesdk._core._auth)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import requests
 from lxml import etree
 
 from devstore_helpers import MINIMAL, Client, build_batch, key_path, parse_batch_response, shared_key_signature
-from tablesdk._auth import SharedKeyCredential, SharedKeyLiteCredential, generate_table_sas
+from tablesdk._core._auth import SharedKeyCredential, SharedKeyLiteCredential, generate_table_sas
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
 from tablesdk.devstore._auth import (
     account_sas_string_to_sign, canonicalized_resource, shared_key_lite_string_to_sign,
@@ -150,7 +150,7 @@ def test_anonymous_mode() -> None:
         assert bad.status_code == 403  # a signed request is still verified
 
 
-# ----------------------------------------------------------------- agreement with tablesdk._auth
+# ----------------------------------------------------------------- agreement with tablesdk._core._auth
 
 @pytest.mark.parametrize("credential_type", [SharedKeyCredential, SharedKeyLiteCredential])
 def test_requests_signed_by_tablesdk_auth_are_accepted(

@@ -16,7 +16,7 @@ import requests
 from lxml import etree
 
 from devstore_helpers import JSON_VERSION, Client, build_batch, key_path, parse_batch_response
-from tablesdk._auth import generate_table_sas
+from tablesdk._core._auth import generate_table_sas
 from tablesdk.devstore import DevStore
 from tablesdk.devstore._service import DEVSTORE_ACCOUNT, DEVSTORE_KEY
 

@@ -40,7 +40,7 @@ def test_url_and_connection_string() -> None:
 
 
 def test_connection_string_parses_with_the_sdk() -> None:
-    account_module = pytest.importorskip("tablesdk._account")
+    account_module = pytest.importorskip("tablesdk._core._account")
     with DevStore(port=0) as store:
         account = account_module.CloudStorageAccount.parse(store.connection_string)
         assert account.table_endpoint.rstrip("/") == store.url

@@ -6,7 +6,7 @@ the answers parse with the SDK's own codecs to the right typed values:
 
 * the "Movie" Atom insert entry (seed 001, the wire example after the Movie class),
   byte for byte, under x-ms-version 2011-08-18 and 2015-04-05, Shared Key signed with
-  :class:`tablesdk._auth.SharedKeyCredential`, sent with raw ``requests``; read back as
+  :class:`tablesdk._core._auth.SharedKeyCredential`, sent with raw ``requests``; read back as
   an Atom entry, an Atom feed (the seed's ``PartitionKey == "Action" && Rating > 4.0``
   query) and as JSON;
 * the white paper's entity group transaction (seed 000, "Entity Group Transactions":
@@ -31,13 +31,13 @@ import pytest
 import requests
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, EntityProperty
-from tablesdk._auth import SharedKeyCredential
+from tablesdk._core._auth import SharedKeyCredential
 from tablesdk._batch import BatchOperation, BatchOperationKind, build_batch_request
 from tablesdk._batch_answer import parse_batch_response
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
 from tablesdk._edm import EdmDateTime, EntityPayload, parse_datetime
 from tablesdk._entity import entity_to_payload
-from tablesdk._errors import BatchError
+from tablesdk._core._errors import BatchError
 from tablesdk._formats import get_format
 
 pytestmark = pytest.mark.integration
@@ -74,7 +74,7 @@ JSON = get_format("json")
 
 
 class RawAtom:
-    """Raw ``requests`` against the devstore, Shared Key signed by tablesdk._auth."""
+    """Raw ``requests`` against the devstore, Shared Key signed by tablesdk._core._auth."""
 
     def __init__(self, store: DevStore, version: str) -> None:
         self.base = store.url

@@ -312,7 +312,7 @@ def _commands() -> Iterator[tuple[str, TablesdkCommand]]:
 def test_every_hint_names_only_options_of_the_command_that_failed() -> None:
     from tablesdk import TableServiceError
 
-    from tablesdk._errors import ConnectionFailedError
+    from tablesdk._core._errors import ConnectionFailedError
 
     errors: list[Exception] = [TableServiceError("m", status_code=400, error_code=code) for code in _HINTS_BY_CODE]
     errors += [TableServiceError("m", status_code=status) for status in _HINTS_BY_STATUS]

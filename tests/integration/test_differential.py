@@ -73,7 +73,7 @@ from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmTy
 from tablesdk._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from tablesdk._edm import EdmDateTime, EntityPayload, to_filter_literal
 from tablesdk._entity import entity_to_payload
-from tablesdk._errors import BatchError, TableServiceError
+from tablesdk._core._errors import BatchError, TableServiceError
 from tablesdk._query import ContinuationToken
 
 pytestmark = pytest.mark.integration

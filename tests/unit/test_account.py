@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk._account: connection strings, endpoints, dev storage."""
+"""Unit tests for tablesdk._core._account: connection strings, endpoints, dev storage."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from tablesdk._account import (
+from tablesdk._core._account import (
     DEVSTORE_ACCOUNT_KEY,
     DEVSTORE_ACCOUNT_NAME,
     CloudStorageAccount,
 )
-from tablesdk._auth import SasCredential, SharedKeyCredential
+from tablesdk._core._auth import SasCredential, SharedKeyCredential
 
 KEY = base64.b64encode(b"NEVER-LEAK-THIS-ACCOUNT-KEY-0123456789-abcdef").decode("ascii")
 SAS = "sv=2019-02-02&tn=mytable&sp=r&se=2030-01-01T00%3A00%3A00Z&sig=SECRETSIGNATURE%2Bx%3D"

@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk._auth: Shared Key, Shared Key Lite, SAS.
+"""Unit tests for tablesdk._core._auth: Shared Key, Shared Key Lite, SAS.
 
 Every expected signature is computed here from a string-to-sign written out by
 hand as a literal, never by calling the code under test.
@@ -16,14 +16,14 @@ from urllib.parse import parse_qs, quote
 
 import pytest
 
-from tablesdk._auth import (
+from tablesdk._core._auth import (
     SasCredential,
     SharedKeyCredential,
     SharedKeyLiteCredential,
     TableCredential,
     generate_table_sas,
 )
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 
 # A recognisable key: if it ever leaks into a repr or message, the tests see it.
 KEY_BYTES = b"NEVER-LEAK-THIS-ACCOUNT-KEY-0123456789-abcdef"

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from tablesdk.cli._app import Settings, cli, describe_error
-from tablesdk._errors import ConnectionFailedError, ResourceNotFoundError, TableValidationError
+from tablesdk._core._errors import ConnectionFailedError, ResourceNotFoundError, TableValidationError
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 SAS = "sv=2019-02-02&tn=t&sig=AbC%2Bdef%2Fghi%3D&se=2099-01-01"
@@ -98,7 +98,7 @@ def test_a_mistyped_account_name_fails_in_seconds_with_a_hint(monkeypatch: pytes
 def test_hints_fit_the_command_and_the_error() -> None:
     """A bad --etag is not a --filter problem; a 404 from `tables list` is a wrong endpoint, not a
     wrong table name; AtomPub refused says to use JSON."""
-    from tablesdk._errors import TableServiceError
+    from tablesdk._core._errors import TableServiceError
 
     bad_etag = TableServiceError("The etag value 'x' specified in one of the request headers is not valid.",
                                  status_code=400, error_code="InvalidInput")
@@ -113,7 +113,7 @@ def test_hints_fit_the_command_and_the_error() -> None:
 
 
 def test_the_failing_command_is_recorded_for_its_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tablesdk._errors import TableServiceError
+    from tablesdk._core._errors import TableServiceError
     from tablesdk.cli import _app
 
     def refuse(self: object, prefix: str | None = None) -> object:

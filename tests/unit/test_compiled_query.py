@@ -10,7 +10,7 @@ import pytest
 import tablesdk._query as query_module
 from tablesdk import CloudStorageAccount
 from tablesdk._entity import DynamicEntity, TableEntity
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 from tablesdk._filter import prop
 from tablesdk.devstore import DevStore
 

@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-import tablesdk._tracing  # noqa: E402
+import tablesdk._core._tracing  # noqa: E402
 import tablesdk._transport  # noqa: E402
 import tablesdk.aio._transport  # noqa: E402
 from tablesdk import (  # noqa: E402
@@ -399,7 +399,7 @@ def test_no_echoed_secret_survives_in_errors_logs_or_spans(
 ) -> None:
     tracer, spans = tracer_and_spans
     spans.clear()
-    for module in (tablesdk._tracing, tablesdk._transport, tablesdk.aio._transport):
+    for module in (tablesdk._core._tracing, tablesdk._transport, tablesdk.aio._transport):
         monkeypatch.setattr(module, "active_tracer", lambda: tracer)
     records = _Records()
     root = logging.getLogger()
@@ -448,7 +448,7 @@ SPELLINGS = [
 
 @pytest.mark.parametrize("text", SPELLINGS)
 def test_each_spelling_of_an_announced_secret_is_redacted(text: str) -> None:
-    from tablesdk._redaction import redact_marked, redact_text, scrub
+    from tablesdk._core._redaction import redact_marked, redact_text, scrub
 
     for redact in (redact_marked, redact_text, lambda t: scrub(t, None)):
         redacted = redact(f"Refused {text} (sent)")
@@ -465,7 +465,7 @@ def test_each_spelling_of_an_announced_secret_is_redacted(text: str) -> None:
     "Signature did not match. String to sign used was raud", "x-ms-version 2019-02-02 design",
 ])
 def test_ordinary_error_text_is_left_alone(text: str) -> None:
-    from tablesdk._redaction import redact_marked
+    from tablesdk._core._redaction import redact_marked
 
     assert redact_marked(text) == text
 
@@ -481,7 +481,7 @@ def test_a_secret_echoed_in_the_error_code_reaches_no_string_and_no_span(
 ) -> None:
     tracer, spans = tracer_and_spans
     spans.clear()
-    for module in (tablesdk._tracing, tablesdk._transport, tablesdk.aio._transport):
+    for module in (tablesdk._core._tracing, tablesdk._transport, tablesdk.aio._transport):
         monkeypatch.setattr(module, "active_tracer", lambda: tracer)
     for kind, echo in (("sas", SIG.upper()), ("bearer", TOKEN.lower())):  # the attempt's own secret, case-folded
         error, _ = _run(_fixed_case(kind, lambda request: echo), place, 403, mode)

@@ -23,7 +23,7 @@ from tablesdk._edm import (
     to_filter_literal,
     to_json_value,
 )
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 
 GUID = uuid.UUID("c9da6455-213d-42c9-9a79-3e9149a57833")
 

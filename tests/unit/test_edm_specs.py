@@ -195,7 +195,7 @@ def test_doubles_and_dates_keep_their_special_forms() -> None:
 
 
 def test_the_message_for_an_unsendable_value_names_the_classes_in_table_order() -> None:
-    from tablesdk._errors import TableValidationError
+    from tablesdk._core._errors import TableValidationError
 
     with pytest.raises(TableValidationError) as caught:
         infer_edm_type(object(), "P")

@@ -17,7 +17,7 @@ from tablesdk._entity import (
     entity_to_payload,
     validate_table_name,
 )
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 
 
 class Blog(TableEntity):

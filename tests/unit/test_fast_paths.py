@@ -142,7 +142,7 @@ def test_batch_header_fast_path_equals_line_by_line(data: bytes, start: int) -> 
 # ------------------------------------------------------------------ property names
 
 from tablesdk._entity import _VALID_NAMES, validate_property_name  # noqa: E402
-from tablesdk._errors import TableValidationError  # noqa: E402
+from tablesdk._core._errors import TableValidationError  # noqa: E402
 
 
 class _Name(str):
@@ -265,7 +265,7 @@ def test_json_bodies_carry_what_to_json_value_gives_for_every_type() -> None:
 
 # ------------------------------------------------------------------ secrets in answers
 
-from tablesdk._redaction import attempt_secrets  # noqa: E402
+from tablesdk._core._redaction import attempt_secrets  # noqa: E402
 
 
 def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> None:
@@ -362,7 +362,7 @@ def test_the_reused_c_encoder_refuses_what_json_encoder_refuses() -> None:
 
 # ---------------------------------------------------------------- JSON annotations remembered per shape
 
-from tablesdk._errors import ResponseDecodeError  # noqa: E402
+from tablesdk._core._errors import ResponseDecodeError  # noqa: E402
 from tablesdk._edm import guid_from_wire as _guid  # noqa: E402
 from tablesdk._formats.json import _annotate  # noqa: E402
 

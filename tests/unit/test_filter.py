@@ -12,7 +12,7 @@ import pytest
 
 from tablesdk._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from tablesdk._entity import TableEntity
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 from tablesdk._filter import (
     MAX_FILTER_COMPARISONS,
     And,

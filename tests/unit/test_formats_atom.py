@@ -15,7 +15,7 @@ from tablesdk._edm import (
     EntityPayload,
     parse_datetime,
 )
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 from tablesdk._formats import PayloadFormat, get_format
 from support import EDM_LIMITS, assert_same_value, payload
 from tablesdk._formats.atom import (

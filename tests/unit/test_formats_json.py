@@ -19,7 +19,7 @@ from tablesdk._edm import (
     from_json_value,
     parse_datetime,
 )
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 from tablesdk._formats import PayloadFormat, get_format
 from tablesdk._formats.json import JsonFormat
 from tablesdk._edm import _parse_datetime_slow

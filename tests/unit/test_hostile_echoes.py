@@ -15,7 +15,7 @@ import pytest
 
 from tablesdk import CloudStorageAccount, NoRetry, ResponseDecodeError
 from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
-from tablesdk._redaction import attempt_secrets, scrub
+from tablesdk._core._redaction import attempt_secrets, scrub
 
 SIG = "c2VjcmV0U2lnbmF0dXJlVmFsdWU9PQ"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.SECRETTOKENPAYLOAD.c2lnbmF0dXJl"

@@ -27,7 +27,7 @@ from tablesdk import (
     Sender,
     TableServiceError,
 )
-from tablesdk._errors import error_for_status
+from tablesdk._core._errors import error_for_status
 from tablesdk._retry import ExponentialRetry
 from tablesdk._settings import RequestSettings
 from tablesdk._transport import RetryLoop, Transport, is_ambiguous, prepare_request, sign_attempt

@@ -7,7 +7,7 @@ from email.utils import formatdate
 
 import pytest
 
-from tablesdk._auth import http_date
+from tablesdk._core._auth import http_date
 
 
 @pytest.mark.parametrize("timestamp", [0, 951782400, 1709164800.75, 1e9, 2**31, 253402300799])

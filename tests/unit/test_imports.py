@@ -27,8 +27,8 @@ PACKAGE = "tablesdk"
 #: client goes here by name, in the same commit as the row of the table in the docs.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", (
-        "tablesdk._version", "tablesdk._errors", "tablesdk._patterns", "tablesdk._redaction", "tablesdk._auth", "tablesdk._account",
-        "tablesdk._tracing", "tablesdk._extras",
+        "tablesdk._version", "tablesdk._core._errors", "tablesdk._core._patterns", "tablesdk._core._redaction", "tablesdk._core._auth", "tablesdk._core._account",
+        "tablesdk._core._tracing", "tablesdk._core._extras",
     )),
     ("one exchange", ("tablesdk._http", "tablesdk._requests_sender", "tablesdk.aio._sender")),
     ("retry loop", (
@@ -88,8 +88,8 @@ EMULATOR_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 #: The one allow-list: imports that go up a layer or close a cycle, each because the public API
 #: makes the lower object hand out the higher one.
 ALLOWED: Mapping[tuple[str, str], str] = {
-    ("tablesdk._account", "tablesdk._client"): "CloudStorageAccount.create_cloud_table_client",
-    ("tablesdk._account", "tablesdk.aio"): "CloudStorageAccount.create_async_cloud_table_client",
+    ("tablesdk._core._account", "tablesdk._client"): "CloudStorageAccount.create_cloud_table_client",
+    ("tablesdk._core._account", "tablesdk.aio"): "CloudStorageAccount.create_async_cloud_table_client",
     ("tablesdk._client", "tablesdk._context"): "CloudTableClient.get_table_service_context",
     ("tablesdk._client", "tablesdk._bulk"): "CloudTableClient.bulk_insert",
     ("tablesdk.aio._client", "tablesdk.aio._context"): "AsyncCloudTableClient.get_table_service_context",

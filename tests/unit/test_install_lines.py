@@ -10,7 +10,7 @@ import configparser
 import re
 from pathlib import Path
 
-from tablesdk._extras import EXTRAS, install_hint
+from tablesdk._core._extras import EXTRAS, install_hint
 from tablesdk._version import __version__
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -123,9 +123,9 @@ def test_cli_help_loads_no_standard_module_only_some_commands_need() -> None:
 
 def test_the_calls_that_need_them_load_them() -> None:
     # the check above can fail: these statements load what it looks for
-    signed = "import tablesdk._auth as a\na._sign(b'k', 'text')"
+    signed = "import tablesdk._core._auth as a\na._sign(b'k', 'text')"
     assert loaded_by(signed, STDLIB_NOT_AT_IMPORT) == {"hashlib", "hmac"}
-    logged = "import tablesdk._redaction as r\nr.library_logger('tablesdk.x')"
+    logged = "import tablesdk._core._redaction as r\nr.library_logger('tablesdk.x')"
     assert loaded_by(logged, STDLIB_NOT_AT_IMPORT) >= {"logging"}
     pooled = (
         "import tablesdk\n"
@@ -137,7 +137,7 @@ def test_the_calls_that_need_them_load_them() -> None:
 
 def test_the_package_logger_gets_its_null_handler_with_the_first_logger() -> None:
     statement = (
-        "import logging, tablesdk._redaction as r\n"
+        "import logging, tablesdk._core._redaction as r\n"
         "assert not logging.getLogger('tablesdk').handlers\n"
         "r.library_logger('tablesdk.transport')\nr.library_logger('tablesdk.other')\n"
         "assert [type(h).__name__ for h in logging.getLogger('tablesdk').handlers] == ['NullHandler']\n"

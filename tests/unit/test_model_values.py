@@ -17,7 +17,7 @@ import pytest
 from tablesdk import ByValue, Converter, EdmType, Flatten, Json, StoredAs, TableEntity
 from tablesdk._edm import EntityPayload
 from tablesdk._entity import entity_from_payload, entity_to_payload
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 
 
 def _stored(entity: object) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from tablesdk import ByValue, Converter, DynamicEntity, EdmType, EntityProperty,
 from tablesdk._edm import EntityPayload
 from tablesdk._entity import entity_from_payload, entity_to_payload
 from tablesdk._entity_access import entity_etag, set_entity_etag
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 from tablesdk._models import adapter_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from tablesdk import Flatten, Json
 from tablesdk._edm import EntityPayload
 from tablesdk._entity import entity_from_payload, entity_to_payload
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 
 
 @dataclasses.dataclass

@@ -279,7 +279,7 @@ def test_a_token_audience_with_another_credential_is_refused() -> None:
 
 
 def test_free_text_loses_the_user_information_of_urls() -> None:
-    from tablesdk._redaction import redact_text
+    from tablesdk._core._redaction import redact_text
 
     text = f"ProxyError('Unable to connect to proxy', 'http://proxyuser:{PASSWORD}@10.0.0.1:3128/')"
     assert redact_text(text) == "ProxyError('Unable to connect to proxy', 'http://REDACTED@10.0.0.1:3128/')"

@@ -64,7 +64,7 @@ def test_every_documented_table_code_is_a_member(code: str) -> None:
 
 
 def test_an_error_from_the_service_compares_with_the_enum() -> None:
-    from tablesdk._errors import error_for_status
+    from tablesdk._core._errors import error_for_status
 
     error = error_for_status(409, "EntityAlreadyExists", "The specified entity already exists.")
     assert error.error_code == TableErrorCode.ENTITY_ALREADY_EXISTS

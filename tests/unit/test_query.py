@@ -15,7 +15,7 @@ import pytest
 
 from tablesdk._edm import EdmDateTime, Int64
 from tablesdk._entity import DynamicEntity, TableEntity
-from tablesdk._errors import TableServiceError, TableValidationError
+from tablesdk._core._errors import TableServiceError, TableValidationError
 from tablesdk._filter import RawFilter, prop
 from tablesdk._continuation import ContinuationToken, ResultSegment
 from tablesdk._keys import DATETIME_MAX_TICKS, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks

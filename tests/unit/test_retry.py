@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tablesdk._errors import (
+from tablesdk._core._errors import (
     AuthenticationError,
     ConflictError,
     ConnectionFailedError,

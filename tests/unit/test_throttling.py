@@ -24,7 +24,7 @@ from tablesdk import (
     is_retryable,
     server_delay,
 )
-from tablesdk._errors import error_for_status
+from tablesdk._core._errors import error_for_status
 from tablesdk._http import HttpRequest, HttpResponse
 from tablesdk._settings import RequestSettings
 from tablesdk._transport import ResponseReceived, RetryDecision, Transport

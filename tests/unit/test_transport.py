@@ -19,7 +19,7 @@ import urllib3.exceptions
 from loopback import LoopbackServer, answer, hold, unused_port
 import tablesdk._transport as transport_module
 from tablesdk._requests_sender import RequestsSender
-from tablesdk._errors import (
+from tablesdk._core._errors import (
     AuthenticationError,
     ConflictError,
     ConnectionFailedError,
@@ -39,7 +39,7 @@ from tablesdk._transport import (
     RequestAttempt,
     Transport,
 )
-from tablesdk._redaction import redact_text, redact_url
+from tablesdk._core._redaction import redact_text, redact_url
 
 BASE = "http://acct.table.example/"
 URL = BASE + "Blogs"

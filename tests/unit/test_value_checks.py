@@ -14,7 +14,7 @@ import pytest
 from tablesdk import DynamicEntity, EdmType, EntityProperty, TableEntity, prop
 from tablesdk._edm import Int64
 from tablesdk._entity import entity_to_payload, validate_key
-from tablesdk._errors import TableValidationError
+from tablesdk._core._errors import TableValidationError
 from tablesdk._formats import get_format
 
 

@@ -30,7 +30,7 @@ from tablesdk._batch import (
 )
 from tablesdk._batch_answer import parse_batch_response
 from tablesdk._edm import EdmType, EntityPayload
-from tablesdk._errors import (
+from tablesdk._core._errors import (
     BatchError,
     ConflictError,
     PreconditionFailedError,

@@ -37,8 +37,8 @@ from ._auth import (
 
 if TYPE_CHECKING:
     # client.py is written in parallel; "unused-ignore" keeps this line clean once it lands.
-    from ._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
-    from .aio import AsyncCloudTableClient
+    from .._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
+    from ..aio import AsyncCloudTableClient
 
 __all__ = [
     "CloudStorageAccount",
@@ -224,9 +224,9 @@ class CloudStorageAccount:
     (host-style ``https://acct.table.core.windows.net`` or path-style
     ``http://127.0.0.1:10002/devstoreaccount1``), and ``credential`` signs
     requests (None for anonymous access). Besides a
-    :class:`~tablesdk._auth.TableCredential`, ``credential`` may be any object
+    :class:`~tablesdk._core._auth.TableCredential`, ``credential`` may be any object
     with ``get_token(*scopes)`` (an azure-identity credential, say): it is
-    wrapped in a :class:`~tablesdk._auth.BearerTokenCredential` and requests
+    wrapped in a :class:`~tablesdk._core._auth.BearerTokenCredential` and requests
     carry an Entra ID token, of scope ``https://storage.azure.com/.default`` unless
     ``token_audience`` names another audience (the scope is then ``<audience>/.default``:
     ``https://cosmos.azure.com`` for Cosmos DB's Table API, a sovereign cloud's storage
@@ -462,7 +462,7 @@ class CloudStorageAccount:
         ``payload_format`` is ``"json"`` or ``"atom"``; other keyword arguments
         go to the client unchanged.
         """
-        from ._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
+        from .._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
 
         return CloudTableClient(self, payload_format=payload_format, **kwargs)
 
@@ -472,6 +472,6 @@ class CloudStorageAccount:
         Takes the options of :meth:`create_cloud_table_client`; use the client
         as ``async with``.
         """
-        from .aio import AsyncCloudTableClient
+        from ..aio import AsyncCloudTableClient
 
         return AsyncCloudTableClient(self, payload_format=payload_format, **kwargs)

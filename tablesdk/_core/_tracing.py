@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ._redaction import redact_marked, redact_url
-from ._version import __version__
+from .._version import __version__
 
 __all__ = ["active_tracer", "annotate", "atraced_attempt", "trace_public_methods", "traced_attempt"]
 

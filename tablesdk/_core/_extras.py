@@ -8,7 +8,7 @@ same lists (a unit test keeps them equal).
 
 from __future__ import annotations
 
-from ._version import __version__
+from .._version import __version__
 
 __all__ = ["EXTRAS", "install_hint", "require_extra"]
 
