@@ -52,7 +52,7 @@ from _common import DEVSTORE_KEY, ROOT, machine, process_cpu, sample_properties 
 from _replay import Pages, Recorder  # noqa: E402
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, EntityProperty  # noqa: E402
-from tablesdk._requests_sender import RequestsSender  # noqa: E402
+from tablesdk._pipeline._requests_sender import RequestsSender  # noqa: E402
 
 PARTITIONS, PER_PARTITION = 100, 100
 TABLE = "benchcolumns"

@@ -46,7 +46,7 @@ from bulk import tablesdk_entities  # noqa: E402
 from query import PARTITIONS, PER_PARTITION, entity_body, known_boundaries  # noqa: E402
 
 from tablesdk import CloudStorageAccount, SaveChangesOptions  # noqa: E402
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
 
 _COMPARISON = re.compile(r"PartitionKey (ge|lt|eq|gt|le) '((?:[^']|'')*)'")
 _ROW_AFTER = re.compile(r"RowKey gt '((?:[^']|'')*)'")

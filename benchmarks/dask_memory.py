@@ -99,7 +99,7 @@ def _probe_now(full: bool) -> dict[str, Any]:
     }
     if full:
         from tablesdk._client import CloudTableClient as Client
-        from tablesdk._transport import Transport
+        from tablesdk._pipeline._transport import Transport
 
         gc.collect()
         objects = gc.get_objects()

@@ -47,29 +47,29 @@ from ._core._errors import (
     TableValidationError,
 )
 from ._filter import col, prop
-from ._http import (
+from ._pipeline._http import (
     AttemptState, HttpRequest, HttpResponse, MockSender, SendError, Sender, SendingRequest, Timeout,
 )
 from ._continuation import ContinuationToken, ResultSegment
 from ._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from ._parallel import find_partition_boundaries
 from ._query import EmptyResultError, TableQuery
-from ._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
+from ._pipeline._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
 from ._table import CloudTable, TableContext
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
-from ._transport import OperationContext, ResponseReceived, RetryDecision
-from ._options import TableRequestOptions
+from ._pipeline._transport import OperationContext, ResponseReceived, RetryDecision
+from ._pipeline._options import TableRequestOptions
 
 if _TYPE_CHECKING:
     from ._bulk import BulkInsertError, BulkResult, EntityOutcome
-    from ._requests_sender import RequestsSender
+    from ._pipeline._requests_sender import RequestsSender
     from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 else:
     #: Public names whose module loads when one of them is first named (or when a call needs
     #: it), not by ``import tablesdk`` (start-up): the default sender brings requests and
     #: urllib3; the bulk loader and the service-level settings are used by few programs.
     _LAZY = {
-        "RequestsSender": "._requests_sender",
+        "RequestsSender": "._pipeline._requests_sender",
         "BulkInsertError": "._bulk", "BulkResult": "._bulk", "EntityOutcome": "._bulk",
         "AccessPolicy": "._service", "AnalyticsLogging": "._service", "CorsRule": "._service",
         "Metrics": "._service", "ServiceProperties": "._service", "ServiceStats": "._service",

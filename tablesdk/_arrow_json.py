@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from ._edm import EdmType, b64decode_strict
-from ._http import HttpResponse
+from ._pipeline._http import HttpResponse
 
 __all__ = ["JsonColumnsReader", "PageColumns"]
 

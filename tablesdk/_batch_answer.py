@@ -30,7 +30,7 @@ from ._batch import MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, Ba
 from ._edm import EntityPayload
 from ._core._errors import BatchError, ResponseDecodeError, error_for_status
 from ._formats import PayloadFormat, decoded, parse_error_body, require_keys
-from ._http import HttpResponse
+from ._pipeline._http import HttpResponse
 
 __all__ = ["parse_batch_response", "BatchAnswer"]
 

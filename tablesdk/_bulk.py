@@ -55,10 +55,10 @@ from ._core._errors import (
     BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int, warn_the_caller,
 )
 from ._formats import PayloadFormat
-from ._http import workers_within_pool
-from ._options import TableRequestOptions, check_options, resolve_retry_policy
-from ._retry import RetryPolicy
-from ._transport import OperationContext
+from ._pipeline._http import workers_within_pool
+from ._pipeline._options import TableRequestOptions, check_options, resolve_retry_policy
+from ._pipeline._retry import RetryPolicy
+from ._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -334,7 +334,7 @@ class BulkBatch:
     A driver's worker (a thread, a task) repeats: take :meth:`next_operations`
     (None once every entity has an outcome), send them with the client's
     ``execute_batch``, the call's policy and request options under a new
-    :class:`~tablesdk._transport.OperationContext`, and hand the results, or the
+    :class:`~tablesdk._pipeline._transport.OperationContext`, and hand the results, or the
     exception raised, to :meth:`settle`. Then the driver gives the batch to
     :meth:`BulkCall.answered`.
     """

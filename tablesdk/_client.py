@@ -1,6 +1,6 @@
 """``CloudTableClient``: table operations, single-entity operations and queries.
 
-The client owns one :class:`~tablesdk._transport.Transport` (one pooled HTTP
+The client owns one :class:`~tablesdk._pipeline._transport.Transport` (one pooled HTTP
 session) and one payload format. Single-entity operations are described with
 the same :class:`~tablesdk._batch.BatchOperation` records that entity group
 transactions use, so the context can send its pending changes either way.
@@ -37,15 +37,15 @@ from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._edm import EdmType, EntityPayload
 from ._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._filter import FilterLike
-from ._options import TableRequestOptions, check_options
+from ._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import segment_results, stream_pages
 from ._pager import PageRequest, Pager
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._core._auth import with_token_audience
-from ._retry import RetryPolicy
-from ._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
-from ._settings import DEFAULT_TIMEOUT, client_settings
-from ._transport import HttpResponse, OperationContext, Timeout, Transport
+from ._pipeline._retry import RetryPolicy
+from ._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
+from ._pipeline._settings import DEFAULT_TIMEOUT, client_settings
+from ._pipeline._transport import HttpResponse, OperationContext, Timeout, Transport
 
 from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:
@@ -81,8 +81,8 @@ class CloudTableClient(ClientCore):
     ``Prefer: return-no-content`` saves the round trip of the body).
 
     ``sender`` replaces the HTTP layer under the retry loop (any
-    :class:`~tablesdk._http.Sender`, e.g. a :class:`~tablesdk._http.MockSender`
-    in tests); by default a :class:`~tablesdk._requests_sender.RequestsSender` with
+    :class:`~tablesdk._pipeline._http.Sender`, e.g. a :class:`~tablesdk._pipeline._http.MockSender`
+    in tests); by default a :class:`~tablesdk._pipeline._requests_sender.RequestsSender` with
     ``pool_size`` connections per host that reads at most
     ``max_response_bytes`` of any response body.
 

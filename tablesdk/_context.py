@@ -28,12 +28,12 @@ from ._entity import DynamicEntity, E, validate_table_name
 from ._filter import prop
 from ._operations import RAISED_FROM_THE_CALL
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from ._options import TableRequestOptions, resolve_retry_policy
-from ._retry import NoRetry, RetryPolicy
+from ._pipeline._options import TableRequestOptions, resolve_retry_policy
+from ._pipeline._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions
 from ._tracking_context import TrackingContext, warn_get_gave_none
-from ._transport import OperationContext
+from ._pipeline._transport import OperationContext
 
 from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ._edm import EntityPage
-from ._http import HttpResponse
+from ._pipeline._http import HttpResponse
 
 __all__ = ["ContinuationToken", "ResultSegment", "FetchedPage"]
 

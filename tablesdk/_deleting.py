@@ -27,7 +27,7 @@ from ._edm import EntityPayload
 from ._entity import DynamicEntity, entity_from_payload, validate_table_name
 from ._core._errors import TableValidationError
 from ._filter import FilterLike
-from ._options import TableRequestOptions
+from ._pipeline._options import TableRequestOptions
 from ._query import FetchedPage, TableQuery, query_pages
 
 if TYPE_CHECKING:

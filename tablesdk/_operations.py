@@ -1,13 +1,13 @@
 """The Table service operations, written once for the thread-blocking and the asyncio client.
 
 Each operation is a generator (a *flow*) that yields the :class:`Call` it needs
-sent and receives the answer (an :class:`~tablesdk._http.HttpResponse`) at the
+sent and receives the answer (an :class:`~tablesdk._pipeline._http.HttpResponse`) at the
 ``yield``, or the error that sending raised, thrown in there. A flow checks its
 arguments, builds each request, parses each answer and decides what a failure
 means (a point read that falls back to ``$filter``, a write that goes out as a
 one-operation batch, "if not exists" conflicts); it does no I/O and never
 waits. :class:`~tablesdk._client.CloudTableClient` runs flows with
-:func:`run_flow` over its :class:`~tablesdk._transport.Transport`, and
+:func:`run_flow` over its :class:`~tablesdk._pipeline._transport.Transport`, and
 :class:`~tablesdk.aio.AsyncCloudTableClient` with :func:`arun_flow` over its
 asyncio transport: the same code, only sending and waiting differ.
 
@@ -60,13 +60,13 @@ from ._formats import (
     PayloadFormat, decoded, decoding, get_format, parse_error_body, require_entity, require_keys, require_page_keys,
 )
 from ._formats.errors import body_excerpt
-from ._http import HttpResponse, RequestHook, SendingRequest
-from ._options import LOCATION_MODES, TableRequestOptions
+from ._pipeline._http import HttpResponse, RequestHook, SendingRequest
+from ._pipeline._options import LOCATION_MODES, TableRequestOptions
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
-from ._retry import RetryPolicy
-from ._settings import RequestSettings, check_retry_policy
+from ._pipeline._retry import RetryPolicy
+from ._pipeline._settings import RequestSettings, check_retry_policy
 from ._core._tracing import annotate
-from ._transport import OperationContext
+from ._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._core._account import CloudStorageAccount
@@ -221,7 +221,7 @@ class ClientCore:
     """What the sync and async clients share: options, request building and the operation flows.
 
     See :class:`~tablesdk._client.CloudTableClient` for the options. The client's request
-    settings are one frozen :class:`~tablesdk._settings.RequestSettings`, held here and
+    settings are one frozen :class:`~tablesdk._pipeline._settings.RequestSettings`, held here and
     handed, merged with each call's options (:meth:`_settings_for`), to the transport of
     either flavour with every request; the settable ``retry_policy``,
     ``operation_deadline`` and ``location_mode`` replace it with a changed copy.

@@ -43,8 +43,8 @@ from ._edm import EdmType, EntityPage
 from ._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
 from ._core._errors import TableValidationError, require_positive_int
 from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
-from ._http import workers_within_pool
-from ._options import TableRequestOptions, check_options
+from ._pipeline._http import workers_within_pool
+from ._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
 from ._pager import PageRequest, Pager, Sliceable
 

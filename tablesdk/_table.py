@@ -19,10 +19,10 @@ from ._edm import EdmType, EntityPayload
 from ._entity import AnyEntity, DynamicEntity, E, EntityObject
 from ._core._errors import ResourceNotFoundError, TableErrorCode
 from ._filter import FilterLike
-from ._options import TableRequestOptions
+from ._pipeline._options import TableRequestOptions
 from ._query import ContinuationToken, TableQuery
-from ._retry import RetryPolicy
-from ._transport import OperationContext
+from ._pipeline._retry import RetryPolicy
+from ._pipeline._transport import OperationContext
 
 from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:

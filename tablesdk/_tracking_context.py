@@ -24,7 +24,7 @@ from ._entity_access import entity_etag
 from ._core._errors import BatchError, ResourceNotFoundError, TableServiceError, warn_the_caller
 from ._merge import MergeOption, refresh_tracked
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from ._retry import RetryPolicy
+from ._pipeline._retry import RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions, SavePlan
 from ._tracking import (
@@ -36,7 +36,7 @@ from ._tracking import (
     WritingEntity,
     untyped_names,
 )
-from ._transport import OperationContext
+from ._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._client import RequestHook, SendingRequest

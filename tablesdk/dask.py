@@ -41,8 +41,8 @@ from ._core._extras import require_extra
 from ._bulk import BulkMode, BulkOptions
 from ._edm import EdmType
 from ._filter import Filter
-from ._options import TableRequestOptions
-from ._retry import RetryPolicy
+from ._pipeline._options import TableRequestOptions
+from ._pipeline._retry import RetryPolicy
 
 __all__ = ["ConnectionSecret", "TableWriteError", "read_table", "write_table", "KEY_CEILING"]
 

@@ -30,8 +30,8 @@ from ._edm import EdmDateTime, EdmType, EntityProperty
 from ._engines import RangePlan, RangeSpec, plan_ranges, read_range
 from ._core._extras import require_extra
 from ._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
-from ._options import TableRequestOptions
-from ._retry import RetryPolicy
+from ._pipeline._options import TableRequestOptions
+from ._pipeline._retry import RetryPolicy
 
 if TYPE_CHECKING:
     import polars

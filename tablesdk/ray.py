@@ -37,8 +37,8 @@ from ._engines import (
 )
 from ._core._extras import require_extra
 from ._filter import Filter
-from ._options import TableRequestOptions
-from ._retry import RetryPolicy
+from ._pipeline._options import TableRequestOptions
+from ._pipeline._retry import RetryPolicy
 
 if TYPE_CHECKING:
     import ray.data

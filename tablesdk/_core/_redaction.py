@@ -8,7 +8,7 @@ echoes back, however it re-escapes them; :func:`install_log_filter` makes urllib
 DEBUG lines (which carry the request's path and query) pass through the same redaction.
 
 It imports nothing above the exception hierarchy, so every layer that writes a URL,
-a header or a message where a person may read it (the transport, :mod:`tablesdk._http`'s
+a header or a message where a person may read it (the transport, :mod:`tablesdk._pipeline._http`'s
 reprs, the command line) uses these and no copy of them.
 """
 

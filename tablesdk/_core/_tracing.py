@@ -182,7 +182,7 @@ def _record(span: Any, status: int | None, error: BaseException | None) -> None:
 
 
 def traced_attempt(tracer: Any, request: Any, attempt: int, run: Callable[[], R]) -> R:
-    """Run one attempt (``run`` returns its :class:`~tablesdk._transport.AttemptResult`) inside a CLIENT span."""
+    """Run one attempt (``run`` returns its :class:`~tablesdk._pipeline._transport.AttemptResult`) inside a CLIENT span."""
     with _attempt_span(tracer, request.method, request.url, attempt, request.headers) as span:
         result = run()
         _record(span, getattr(result, "status", None), getattr(result, "error", None))

@@ -32,9 +32,9 @@ from .._bulk import (
 )
 from .._bulk_plan import Step
 from .._entity import EntityObject
-from .._options import TableRequestOptions
-from .._retry import RetryPolicy
-from .._transport import OperationContext
+from .._pipeline._options import TableRequestOptions
+from .._pipeline._retry import RetryPolicy
+from .._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
     from ._client import AsyncCloudTableClient

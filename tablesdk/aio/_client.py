@@ -21,15 +21,15 @@ from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._edm import EdmType, EntityPayload
 from .._entity import DynamicEntity, E, EntityObject
 from .._filter import FilterLike
-from .._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
-from .._options import TableRequestOptions, check_options
+from .._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
+from .._pipeline._options import TableRequestOptions, check_options
 from .._page_stream import segment_results, stream_pages_async
 from .._pager import PageRequest, Pager
 from .._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .._core._auth import with_token_audience
-from .._retry import RetryPolicy
-from .._settings import DEFAULT_TIMEOUT, client_settings
-from .._transport import OperationContext, Timeout
+from .._pipeline._retry import RetryPolicy
+from .._pipeline._settings import DEFAULT_TIMEOUT, client_settings
+from .._pipeline._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
 from ._query import AsyncTableQuery
 

@@ -36,9 +36,9 @@ from .._tracking_context import TrackingContext, warn_get_gave_none
 from .._entity import DynamicEntity, E, validate_table_name
 from .._filter import prop
 from .._query import ContinuationToken, ResultSegment, TableQuery
-from .._options import TableRequestOptions, resolve_retry_policy
-from .._retry import NoRetry, RetryPolicy
-from .._transport import OperationContext
+from .._pipeline._options import TableRequestOptions, resolve_retry_policy
+from .._pipeline._retry import NoRetry, RetryPolicy
+from .._pipeline._transport import OperationContext
 from ._query import AsyncTableQuery
 
 from .._core._tracing import trace_public_methods

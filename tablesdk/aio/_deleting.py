@@ -18,7 +18,7 @@ from .._deleting import delete_call, key_query, page_deletes, page_payloads
 from .._edm import EntityPayload
 from .._entity import DynamicEntity, validate_table_name
 from .._filter import FilterLike
-from .._options import TableRequestOptions
+from .._pipeline._options import TableRequestOptions
 from .._page_stream import stream_pages_async
 from .._pager import PageRequest, Pager
 from .._query import FetchedPage, TableQuery

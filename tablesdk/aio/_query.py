@@ -27,7 +27,7 @@ from .._entity import E
 from .._filter import Filter, FilterLike
 from .._continuation import ContinuationToken, FetchedPage, ResultSegment
 from .._core._errors import require_positive_int
-from .._options import TableRequestOptions
+from .._pipeline._options import TableRequestOptions
 from .._page_stream import ReadAhead, segment_results, stream_pages_async
 from .._pager import PageRequest, Pager, Sliceable
 from .._query import EmptyResultError, TableQuery

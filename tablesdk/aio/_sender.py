@@ -1,11 +1,11 @@
 """The asyncio sender: one HTTP exchange over aiohttp, no retries.
 
 :class:`AiohttpSender` is the async counterpart of
-:class:`tablesdk._requests_sender.RequestsSender` with the same contract (the seam of
-:mod:`tablesdk._http`): ``await send(request, timeout)`` puts one signed
-:class:`~tablesdk._http.HttpRequest` on the wire and returns the complete
-:class:`~tablesdk._http.HttpResponse` whatever its status, or raises
-:class:`~tablesdk._http.SendError` saying whether the request may have reached
+:class:`tablesdk._pipeline._requests_sender.RequestsSender` with the same contract (the seam of
+:mod:`tablesdk._pipeline._http`): ``await send(request, timeout)`` puts one signed
+:class:`~tablesdk._pipeline._http.HttpRequest` on the wire and returns the complete
+:class:`~tablesdk._pipeline._http.HttpResponse` whatever its status, or raises
+:class:`~tablesdk._pipeline._http.SendError` saying whether the request may have reached
 the server (``state``), whether it timed out and whether the connection was
 refused. Signing, retrying and reading statuses are the transport's.
 
@@ -34,7 +34,7 @@ from requests.structures import CaseInsensitiveDict
 
 from .._core._errors import require_positive_int, require_positive_seconds
 from .._core._extras import install_hint
-from .._http import (
+from .._pipeline._http import (
     body_too_large,
     body_too_slow,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -61,8 +61,8 @@ _CHUNK = 256 * 1024
 
 @runtime_checkable
 class AsyncSender(Protocol):
-    """The async form of :class:`tablesdk._http.Sender`: puts one request on the wire and returns
-    the complete response (any status), or raises :class:`~tablesdk._http.SendError`.
+    """The async form of :class:`tablesdk._pipeline._http.Sender`: puts one request on the wire and returns
+    the complete response (any status), or raises :class:`~tablesdk._pipeline._http.SendError`.
 
     :class:`AiohttpSender` is the default; a test can pass any object with these two
     coroutine methods as ``sender=`` to :class:`~tablesdk.aio.AsyncCloudTableClient`.

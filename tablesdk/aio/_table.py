@@ -16,11 +16,11 @@ from .._edm import EdmType, EntityPayload
 from .._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
 from .._core._errors import ResourceNotFoundError
 from .._filter import FilterLike
-from .._options import TableRequestOptions
+from .._pipeline._options import TableRequestOptions
 from .._query import ContinuationToken
-from .._retry import RetryPolicy
+from .._pipeline._retry import RetryPolicy
 from .._table import is_missing_entity
-from .._transport import OperationContext
+from .._pipeline._transport import OperationContext
 from ._query import AsyncTableQuery
 
 from .._core._tracing import trace_public_methods

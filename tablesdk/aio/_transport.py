@@ -1,11 +1,11 @@
 """Sending one logical request from asyncio: the sync transport's retry loop, awaited.
 
-:class:`AsyncTransport` drives the very :class:`~tablesdk._transport.RetryLoop`
-the thread-based :class:`~tablesdk._transport.Transport` drives, started by the same
-:func:`~tablesdk._transport.begin_operation` from the same
-:class:`~tablesdk._settings.RequestSettings` (preparing the request once, a fresh date and
+:class:`AsyncTransport` drives the very :class:`~tablesdk._pipeline._transport.RetryLoop`
+the thread-based :class:`~tablesdk._pipeline._transport.Transport` drives, started by the same
+:func:`~tablesdk._pipeline._transport.begin_operation` from the same
+:class:`~tablesdk._pipeline._settings.RequestSettings` (preparing the request once, a fresh date and
 signature per attempt, classification, ``ambiguous_retry``, the retry policy, the deadline,
-one :class:`~tablesdk._transport.RequestAttempt` per attempt and the log lines); it differs
+one :class:`~tablesdk._pipeline._transport.RequestAttempt` per attempt and the log lines); it differs
 only in awaiting the sender and waiting with :func:`asyncio.sleep`.
 
 The default sender, an :class:`~tablesdk.aio.AiohttpSender`, is made with the first request
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 
 from .._core._errors import require_positive_int
 from .._core._extras import install_hint
-from .._http import (
+from .._pipeline._http import (
     DEFAULT_MAX_RESPONSE_BYTES, HttpRequest, HttpResponse, SendError, Timeout, check_max_response_bytes, check_proxies,
 )
 from .._core._redaction import install_log_filter
-from .._settings import RequestSettings
+from .._pipeline._settings import RequestSettings
 from .._core._tracing import active_tracer, atraced_attempt
-from .._transport import (
+from .._pipeline._transport import (
     AnswerCheck,
     AttemptResult,
     ErrorParser,
@@ -62,8 +62,8 @@ class AsyncTransport:
     """Sends requests to the Table service from asyncio, retrying as the settings say.
 
     ``credential`` signs each attempt and ``error_parser`` builds the error of a status
-    >= 300, as for :class:`tablesdk._transport.Transport`; every :meth:`send` is given
-    the :class:`~tablesdk._settings.RequestSettings` to use. ``sender`` is an
+    >= 300, as for :class:`tablesdk._pipeline._transport.Transport`; every :meth:`send` is given
+    the :class:`~tablesdk._pipeline._settings.RequestSettings` to use. ``sender`` is an
     :class:`~tablesdk.aio.AiohttpSender` by default, made with the first request from
     ``pool_size``, ``trust_env``, ``max_response_bytes`` and ``proxies`` (checked now). ``sleep`` (a
     coroutine function) and ``clock`` are injectable for tests. An AsyncTransport belongs
@@ -136,7 +136,7 @@ class AsyncTransport:
     ) -> HttpResponse:
         """Send one logical request, retrying as ``settings`` say, and return the response.
 
-        Arguments, results and errors are those of :meth:`tablesdk._transport.Transport.send`.
+        Arguments, results and errors are those of :meth:`tablesdk._pipeline._transport.Transport.send`.
         """
         request = HttpRequest(method, url, dict(headers) if headers else {}, body)
         loop = begin_operation(

@@ -43,8 +43,8 @@ from tablesdk import (
     prop,
 )
 from tablesdk.aio import AiohttpSender, AsyncCloudTableClient
-from tablesdk._http import AttemptState
-from tablesdk._retry import RetryPolicy
+from tablesdk._pipeline._http import AttemptState
+from tablesdk._pipeline._retry import RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from support import refuse_creation_in
 from tablesdk import CloudStorageAccount, DynamicEntity
-from tablesdk._http import HttpRequest, HttpResponse, MockSender
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
 from tablesdk.cli._app import _HINTS_BY_CODE, _HINTS_BY_STATUS, cli, describe_error, options_named
 from tablesdk.cli._options import Settings, TablesdkCommand
 from tablesdk.devstore import DevStore

@@ -49,7 +49,7 @@ from tablesdk import (
     prop,
 )
 from tablesdk import RequestsSender
-from tablesdk._retry import RetryPolicy
+from tablesdk._pipeline._retry import RetryPolicy
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from tablesdk import (
     prop,
 )
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
-from tablesdk._http import AttemptState, HttpRequest, HttpResponse, SendError, Timeout
+from tablesdk._pipeline._http import AttemptState, HttpRequest, HttpResponse, SendError, Timeout
 
 pytestmark = pytest.mark.integration
 
@@ -220,7 +220,7 @@ class PrimaryDown:
     """A sender whose primary endpoint is unreachable; the secondary answers through a real sender."""
 
     def __init__(self) -> None:
-        from tablesdk._requests_sender import RequestsSender
+        from tablesdk._pipeline._requests_sender import RequestsSender
 
         self.inner = RequestsSender()
         self.urls: list[str] = []

@@ -9,7 +9,7 @@ with their If-Match (404 for an entity not there, 412 for another ETag), and a k
 scan is answered from the entities in key order, ``page_size`` at a time with
 continuation (``on_query`` is called before each page). It serves the sync client
 through ``responses`` (pass the mock) and any client through :meth:`FakeBatchService.answer`
-(a :class:`~tablesdk._http.MockSender` handler, also awaited by the async tests' sender).
+(a :class:`~tablesdk._pipeline._http.MockSender` handler, also awaited by the async tests' sender).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import responses
 import urllib3.exceptions
 from fake_service import ENDPOINT
 
-from tablesdk._http import HttpRequest, HttpResponse, MockSender
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
 
 T = "Bulk"
 

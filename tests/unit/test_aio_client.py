@@ -21,7 +21,7 @@ from tablesdk import (
     TableServiceContext,
 )
 from tablesdk.aio import AsyncCloudTableClient, AsyncSender, AsyncTableServiceContext
-from tablesdk._http import AttemptState, HttpRequest, HttpResponse, MockSender, SendError, Timeout
+from tablesdk._pipeline._http import AttemptState, HttpRequest, HttpResponse, MockSender, SendError, Timeout
 
 pytestmark = pytest.mark.asyncio
 

@@ -12,10 +12,10 @@ import pytest_asyncio
 from loopback import unused_port
 from tablesdk.aio import AiohttpSender
 from tablesdk.aio._transport import AsyncTransport
-from tablesdk._http import AttemptState, HttpRequest, SendError
-from tablesdk._retry import LinearRetry
-from tablesdk._settings import RequestSettings
-from tablesdk._transport import OperationContext
+from tablesdk._pipeline._http import AttemptState, HttpRequest, SendError
+from tablesdk._pipeline._retry import LinearRetry
+from tablesdk._pipeline._settings import RequestSettings
+from tablesdk._pipeline._transport import OperationContext
 
 pytestmark = pytest.mark.asyncio
 

@@ -99,7 +99,7 @@ def json_response(items: list[dict[str, object]], content_type: str = "applicati
 
     from requests.structures import CaseInsensitiveDict
 
-    from tablesdk._http import HttpResponse
+    from tablesdk._pipeline._http import HttpResponse
 
     return HttpResponse(200, CaseInsensitiveDict({"content-type": content_type}), json.dumps({"value": items}).encode())
 
@@ -191,7 +191,7 @@ def test_unannotated_numbers_are_doubles_only_when_each_was_written_as_one(ratio
     from requests.structures import CaseInsensitiveDict
 
     from tablesdk._arrow_json import JsonColumnsReader
-    from tablesdk._http import HttpResponse
+    from tablesdk._pipeline._http import HttpResponse
 
     rows = ",".join('{"PartitionKey":"p","RowKey":"%d","Ratio":%s,"Other":%s}' % (n, text, text)
                     for n, text in enumerate(ratios))
@@ -214,7 +214,7 @@ def test_bodies_json_loads_reads_otherwise_go_to_the_codec(body: bytes) -> None:
     from requests.structures import CaseInsensitiveDict
 
     from tablesdk._arrow_json import JsonColumnsReader
-    from tablesdk._http import HttpResponse
+    from tablesdk._pipeline._http import HttpResponse
 
     response = HttpResponse(200, CaseInsensitiveDict({"content-type": "application/json;odata=minimalmetadata"}), body)
     assert JsonColumnsReader().read(response) is None

@@ -56,7 +56,7 @@ from tablesdk._bulk import (
 )
 from tablesdk._bulk_plan import BatchSizer as _BatchSizer
 from tablesdk._edm import EntityPayload
-from tablesdk._http import HttpRequest, HttpResponse, MockSender
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
 
 T = "Bulk"
 FAST = LinearRetry(3, 0)  # retries without sleeping

@@ -28,7 +28,7 @@ from tablesdk._bulk import BulkOptions, BulkResult
 from tablesdk._table import CloudTable
 from tablesdk.aio import AsyncCloudTableClient
 from tablesdk.aio._table import AsyncCloudTable
-from tablesdk._http import MockSender
+from tablesdk._pipeline._http import MockSender
 
 FACES = ("bulk_insert", "delete_entities", "write_arrow", "write_pandas")
 #: The parameters every bulk face takes, in the sync spelling.

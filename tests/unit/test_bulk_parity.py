@@ -32,7 +32,7 @@ from tablesdk import (
     TableValidationError,
 )
 from tablesdk._bulk import BulkResult
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 
 FAST = LinearRetry(3, 0)  # retries without sleeping
 

@@ -15,7 +15,7 @@ from tablesdk._bulk import DELETE, BulkBatch, BulkKind
 from tablesdk._bulk_plan import BulkItem
 from tablesdk._deleting import page_deletes
 from tablesdk._edm import EdmType, EntityPayload
-from tablesdk._transport import OperationContext
+from tablesdk._pipeline._transport import OperationContext
 
 
 def chunk(n: int) -> list[BulkItem]:

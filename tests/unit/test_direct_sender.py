@@ -116,7 +116,7 @@ def test_a_mock_in_place_before_the_sender_module_is_imported_still_sees_every_r
     script = """
 import sys
 import responses
-assert "tablesdk._requests_sender" not in sys.modules
+assert "tablesdk._pipeline._requests_sender" not in sys.modules
 from tablesdk import CloudStorageAccount
 with responses.RequestsMock() as mock:
     mock.add(responses.POST, "http://127.0.0.1:1/devstoreaccount1/Tables", status=204)

@@ -38,7 +38,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import tablesdk._core._tracing  # noqa: E402
-import tablesdk._transport  # noqa: E402
+import tablesdk._pipeline._transport  # noqa: E402
 import tablesdk.aio._transport  # noqa: E402
 from tablesdk import (  # noqa: E402
     BatchOperation,
@@ -52,7 +52,7 @@ from tablesdk import (  # noqa: E402
     TableServiceError,
 )
 from tablesdk._entity import entity_to_payload  # noqa: E402
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
 
 ENDPOINT = "https://127.0.0.1:1/echoacct"
 ACCOUNT = "echoacct"
@@ -399,7 +399,7 @@ def test_no_echoed_secret_survives_in_errors_logs_or_spans(
 ) -> None:
     tracer, spans = tracer_and_spans
     spans.clear()
-    for module in (tablesdk._core._tracing, tablesdk._transport, tablesdk.aio._transport):
+    for module in (tablesdk._core._tracing, tablesdk._pipeline._transport, tablesdk.aio._transport):
         monkeypatch.setattr(module, "active_tracer", lambda: tracer)
     records = _Records()
     root = logging.getLogger()
@@ -481,7 +481,7 @@ def test_a_secret_echoed_in_the_error_code_reaches_no_string_and_no_span(
 ) -> None:
     tracer, spans = tracer_and_spans
     spans.clear()
-    for module in (tablesdk._core._tracing, tablesdk._transport, tablesdk.aio._transport):
+    for module in (tablesdk._core._tracing, tablesdk._pipeline._transport, tablesdk.aio._transport):
         monkeypatch.setattr(module, "active_tracer", lambda: tracer)
     for kind, echo in (("sas", SIG.upper()), ("bearer", TOKEN.lower())):  # the attempt's own secret, case-folded
         error, _ = _run(_fixed_case(kind, lambda request: echo), place, 403, mode)

@@ -29,7 +29,7 @@ from faults import (
 )
 from requests.structures import CaseInsensitiveDict
 
-from tablesdk._http import AttemptState, HttpRequest, HttpResponse, SendError
+from tablesdk._pipeline._http import AttemptState, HttpRequest, HttpResponse, SendError
 
 BODY = b'{"value": "' + b"x" * 88 + b'"}'  # 100 bytes
 

@@ -19,7 +19,7 @@ import tablesdk
 from tablesdk import CloudStorageAccount, DynamicEntity, NoRetry, TableEntity, TableValidationError, prop
 from tablesdk._filter import render_filter
 from tablesdk._filter_text import check_filter_text, filter_name_problem
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 from tablesdk.devstore._filter import FilterError, compile_filter
 
 CONN = (

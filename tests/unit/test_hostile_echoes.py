@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tablesdk import CloudStorageAccount, NoRetry, ResponseDecodeError
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 from tablesdk._core._redaction import attempt_secrets, scrub
 
 SIG = "c2VjcmV0U2lnbmF0dXJlVmFsdWU9PQ"

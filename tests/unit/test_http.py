@@ -28,9 +28,9 @@ from tablesdk import (
     TableServiceError,
 )
 from tablesdk._core._errors import error_for_status
-from tablesdk._retry import ExponentialRetry
-from tablesdk._settings import RequestSettings
-from tablesdk._transport import RetryLoop, Transport, is_ambiguous, prepare_request, sign_attempt
+from tablesdk._pipeline._retry import ExponentialRetry
+from tablesdk._pipeline._settings import RequestSettings
+from tablesdk._pipeline._transport import RetryLoop, Transport, is_ambiguous, prepare_request, sign_attempt
 
 from fake_service import CONNECTION_STRING, ENDPOINT, error_reply
 from loopback import unused_port
@@ -260,7 +260,7 @@ def test_a_refused_remote_connection_gets_no_emulator_hint() -> None:
 
 
 def test_connect_timeout_is_separate_and_shorter_than_the_read_timeout() -> None:
-    from tablesdk._transport import DEFAULT_TIMEOUT
+    from tablesdk._pipeline._transport import DEFAULT_TIMEOUT
 
     connect, read = DEFAULT_TIMEOUT
     assert connect < read

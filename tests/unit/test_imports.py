@@ -30,10 +30,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._version", "tablesdk._core._errors", "tablesdk._core._patterns", "tablesdk._core._redaction", "tablesdk._core._auth", "tablesdk._core._account",
         "tablesdk._core._tracing", "tablesdk._core._extras",
     )),
-    ("one exchange", ("tablesdk._http", "tablesdk._requests_sender", "tablesdk.aio._sender")),
+    ("one exchange", ("tablesdk._pipeline._http", "tablesdk._pipeline._requests_sender", "tablesdk.aio._sender")),
     ("retry loop", (
-        "tablesdk._retry", "tablesdk._settings", "tablesdk._operation_context", "tablesdk._transport", "tablesdk.aio._transport",
-        "tablesdk._options",
+        "tablesdk._pipeline._retry", "tablesdk._pipeline._settings", "tablesdk._pipeline._operation_context", "tablesdk._pipeline._transport", "tablesdk.aio._transport",
+        "tablesdk._pipeline._options",
     )),
     ("entities and values", (
         "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter_text", "tablesdk._filter",

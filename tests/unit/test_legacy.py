@@ -332,13 +332,13 @@ def test_a_call_is_traced_around_the_clients_spans(monkeypatch: pytest.MonkeyPat
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     import tablesdk._core._tracing
-    import tablesdk._transport
+    import tablesdk._pipeline._transport
 
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("tablesdk")
-    for module in (tablesdk._core._tracing, tablesdk._transport):
+    for module in (tablesdk._core._tracing, tablesdk._pipeline._transport):
         monkeypatch.setattr(module, "active_tracer", lambda: tracer)
     service(Recorder()).delete_entity("tbl", "p", "r")
     spans = {span.name: span for span in memory.get_finished_spans()}

@@ -13,7 +13,7 @@ from tablesdk import (
     ServerBusyError,
     SharedKeyCredential,
 )
-from tablesdk._http import HttpRequest, HttpResponse, MockSender
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 PRIMARY = "https://acct.table.core.windows.net"

@@ -24,7 +24,7 @@ from tablesdk import (
     prop,
 )
 from tablesdk.devstore import DevStore
-from tablesdk._http import HttpRequest, HttpResponse, MockSender
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
 from tablesdk._parallel import _highest_key_prefix, _Lead, _ParallelScan, run_search
 
 

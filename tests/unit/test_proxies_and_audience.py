@@ -26,7 +26,7 @@ from tablesdk import (
     RequestsSender,
     SharedKeyCredential,
 )
-from tablesdk._http import HttpRequest, HttpResponse, Timeout
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, Timeout
 from tablesdk.aio import AiohttpSender
 
 PASSWORD = "pr0xyPassw0rd"

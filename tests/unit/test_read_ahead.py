@@ -25,7 +25,7 @@ from tablesdk import (
     TableQuery,
     TableServiceError,
 )
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, SendError
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, SendError
 from tablesdk._query import ContinuationToken, PagedQuerySource, ResultSegment
 
 CONNECTION = (

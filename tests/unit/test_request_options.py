@@ -22,7 +22,7 @@ from tablesdk import (
     TableRequestOptions,
     TableServiceError,
 )
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 from tablesdk.aio import AsyncCloudTableClient
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

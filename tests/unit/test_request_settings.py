@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tablesdk import CloudStorageAccount, ExponentialRetry, LinearRetry, NoRetry, TableRequestOptions
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
-from tablesdk._settings import DEFAULT_TIMEOUT, RequestSettings
-from tablesdk._transport import Transport
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
+from tablesdk._pipeline._settings import DEFAULT_TIMEOUT, RequestSettings
+from tablesdk._pipeline._transport import Transport
 from tablesdk.aio import AsyncCloudTableClient
 from tablesdk.aio._transport import AsyncTransport
 

@@ -18,7 +18,7 @@ from tablesdk._core._errors import (
     TableServiceError,
     error_for_status,
 )
-from tablesdk._retry import (
+from tablesdk._pipeline._retry import (
     ExponentialRetry,
     LinearRetry,
     NoRetry,

@@ -17,7 +17,7 @@ import pytest
 from requests.adapters import HTTPAdapter
 
 from tablesdk import CloudStorageAccount, LinearRetry, OperationContext, RequestsSender
-from tablesdk._http import HttpRequest, SendError
+from tablesdk._pipeline._http import HttpRequest, SendError
 
 
 class _Server(ThreadingHTTPServer):

@@ -20,7 +20,7 @@ from tablesdk import (
     BatchError, CloudStorageAccount, ConflictError, DataServiceRequestError, DynamicEntity, NoRetry,
     SaveChangesOptions,
 )
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 
 CONN = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import tablesdk._retry as retry_module
+import tablesdk._pipeline._retry as retry_module
 from tablesdk import (
     CloudStorageAccount,
     ExponentialRetry,
@@ -25,9 +25,9 @@ from tablesdk import (
     server_delay,
 )
 from tablesdk._core._errors import error_for_status
-from tablesdk._http import HttpRequest, HttpResponse
-from tablesdk._settings import RequestSettings
-from tablesdk._transport import ResponseReceived, RetryDecision, Transport
+from tablesdk._pipeline._http import HttpRequest, HttpResponse
+from tablesdk._pipeline._settings import RequestSettings
+from tablesdk._pipeline._transport import ResponseReceived, RetryDecision, Transport
 from tablesdk.aio._transport import AsyncTransport
 
 URL = "http://acct.table.example/Blogs"
@@ -322,7 +322,7 @@ def test_hooks_see_each_response_and_decision_async() -> None:
 
 
 def test_a_hook_sees_an_attempt_without_answer() -> None:
-    from tablesdk._http import SendError
+    from tablesdk._pipeline._http import SendError
 
     def handler(request: HttpRequest) -> HttpResponse:
         raise SendError("connection reset")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from faults import Fault, FaultProxy
 
-import tablesdk._retry as retry_module
+import tablesdk._pipeline._retry as retry_module
 from tablesdk import (
     CloudStorageAccount,
     LinearRetry,

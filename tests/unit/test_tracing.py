@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 import tablesdk._core._tracing  # noqa: E402
-import tablesdk._transport  # noqa: E402
+import tablesdk._pipeline._transport  # noqa: E402
 import tablesdk.aio._transport  # noqa: E402
 from tablesdk import (  # noqa: E402
     CloudStorageAccount,
@@ -50,7 +50,7 @@ def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("tablesdk")
-    for module in (tablesdk._core._tracing, tablesdk._transport, tablesdk.aio._transport):
+    for module in (tablesdk._core._tracing, tablesdk._pipeline._transport, tablesdk.aio._transport):
         monkeypatch.setattr(module, "active_tracer", lambda: tracer)
     yield memory
     provider.shutdown()

@@ -17,8 +17,8 @@ import responses
 import urllib3.exceptions
 
 from loopback import LoopbackServer, answer, hold, unused_port
-import tablesdk._transport as transport_module
-from tablesdk._requests_sender import RequestsSender
+import tablesdk._pipeline._transport as transport_module
+from tablesdk._pipeline._requests_sender import RequestsSender
 from tablesdk._core._errors import (
     AuthenticationError,
     ConflictError,
@@ -30,9 +30,9 @@ from tablesdk._core._errors import (
     TableServiceError,
     error_for_status,
 )
-from tablesdk._retry import ExponentialRetry, LinearRetry, NoRetry
-from tablesdk._settings import RequestSettings
-from tablesdk._transport import (
+from tablesdk._pipeline._retry import ExponentialRetry, LinearRetry, NoRetry
+from tablesdk._pipeline._settings import RequestSettings
+from tablesdk._pipeline._transport import (
     DEFAULT_USER_AGENT,
     HttpResponse,
     OperationContext,

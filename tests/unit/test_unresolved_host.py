@@ -15,7 +15,7 @@ import urllib3.connection
 import urllib3.exceptions
 
 from tablesdk import AttemptState, CloudStorageAccount, ConnectionFailedError, OperationContext, RequestsSender, SendError
-from tablesdk._retry import REFUSED_BACKOFF_SECONDS
+from tablesdk._pipeline._retry import REFUSED_BACKOFF_SECONDS
 
 HOST = "myacct.table.core.windows.net"
 KEY = "a2V5a2V5a2V5a2V5"

@@ -25,7 +25,7 @@ from tablesdk import (
 from tablesdk._batch_answer import parse_batch_response
 from tablesdk._entity import entity_to_payload
 from tablesdk._formats import get_format
-from tablesdk._http import HttpRequest, HttpResponse, MockSender, Timeout
+from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 
 CONN = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk import _settings
+from tablesdk._pipeline import _settings
 
 linux_glibc = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc "),
@@ -46,7 +46,7 @@ def refused(*args, **kwargs):
     raise AssertionError("the User-Agent started a child process or scanned the interpreter")
 
 subprocess.check_output = subprocess.Popen = platform.libc_ver = refused
-from tablesdk._settings import _platform
+from tablesdk._pipeline._settings import _platform
 print(_platform())
 """
 

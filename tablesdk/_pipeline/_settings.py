@@ -3,8 +3,8 @@
 A client holds one :class:`RequestSettings` (built by :func:`client_settings` from its
 constructor's ``timeout``, ``server_timeout``, ``operation_deadline``, ``retry_policy``,
 ``location_mode`` and ``user_agent``, whose header :func:`user_agent_header` writes) and
-hands it, merged with the call's :class:`~tablesdk._options.TableRequestOptions`, to its
-transport with every request: the thread-based :class:`~tablesdk._transport.Transport` and
+hands it, merged with the call's :class:`~tablesdk._pipeline._options.TableRequestOptions`, to its
+transport with every request: the thread-based :class:`~tablesdk._pipeline._transport.Transport` and
 the asyncio :class:`~tablesdk.aio._transport.AsyncTransport` read the same value and keep no
 settings of their own. :meth:`RequestSettings.merged` is the one place where a call's options and an
 explicit ``retry_policy=`` argument override the client's defaults.
@@ -25,16 +25,16 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._core._errors import TableValidationError, require_positive_int, require_positive_seconds
+from .._core._errors import TableValidationError, require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import ExponentialRetry, RetryPolicy
-from ._version import __version__
+from .._version import __version__
 
 if TYPE_CHECKING:
     from typing import Protocol
 
     class TableRequestOptions(Protocol):
-        """The fields of :class:`tablesdk._options.TableRequestOptions` merged here (it imports this module)."""
+        """The fields of :class:`tablesdk._pipeline._options.TableRequestOptions` merged here (it imports this module)."""
 
         @property
         def timeout(self) -> Timeout | None: ...

@@ -3,7 +3,7 @@
 :class:`OperationContext` is the optional per-operation recorder a caller passes to a client
 call: every attempt is appended as a :class:`RequestAttempt`, and its two events (lists of
 callables, as the Storage Client Library's ``ResponseReceived`` and ``Retrying``) are called
-by the retry loop (:class:`tablesdk._transport.RetryLoop`) with a :class:`ResponseReceived`
+by the retry loop (:class:`tablesdk._pipeline._transport.RetryLoop`) with a :class:`ResponseReceived`
 after each attempt and a :class:`RetryDecision` after each failed one. No I/O here.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ._core._errors import TableServiceError
+from .._core._errors import TableServiceError
 from ._http import AttemptState
 
 __all__ = ["NO_HEADERS", "RequestAttempt", "OperationContext", "ResponseReceived", "RetryDecision", "read_only_headers"]

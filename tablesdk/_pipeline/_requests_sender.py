@@ -1,6 +1,6 @@
 """The default sender: :class:`RequestsSender`, one pooled :class:`requests.Session`.
 
-It lives apart from the request and response types of :mod:`tablesdk._http` so that
+It lives apart from the request and response types of :mod:`tablesdk._pipeline._http` so that
 ``requests`` and ``urllib3`` are imported only when a client creates its default
 sender, not by ``import tablesdk``.
 """
@@ -24,7 +24,7 @@ from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
 from requests.structures import CaseInsensitiveDict
 
-from ._core._errors import require_positive_int, require_positive_seconds
+from .._core._errors import require_positive_int, require_positive_seconds
 from ._http import (
     body_too_large,
     body_too_slow,

@@ -5,8 +5,8 @@ A client has defaults for every request it sends (``timeout``, ``server_timeout`
 ``options=TableRequestOptions(...)`` (a context's save and queries:
 ``request_options=``, since their ``options`` is the :class:`SaveChangesOptions`);
 the fields that are set override the client's defaults (its
-:class:`~tablesdk._settings.RequestSettings`) for that call only, the ones left None keep
-them; :meth:`RequestSettings.merged <tablesdk._settings.RequestSettings.merged>` is where.
+:class:`~tablesdk._pipeline._settings.RequestSettings`) for that call only, the ones left None keep
+them; :meth:`RequestSettings.merged <tablesdk._pipeline._settings.RequestSettings.merged>` is where.
 The client is never changed.
 
 The payload format is not a request option: the codec (JSON or Atom), the API
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._core._errors import require_positive_int, require_positive_seconds
+from .._core._errors import require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import RetryPolicy
 from ._settings import LOCATION_MODES, check_location_mode, check_retry_policy, check_timeout, resolve_retry_policy

@@ -4,10 +4,10 @@ This is the seam under the transport. A :class:`Sender` has one method,
 ``send(request, timeout)``: it puts one :class:`HttpRequest` on the wire and
 returns the complete :class:`HttpResponse`, whatever its status, or raises
 :class:`SendError` when no response arrived. It neither signs, retries, nor
-interprets statuses: :class:`~tablesdk._transport.Transport` does that, one
+interprets statuses: :class:`~tablesdk._pipeline._transport.Transport` does that, one
 attempt at a time, around whichever sender it was given.
 
-* :class:`~tablesdk._requests_sender.RequestsSender` is the default: one pooled
+* :class:`~tablesdk._pipeline._requests_sender.RequestsSender` is the default: one pooled
   :class:`requests.Session` (in its own module, so that ``requests`` is imported only
   when a client creates its sender).
 * :class:`MockSender` answers from a function, in memory, for tests (the role of
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
-from ._core._errors import require_positive_int
-from ._core._redaction import SecretPattern, redact_userinfo, strip_query
+from .._core._errors import require_positive_int
+from .._core._redaction import SecretPattern, redact_userinfo, strip_query
 
 if TYPE_CHECKING:
     from requests.structures import CaseInsensitiveDict
@@ -119,7 +119,7 @@ class HttpResponse:
 
     ``after_unknown_attempt`` is True when the transport returned this response for a
     write after an earlier attempt whose outcome was unknown (see
-    :func:`tablesdk._transport.is_ambiguous`). ``url`` is the URL of the attempt that
+    :func:`tablesdk._pipeline._transport.is_ambiguous`). ``url`` is the URL of the attempt that
     got this answer, with any SAS signature redacted (set by the transport; reads
     under a location mode use it to tell which endpoint answered). ``attempt_secrets``
     are the secrets of the attempt that got a 2xx answer (set by the transport): what a
@@ -177,7 +177,7 @@ class SendError(Exception):
     ``refused`` a connection that could not be made because nothing is there: refused
     (nothing listens) or, with ``unresolved`` too, a host name that does not resolve (a
     mistyped account name or endpoint). Waiting minutes fixes neither, so both are retried
-    on the short schedule of :func:`~tablesdk._retry.refused_backoff`. ``status`` is set when
+    on the short schedule of :func:`~tablesdk._pipeline._retry.refused_backoff`. ``status`` is set when
     a response began but its body was refused (larger than the size cap): the server
     did answer, so the attempt counts as answered and is not retried. ``invalid`` marks a
     request that cannot be sent at all (a malformed URL or header): a programming error.

@@ -40,7 +40,7 @@ keyword) and then reads ``error.headers`` itself if it wants to.
 
 Retries of writes can produce confusing answers (a retried insert that had
 already succeeded gets 409, a retried delete gets 404); the transport flags
-those errors with ``ambiguous_retry`` (see :mod:`tablesdk._transport`).
+those errors with ``ambiguous_retry`` (see :mod:`tablesdk._pipeline._transport`).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ._core._errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
+from .._core._errors import ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int
 
 if TYPE_CHECKING:
     import random as _random

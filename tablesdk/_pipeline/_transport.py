@@ -1,9 +1,9 @@
 """Sending one logical request: sign, send, time out, retry and record.
 
-:class:`Transport` is a retry loop over a :class:`~tablesdk._http.Sender` (by
-default a :class:`~tablesdk._requests_sender.RequestsSender`, one pooled
-:class:`requests.Session`). It turns an :class:`~tablesdk._http.HttpRequest`
-into an :class:`~tablesdk._http.HttpResponse`, or raises a
+:class:`Transport` is a retry loop over a :class:`~tablesdk._pipeline._http.Sender` (by
+default a :class:`~tablesdk._pipeline._requests_sender.RequestsSender`, one pooled
+:class:`requests.Session`). It turns an :class:`~tablesdk._pipeline._http.HttpRequest`
+into an :class:`~tablesdk._pipeline._http.HttpResponse`, or raises a
 :class:`~tablesdk._core._errors.TableServiceError` subclass. It knows nothing about
 entities or payload formats: error bodies are turned into exceptions by the
 ``error_parser`` the client passes in, and a ``check`` callback may refuse a
@@ -17,14 +17,14 @@ call the sender and how they wait. What happens on every attempt:
   (the same for every attempt), ``User-Agent``, ``Content-Length`` and the
   service's ``timeout=N``; :func:`sign_attempt` (once per attempt) copies the
   request, sets a fresh ``x-ms-date`` and lets the credential sign the copy;
-* the sender sends it; a :class:`~tablesdk._http.SendError` becomes
+* the sender sends it; a :class:`~tablesdk._pipeline._http.SendError` becomes
   :class:`~tablesdk._core._errors.RequestTimeoutError` or
   :class:`~tablesdk._core._errors.ConnectionFailedError`, a status >= 300 whatever
-  ``error_parser`` builds; each attempt's :class:`~tablesdk._http.AttemptState`
+  ``error_parser`` builds; each attempt's :class:`~tablesdk._pipeline._http.AttemptState`
   (not sent / sent, outcome unknown / answered) is recorded once;
 * the retry policy decides whether to try again and after how long; an
   overall ``deadline`` caps each attempt's timeout and is never slept past;
-* one DEBUG line is logged to ``tablesdk._transport`` (a WARNING with the cause
+* one DEBUG line is logged to ``tablesdk._pipeline._transport`` (a WARNING with the cause
   and the delay when the attempt will be retried) and one
   :class:`RequestAttempt` is appended to the caller's :class:`OperationContext`.
 
@@ -51,8 +51,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from ._core._auth import http_date
-from ._core._errors import (
+from .._core._auth import http_date
+from .._core._errors import (
     BatchError, ConnectionFailedError, RequestTimeoutError, TableServiceError, require_positive_int,
 )
 from ._http import (
@@ -65,7 +65,7 @@ from ._http import (
     Timeout,
     check_max_response_bytes,
 )
-from ._core._redaction import (
+from .._core._redaction import (
     SecretPattern,
     attempt_secrets,
     install_log_filter,
@@ -86,12 +86,12 @@ from ._operation_context import (
 )
 from ._retry import RetryPolicy, honours_server_delay, server_delay
 from ._settings import DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, RequestSettings
-from ._core._tracing import active_tracer, traced_attempt
+from .._core._tracing import active_tracer, traced_attempt
 
 if TYPE_CHECKING:
     import logging
 
-    from ._core._auth import TableCredential
+    from .._core._auth import TableCredential
 
 __all__ = [
     "AttemptResult",
@@ -278,7 +278,7 @@ class RetryLoop:
 
     A driver (the thread-based :class:`Transport`, or an asyncio one) repeats: take
     :meth:`next_timeout`, sign (:func:`sign_attempt`) and send the request, feed the
-    answer to :meth:`answered` or the :class:`~tablesdk._http.SendError` to
+    answer to :meth:`answered` or the :class:`~tablesdk._pipeline._http.SendError` to
     :meth:`failed`, then :meth:`settle` it, which classifies it, flags ambiguity,
     asks the policy, applies the deadline, records the attempt and logs; finally
     wait the step's ``delay`` or :meth:`Step.finish`.
@@ -612,12 +612,12 @@ class Transport:
     ``credential`` signs each attempt (None sends unsigned, e.g. a URL that
     already carries a SAS) and ``error_parser`` turns a response with status >= 300
     into the exception to raise. The transport keeps no request settings: every
-    :meth:`send` is given the :class:`~tablesdk._settings.RequestSettings` to use
+    :meth:`send` is given the :class:`~tablesdk._pipeline._settings.RequestSettings` to use
     (the client's, merged with the call's options), the same value the asyncio
     transport reads.
 
-    ``sender`` puts each attempt on the wire (see :mod:`tablesdk._http`); by
-    default a :class:`~tablesdk._requests_sender.RequestsSender` built from ``pool_size``,
+    ``sender`` puts each attempt on the wire (see :mod:`tablesdk._pipeline._http`); by
+    default a :class:`~tablesdk._pipeline._requests_sender.RequestsSender` built from ``pool_size``,
     ``trust_env``, ``max_response_bytes`` and ``proxies`` (connection settings, fixed with the
     sender: a custom ``sender`` takes its own), which the transport closes with itself. Idle connections the server closed (Azurite closes them after 5 s)
     are reopened by urllib3; a close that races a new request surfaces as a
