@@ -64,7 +64,7 @@ from tablesdk import (  # noqa: E402
     EdmType,
     EntityProperty,
 )
-from tablesdk._entity import entity_to_payload  # noqa: E402
+from tablesdk._entities._entity import entity_to_payload  # noqa: E402
 
 ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

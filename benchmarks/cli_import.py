@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import machine, sample_properties  # noqa: E402
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity  # noqa: E402
 from tablesdk.cli._files import payload_json  # noqa: E402
-from tablesdk._entity import entity_to_payload  # noqa: E402
+from tablesdk._entities._entity import entity_to_payload  # noqa: E402
 
 
 @contextmanager

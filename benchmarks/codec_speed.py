@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lxml import etree  # noqa: E402
 
-from tablesdk._edm import EdmType, EntityPayload, format_datetime  # noqa: E402
+from tablesdk._entities._edm import EdmType, EntityPayload, format_datetime  # noqa: E402
 from tablesdk._formats.atom import ATOM_NS, DATASERVICES_NS, METADATA_NS, SAFE_XML_PARSER, AtomFormat  # noqa: E402
 from tablesdk._formats.json import JsonFormat  # noqa: E402
 

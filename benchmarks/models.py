@@ -30,7 +30,7 @@ import attrs  # noqa: E402
 import pydantic  # noqa: E402
 
 from tablesdk import DynamicEntity, Int64, TableEntity  # noqa: E402
-from tablesdk._entity import entity_to_payload, read_page  # noqa: E402
+from tablesdk._entities._entity import entity_to_payload, read_page  # noqa: E402
 from tablesdk._formats.json import JsonFormat  # noqa: E402
 
 

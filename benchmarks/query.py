@@ -49,7 +49,7 @@ from _common import (  # noqa: E402
 )
 
 from tablesdk import BatchOperation, BatchOperationKind, CloudStorageAccount, CloudTableClient, MergeOption  # noqa: E402
-from tablesdk._edm import EdmType, EntityPayload  # noqa: E402
+from tablesdk._entities._edm import EdmType, EntityPayload  # noqa: E402
 
 PARTITIONS, PER_PARTITION = 100, 100
 

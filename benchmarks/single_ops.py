@@ -154,7 +154,7 @@ class Tablesdk:
         self.entities = [self.make(n) for n in range(count)]
 
     def bodies(self) -> list[bytes]:
-        from tablesdk._entity import entity_to_payload
+        from tablesdk._entities._entity import entity_to_payload
 
         return [self.client._format.serialize_entity(entity_to_payload(e)) for e in self.entities]
 

@@ -27,9 +27,9 @@ from ._merge import MergeOption
 from ._save_plan import SaveChangesOptions
 from ._tracking import EntityDescriptor, EntityStates
 from ._tracking_context import UnsavedChangesWarning
-from ._edm import EdmDateTime, EdmType, EntityProperty, Int64
-from ._entity import DynamicEntity, TableEntity, allow_unfilterable_names
-from ._models import AsJson, ByValue, Chunked, Converter, Flatten, Json, StoredAs
+from ._entities._edm import EdmDateTime, EdmType, EntityProperty, Int64
+from ._entities._entity import DynamicEntity, TableEntity, allow_unfilterable_names
+from ._entities._models import AsJson, ByValue, Chunked, Converter, Flatten, Json, StoredAs
 from ._core._errors import (
     AuthenticationError,
     BatchError,
@@ -46,7 +46,7 @@ from ._core._errors import (
     TableServiceError,
     TableValidationError,
 )
-from ._filter import col, prop
+from ._entities._filter import col, prop
 from ._pipeline._http import (
     AttemptState, HttpRequest, HttpResponse, MockSender, SendError, Sender, SendingRequest, Timeout,
 )

@@ -7,12 +7,12 @@ so ``import tablesdk`` never loads them.
 Reading (:func:`iter_query_batches`, :func:`query_to_arrow`): each page of the
 query becomes one ``pyarrow.RecordBatch``: a JSON page straight from its body
 (:mod:`tablesdk._arrow_json`: Arrow's JSON reader, no Python object per value), any other page decoded by the client into an
-:class:`~tablesdk._edm.EntityPage` (values and their EDM types, no entity
+:class:`~tablesdk._entities._edm.EntityPage` (values and their EDM types, no entity
 objects) and turned column by column; only the current page (and the next page's
 undecoded answer, when the query reads ahead) is held. Each column's Arrow type
 comes from the EDM type of its values (see :data:`ARROW_TYPES`); DateTime is
 ``timestamp[ns, UTC]``, which keeps the service's 100 ns ticks (the seventh
-digit :class:`~tablesdk._edm.EdmDateTime` remembers). Every field carries its EDM
+digit :class:`~tablesdk._entities._edm.EdmDateTime` remembers). Every field carries its EDM
 type in its metadata (:data:`EDM_TYPE_KEY`), so a table written back
 (:func:`write_arrow`, a Parquet file) keeps Guid and Int64 apart from String
 and Int32. A property that arrives with two EDM types raises
@@ -32,7 +32,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
+from ._entities._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
 from ._core._errors import SchemaConflictError
 from ._core._extras import install_hint
 
@@ -726,7 +726,7 @@ def _guid_objects(texts: Any, index: Any) -> Any:
     codec's column reader makes them (cheaper than ``arrow.uuid``'s ``to_pandas``, a UUID at a time)."""
     import pandas as pd
 
-    from ._edm_specs import EDM_SPECS
+    from ._entities._edm_specs import EDM_SPECS
 
     values = texts.to_pylist()
     present = [text for text in values if text is not None]

@@ -37,8 +37,8 @@ from decimal import Decimal
 from typing import Any
 
 from ._arrow import EDM_TYPE_KEY, _keys_text, _pyarrow, _short, is_uuid_type
-from ._edm import DATETIME_MAX, DATETIME_MIN, EdmType, parse_datetime
-from ._edm_base import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from ._entities._edm import DATETIME_MAX, DATETIME_MIN, EdmType, parse_datetime
+from ._entities._edm_base import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from ._core._errors import TableValidationError
 
 __all__ = ["check_column", "column_values", "edm_type_overrides", "frame_to_arrow"]

@@ -27,7 +27,7 @@ import io
 import re
 from typing import Any
 
-from ._edm import EdmType, b64decode_strict
+from ._entities._edm import EdmType, b64decode_strict
 from ._pipeline._http import HttpResponse
 
 __all__ = ["JsonColumnsReader", "PageColumns"]

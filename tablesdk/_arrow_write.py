@@ -3,7 +3,7 @@
 The columns are checked as a whole before anything is sent (PartitionKey and RowKey
 present, strings without nulls; every column of a type some EDM type holds; nanosecond
 timestamps on 100 ns ticks), then each row becomes a
-:class:`~tablesdk._entity.DynamicEntity` (nulls left out) for
+:class:`~tablesdk._entities._entity.DynamicEntity` (nulls left out) for
 :func:`~tablesdk._bulk.insert_entities`, which checks each entity's limits and sends them in
 batches: an entity it refuses fails alone, in the :class:`~tablesdk._bulk.BulkResult`.
 A column's EDM type is ``edm_types``' for it, else its field metadata's (as
@@ -19,8 +19,8 @@ from typing import Any
 
 from ._arrow import ETAG_COLUMN, _pyarrow, edm_type_of_field
 from ._arrow_fit import check_column, column_values, edm_type_overrides, frame_to_arrow
-from ._edm import EdmType
-from ._entity import DynamicEntity
+from ._entities._edm import EdmType
+from ._entities._entity import DynamicEntity
 from ._core._errors import TableValidationError
 
 

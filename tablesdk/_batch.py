@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import attrgetter
 from urllib.parse import quote
 
-from ._edm import EntityPayload
+from ._entities._edm import EntityPayload
 from ._core._errors import TableValidationError
 from ._formats import PayloadFormat
 

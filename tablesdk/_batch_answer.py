@@ -27,7 +27,7 @@ from itertools import repeat
 from operator import getitem, itemgetter
 
 from ._batch import MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, BatchOperationResult
-from ._edm import EntityPayload
+from ._entities._edm import EntityPayload
 from ._core._errors import BatchError, ResponseDecodeError, error_for_status
 from ._formats import PayloadFormat, decoded, parse_error_body, require_keys
 from ._pipeline._http import HttpResponse

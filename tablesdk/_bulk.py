@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk_plan import BatchSizer, BulkItem, Step, plan_inserts
-from ._entity import validate_table_name
-from ._entity_access import set_entity_etag
+from ._entities._entity import validate_table_name
+from ._entities._entity_access import set_entity_etag
 from ._core._errors import (
     BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int, warn_the_caller,
 )

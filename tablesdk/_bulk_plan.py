@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
-from ._edm import EdmType, EntityPayload
-from ._entity import entity_to_payload
+from ._entities._edm import EdmType, EntityPayload
+from ._entities._entity import entity_to_payload
 from ._core._errors import TableValidationError
 from ._formats import PayloadFormat
 

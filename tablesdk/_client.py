@@ -34,9 +34,9 @@ from ._operations import (
     run_flow,
 )
 from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from ._edm import EdmType, EntityPayload
-from ._entity import DynamicEntity, E, EntityObject, validate_table_name
-from ._filter import FilterLike
+from ._entities._edm import EdmType, EntityPayload
+from ._entities._entity import DynamicEntity, E, EntityObject, validate_table_name
+from ._entities._filter import FilterLike
 from ._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import segment_results, stream_pages
 from ._pager import PageRequest, Pager

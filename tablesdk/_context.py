@@ -24,8 +24,8 @@ import contextvars
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from ._entity import DynamicEntity, E, validate_table_name
-from ._filter import prop
+from ._entities._entity import DynamicEntity, E, validate_table_name
+from ._entities._filter import prop
 from ._operations import RAISED_FROM_THE_CALL
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._pipeline._options import TableRequestOptions, resolve_retry_policy

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ._edm import EntityPage
+from ._entities._edm import EntityPage
 from ._pipeline._http import HttpResponse
 
 __all__ = ["ContinuationToken", "ResultSegment", "FetchedPage"]

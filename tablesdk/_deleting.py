@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from ._batch import MAX_BATCH_OPERATIONS
 from ._bulk import DELETE, BulkCall, BulkKind, BulkOptions, BulkResult, ProgressCallback, run_on_threads
 from ._bulk_plan import BulkItem, Step
-from ._edm import EntityPayload
-from ._entity import DynamicEntity, entity_from_payload, validate_table_name
+from ._entities._edm import EntityPayload
+from ._entities._entity import DynamicEntity, entity_from_payload, validate_table_name
 from ._core._errors import TableValidationError
-from ._filter import FilterLike
+from ._entities._filter import FilterLike
 from ._pipeline._options import TableRequestOptions
 from ._query import FetchedPage, TableQuery, query_pages
 

@@ -27,10 +27,10 @@ from ._core._account import CloudStorageAccount
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, iter_query_batches
 from ._bulk import BulkMode, BulkOptions, insert_entities
 from ._client import CloudTableClient
-from ._edm import EdmType
-from ._entity import DynamicEntity
+from ._entities._edm import EdmType
+from ._entities._entity import DynamicEntity
 from ._core._errors import TableServiceError, require_positive_seconds
-from ._filter import Filter, prop
+from ._entities._filter import Filter, prop
 from ._parallel import find_partition_boundaries
 from ._query import TableQuery
 

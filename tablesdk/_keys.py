@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from ._edm import EdmDateTime
+from ._entities._edm import EdmDateTime
 from ._core._errors import TableValidationError
 
 __all__ = ["DATETIME_MAX_TICKS", "reverse_ticks", "datetime_from_reverse_ticks", "fixed_width_key"]
@@ -40,7 +40,7 @@ def reverse_ticks(dt: datetime) -> str:
     The white paper's trick for "retrieve latest items first": keys sort
     ascending, so ``reverse_ticks(later) < reverse_ticks(earlier)``. Ticks are
     .NET's 100 ns units since 0001-01-01; a naive ``dt`` is UTC, an aware one
-    is converted to UTC, and an :class:`~tablesdk._edm.EdmDateTime`'s seventh
+    is converted to UTC, and an :class:`~tablesdk._entities._edm.EdmDateTime`'s seventh
     fractional digit counts. The result is always 19 digits, so keys of dates
     after 6831 (18 significant digits) still sort correctly.
     """
@@ -55,7 +55,7 @@ def reverse_ticks(dt: datetime) -> str:
 def datetime_from_reverse_ticks(s: str) -> datetime:
     """The aware UTC time a :func:`reverse_ticks` key stands for (exactly, to 100 ns).
 
-    Returns an :class:`~tablesdk._edm.EdmDateTime` (a ``datetime``) that keeps
+    Returns an :class:`~tablesdk._entities._edm.EdmDateTime` (a ``datetime``) that keeps
     the seventh fractional digit; raises ``ValueError`` for anything but 19
     ASCII digits.
     """

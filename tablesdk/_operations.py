@@ -33,8 +33,8 @@ from ._batch import (
     prefer_value,
     supports_prefer,
 )
-from ._edm import EntityPage, EntityPayload
-from ._entity import (
+from ._entities._edm import EntityPage, EntityPayload
+from ._entities._entity import (
     AnyEntity,
     E,
     EntityObject,
@@ -43,7 +43,7 @@ from ._entity import (
     validate_key,
     validate_table_name,
 )
-from ._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
+from ._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
 from ._core._errors import (
     BatchError,
     ConflictError,
@@ -55,7 +55,7 @@ from ._core._errors import (
     error_for_status,
     require_positive_seconds,
 )
-from ._filter import FilterLike, as_filter, prop, render_filter
+from ._entities._filter import FilterLike, as_filter, prop, render_filter
 from ._formats import (
     PayloadFormat, decoded, decoding, get_format, parse_error_body, require_entity, require_keys, require_page_keys,
 )

@@ -23,9 +23,9 @@ import contextvars
 from typing import Any, Generic, TypeVar
 
 from ._continuation import ContinuationToken, ResultSegment
-from ._entity import DynamicEntity, E
+from ._entities._entity import DynamicEntity, E
 from ._core._errors import require_positive_int
-from ._filter import prop
+from ._entities._filter import prop
 from ._query import TableQuery, query_pages
 
 __all__ = [

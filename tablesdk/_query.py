@@ -39,10 +39,10 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
-from ._edm import EdmType, EntityPage
-from ._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
+from ._entities._edm import EdmType, EntityPage
+from ._entities._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
 from ._core._errors import TableValidationError, require_positive_int
-from ._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
+from ._entities._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from ._pipeline._http import workers_within_pool
 from ._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
@@ -258,7 +258,7 @@ class TableQuery(Generic[E]):
 
     @property
     def filter(self) -> Filter | None:
-        """The filter expression (raw strings appear as :class:`~tablesdk._filter.RawFilter`), or None."""
+        """The filter expression (raw strings appear as :class:`~tablesdk._entities._filter.RawFilter`), or None."""
         return self._filter
 
     @property

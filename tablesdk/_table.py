@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from ._batch import BatchOperationKind
-from ._edm import EdmType, EntityPayload
-from ._entity import AnyEntity, DynamicEntity, E, EntityObject
+from ._entities._edm import EdmType, EntityPayload
+from ._entities._entity import AnyEntity, DynamicEntity, E, EntityObject
 from ._core._errors import ResourceNotFoundError, TableErrorCode
-from ._filter import FilterLike
+from ._entities._filter import FilterLike
 from ._pipeline._options import TableRequestOptions
 from ._query import ContinuationToken, TableQuery
 from ._pipeline._retry import RetryPolicy
@@ -45,7 +45,7 @@ class CloudTable:
     """One table of a :class:`~tablesdk.CloudTableClient`; get it with ``client.get_table_reference(name)``."""
 
     def __init__(self, client: CloudTableClient, name: str) -> None:
-        from ._entity import validate_table_name
+        from ._entities._entity import validate_table_name
 
         validate_table_name(name)
         self.client = client

@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._batch import BatchOperation, BatchOperationKind
-from ._edm import EntityPage, EntityPayload
-from ._entity import E, ResolvedType, entity_from_payload, read_page
-from ._entity_access import entity_etag
+from ._entities._edm import EntityPage, EntityPayload
+from ._entities._entity import E, ResolvedType, entity_from_payload, read_page
+from ._entities._entity_access import entity_etag
 from ._core._errors import BatchError, ResourceNotFoundError, TableServiceError, warn_the_caller
 from ._merge import MergeOption, refresh_tracked
 from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery

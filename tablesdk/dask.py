@@ -39,8 +39,8 @@ from ._engines import (
 )
 from ._core._extras import require_extra
 from ._bulk import BulkMode, BulkOptions
-from ._edm import EdmType
-from ._filter import Filter
+from ._entities._edm import EdmType
+from ._entities._filter import Filter
 from ._pipeline._options import TableRequestOptions
 from ._pipeline._retry import RetryPolicy
 

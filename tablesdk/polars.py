@@ -26,10 +26,10 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ._bulk import BulkMode, BulkResult, ProgressCallback
-from ._edm import EdmDateTime, EdmType, EntityProperty
+from ._entities._edm import EdmDateTime, EdmType, EntityProperty
 from ._engines import RangePlan, RangeSpec, plan_ranges, read_range
 from ._core._extras import require_extra
-from ._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
+from ._entities._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
 from ._pipeline._options import TableRequestOptions
 from ._pipeline._retry import RetryPolicy
 

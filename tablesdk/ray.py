@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._arrow_fit import edm_type_overrides
 from ._bulk import BulkMode, BulkOptions
-from ._edm import EdmType
+from ._entities._edm import EdmType
 from ._engines import (
     ConnectionSecret,
     Failures,
@@ -36,7 +36,7 @@ from ._engines import (
     write_block,
 )
 from ._core._extras import require_extra
-from ._filter import Filter
+from ._entities._filter import Filter
 from ._pipeline._options import TableRequestOptions
 from ._pipeline._retry import RetryPolicy
 

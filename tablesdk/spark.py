@@ -54,11 +54,11 @@ from ._arrow import ETAG_COLUMN, edm_type_of_field  # noqa: E402
 from ._arrow_fit import edm_type_overrides  # noqa: E402
 from ._bulk import BulkMode  # noqa: E402
 from ._client import CloudTableClient  # noqa: E402
-from ._edm import EdmType, format_datetime  # noqa: E402
+from ._entities._edm import EdmType, format_datetime  # noqa: E402
 from ._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E402
-from ._entity import DynamicEntity  # noqa: E402
+from ._entities._entity import DynamicEntity  # noqa: E402
 from ._core._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
-from ._filter import Filter, Or, count_comparisons, prop  # noqa: E402
+from ._entities._filter import Filter, Or, count_comparisons, prop  # noqa: E402
 from ._parallel import find_partition_boundaries  # noqa: E402
 from ._query import TableQuery  # noqa: E402
 

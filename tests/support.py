@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tablesdk._edm import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, EdmDateTime, EdmType, EntityPayload
+from tablesdk._entities._edm import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, EdmDateTime, EdmType, EntityPayload
 from tablesdk._formats import PayloadFormat
 
 UTC = timezone.utc

@@ -1,6 +1,6 @@
 """Wire formats: AtomPub and JSON behind one :class:`PayloadFormat` interface.
 
-A codec turns :class:`~tablesdk._edm.EntityPayload` objects into request bodies
+A codec turns :class:`~tablesdk._entities._edm.EntityPayload` objects into request bodies
 and response bodies back into payloads; it never does I/O and never sees entity
 classes. Use :func:`get_format` to obtain one by name.
 """
@@ -13,7 +13,7 @@ from itertools import repeat
 from collections.abc import Callable, Collection
 from typing import Any, Protocol, TypeVar, cast
 
-from .._edm import EntityPage, EntityPayload
+from .._entities._edm import EntityPage, EntityPayload
 from .._core._errors import ResponseDecodeError
 from .._core._redaction import SecretPattern, scrub
 
@@ -212,7 +212,7 @@ class PayloadFormat(ABC):
         """Every entity of a query response, in order, in one pass over the body."""
 
     def parse_entity_page(self, body: bytes) -> EntityPage:
-        """:meth:`parse_entities` as one :class:`~tablesdk._edm.EntityPage` (a codec may read it faster so)."""
+        """:meth:`parse_entities` as one :class:`~tablesdk._entities._edm.EntityPage` (a codec may read it faster so)."""
         return EntityPage.of(self.parse_entities(body))
 
     @abstractmethod

@@ -33,10 +33,10 @@ from typing import Any
 
 from lxml import etree
 
-from .._edm import (
+from .._entities._edm import (
     INT32_MAX, INT32_MIN, EdmType, EntityPage, EntityPayload, format_datetime, infer_edm_type, to_atom_text,
 )
-from .._edm_specs import EDM_SPECS, ColumnReader, text_as_is
+from .._entities._edm_specs import EDM_SPECS, ColumnReader, text_as_is
 from .._core._errors import TableValidationError
 from . import PayloadFormat as PayloadFormat, decodes as decodes
 
@@ -498,7 +498,7 @@ class AtomFormat(PayloadFormat):
 
     @decodes
     def parse_entity_page(self, body: bytes) -> EntityPage:
-        """:meth:`parse_entities` as one :class:`~tablesdk._edm.EntityPage`, read column by
+        """:meth:`parse_entities` as one :class:`~tablesdk._entities._edm.EntityPage`, read column by
         column: the entities of one shape share one ``types`` dict."""
         root = parse_xml(body)
         self._check_root(root)

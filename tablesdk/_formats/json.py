@@ -34,7 +34,7 @@ from itertools import chain, compress, repeat
 from operator import itemgetter, setitem
 from typing import Any
 
-from .._edm import (
+from .._entities._edm import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -44,7 +44,7 @@ from .._edm import (
     EntityPayload,
     parse_datetime,
 )
-from .._edm_specs import EDM_SPECS, ColumnReader
+from .._entities._edm_specs import EDM_SPECS, ColumnReader
 from . import PayloadFormat as PayloadFormat, decodes as decodes
 from .json_write import (
     _ANNOTATION,
@@ -63,7 +63,7 @@ METADATA_LEVELS = ("nometadata", "minimalmetadata", "fullmetadata")
 _ANNOTATION_LEN = len(_ANNOTATION)
 _STRING, _INT32, _INT64 = EdmType.STRING, EdmType.INT32, EdmType.INT64
 _DATETIME, _DOUBLE = EdmType.DATETIME, EdmType.DOUBLE
-# Built from the table of EDM types (tablesdk._edm_specs) when this module is imported.
+# Built from the table of EDM types (tablesdk._entities._edm_specs) when this module is imported.
 #: EDM type of an un-annotated JSON value, by its Python type (int is range-checked).
 _PLAIN_TYPES: dict[type, EdmType] = {kind: t for t, spec in EDM_SPECS.items() for kind in spec.json_bare_kinds}
 #: JSON value -> Python value for an annotated property, by wire type name (a str key: the
@@ -613,7 +613,7 @@ class JsonFormat(PayloadFormat):
 
     @decodes
     def parse_entity_page(self, body: bytes) -> EntityPage:
-        """:meth:`parse_entities` as one :class:`~tablesdk._edm.EntityPage`.
+        """:meth:`parse_entities` as one :class:`~tablesdk._entities._edm.EntityPage`.
 
         With metadata, a page is read column by column: entities are grouped by
         their keys, the kinds of their values and their annotations (a feed's

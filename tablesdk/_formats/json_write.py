@@ -13,7 +13,7 @@ from itertools import chain, compress
 from math import isfinite as _isfinite
 from typing import Any
 
-from .._edm import (
+from .._entities._edm import (
     EdmType,
     EntityPayload,
     ShapeMemo,
@@ -22,7 +22,7 @@ from .._edm import (
     to_json_value,
     value_shape,
 )
-from .._edm_specs import EDM_SPECS
+from .._entities._edm_specs import EDM_SPECS
 from .._core._errors import TableValidationError
 
 _ANNOTATION = "@odata.type"

@@ -31,7 +31,7 @@ from .._bulk import (
     insert_call,
 )
 from .._bulk_plan import Step
-from .._entity import EntityObject
+from .._entities._entity import EntityObject
 from .._pipeline._options import TableRequestOptions
 from .._pipeline._retry import RetryPolicy
 from .._pipeline._transport import OperationContext

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response
 from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
-from .._edm import EdmType, EntityPayload
-from .._entity import DynamicEntity, E, EntityObject
-from .._filter import FilterLike
+from .._entities._edm import EdmType, EntityPayload
+from .._entities._entity import DynamicEntity, E, EntityObject
+from .._entities._filter import FilterLike
 from .._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._pipeline._options import TableRequestOptions, check_options
 from .._page_stream import segment_results, stream_pages_async

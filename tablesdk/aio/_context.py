@@ -33,8 +33,8 @@ from .._operations import RAISED_FROM_THE_CALL
 from .._save_outcome import DataServiceResponse
 from .._save_plan import SaveChangesOptions
 from .._tracking_context import TrackingContext, warn_get_gave_none
-from .._entity import DynamicEntity, E, validate_table_name
-from .._filter import prop
+from .._entities._entity import DynamicEntity, E, validate_table_name
+from .._entities._filter import prop
 from .._query import ContinuationToken, ResultSegment, TableQuery
 from .._pipeline._options import TableRequestOptions, resolve_retry_policy
 from .._pipeline._retry import NoRetry, RetryPolicy

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from .._bulk import BulkOptions, BulkResult, ProgressCallback
 from .._bulk_plan import Step
 from .._deleting import delete_call, key_query, page_deletes, page_payloads
-from .._edm import EntityPayload
-from .._entity import DynamicEntity, validate_table_name
-from .._filter import FilterLike
+from .._entities._edm import EntityPayload
+from .._entities._entity import DynamicEntity, validate_table_name
+from .._entities._filter import FilterLike
 from .._pipeline._options import TableRequestOptions
 from .._page_stream import stream_pages_async
 from .._pager import PageRequest, Pager

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._entity import E
+from .._entities._entity import E
 from .._parallel import boundary_search, partition_key_of, probe_at, probe_query
 from .._query import TableQuery
 

@@ -22,9 +22,9 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from .._edm import EdmType
-from .._entity import E
-from .._filter import Filter, FilterLike
+from .._entities._edm import EdmType
+from .._entities._entity import E
+from .._entities._filter import Filter, FilterLike
 from .._continuation import ContinuationToken, FetchedPage, ResultSegment
 from .._core._errors import require_positive_int
 from .._pipeline._options import TableRequestOptions

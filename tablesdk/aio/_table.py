@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, overload
 from .._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from .._batch import BatchOperationKind
 from .._bulk import BulkMode, BulkResult, ProgressCallback
-from .._edm import EdmType, EntityPayload
-from .._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
+from .._entities._edm import EdmType, EntityPayload
+from .._entities._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
 from .._core._errors import ResourceNotFoundError
-from .._filter import FilterLike
+from .._entities._filter import FilterLike
 from .._pipeline._options import TableRequestOptions
 from .._query import ContinuationToken
 from .._pipeline._retry import RetryPolicy

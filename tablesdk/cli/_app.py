@@ -19,7 +19,7 @@ import click
 
 from .._core._account import CloudStorageAccount
 from .._client import CloudTableClient
-from .._entity import DynamicEntity, entity_from_payload
+from .._entities._entity import DynamicEntity, entity_from_payload
 from .._core._errors import ConnectionFailedError, TableServiceError, TableValidationError
 from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json
 from ._options import (
@@ -459,7 +459,7 @@ def _print_grid(client: CloudTableClient, query: Any, limit: int, check: NumberF
     from rich.console import Console
     from rich.table import Table
 
-    from .._edm import EdmType, to_atom_text
+    from .._entities._edm import EdmType, to_atom_text
     from ._transfer import pages
 
     rows: list[dict[str, str]] = []

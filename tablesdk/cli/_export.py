@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, TYPE_CHECKING
 
 from .._client import CloudTableClient
-from .._edm import EdmType, EntityPayload
-from .._entity import DynamicEntity, entity_to_payload
+from .._entities._edm import EdmType, EntityPayload
+from .._entities._entity import DynamicEntity, entity_to_payload
 from .._continuation import ContinuationToken
 from .._parallel import find_partition_boundaries
 from .._query import TableQuery

@@ -7,7 +7,7 @@ the codec in :mod:`tablesdk._formats.json` does both directions.
 
 CSV files have a header row naming each column ``Name`` (Edm.String) or
 ``Name@Edm.Type``; cells hold the AtomPub text form of the value
-(:func:`tablesdk._edm.to_atom_text`), which is exact for every type (7-digit
+(:func:`tablesdk._entities._edm.to_atom_text`), which is exact for every type (7-digit
 DateTime, Int64, NaN and infinite doubles, base64 Binary). Every present value
 is quoted, and an empty *unquoted* cell means the entity has no such property,
 so an empty string and a missing property stay apart. A property seen with two
@@ -22,8 +22,8 @@ import re
 from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any
 
-from .._edm import EdmType, EntityPayload, format_datetime, from_atom_text, to_atom_text
-from .._entity import DynamicEntity, entity_from_payload
+from .._entities._edm import EdmType, EntityPayload, format_datetime, from_atom_text, to_atom_text
+from .._entities._entity import DynamicEntity, entity_from_payload
 from .._core._errors import ResponseDecodeError
 from .._formats import get_format
 from .._formats.json import JsonFormat

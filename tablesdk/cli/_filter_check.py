@@ -22,8 +22,8 @@ from typing import Any
 import click
 
 from .._client import CloudTableClient
-from .._edm import EdmType, EntityPayload
-from .._entity import DynamicEntity
+from .._entities._edm import EdmType, EntityPayload
+from .._entities._entity import DynamicEntity
 
 __all__ = ["SAMPLE_SIZE", "NumberFilterCheck", "numeric_comparisons"]
 
@@ -37,7 +37,7 @@ def numeric_comparisons(filter_text: str | None) -> list[str]:
     """The properties ``filter_text`` compares with a numeric literal (none when it cannot be read)."""
     if not filter_text:
         return []
-    from .._filter_text import _FilterSyntaxError, _Parser
+    from .._entities._filter_text import _FilterSyntaxError, _Parser
 
     parser = _Parser(filter_text)
     try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .._edm import EdmType
+from .._entities._edm import EdmType
 from ._files import CsvColumns, _records, _split_record
 
 __all__ = ["INFERRED_TYPES", "infer_csv_types", "inferred_text"]
@@ -66,7 +66,7 @@ def _fits(value: str) -> set[EdmType]:
 
 
 def _check_date(value: str) -> bool:
-    from .._edm import from_atom_text
+    from .._entities._edm import from_atom_text
 
     try:
         from_atom_text(value, EdmType.DATETIME)

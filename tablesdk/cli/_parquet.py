@@ -42,10 +42,10 @@ from typing import Any
 from .._arrow import SYSTEM_COLUMNS, BatchBuilder, edm_type_of_field, scan_batches
 from .._arrow_write import arrow_rows
 from .._client import CloudTableClient
-from .._edm import EdmType
+from .._entities._edm import EdmType
 from .._core._errors import SchemaConflictError
 from .._core._extras import require_extra
-from .._filter import prop
+from .._entities._filter import prop
 from ._export import ExportError, ExportSpec, _key_ranges
 from ._files import PARQUET, EntityLine
 from ._output import OutputPath, new_directory_beside, output_path

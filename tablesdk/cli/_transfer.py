@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from .._client import CloudTableClient
-from .._edm import EntityPayload
-from .._entity import DynamicEntity, entity_from_payload, entity_to_payload
+from .._entities._edm import EntityPayload
+from .._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from .._core._errors import TableServiceError
 from .._continuation import ContinuationToken
 from .._page_stream import stream_pages
 from .._pager import PageRequest, Pager
 from .._query import FetchedPage, TableQuery
-from .._filter import prop
+from .._entities._filter import prop
 from ._files import EntityLine, payload_json
 from ._options import IMPORT_MODES
 from ._progress import Progress

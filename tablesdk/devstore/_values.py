@@ -34,7 +34,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from .._edm import (
+from .._entities._edm import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,

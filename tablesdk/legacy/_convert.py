@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import DynamicEntity, EdmType as SdkEdmType, EntityProperty as SdkEntityProperty
-from .._edm_base import format_datetime, parse_datetime
+from .._entities._edm_base import format_datetime, parse_datetime
 from ._errors import AzureException
 from ._models import EdmType, Entity, EntityProperty
 

@@ -19,7 +19,7 @@ from .. import (
 )
 from .. import AccessPolicy as SdkAccessPolicy
 from .._core._account import DEVSTORE_ACCOUNT_KEY, DEVSTORE_ACCOUNT_NAME, DEVSTORE_TABLE_PORT
-from .._edm_base import parse_datetime
+from .._entities._edm_base import parse_datetime
 from .._core._tracing import trace_public_methods
 from ._batch import TableBatch
 from ._convert import PropertyResolver, utc_seconds, check_entity, to_legacy_entity, to_sdk_entity

@@ -12,7 +12,7 @@ import uuid
 from faults import Fault, FaultProxy, FaultRule
 
 from tablesdk import BatchOperation, BatchOperationKind, CloudTableClient, DynamicEntity, ExponentialRetry
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._entity import entity_to_payload
 
 TIMEOUT = (10.0, 30.0)  # never reached by a clean attempt: a failure detector, not a clock
 DELAY = 30.0  # a delay fault holds its request until the client gives up; this only bounds it

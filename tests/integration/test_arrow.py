@@ -24,7 +24,7 @@ from tablesdk import (
 )
 from tablesdk._arrow import EDM_TYPE_KEY, ETAG_COLUMN, edm_type_of_field
 from tablesdk._arrow_write import _python_values
-from tablesdk._edm import to_atom_text
+from tablesdk._entities._edm import to_atom_text
 
 pytestmark = pytest.mark.integration
 

@@ -41,8 +41,8 @@ from tablesdk import (
     prop,
 )
 from tablesdk.aio import AsyncCloudTableClient, AsyncTableQuery, AsyncTableServiceContext
-from tablesdk._edm import parse_datetime
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._edm import parse_datetime
+from tablesdk._entities._entity import entity_to_payload
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

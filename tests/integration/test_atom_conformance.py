@@ -35,8 +35,8 @@ from tablesdk._core._auth import SharedKeyCredential
 from tablesdk._batch import BatchOperation, BatchOperationKind, build_batch_request
 from tablesdk._batch_answer import parse_batch_response
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
-from tablesdk._edm import EdmDateTime, EntityPayload, parse_datetime
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._edm import EdmDateTime, EntityPayload, parse_datetime
+from tablesdk._entities._entity import entity_to_payload
 from tablesdk._core._errors import BatchError
 from tablesdk._formats import get_format
 

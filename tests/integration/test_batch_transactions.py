@@ -29,8 +29,8 @@ from tablesdk import (
     ResourceNotFoundError,
     TableValidationError,
 )
-from tablesdk._edm import EntityPayload
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._edm import EntityPayload
+from tablesdk._entities._entity import entity_to_payload
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from tablesdk import (
     EntityProperty,
     TableServiceError,
 )
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._entity import entity_to_payload
 
 pytestmark = pytest.mark.integration
 

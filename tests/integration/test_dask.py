@@ -176,7 +176,7 @@ def test_every_edm_type_round_trips_under_the_default_dask_config(
     import pyarrow as pa
     from dask.dataframe.utils import pyarrow_strings_enabled
 
-    from tablesdk._edm_base import parse_datetime
+    from tablesdk._entities._edm_base import parse_datetime
 
     assert pyarrow_strings_enabled(), "the test needs Dask's default string conversion on"
     when = "2024-02-29T23:59:59.1234567Z"  # the 100 ns digit must survive

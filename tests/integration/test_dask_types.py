@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tablesdk import CloudTableClient, DynamicEntity, EdmType, TableValidationError
-from tablesdk._edm import to_atom_text
+from tablesdk._entities._edm import to_atom_text
 from tablesdk.dask import TableWriteError, read_table, write_table
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tablesdk import CloudTableClient, DynamicEntity, EdmType, EntityProperty, TableValidationError
-from tablesdk._edm import to_atom_text
+from tablesdk._entities._edm import to_atom_text
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ import pydantic
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tablesdk._filter_text import filter_name_problem
+from tablesdk._entities._filter_text import filter_name_problem
 from tablesdk import (
     ByValue,
     CloudStorageAccount,

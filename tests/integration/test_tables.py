@@ -18,7 +18,7 @@ from tablesdk import (
     ResourceNotFoundError,
     TableValidationError,
 )
-from tablesdk._edm import parse_datetime
+from tablesdk._entities._edm import parse_datetime
 
 pytestmark = pytest.mark.integration
 

@@ -37,8 +37,8 @@ from tablesdk import (
     TableValidationError,
     prop,
 )
-from tablesdk._edm import EdmDateTime
-from tablesdk._filter_text import FILTER_KEYWORDS
+from tablesdk._entities._edm import EdmDateTime
+from tablesdk._entities._filter_text import FILTER_KEYWORDS
 
 pytestmark = pytest.mark.integration
 

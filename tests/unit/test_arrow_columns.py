@@ -13,7 +13,7 @@ import pytest
 from tablesdk import EdmDateTime, EdmType, SchemaConflictError
 from tablesdk._arrow import BatchBuilder
 from tablesdk._arrow_write import arrow_rows
-from tablesdk._edm import EntityPage
+from tablesdk._entities._edm import EntityPage
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 CONN = f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={KEY};TableEndpoint=http://127.0.0.1:1/devstoreaccount1"

@@ -24,7 +24,7 @@ from tablesdk._batch import (
     validate_batch,
 )
 from tablesdk._batch_answer import parse_batch_response
-from tablesdk._edm import EdmType, EntityPayload
+from tablesdk._entities._edm import EdmType, EntityPayload
 from tablesdk._core._errors import (
     ResponseDecodeError,
     BatchError,

@@ -55,7 +55,7 @@ from tablesdk._bulk import (
 
 )
 from tablesdk._bulk_plan import BatchSizer as _BatchSizer
-from tablesdk._edm import EntityPayload
+from tablesdk._entities._edm import EntityPayload
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
 
 T = "Bulk"

@@ -25,7 +25,7 @@ from tablesdk import (
     prop,
 )
 from tablesdk._batch import build_batch_request
-from tablesdk._entity import entity_from_payload, entity_to_payload
+from tablesdk._entities._entity import entity_from_payload, entity_to_payload
 from tablesdk._formats import get_format
 
 PART = 32 * 1024  # UTF-16 code units of one part
@@ -104,7 +104,7 @@ def test_untyped_binary_parts_are_read_as_bytes() -> None:
 
     values = {"PartitionKey": "p", "RowKey": "r", "Blob": base64.b64encode(b"ab").decode(),
               "Blob_1": base64.b64encode(b"cd").decode(), "Blob_2": ""}
-    from tablesdk._edm import EntityPayload
+    from tablesdk._entities._edm import EntityPayload
 
     payload = EntityPayload(values, {"PartitionKey": EdmType.STRING, "RowKey": EdmType.STRING}, None)
     assert entity_from_payload(Doc, payload).Blob == b"abcd"

@@ -11,7 +11,7 @@ import pytest
 
 from tablesdk import DynamicEntity, EdmDateTime, EdmType, EntityProperty
 from tablesdk.cli._files import CsvColumns, csv_header, csv_row, payload_json, read_csv, read_jsonl
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._entity import entity_to_payload
 
 
 def entity() -> DynamicEntity:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tablesdk import CloudStorageAccount
-from tablesdk._edm import EdmType, EntityPayload
+from tablesdk._entities._edm import EdmType, EntityPayload
 from tablesdk.cli import _export, _transfer
 from tablesdk.cli._app import cli, entities_text
 from tablesdk.cli._files import pad_csv_rows, read_csv

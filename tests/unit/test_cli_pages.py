@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tablesdk import ContinuationToken
-from tablesdk._edm import EdmType, EntityPage, EntityPayload
+from tablesdk._entities._edm import EdmType, EntityPage, EntityPayload
 from tablesdk._core._errors import ContinuationCycleError
 from tablesdk._query import FetchedPage
 from tablesdk.cli._transfer import build_query, pages

@@ -134,7 +134,7 @@ class TestEntities:
         client = json_client(echo_content=True)
         result = client.execute_operation(BatchOperation(
             BatchOperationKind.INSERT, "Blogs", "p", "r",
-            __import__("tablesdk._entity", fromlist=["x"]).entity_to_payload(DynamicEntity(PartitionKey="p", RowKey="r", N=1)), None,
+            __import__("tablesdk._entities._entity", fromlist=["x"]).entity_to_payload(DynamicEntity(PartitionKey="p", RowKey="r", N=1)), None,
         ))
         assert mock.calls[0].request.headers["Prefer"] == "return-content"
         assert result.status == 201 and result.payload is not None and result.payload.values["N"] == 1

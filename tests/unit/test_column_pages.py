@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tablesdk import DynamicEntity, ResponseDecodeError, TableEntity
-from tablesdk._edm import EdmDateTime, EntityPage
-from tablesdk._entity import entity_from_payload, read_page
+from tablesdk._entities._edm import EdmDateTime, EntityPage
+from tablesdk._entities._entity import entity_from_payload, read_page
 from tablesdk._formats.json import JsonFormat
 
 

@@ -9,9 +9,9 @@ import pytest
 
 import tablesdk._query as query_module
 from tablesdk import CloudStorageAccount
-from tablesdk._entity import DynamicEntity, TableEntity
+from tablesdk._entities._entity import DynamicEntity, TableEntity
 from tablesdk._core._errors import TableValidationError
-from tablesdk._filter import prop
+from tablesdk._entities._filter import prop
 from tablesdk.devstore import DevStore
 
 

@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from tablesdk import CloudStorageAccount, Flatten, StoredAs, TableEntity, TableValidationError, prop
-from tablesdk._entity import entity_from_payload, entity_to_payload
+from tablesdk._entities._entity import entity_from_payload, entity_to_payload
 
 
 @dataclasses.dataclass

@@ -14,7 +14,7 @@ from tablesdk import (
 from tablesdk._bulk import DELETE, BulkBatch, BulkKind
 from tablesdk._bulk_plan import BulkItem
 from tablesdk._deleting import page_deletes
-from tablesdk._edm import EdmType, EntityPayload
+from tablesdk._entities._edm import EdmType, EntityPayload
 from tablesdk._pipeline._transport import OperationContext
 
 

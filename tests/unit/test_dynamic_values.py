@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tablesdk import DynamicEntity, EdmType, TableEntity, TableValidationError, prop
-from tablesdk._entity import entity_from_payload, entity_to_payload
-from tablesdk._model_values import timedelta_text
+from tablesdk._entities._entity import entity_from_payload, entity_to_payload
+from tablesdk._entities._model_values import timedelta_text
 
 
 class Color(enum.Enum):

@@ -51,7 +51,7 @@ from tablesdk import (  # noqa: E402
     SharedKeyCredential,
     TableServiceError,
 )
-from tablesdk._entity import entity_to_payload  # noqa: E402
+from tablesdk._entities._entity import entity_to_payload  # noqa: E402
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout  # noqa: E402
 
 ENDPOINT = "https://127.0.0.1:1/echoacct"

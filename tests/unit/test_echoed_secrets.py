@@ -25,7 +25,7 @@ from tablesdk import (
     OperationContext,
     TableServiceError,
 )
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._entity import entity_to_payload
 
 SIG = "AbC+dEf/GhI=jkLmNoPq+RsTuVwXyZ/0123456789ab="
 SENT = quote(SIG, safe="")

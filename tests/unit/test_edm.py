@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tablesdk._edm import (
+from tablesdk._entities._edm import (
     EdmDateTime,
     EdmType,
     EntityProperty,

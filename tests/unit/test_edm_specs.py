@@ -1,4 +1,4 @@
-"""The table of EDM types (tablesdk._edm_specs) is the one place a type is described.
+"""The table of EDM types (tablesdk._entities._edm_specs) is the one place a type is described.
 
 Each EdmType has exactly one spec with every field filled; every per-type table of the
 codecs, the entity layer and the filter builder is built from the specs and agrees with
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tablesdk import _edm, _entity, _models
-from tablesdk._edm import (
+from tablesdk._entities import _edm, _entity, _models
+from tablesdk._entities._edm import (
     EdmDateTime,
     EdmType,
     EntityPayload,
@@ -27,8 +27,8 @@ from tablesdk._edm import (
     to_filter_literal,
     to_json_value,
 )
-from tablesdk._edm_specs import EDM_SPECS, EdmTypeSpec, text_as_is
-from tablesdk._filter import _order_key, prop
+from tablesdk._entities._edm_specs import EDM_SPECS, EdmTypeSpec, text_as_is
+from tablesdk._entities._filter import _order_key, prop
 from tablesdk._formats import atom as atom_module, json as json_module, json_write
 
 UTC = timezone.utc

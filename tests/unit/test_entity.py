@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import pytest
 
-from tablesdk._edm import EdmType, EntityPayload, EntityProperty, Int64, parse_datetime
-from tablesdk._entity import (
+from tablesdk._entities._edm import EdmType, EntityPayload, EntityProperty, Int64, parse_datetime
+from tablesdk._entities._entity import (
     DeclaredProperty,
     DynamicEntity,
     TableEntity,

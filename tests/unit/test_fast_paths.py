@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk._edm import EdmDateTime, _parse_datetime_slow, _read_service_form_py310, parse_datetime
+from tablesdk._entities._edm import EdmDateTime, _parse_datetime_slow, _read_service_form_py310, parse_datetime
 
 UTC = timezone.utc
 
@@ -92,7 +92,7 @@ def test_edm_datetime_keeps_the_seventh_digit_in_a_slot_and_stays_a_datetime_sub
     import copy
     import weakref
 
-    from tablesdk._edm_specs import _datetime_column
+    from tablesdk._entities._edm_specs import _datetime_column
 
     for value in (parse_datetime("2024-01-02T03:04:05.1234567Z"), _datetime_column(["2024-01-02T03:04:05.1234567Z"])[0]):
         assert type(value) is EdmDateTime and value.ticks_remainder == 7
@@ -141,7 +141,7 @@ def test_batch_header_fast_path_equals_line_by_line(data: bytes, start: int) -> 
 
 # ------------------------------------------------------------------ property names
 
-from tablesdk._entity import _VALID_NAMES, validate_property_name  # noqa: E402
+from tablesdk._entities._entity import _VALID_NAMES, validate_property_name  # noqa: E402
 from tablesdk._core._errors import TableValidationError  # noqa: E402
 
 
@@ -174,7 +174,7 @@ def test_subclasses_are_checked_not_cached() -> None:
 
 import math  # noqa: E402
 
-from tablesdk._edm import EdmType, from_atom_text  # noqa: E402
+from tablesdk._entities._edm import EdmType, from_atom_text  # noqa: E402
 from tablesdk._formats import atom as atom_module  # noqa: E402
 
 _FEED = (
@@ -236,7 +236,7 @@ def test_atom_converters_read_what_from_atom_text_reads(type_name: str, text: st
 import json as _json  # noqa: E402
 import uuid as _uuid  # noqa: E402
 
-from tablesdk._edm import EntityPayload, to_json_value  # noqa: E402
+from tablesdk._entities._edm import EntityPayload, to_json_value  # noqa: E402
 from tablesdk._formats.json import JsonFormat  # noqa: E402
 
 
@@ -284,8 +284,8 @@ def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> 
 
 from datetime import datetime as _datetime  # noqa: E402
 
-from tablesdk._edm import infer_edm_type  # noqa: E402
-from tablesdk._entity import _EXACT_TYPES, DynamicEntity, entity_to_payload  # noqa: E402
+from tablesdk._entities._edm import infer_edm_type  # noqa: E402
+from tablesdk._entities._entity import _EXACT_TYPES, DynamicEntity, entity_to_payload  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -363,7 +363,7 @@ def test_the_reused_c_encoder_refuses_what_json_encoder_refuses() -> None:
 # ---------------------------------------------------------------- JSON annotations remembered per shape
 
 from tablesdk._core._errors import ResponseDecodeError  # noqa: E402
-from tablesdk._edm import guid_from_wire as _guid  # noqa: E402
+from tablesdk._entities._edm import guid_from_wire as _guid  # noqa: E402
 from tablesdk._formats.json import _annotate  # noqa: E402
 
 _ANNOTATED_ENTITIES = [
@@ -461,7 +461,7 @@ def test_guid_fast_path_equals_uuid(text: str) -> None:
                                (-(2**63) - 1, False, False)],
 )
 def test_folded_integer_readers_check_ranges(value: int, low: bool, high: bool) -> None:
-    from tablesdk._edm import int32_from_wire, int64_from_wire
+    from tablesdk._entities._edm import int32_from_wire, int64_from_wire
 
     for reader, ok in ((int32_from_wire, low), (int64_from_wire, high)):
         for wire in (value, str(value)):
@@ -478,7 +478,7 @@ def test_folded_integer_readers_check_ranges(value: int, low: bool, high: bool) 
 
 # ---------------------------------------------------------------- entities read a page at a time
 
-from tablesdk._entity import TableEntity, entity_from_payload, entity_reader  # noqa: E402
+from tablesdk._entities._entity import TableEntity, entity_from_payload, entity_reader  # noqa: E402
 
 
 class _Blog(TableEntity):
@@ -570,8 +570,8 @@ def test_remembered_typings_give_what_the_general_typing_gives(metadata: str) ->
 
 # ------------------------------------------------------------------ writing entities of a known shape
 
-from tablesdk._edm import EntityProperty  # noqa: E402
-from tablesdk._entity import _payload_by_property  # noqa: E402
+from tablesdk._entities._edm import EntityProperty  # noqa: E402
+from tablesdk._entities._entity import _payload_by_property  # noqa: E402
 
 from support import EDM_LIMITS  # noqa: E402
 
@@ -653,7 +653,7 @@ def test_planned_payloads_check_every_value_of_a_kind(value: object, at: int) ->
 
 
 def test_the_benchmark_entities_take_the_planned_path() -> None:
-    from tablesdk._entity import _planned_payload
+    from tablesdk._entities._entity import _planned_payload
 
     entity = DynamicEntity(PartitionKey="p", RowKey="r", S="s", I=1, L=EntityProperty(5, EdmType.INT64), D=1.5,
                            B=True, W=_datetime(2024, 1, 2, tzinfo=UTC), G=_uuid.UUID(int=1), Y=b"\x00", N=None)

@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk._filter: literals, typing, precedence, helpers, limits, point keys."""
+"""Unit tests for tablesdk._entities._filter: literals, typing, precedence, helpers, limits, point keys."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tablesdk._edm import EdmDateTime, EdmType, EntityProperty, Int64
-from tablesdk._entity import TableEntity
+from tablesdk._entities._edm import EdmDateTime, EdmType, EntityProperty, Int64
+from tablesdk._entities._entity import TableEntity
 from tablesdk._core._errors import TableValidationError
-from tablesdk._filter import (
+from tablesdk._entities._filter import (
     MAX_FILTER_COMPARISONS,
     And,
     Comparison,

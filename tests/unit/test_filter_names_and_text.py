@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import tablesdk
 from tablesdk import CloudStorageAccount, DynamicEntity, NoRetry, TableEntity, TableValidationError, prop
-from tablesdk._filter import render_filter
-from tablesdk._filter_text import check_filter_text, filter_name_problem
+from tablesdk._entities._filter import render_filter
+from tablesdk._entities._filter_text import check_filter_text, filter_name_problem
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 from tablesdk.devstore._filter import FilterError, compile_filter
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from lxml import etree
 
-from tablesdk._edm import (
+from tablesdk._entities._edm import (
     EdmType,
     EntityPayload,
     parse_datetime,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk._edm import (
+from tablesdk._entities._edm import (
     EdmDateTime,
     EdmType,
     EntityPayload,
@@ -22,7 +22,7 @@ from tablesdk._edm import (
 from tablesdk._core._errors import TableValidationError
 from tablesdk._formats import PayloadFormat, get_format
 from tablesdk._formats.json import JsonFormat
-from tablesdk._edm import _parse_datetime_slow
+from tablesdk._entities._edm import _parse_datetime_slow
 
 from support import EDM_LIMITS, assert_same_value, payload
 

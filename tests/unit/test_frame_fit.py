@@ -13,7 +13,7 @@ from tablesdk import EdmType, TableValidationError, prop
 from tablesdk._arrow import EDM_TYPE_KEY, edm_type_of_field, guids_as_uuid
 from tablesdk._arrow_fit import frame_to_arrow
 from tablesdk._arrow_write import arrow_rows
-from tablesdk._edm import to_atom_text
+from tablesdk._entities._edm import to_atom_text
 
 
 def rows(**columns: object) -> list[dict[str, object]]:

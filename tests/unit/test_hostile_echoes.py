@@ -189,7 +189,7 @@ BATCH_ANSWER = (
 
 def test_a_batch_answered_with_the_bare_shared_key_signature_does_not_quote_it() -> None:
     from tablesdk import BatchOperation, BatchOperationKind, DynamicEntity
-    from tablesdk._entity import entity_to_payload
+    from tablesdk._entities._entity import entity_to_payload
 
     sender, signatures = echoing_signature(202, "multipart/mixed; boundary=batchresponse_1", BATCH_ANSWER)
     client = CloudStorageAccount.parse(KEY_CONN).create_cloud_table_client(sender=sender, retry_policy=NoRetry())

@@ -36,9 +36,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._pipeline._options",
     )),
     ("entities and values", (
-        "tablesdk._edm_base", "tablesdk._edm_specs", "tablesdk._edm", "tablesdk._filter_text", "tablesdk._filter",
-        "tablesdk._model_values", "tablesdk._models", "tablesdk._entity_classes", "tablesdk._entity_write", "tablesdk._entity_read",
-        "tablesdk._entity", "tablesdk._entity_access",
+        "tablesdk._entities._edm_base", "tablesdk._entities._edm_specs", "tablesdk._entities._edm", "tablesdk._entities._filter_text", "tablesdk._entities._filter",
+        "tablesdk._entities._model_values", "tablesdk._entities._models", "tablesdk._entities._entity_classes", "tablesdk._entities._entity_write", "tablesdk._entities._entity_read",
+        "tablesdk._entities._entity", "tablesdk._entities._entity_access",
     )),
     ("wire formats", (
         "tablesdk._formats", "tablesdk._formats.atom", "tablesdk._formats.json", "tablesdk._formats.json_write", "tablesdk._formats.errors",
@@ -66,7 +66,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: The emulator stands in for the service, so it shares nothing with the client it is tested
 #: against but the EDM types and limits.
 EMULATOR = ("tablesdk.devstore", "tablesdk.devstore.*")
-EMULATOR_MAY_IMPORT = ("tablesdk._edm", "tablesdk._edm_base", "tablesdk._edm_specs")
+EMULATOR_MAY_IMPORT = ("tablesdk._entities._edm", "tablesdk._entities._edm_base", "tablesdk._entities._edm_specs")
 
 #: The emulator's own layers, bottom first, checked like :data:`LAYERS` (it sits in "tools"
 #: above). The operations take a ``Call`` and the storage and never the router: ``$batch``
@@ -399,9 +399,9 @@ def test_a_longer_cycle_is_shown_step_by_step() -> None:
 
 def test_the_emulator_rule() -> None:
     edges = [
-        Import("tablesdk.devstore._values", "tablesdk._edm", "v:1"),
-        Import("tablesdk.devstore._values", "tablesdk._entity", "v:2"),
+        Import("tablesdk.devstore._values", "tablesdk._entities._edm", "v:1"),
+        Import("tablesdk.devstore._values", "tablesdk._entities._entity", "v:2"),
         Import("tablesdk.devstore", "tablesdk.devstore._server", "i:1"),
     ]
     [problem] = outside_emulator(edges)
-    assert "tablesdk._entity (v:2)" in problem
+    assert "tablesdk._entities._entity (v:2)" in problem

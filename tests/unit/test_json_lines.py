@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk._edm import EdmDateTime, EdmType, EntityPayload
+from tablesdk._entities._edm import EdmDateTime, EdmType, EntityPayload
 from tablesdk._core._errors import TableValidationError
 from tablesdk._formats import get_format
 from tablesdk._formats import json as json_module

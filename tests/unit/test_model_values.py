@@ -15,8 +15,8 @@ import pydantic
 import pytest
 
 from tablesdk import ByValue, Converter, EdmType, Flatten, Json, StoredAs, TableEntity
-from tablesdk._edm import EntityPayload
-from tablesdk._entity import entity_from_payload, entity_to_payload
+from tablesdk._entities._edm import EntityPayload
+from tablesdk._entities._entity import entity_from_payload, entity_to_payload
 from tablesdk._core._errors import TableValidationError
 
 

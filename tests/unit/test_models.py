@@ -17,11 +17,11 @@ import pydantic
 import pytest
 
 from tablesdk import ByValue, Converter, DynamicEntity, EdmType, EntityProperty, Int64, StoredAs
-from tablesdk._edm import EntityPayload
-from tablesdk._entity import entity_from_payload, entity_to_payload
-from tablesdk._entity_access import entity_etag, set_entity_etag
+from tablesdk._entities._edm import EntityPayload
+from tablesdk._entities._entity import entity_from_payload, entity_to_payload
+from tablesdk._entities._entity_access import entity_etag, set_entity_etag
 from tablesdk._core._errors import TableValidationError
-from tablesdk._models import adapter_for
+from tablesdk._entities._models import adapter_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

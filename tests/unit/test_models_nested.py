@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tablesdk import Flatten, Json
-from tablesdk._edm import EntityPayload
-from tablesdk._entity import entity_from_payload, entity_to_payload
+from tablesdk._entities._edm import EntityPayload
+from tablesdk._entities._entity import entity_from_payload, entity_to_payload
 from tablesdk._core._errors import TableValidationError
 
 

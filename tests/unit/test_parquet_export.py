@@ -12,7 +12,7 @@ import pytest
 
 from tablesdk import EdmDateTime, EdmType, SchemaConflictError
 from tablesdk._arrow import EDM_TYPE_KEY, BatchBuilder
-from tablesdk._edm import EntityPage
+from tablesdk._entities._edm import EntityPage
 from tablesdk.cli._parquet import PART_SUFFIX, ParquetSink, _union_schema
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tablesdk._edm import EdmDateTime, Int64
-from tablesdk._entity import DynamicEntity, TableEntity
+from tablesdk._entities._edm import EdmDateTime, Int64
+from tablesdk._entities._entity import DynamicEntity, TableEntity
 from tablesdk._core._errors import TableServiceError, TableValidationError
-from tablesdk._filter import RawFilter, prop
+from tablesdk._entities._filter import RawFilter, prop
 from tablesdk._continuation import ContinuationToken, ResultSegment
 from tablesdk._keys import DATETIME_MAX_TICKS, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from tablesdk._query import EmptyResultError, TableQuery

@@ -47,7 +47,7 @@ from tablesdk import (
     generate_table_sas,
 )
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._entity import entity_to_payload
 
 ACCOUNT = DEVSTORE_ACCOUNT
 WRONG_KEY = base64.b64encode(b"not the key, but secret all the same!!").decode("ascii")

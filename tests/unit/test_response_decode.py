@@ -25,7 +25,7 @@ from tablesdk import (
     ResponseDecodeError,
     TableServiceError,
 )
-from tablesdk._entity import entity_to_payload
+from tablesdk._entities._entity import entity_to_payload
 from tablesdk._formats import get_format
 
 from fake_service import CONNECTION_STRING, ENDPOINT

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tablesdk import CloudStorageAccount, TableEntity, col, prop
-from tablesdk._filter import PropertyRef
+from tablesdk._entities._filter import PropertyRef
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ from datetime import datetime
 from typing_extensions import assert_type
 
 from tablesdk import CloudStorageAccount, DynamicEntity, Int64, TableEntity, col
-from tablesdk._filter import PropertyRef
+from tablesdk._entities._filter import PropertyRef
 from tablesdk._query import ResultSegment, TableQuery
 
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tablesdk import DynamicEntity, EdmType, EntityProperty, TableEntity, prop
-from tablesdk._edm import Int64
-from tablesdk._entity import entity_to_payload, validate_key
+from tablesdk._entities._edm import Int64
+from tablesdk._entities._entity import entity_to_payload, validate_key
 from tablesdk._core._errors import TableValidationError
 from tablesdk._formats import get_format
 

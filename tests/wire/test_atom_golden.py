@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from lxml import etree
 
-from tablesdk._edm import EdmDateTime, EdmType, EntityPayload, from_atom_text
+from tablesdk._entities._edm import EdmDateTime, EdmType, EntityPayload, from_atom_text
 from tablesdk._formats.atom import ATOM_NS, DATASERVICES_NS, METADATA_NS, AtomFormat
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -86,7 +86,7 @@ def test_seed_entry_parses_to_typed_values() -> None:
 
 
 def test_movie_via_entity_layer() -> None:
-    from tablesdk._entity import DynamicEntity, entity_from_payload, entity_to_payload
+    from tablesdk._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
 
     movie = DynamicEntity(PartitionKey="Action", RowKey="Cop Out", Favorite=False, Language="English",
                           Rating=4.5, ReleaseYear=2010, Revenue=0.0)

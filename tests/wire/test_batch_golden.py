@@ -29,7 +29,7 @@ from tablesdk._batch import (
     build_batch_request,
 )
 from tablesdk._batch_answer import parse_batch_response
-from tablesdk._edm import EdmType, EntityPayload
+from tablesdk._entities._edm import EdmType, EntityPayload
 from tablesdk._core._errors import (
     BatchError,
     ConflictError,

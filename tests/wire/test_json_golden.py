@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tablesdk._edm import EdmDateTime, EdmType, EntityPayload
+from tablesdk._entities._edm import EdmDateTime, EdmType, EntityPayload
 from tablesdk._formats.json import JsonFormat
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -56,7 +56,7 @@ def test_movie_insert_reads_back_typed() -> None:
 
 
 def test_movie_via_entity_layer() -> None:
-    from tablesdk._entity import DynamicEntity, entity_from_payload, entity_to_payload
+    from tablesdk._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
 
     movie = DynamicEntity(PartitionKey="Action", RowKey="Cop Out", Favorite=False, Language="English",
                           Rating=4.5, ReleaseYear=2010, Revenue=0.0)
@@ -119,7 +119,7 @@ def test_nometadata_query_leaves_types_unknown() -> None:
 
 
 def test_nometadata_values_are_coerced_by_declared_entity_types() -> None:
-    from tablesdk._entity import TableEntity, entity_from_payload
+    from tablesdk._entities._entity import TableEntity, entity_from_payload
 
     class Customer(TableEntity):
         CustomerCode: uuid.UUID

@@ -1,10 +1,10 @@
 """Any entity's keys, ETag and Timestamp, and the refresh of a tracked entity.
 
 The layers above the entity layer (operations, contexts, actions, bulk loading) take every
-kind of entity: a :class:`~tablesdk._entity.TableEntity`, a
-:class:`~tablesdk._entity.DynamicEntity`, a model object (:mod:`tablesdk._models`) or a
+kind of entity: a :class:`~tablesdk._entities._entity.TableEntity`, a
+:class:`~tablesdk._entities._entity.DynamicEntity`, a model object (:mod:`tablesdk._entities._models`) or a
 mapping. They read and set what they need of one through these functions, never through
-attributes, so a kind of entity is added here and in :mod:`tablesdk._entity` only.
+attributes, so a kind of entity is added here and in :mod:`tablesdk._entities._entity` only.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Both kinds carry ``PartitionKey``, ``RowKey``, ``Timestamp`` and ``etag``. The
 functions :func:`entity_to_payload` and :func:`entity_from_payload` convert
-between entity objects and the codecs' :class:`~tablesdk._edm.EntityPayload`,
+between entity objects and the codecs' :class:`~tablesdk._entities._edm.EntityPayload`,
 and every limit the service enforces on an entity is checked there, before
 any request, with the service's numbers:
 
@@ -16,7 +16,7 @@ any request, with the service's numbers:
   measured with the service's formula.
 
 A property keeps the EDM type it was read with (or was given through
-:class:`~tablesdk._edm.EntityProperty`) for as long as the values assigned to it
+:class:`~tablesdk._entities._edm.EntityProperty`) for as long as the values assigned to it
 fit that type, so an Int64 column read as a small ``int`` is written back as
 Int64, not silently narrowed to Int32.
 """

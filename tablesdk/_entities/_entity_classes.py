@@ -1,6 +1,6 @@
 """The entity classes and the rules of names and keys: TableEntity, DynamicEntity, validation.
 
-Part of the entities layer; :mod:`tablesdk._entity` is its front (see its docstring for the limits).
+Part of the entities layer; :mod:`tablesdk._entities._entity` is its front (see its docstring for the limits).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ._edm import (
 )
 from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 from ._filter import Filter, PropertyRef, filter_property_names
 from ._filter_text import filter_name_problem
 from ._model_values import dynamic_to_wire, value_to_wire
@@ -44,7 +44,7 @@ _FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20
 
 _ENTITY_ATTRIBUTES = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"})
 
-# Built from the table of EDM types (tablesdk._edm_specs) when this module is imported.
+# Built from the table of EDM types (tablesdk._entities._edm_specs) when this module is imported.
 #: Bytes a value of each type counts in the entity-size formula, before its measured length
 #: (strings and binary add theirs: :func:`_value_size`).
 _SIZES: dict[EdmType, int] = {t: spec.size for t, spec in EDM_SPECS.items()}
@@ -541,7 +541,7 @@ class DynamicEntity(MutableMapping[str, Any]):
     ``PartitionKey``, ``RowKey``, ``Timestamp`` and ``etag`` are attributes (the
     keys are also readable and settable as ``e["PartitionKey"]``, but only custom
     properties are iterated). A value is a plain Python value or an
-    :class:`~tablesdk._edm.EntityProperty`; reading gives the plain value, and
+    :class:`~tablesdk._entities._edm.EntityProperty`; reading gives the plain value, and
     :meth:`edm_type` tells the EDM type it will be written as.
     """
 
@@ -715,7 +715,7 @@ EntityObject: typing.TypeAlias = object
 class _Comparison:
     """How entities compare: by the values and types of their payloads. Payloads are made by
     ``_entity_write``, a module above this one, which sets :attr:`key` when it is imported
-    (``tablesdk._entity``, the front of this layer, always imports both)."""
+    (``tablesdk._entities._entity``, the front of this layer, always imports both)."""
 
     key: Callable[[Any], tuple[Any, ...]] | None = None
 
@@ -725,7 +725,7 @@ COMPARISON = _Comparison()
 
 def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
     key = COMPARISON.key
-    assert key is not None, "tablesdk._entity_write sets the comparison when it is imported"
+    assert key is not None, "tablesdk._entities._entity_write sets the comparison when it is imported"
     return key(entity)
 
 

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Generic, TypeVar
 
 from ._edm import EdmType
-from ._core._errors import TableValidationError
-from ._core._patterns import pattern_on_first_use
+from .._core._errors import TableValidationError
+from .._core._patterns import pattern_on_first_use
 
 __all__ = [
     "AsJson",

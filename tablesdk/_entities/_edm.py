@@ -3,9 +3,9 @@
 Every conversion between a Python value and its wire form goes through here, for
 the AtomPub text form, the JSON form and the ``$filter`` literal form, so that the
 codecs and the query builder agree on each type. What each type does is one entry
-of the table in :mod:`tablesdk._edm_specs`; the names it builds on (:class:`EdmType`,
+of the table in :mod:`tablesdk._entities._edm_specs`; the names it builds on (:class:`EdmType`,
 the limits, :class:`EdmDateTime` and the DateTime text) live in
-:mod:`tablesdk._edm_base`. This module is where the rest of the SDK imports them from.
+:mod:`tablesdk._entities._edm_base`. This module is where the rest of the SDK imports them from.
 
 Python types by EDM type::
 
@@ -55,7 +55,7 @@ from ._edm_base import (
     parse_datetime as parse_datetime,
 )
 from ._edm_specs import EDM_SPECS, EdmTypeSpec
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 
 __all__ = [
     "EdmType",

@@ -1,6 +1,6 @@
 """Payloads into entity objects: declared, dynamic, mapping and model classes, a page at a time.
 
-Part of the entities layer; :mod:`tablesdk._entity` is its front.
+Part of the entities layer; :mod:`tablesdk._entities._entity` is its front.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ._edm import (
     EntityPayload,
     from_json_value,
 )
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 from ._model_values import value_from_wire
 from ._models import Converter, ModelAdapter, adapter_for
 

@@ -1,10 +1,10 @@
-"""What the table of EDM types (:mod:`tablesdk._edm_specs`) is built from.
+"""What the table of EDM types (:mod:`tablesdk._entities._edm_specs`) is built from.
 
 The type names (:class:`EdmType`), the numeric and size limits, :class:`EdmDateTime`
 and the Edm.DateTime wire text, and the readers of wire values shared by more than
 one type or format (range-checked integers, GUIDs, strict base64). Nothing here
 dispatches on a type: that is the table's job. Import these names from
-:mod:`tablesdk._edm`, which re-exports them.
+:mod:`tablesdk._entities._edm`, which re-exports them.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Annotated, Any, Callable
 
-from ._core._errors import TableValidationError
-from ._core._patterns import pattern_on_first_use
+from .._core._errors import TableValidationError
+from .._core._patterns import pattern_on_first_use
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

@@ -3,9 +3,9 @@
 One :class:`ModelAdapter` per model class, made the first time the class is met and kept
 (:func:`adapter_for`): its fields, the name each is stored under, the EDM type each is
 written as, the conversion of each value beyond the EDM types (made by
-:mod:`tablesdk._model_values`), nested objects flattened (with the presence marker of an
+:mod:`tablesdk._entities._model_values`), nested objects flattened (with the presence marker of an
 Optional one, and the undeclared fields a TypedDict or a pydantic ``extra="allow"`` model
-keeps), and how an instance is made and read. :mod:`tablesdk._entity` checks and converts
+keeps), and how an instance is made and read. :mod:`tablesdk._entities._entity` checks and converts
 through it, so a model class gets every rule a :class:`~tablesdk.TableEntity` gets.
 
 Nothing here imports pydantic or attrs: a class is recognised by what those libraries put
@@ -28,7 +28,7 @@ from typing import Any
 
 from ._edm import EdmType, Int64
 from ._edm_specs import EDM_SPECS
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 from ._model_values import (
     AsJson,
     ByValue,

@@ -3,7 +3,7 @@
 :data:`EDM_SPECS` holds one :class:`EdmTypeSpec` per :class:`EdmType`: its Python
 classes, its limits, its AtomPub and JSON forms (both directions, with the fast
 readers the decoders use) and its ``$filter`` literal. The conversion functions
-of :mod:`tablesdk._edm` look a type up here, and every per-type lookup table of
+of :mod:`tablesdk._entities._edm` look a type up here, and every per-type lookup table of
 the codecs, the entity layer and the filter builder is built from this table when
 its module is imported, so a type added here reaches every path
 (``tests/unit/test_edm_specs.py`` checks that each derived table agrees).
@@ -45,7 +45,7 @@ from ._edm_base import (
     parse_datetime,
     utf16_len,
 )
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 
 __all__ = ["EdmTypeSpec", "EDM_SPECS", "text_as_is"]
 
@@ -104,7 +104,7 @@ class EdmTypeSpec:
         # Class annotations that declare a property of this type (``Rating: int``).
         self.declared_by = declared_by
         # Classes whose values (or subclasses') are sent as this type when nothing else types
-        # them; an int is Int32 only while it fits (:func:`~tablesdk._edm.infer_edm_type`).
+        # them; an int is Int32 only while it fits (:func:`~tablesdk._entities._edm.infer_edm_type`).
         self.sent_from = sent_from
         # Raise :class:`TableValidationError` when ``value`` cannot be sent as this type.
         self.check = check

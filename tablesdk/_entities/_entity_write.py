@@ -1,6 +1,6 @@
 """Entity objects into payloads: the general rules and the per-shape write plans.
 
-Part of the entities layer; :mod:`tablesdk._entity` is its front.
+Part of the entities layer; :mod:`tablesdk._entities._entity` is its front.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ._edm import (
     value_shape,
 )
 from ._edm_base import utf16_len as _utf16_len
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 from ._model_values import dynamic_to_wire
 from ._models import adapter_for
 
@@ -208,7 +208,7 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     """Convert an entity into the payload a codec serializes, checking every limit.
 
     ``entity`` is a :class:`TableEntity`, a :class:`DynamicEntity`, a model object (a
-    dataclass, pydantic model or attrs class: :mod:`tablesdk._models`) or a mapping of
+    dataclass, pydantic model or attrs class: :mod:`tablesdk._entities._models`) or a mapping of
     property names to values (read as ``DynamicEntity(**mapping)`` would be).
     ``None`` values are kept as nulls (the codecs send them in their null form;
     the service does not store nulls, so the property is absent when read back).

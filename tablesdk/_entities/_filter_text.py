@@ -35,8 +35,8 @@ import uuid
 from collections.abc import Mapping
 
 from ._edm import EdmType
-from ._core._errors import TableValidationError
-from ._core._patterns import pattern_on_first_use
+from .._core._errors import TableValidationError
+from .._core._patterns import pattern_on_first_use
 
 __all__ = ["FILTER_KEYWORDS", "filter_name_problem", "check_filter_text", "check_literal_type"]
 

@@ -19,11 +19,11 @@ parenthesized when combined, because their inside is not known.
 Literal typing (the reason this module exists): the Table service compares a
 property only with a literal of the same EDM type and silently skips entities
 whose stored type differs (white paper section 8.4). So the literal is typed
-from, in order: an :class:`~tablesdk._edm.EntityProperty` value's own type; the
+from, in order: an :class:`~tablesdk._entities._edm.EntityProperty` value's own type; the
 property reference's declared type (``Blog.Views`` declared ``Int64`` renders
 ``5`` as ``5L``; a ``float`` property renders ``3`` as ``3.0``); the built-in
 type of ``PartitionKey``/``RowKey`` (String) and ``Timestamp`` (DateTime); and
-finally the Python type of the value (:func:`~tablesdk._edm.infer_edm_type`).
+finally the Python type of the value (:func:`~tablesdk._entities._edm.infer_edm_type`).
 A value that cannot be converted to the declared type raises
 :class:`~tablesdk._core._errors.TableValidationError` naming the property, instead of
 producing a filter that matches nothing.
@@ -42,9 +42,9 @@ from typing import Any, ClassVar, Union
 from ._edm import EdmType, EntityProperty, infer_edm_type, to_filter_literal
 from ._model_values import dynamic_to_wire
 from ._edm_specs import EDM_SPECS
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 from ._filter_text import check_filter_text, check_literal_type, filter_name_problem, property_names_of
-from ._core._patterns import pattern_on_first_use
+from .._core._patterns import pattern_on_first_use
 
 __all__ = [
     "PropertyRef",
