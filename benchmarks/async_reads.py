@@ -39,7 +39,7 @@ from _common import azurite, connection_string, latency_proxy, machine  # noqa: 
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity  # noqa: E402
 from tablesdk.aio import AsyncCloudTableClient  # noqa: E402
-from tablesdk._batch import entity_path  # noqa: E402
+from tablesdk._formats._batch import entity_path  # noqa: E402
 
 def median_seconds(run: Callable[[], object], repeats: int) -> float:
     times = []

@@ -211,7 +211,7 @@ def tablesdk_context(client: CloudTableClient, entities: list[DynamicEntity]) ->
 def raw_floor_setup(client: CloudTableClient, entities: list[DynamicEntity], rows: int,
                     create: Callable[[], str]) -> Callable[[], Any]:
     """A fresh table and its batch bodies, built before timing (the floor sends pre-built bodies)."""
-    from tablesdk._batch import build_batch_request
+    from tablesdk._formats._batch import build_batch_request
 
     def setup() -> tuple[str, list[tuple[bytes, str]]]:
         table = create()

@@ -20,7 +20,7 @@ from ._core._auth import (
     generate_account_sas,
     generate_table_sas,
 )
-from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._client import CloudTableClient
 from ._context import TableServiceContext
 from ._merge import MergeOption

@@ -8,7 +8,7 @@ heartbeat: a merge re-executed as its entity's counters grow); each success puts
 the new ETag on the entity, so the next conditional write matches.
 
 This module decides nothing about the wire: executing turns each action into a
-:class:`~tablesdk._batch.BatchOperation`, and the client's flows send it.
+:class:`~tablesdk._formats._batch.BatchOperation`, and the client's flows send it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._entities._edm import EntityPayload
 from ._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from ._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag

@@ -47,7 +47,7 @@ from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk_plan import BatchSizer, BulkItem, Step, plan_inserts
 from ._entities._entity import validate_table_name
 from ._entities._entity_access import set_entity_etag

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
+from ._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from ._entities._edm import EdmType, EntityPayload
 from ._entities._entity import entity_to_payload
 from ._core._errors import TableValidationError
@@ -53,7 +53,7 @@ class BatchSizer:
     """Exact size of a ``$batch`` body from the sizes of its entity bodies.
 
     Calibrated once per call by building one- and two-operation batches with
-    empty entity bodies through :func:`~tablesdk._batch.build_batch_request`
+    empty entity bodies through :func:`~tablesdk._formats._batch.build_batch_request`
     itself: a body is ``framing`` plus, per operation, ``part`` plus the entity
     body, plus the key-dependent length of its URL and the extra digits of its
     ``Content-ID``. tests/unit/test_bulk.py checks the prediction byte for byte.

@@ -2,7 +2,7 @@
 
 The client owns one :class:`~tablesdk._pipeline._transport.Transport` (one pooled HTTP
 session) and one payload format. Single-entity operations are described with
-the same :class:`~tablesdk._batch.BatchOperation` records that entity group
+the same :class:`~tablesdk._formats._batch.BatchOperation` records that entity group
 transactions use, so the context can send its pending changes either way.
 
 Keys the URL path cannot carry are handled transparently, as the Azure Storage team's blog advises
@@ -33,7 +33,7 @@ from ._operations import (
     query_string,
     run_flow,
 )
-from ._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._entities._edm import EdmType, EntityPayload
 from ._entities._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._entities._filter import FilterLike

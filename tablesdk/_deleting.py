@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ._batch import MAX_BATCH_OPERATIONS
+from ._formats._batch import MAX_BATCH_OPERATIONS
 from ._bulk import DELETE, BulkCall, BulkKind, BulkOptions, BulkResult, ProgressCallback, run_on_threads
 from ._bulk_plan import BulkItem, Step
 from ._entities._edm import EntityPayload
@@ -86,7 +86,7 @@ def count_entities(
 
 def plan_deletes(pages: Iterable[list[EntityPayload]]) -> Iterator[Step]:
     """The entities of a key-only scan's pages, numbered in scan order, in batches of one partition
-    of at most :data:`~tablesdk._batch.MAX_BATCH_OPERATIONS` (a delete has no body to size)."""
+    of at most :data:`~tablesdk._formats._batch.MAX_BATCH_OPERATIONS` (a delete has no body to size)."""
     index = 0
     for page in pages:
         yield from page_deletes(page, index)

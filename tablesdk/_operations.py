@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from ._core._auth import check_token_credential, require_credential
-from ._batch import (
+from ._formats._batch import (
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
@@ -672,7 +672,7 @@ class ClientCore:
 
     def _operation_request(self, operation: BatchOperation) -> tuple[str, str, dict[str, str], bytes | None]:
         """Method, path, headers and body of one entity operation sent on its own (the same
-        request :func:`~tablesdk._batch.build_batch_request` writes as a batch part)."""
+        request :func:`~tablesdk._formats._batch.build_batch_request` writes as a batch part)."""
         echo = operation.echo_content or self.echo_content
         request = operation_request(operation, self._format, prefer=prefer_value(self.api_version, echo))
         return request.method, request.path, request.headers, request.body
@@ -689,7 +689,7 @@ class ClientCore:
         )
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
-        from ._batch_answer import BatchAnswer  # with the first batch, not by ``import tablesdk`` (start-up)
+        from ._formats._batch_answer import BatchAnswer  # with the first batch, not by ``import tablesdk`` (start-up)
 
         answer = BatchAnswer(operations, self._format)
         annotate({"tablesdk.batch.operation_count": len(operations)})

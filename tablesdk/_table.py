@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from ._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
-from ._batch import BatchOperationKind
+from ._formats._batch import BatchOperationKind
 from ._entities._edm import EdmType, EntityPayload
 from ._entities._entity import AnyEntity, DynamicEntity, E, EntityObject
 from ._core._errors import ResourceNotFoundError, TableErrorCode

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._batch import BatchOperation, BatchOperationKind
+from ._formats._batch import BatchOperation, BatchOperationKind
 from ._entities._edm import EntityPage, EntityPayload
 from ._entities._entity import E, ResolvedType, entity_from_payload, read_page
 from ._entities._entity_access import entity_etag

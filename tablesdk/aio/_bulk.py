@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .._batch import BatchOperationResult
+from .._formats._batch import BatchOperationResult
 from .._bulk import (
     AwaitAnswer,
     AwaitRoom,

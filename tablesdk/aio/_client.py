@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response
-from .._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity, E, EntityObject

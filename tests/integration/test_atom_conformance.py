@@ -14,8 +14,8 @@ the answers parse with the SDK's own codecs to the right typed values:
   update carrying its ETag in its own part), the single-query batch (``PartitionKey ==
   "Channel_19" && RowKey == "2"``), and the error response shape (a 400 ``InvalidInput``
   whose message starts with the failing operation's index ``1:``); built with
-  :func:`tablesdk._batch.build_batch_request` and the Atom codec, and once hand-written
-  following the white paper, and parsed with :func:`tablesdk._batch_answer.parse_batch_response`;
+  :func:`tablesdk._formats._batch.build_batch_request` and the Atom codec, and once hand-written
+  following the white paper, and parsed with :func:`tablesdk._formats._batch_answer.parse_batch_response`;
 * round trips of all eight EDM types: inserted as Atom, read as JSON, and the reverse.
 """
 
@@ -32,8 +32,8 @@ import requests
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, EntityProperty
 from tablesdk._core._auth import SharedKeyCredential
-from tablesdk._batch import BatchOperation, BatchOperationKind, build_batch_request
-from tablesdk._batch_answer import parse_batch_response
+from tablesdk._formats._batch import BatchOperation, BatchOperationKind, build_batch_request
+from tablesdk._formats._batch_answer import parse_batch_response
 from tablesdk.devstore import DEVSTORE_ACCOUNT, DEVSTORE_KEY, DevStore
 from tablesdk._entities._edm import EdmDateTime, EntityPayload, parse_datetime
 from tablesdk._entities._entity import entity_to_payload

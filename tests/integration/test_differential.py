@@ -70,7 +70,7 @@ from typing import Any
 import pytest
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, EntityProperty, NoRetry
-from tablesdk._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from tablesdk._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from tablesdk._entities._edm import EdmDateTime, EntityPayload, to_filter_literal
 from tablesdk._entities._entity import entity_to_payload
 from tablesdk._core._errors import BatchError, TableServiceError

@@ -25,7 +25,7 @@ from tablesdk import (
     TableOperation,
     TableValidationError,
 )
-from tablesdk._batch import BatchOperation, BatchOperationKind
+from tablesdk._formats._batch import BatchOperation, BatchOperationKind
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 
 CONNECTION = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;TableEndpoint=http://127.0.0.1:1/devstoreaccount1"

@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk._batch: limits, request building, response reading.
+"""Unit tests for tablesdk._formats._batch: limits, request building, response reading.
 
 A tiny fake PayloadFormat keeps these tests independent of the real codecs
 (tests/wire/test_batch_golden.py runs the real ones too).
@@ -12,8 +12,8 @@ from urllib.parse import unquote
 
 import pytest
 
-import tablesdk._batch as batch_module
-from tablesdk._batch import (
+import tablesdk._formats._batch as batch_module
+from tablesdk._formats._batch import (
     MAX_BATCH_BYTES,
     MAX_BATCH_OPERATIONS,
     BatchOperation,
@@ -23,7 +23,7 @@ from tablesdk._batch import (
     entity_path,
     validate_batch,
 )
-from tablesdk._batch_answer import parse_batch_response
+from tablesdk._formats._batch_answer import parse_batch_response
 from tablesdk._entities._edm import EdmType, EntityPayload
 from tablesdk._core._errors import (
     ResponseDecodeError,
@@ -608,7 +608,7 @@ def test_a_pre_encoded_body_is_sent_verbatim_instead_of_reserializing() -> None:
 
 @pytest.mark.parametrize("kind", [K.INSERT, K.UPDATE, K.MERGE, K.DELETE, K.INSERT_OR_MERGE, K.INSERT_OR_REPLACE])
 def test_a_batch_part_is_the_operation_request_written_out(kind: BatchOperationKind) -> None:
-    from tablesdk._batch import operation_request, prefer_value
+    from tablesdk._formats._batch import operation_request, prefer_value
 
     operation = op(kind, "r1")
     request = operation_request(operation, FMT, prefer=prefer_value("2019-02-02", operation.echo_content))

@@ -40,7 +40,7 @@ from tablesdk import (
     TableServiceError,
     TableValidationError,
 )
-from tablesdk._batch import (
+from tablesdk._formats._batch import (
     MAX_BATCH_BYTES,
     BatchOperation,
     BatchOperationKind,

@@ -24,7 +24,7 @@ from tablesdk import (
     TableValidationError,
     prop,
 )
-from tablesdk._batch import build_batch_request
+from tablesdk._formats._batch import build_batch_request
 from tablesdk._entities._entity import entity_from_payload, entity_to_payload
 from tablesdk._formats import get_format
 

@@ -112,7 +112,7 @@ def test_edm_datetime_keeps_the_seventh_digit_in_a_slot_and_stays_a_datetime_sub
 
 # ------------------------------------------------------------------ batch response headers
 
-from tablesdk._batch_answer import _read_headers, _read_headers_by_line  # noqa: E402
+from tablesdk._formats._batch_answer import _read_headers, _read_headers_by_line  # noqa: E402
 
 HEADER_BLOCKS = [
     b"HTTP/1.1 204 No Content\r\nContent-ID: 1\r\nETag: W/\"datetime'2024'\"\r\nX-Content-Type-Options: nosniff\r\n\r\nrest",
@@ -724,8 +724,8 @@ def test_template_bodies_leave_out_timestamp_wherever_it_is(where: int) -> None:
 
 from pathlib import Path  # noqa: E402
 
-from tablesdk._batch import BatchOperation, BatchOperationKind  # noqa: E402
-from tablesdk._batch_answer import _general_results, _standard_results, parse_batch_response  # noqa: E402
+from tablesdk._formats._batch import BatchOperation, BatchOperationKind  # noqa: E402
+from tablesdk._formats._batch_answer import _general_results, _standard_results, parse_batch_response  # noqa: E402
 
 _WIRE = Path(__file__).parent.parent / "wire" / "data"
 
@@ -823,8 +823,8 @@ def test_the_service_shape_is_read_in_one_pass() -> None:
 
 import itertools  # noqa: E402
 
-import tablesdk._batch as batch_module  # noqa: E402
-from tablesdk._batch import _general_batch_request, build_batch_request  # noqa: E402
+import tablesdk._formats._batch as batch_module  # noqa: E402
+from tablesdk._formats._batch import _general_batch_request, build_batch_request  # noqa: E402
 from tablesdk._formats.atom import AtomFormat  # noqa: E402
 
 from support import FakeFormat  # noqa: E402

@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("wire formats", (
         "tablesdk._formats", "tablesdk._formats.atom", "tablesdk._formats.json", "tablesdk._formats.json_write", "tablesdk._formats.errors",
-        "tablesdk._batch", "tablesdk._batch_answer",
+        "tablesdk._formats._batch", "tablesdk._formats._batch_answer",
     )),
     ("queries", (
         "tablesdk._continuation", "tablesdk._keys", "tablesdk._pager", "tablesdk._page_stream", "tablesdk._query", "tablesdk._parallel",

@@ -147,7 +147,7 @@ def test_the_package_logger_gets_its_null_handler_with_the_first_logger() -> Non
 
 #: Our own modules few programs need: the bulk loader, the service-level settings (XML), the batch
 #: answer reader (multipart patterns). Their public names resolve when first named.
-OWN_NOT_AT_IMPORT = ("tablesdk._bulk", "tablesdk._service", "tablesdk._batch_answer")
+OWN_NOT_AT_IMPORT = ("tablesdk._bulk", "tablesdk._service", "tablesdk._formats._batch_answer")
 
 
 def test_import_tablesdk_leaves_the_bulk_loader_service_settings_and_batch_answers() -> None:

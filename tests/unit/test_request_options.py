@@ -180,7 +180,7 @@ SYNC_RETRIED: dict[str, Callable[[CloudTableClient, TableRequestOptions | None],
 
 
 def _delete_operation() -> Any:
-    from tablesdk._batch import BatchOperation, BatchOperationKind
+    from tablesdk._formats._batch import BatchOperation, BatchOperationKind
 
     return BatchOperation(BatchOperationKind.DELETE, "tbl", "p", "r", None, "*")
 

@@ -15,7 +15,7 @@ from tablesdk import (
     TableOperation,
     TableValidationError,
 )
-from tablesdk._batch import BatchOperationKind, BatchOperationResult
+from tablesdk._formats._batch import BatchOperationKind, BatchOperationResult
 from tablesdk.aio import AsyncCloudTable, AsyncCloudTableClient
 
 #: The client's table operations and the table object's names for them.

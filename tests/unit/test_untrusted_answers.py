@@ -22,7 +22,7 @@ from tablesdk import (
     NoRetry,
     ResponseDecodeError,
 )
-from tablesdk._batch_answer import parse_batch_response
+from tablesdk._formats._batch_answer import parse_batch_response
 from tablesdk._entities._entity import entity_to_payload
 from tablesdk._formats import get_format
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout

@@ -7,7 +7,7 @@
   response, copied as printed (with the chunk size line ``6E7`` and the final
   ``0``).
 * ``batch_azurite_*.http``: answers recorded from Azurite 3.37.0 to requests
-  built by tablesdk._batch (first line: the outer Content-Type header, then a
+  built by tablesdk._formats._batch (first line: the outer Content-Type header, then a
   blank line, then the body as received).
 """
 
@@ -22,13 +22,13 @@ from urllib.parse import unquote
 
 import pytest
 
-import tablesdk._batch as batch_module
-from tablesdk._batch import (
+import tablesdk._formats._batch as batch_module
+from tablesdk._formats._batch import (
     BatchOperation,
     BatchOperationKind,
     build_batch_request,
 )
-from tablesdk._batch_answer import parse_batch_response
+from tablesdk._formats._batch_answer import parse_batch_response
 from tablesdk._entities._edm import EdmType, EntityPayload
 from tablesdk._core._errors import (
     BatchError,

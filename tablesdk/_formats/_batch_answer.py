@@ -15,7 +15,7 @@ check the clients send a batch with, so that a refused change set is an error th
 retry loop classifies.
 
 It never does I/O: it reads the bytes the client received for the request
-:func:`~tablesdk._batch.build_batch_request` wrote.
+:func:`~tablesdk._formats._batch.build_batch_request` wrote.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from itertools import repeat
 from operator import getitem, itemgetter
 
 from ._batch import MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, BatchOperationResult
-from ._entities._edm import EntityPayload
-from ._core._errors import BatchError, ResponseDecodeError, error_for_status
-from ._formats import PayloadFormat, decoded, parse_error_body, require_keys
-from ._pipeline._http import HttpResponse
+from .._entities._edm import EntityPayload
+from .._core._errors import BatchError, ResponseDecodeError, error_for_status
+from . import PayloadFormat, decoded, parse_error_body, require_keys
+from .._pipeline._http import HttpResponse
 
 __all__ = ["parse_batch_response", "BatchAnswer"]
 

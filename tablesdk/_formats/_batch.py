@@ -8,10 +8,10 @@ single entity) on its own, outside any change set.
 This module holds the operations (:class:`BatchOperation`), their validation and
 the request, written by a hand-written, single-pass multipart writer (the stdlib
 ``email`` package costs more than the rest of a batch put together). The
-service's answer is read by :mod:`tablesdk._batch_answer`.
+service's answer is read by :mod:`tablesdk._formats._batch_answer`.
 
 It never does I/O: the client sends the bytes :func:`build_batch_request`
-returns and hands the answer to :func:`~tablesdk._batch_answer.parse_batch_response`.
+returns and hands the answer to :func:`~tablesdk._formats._batch_answer.parse_batch_response`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from itertools import repeat
 from operator import attrgetter
 from urllib.parse import quote
 
-from ._entities._edm import EntityPayload
-from ._core._errors import TableValidationError
-from ._formats import PayloadFormat
+from .._entities._edm import EntityPayload
+from .._core._errors import TableValidationError
+from . import PayloadFormat
 
 __all__ = [
     "BatchOperationKind",
