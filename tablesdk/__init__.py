@@ -50,10 +50,10 @@ from ._entities._filter import col, prop
 from ._pipeline._http import (
     AttemptState, HttpRequest, HttpResponse, MockSender, SendError, Sender, SendingRequest, Timeout,
 )
-from ._continuation import ContinuationToken, ResultSegment
-from ._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
-from ._parallel import find_partition_boundaries
-from ._query import EmptyResultError, TableQuery
+from ._queries._continuation import ContinuationToken, ResultSegment
+from ._queries._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
+from ._queries._parallel import find_partition_boundaries
+from ._queries._query import EmptyResultError, TableQuery
 from ._pipeline._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
 from ._table import CloudTable, TableContext
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse

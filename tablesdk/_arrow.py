@@ -38,7 +38,7 @@ from ._core._extras import install_hint
 
 if TYPE_CHECKING:
     from ._arrow_json import JsonColumnsReader
-    from ._query import FetchedPage, TableQuery
+    from ._queries._query import FetchedPage, TableQuery
 
 __all__ = [
     "EDM_TYPE_KEY",
@@ -585,8 +585,8 @@ def batch_decoder(builder: BatchBuilder, source: Any) -> Callable[[FetchedPage],
 
 def scan_batches(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
     """The record batches of ``query``'s pages, read as its entity pages are
-    (:func:`tablesdk._query.query_pages`, read-ahead included)."""
-    from ._query import query_pages
+    (:func:`tablesdk._queries._query.query_pages`, read-ahead included)."""
+    from ._queries._query import query_pages
 
     for batch, _ in query_pages(query, decode=batch_decoder(builder, query.source)):
         yield batch

@@ -38,9 +38,9 @@ from ._entities._edm import EdmType, EntityPayload
 from ._entities._entity import DynamicEntity, E, EntityObject, validate_table_name
 from ._entities._filter import FilterLike
 from ._pipeline._options import TableRequestOptions, check_options
-from ._page_stream import segment_results, stream_pages
-from ._pager import PageRequest, Pager
-from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._queries._page_stream import segment_results, stream_pages
+from ._queries._pager import PageRequest, Pager
+from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._core._auth import with_token_audience
 from ._pipeline._retry import RetryPolicy
 from ._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
@@ -475,7 +475,7 @@ class CloudTableClient(ClientCore):
     def execute_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> ResultSegment[E]:
-        """One page of ``query`` (the :class:`~tablesdk._query.QuerySource` protocol).
+        """One page of ``query`` (the :class:`~tablesdk._queries._query.QuerySource` protocol).
 
         A point query for a missing entity is an empty page; a missing table raises.
         """
@@ -485,7 +485,7 @@ class CloudTableClient(ClientCore):
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> FetchedPage:
         """The HTTP stage of :meth:`execute_query_segment`: the page's answer, not decoded, and the next
-        page's token (:class:`~tablesdk._query.PagedQuerySource`; safe on any thread)."""
+        page's token (:class:`~tablesdk._queries._query.PagedQuerySource`; safe on any thread)."""
         return self._run(self._f_fetch_page(query, continuation_token, top, True, False, None), query.request_options)
 
     def decode_query_segment(self, query: TableQuery[E], fetched: FetchedPage) -> ResultSegment[E]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, overload
 from ._entities._entity import DynamicEntity, E, validate_table_name
 from ._entities._filter import prop
 from ._operations import RAISED_FROM_THE_CALL
-from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._pipeline._options import TableRequestOptions, resolve_retry_policy
 from ._pipeline._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
@@ -231,7 +231,7 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
     def fetch_query_segment(
         self, query: TableQuery[E], continuation_token: ContinuationToken | None, top: int | None
     ) -> FetchedPage:
-        """The HTTP stage of :meth:`execute_query_segment` (:class:`~tablesdk._query.PagedQuerySource`).
+        """The HTTP stage of :meth:`execute_query_segment` (:class:`~tablesdk._queries._query.PagedQuerySource`).
 
         It reads no tracked state, so iteration runs it on another thread for
         the next page while this one is decoded: the ``sending_request`` hooks

@@ -28,7 +28,7 @@ from ._entities._entity import DynamicEntity, entity_from_payload, validate_tabl
 from ._core._errors import TableValidationError
 from ._entities._filter import FilterLike
 from ._pipeline._options import TableRequestOptions
-from ._query import FetchedPage, TableQuery, query_pages
+from ._queries._query import FetchedPage, TableQuery, query_pages
 
 if TYPE_CHECKING:
     from ._bulk import BulkTarget
@@ -52,7 +52,7 @@ def key_query(
 
 def scan_pages(client: CloudTableClient, query: TableQuery[Any]) -> Iterator[list[EntityPayload]]:
     """Every page of ``query`` as payloads, following continuation (a token seen twice is a cycle),
-    read as the query's entities are (:func:`~tablesdk._query.query_pages`)."""
+    read as the query's entities are (:func:`~tablesdk._queries._query.query_pages`)."""
     for payloads, _ in query_pages(query, decode=partial(page_payloads, client)):
         yield payloads
         del payloads

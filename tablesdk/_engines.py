@@ -31,8 +31,8 @@ from ._entities._edm import EdmType
 from ._entities._entity import DynamicEntity
 from ._core._errors import TableServiceError, require_positive_seconds
 from ._entities._filter import Filter, prop
-from ._parallel import find_partition_boundaries
-from ._query import TableQuery
+from ._queries._parallel import find_partition_boundaries
+from ._queries._query import TableQuery
 
 __all__ = [
     "ConnectionSecret", "RangePlan", "RangeSpec", "TableWriteError", "iter_range_batches", "plan_ranges",

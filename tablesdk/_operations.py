@@ -62,7 +62,7 @@ from ._formats import (
 from ._formats.errors import body_excerpt
 from ._pipeline._http import HttpResponse, RequestHook, SendingRequest
 from ._pipeline._options import LOCATION_MODES, TableRequestOptions
-from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
+from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
 from ._pipeline._retry import RetryPolicy
 from ._pipeline._settings import RequestSettings, check_retry_policy
 from ._core._tracing import annotate

@@ -20,7 +20,7 @@ from ._entities._entity import AnyEntity, DynamicEntity, E, EntityObject
 from ._core._errors import ResourceNotFoundError, TableErrorCode
 from ._entities._filter import FilterLike
 from ._pipeline._options import TableRequestOptions
-from ._query import ContinuationToken, TableQuery
+from ._queries._query import ContinuationToken, TableQuery
 from ._pipeline._retry import RetryPolicy
 from ._pipeline._transport import OperationContext
 

@@ -23,7 +23,7 @@ from ._entities._entity import E, ResolvedType, entity_from_payload, read_page
 from ._entities._entity_access import entity_etag
 from ._core._errors import BatchError, ResourceNotFoundError, TableServiceError, warn_the_caller
 from ._merge import MergeOption, refresh_tracked
-from ._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._pipeline._retry import RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions, SavePlan

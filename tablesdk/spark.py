@@ -59,8 +59,8 @@ from ._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E40
 from ._entities._entity import DynamicEntity  # noqa: E402
 from ._core._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
 from ._entities._filter import Filter, Or, count_comparisons, prop  # noqa: E402
-from ._parallel import find_partition_boundaries  # noqa: E402
-from ._query import TableQuery  # noqa: E402
+from ._queries._parallel import find_partition_boundaries  # noqa: E402
+from ._queries._query import TableQuery  # noqa: E402
 
 __all__ = ["SHORT_NAME", "AzureTablesDataSource", "TableWriteError", "register", "service_filter"]
 

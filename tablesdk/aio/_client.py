@@ -23,9 +23,9 @@ from .._entities._entity import DynamicEntity, E, EntityObject
 from .._entities._filter import FilterLike
 from .._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
 from .._pipeline._options import TableRequestOptions, check_options
-from .._page_stream import segment_results, stream_pages_async
-from .._pager import PageRequest, Pager
-from .._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from .._queries._page_stream import segment_results, stream_pages_async
+from .._queries._pager import PageRequest, Pager
+from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .._core._auth import with_token_audience
 from .._pipeline._retry import RetryPolicy
 from .._pipeline._settings import DEFAULT_TIMEOUT, client_settings

@@ -35,7 +35,7 @@ from .._save_plan import SaveChangesOptions
 from .._tracking_context import TrackingContext, warn_get_gave_none
 from .._entities._entity import DynamicEntity, E, validate_table_name
 from .._entities._filter import prop
-from .._query import ContinuationToken, ResultSegment, TableQuery
+from .._queries._query import ContinuationToken, ResultSegment, TableQuery
 from .._pipeline._options import TableRequestOptions, resolve_retry_policy
 from .._pipeline._retry import NoRetry, RetryPolicy
 from .._pipeline._transport import OperationContext

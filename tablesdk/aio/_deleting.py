@@ -19,9 +19,9 @@ from .._entities._edm import EntityPayload
 from .._entities._entity import DynamicEntity, validate_table_name
 from .._entities._filter import FilterLike
 from .._pipeline._options import TableRequestOptions
-from .._page_stream import stream_pages_async
-from .._pager import PageRequest, Pager
-from .._query import FetchedPage, TableQuery
+from .._queries._page_stream import stream_pages_async
+from .._queries._pager import PageRequest, Pager
+from .._queries._query import FetchedPage, TableQuery
 from ._bulk import run_on_tasks
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """Parallel scans from asyncio: :meth:`AsyncTableQuery.iter_parallel`.
 
-The rules are the threaded scan's (:mod:`tablesdk._parallel`): the query is cut into
+The rules are the threaded scan's (:mod:`tablesdk._queries._parallel`): the query is cut into
 PartitionKey ranges at given boundaries, or at the boundaries the same probe search
-finds (:func:`~tablesdk._parallel.boundary_search`, its probes sent ``workers`` at a
+finds (:func:`~tablesdk._queries._parallel.boundary_search`, its probes sent ``workers`` at a
 time as tasks); ``workers`` tasks read the ranges, each range's pages as a query
-reads them (:func:`~tablesdk._page_stream.stream_pages_async`, without reading
+reads them (:func:`~tablesdk._queries._page_stream.stream_pages_async`, without reading
 ahead: the other tasks keep the service busy), and hand them to the consumer through
 a queue of at most ``2 * workers`` pages. Unlike the threaded scan, no task reads the
 table from its start while the boundaries are probed: the probes of a few rounds
@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._entities._entity import E
-from .._parallel import boundary_search, partition_key_of, probe_at, probe_query
-from .._query import TableQuery
+from .._queries._parallel import boundary_search, partition_key_of, probe_at, probe_query
+from .._queries._query import TableQuery
 
 if TYPE_CHECKING:
     from ._query import AsyncQuerySource

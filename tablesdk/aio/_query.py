@@ -11,7 +11,7 @@ follows the same paging rules; only running it is awaited::
     seg = await q.execute_segmented(token)             # exactly one request
     table = await q.to_arrow()                         # as the sync query's to_arrow()
 
-Its pages are read by :func:`~tablesdk._page_stream.stream_pages_async`, the
+Its pages are read by :func:`~tablesdk._queries._page_stream.stream_pages_async`, the
 sync query's driver on the event loop (read-ahead is a task).
 """
 
@@ -25,12 +25,12 @@ from typing import Any, Generic, Protocol, TypeVar
 from .._entities._edm import EdmType
 from .._entities._entity import E
 from .._entities._filter import Filter, FilterLike
-from .._continuation import ContinuationToken, FetchedPage, ResultSegment
+from .._queries._continuation import ContinuationToken, FetchedPage, ResultSegment
 from .._core._errors import require_positive_int
 from .._pipeline._options import TableRequestOptions
-from .._page_stream import ReadAhead, segment_results, stream_pages_async
-from .._pager import PageRequest, Pager, Sliceable
-from .._query import EmptyResultError, TableQuery
+from .._queries._page_stream import ReadAhead, segment_results, stream_pages_async
+from .._queries._pager import PageRequest, Pager, Sliceable
+from .._queries._query import EmptyResultError, TableQuery
 
 from .._core._tracing import trace_public_methods
 __all__ = ["AsyncTableQuery", "AsyncQuerySource"]
@@ -221,7 +221,7 @@ class AsyncTableQuery(Generic[E]):
     def _pages(
         self, *, read_ahead: ReadAhead | None = None, decode: Callable[[FetchedPage], P] | None = None
     ) -> AsyncIterator[tuple[Any, ContinuationToken | None]]:
-        """The pages of this query (:func:`tablesdk._query.query_pages`, awaited): its source's entities,
+        """The pages of this query (:func:`tablesdk._queries._query.query_pages`, awaited): its source's entities,
         or ``decode`` of each page a client fetched."""
         query, source = self._query, self._source
         pager = Pager(query.take_count, query.request_top)  # the sync query's paging rules

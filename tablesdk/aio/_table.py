@@ -17,7 +17,7 @@ from .._entities._entity import AnyEntity, DynamicEntity, E, EntityObject, valid
 from .._core._errors import ResourceNotFoundError
 from .._entities._filter import FilterLike
 from .._pipeline._options import TableRequestOptions
-from .._query import ContinuationToken
+from .._queries._query import ContinuationToken
 from .._pipeline._retry import RetryPolicy
 from .._table import is_missing_entity
 from .._pipeline._transport import OperationContext

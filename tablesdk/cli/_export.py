@@ -26,9 +26,9 @@ from typing import IO, TYPE_CHECKING
 from .._client import CloudTableClient
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity, entity_to_payload
-from .._continuation import ContinuationToken
-from .._parallel import find_partition_boundaries
-from .._query import TableQuery
+from .._queries._continuation import ContinuationToken
+from .._queries._parallel import find_partition_boundaries
+from .._queries._query import TableQuery
 from ._files import CsvColumns, csv_header, csv_row, first_row_width, json_codec, pad_csv_rows, payload_json
 from ._output import OutputFileError, OutputPath, output_path, replace_small_file
 from ._progress import Progress

@@ -18,10 +18,10 @@ from .._client import CloudTableClient
 from .._entities._edm import EntityPayload
 from .._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from .._core._errors import TableServiceError
-from .._continuation import ContinuationToken
-from .._page_stream import stream_pages
-from .._pager import PageRequest, Pager
-from .._query import FetchedPage, TableQuery
+from .._queries._continuation import ContinuationToken
+from .._queries._page_stream import stream_pages
+from .._queries._pager import PageRequest, Pager
+from .._queries._query import FetchedPage, TableQuery
 from .._entities._filter import prop
 from ._files import EntityLine, payload_json
 from ._options import IMPORT_MODES
@@ -98,7 +98,7 @@ def pages(
     Follows continuation (also of empty pages); stops after the query's
     ``take`` cap; raises ContinuationCycleError when the service sends a token
 already seen in this run (A, B, A would read the same pages forever).
-    Pages are read as ``create_query`` reads them (:func:`tablesdk._page_stream.stream_pages`,
+    Pages are read as ``create_query`` reads them (:func:`tablesdk._queries._page_stream.stream_pages`,
     read-ahead included: the next page may be requested as soon as a page's
     answer arrives, before it is decoded, while the caller writes this one).
     At most two pages are held at a time: this one and the next one's undecoded answer. With

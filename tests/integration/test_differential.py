@@ -74,7 +74,7 @@ from tablesdk._formats._batch import BatchOperation, BatchOperationKind, BatchOp
 from tablesdk._entities._edm import EdmDateTime, EntityPayload, to_filter_literal
 from tablesdk._entities._entity import entity_to_payload
 from tablesdk._core._errors import BatchError, TableServiceError
-from tablesdk._query import ContinuationToken
+from tablesdk._queries._query import ContinuationToken
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from typing import Annotated
 from typing_extensions import assert_type
 
 from tablesdk import Chunked, CloudStorageAccount, DynamicEntity, Int64, Json, StoredAs, TableEntity, prop
-from tablesdk._query import TableQuery
+from tablesdk._queries._query import TableQuery
 
 
 class Entry(TableEntity):

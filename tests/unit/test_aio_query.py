@@ -8,7 +8,7 @@ import pytest
 
 from tablesdk import ContinuationCycleError, ContinuationToken, DynamicEntity, EmptyResultError, ResultSegment, prop
 from tablesdk.aio import AsyncTableQuery
-from tablesdk._query import TableQuery
+from tablesdk._queries._query import TableQuery
 
 pytestmark = pytest.mark.asyncio
 

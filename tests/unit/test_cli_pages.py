@@ -17,7 +17,7 @@ import pytest
 from tablesdk import ContinuationToken
 from tablesdk._entities._edm import EdmType, EntityPage, EntityPayload
 from tablesdk._core._errors import ContinuationCycleError
-from tablesdk._query import FetchedPage
+from tablesdk._queries._query import FetchedPage
 from tablesdk.cli._transfer import build_query, pages
 
 

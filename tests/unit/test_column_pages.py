@@ -163,7 +163,7 @@ def test_a_page_of_payloads_reads_as_they_are() -> None:
 
 from tablesdk._merge import MergeOption  # noqa: E402
 from tablesdk._tracking_context import TrackingContext  # noqa: E402
-from tablesdk._query import TableQuery  # noqa: E402
+from tablesdk._queries._query import TableQuery  # noqa: E402
 
 
 def _tracked(ctx: TrackingContext) -> list[Any]:

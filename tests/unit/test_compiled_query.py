@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-import tablesdk._query as query_module
+import tablesdk._queries._query as query_module
 from tablesdk import CloudStorageAccount
 from tablesdk._entities._entity import DynamicEntity, TableEntity
 from tablesdk._core._errors import TableValidationError

@@ -1,4 +1,4 @@
-"""The page stream (tablesdk._page_stream): one driver of the Pager per flavour, and the read-ahead
+"""The page stream (tablesdk._queries._page_stream): one driver of the Pager per flavour, and the read-ahead
 rule of ``"auto"``: read ahead only when the wait for the service is a significant share of a
 page's time. Time is a fake clock here: the fetches and the consumer advance it."""
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-import tablesdk._page_stream as page_stream
+import tablesdk._queries._page_stream as page_stream
 from tablesdk import ContinuationCycleError, ContinuationToken
-from tablesdk._page_stream import ReadAheadGauge, check_read_ahead, stream_pages, stream_pages_async
-from tablesdk._pager import PageRequest, Pager
+from tablesdk._queries._page_stream import ReadAheadGauge, check_read_ahead, stream_pages, stream_pages_async
+from tablesdk._queries._pager import PageRequest, Pager
 
 
 # ---------------------------------------------------------------- the rule

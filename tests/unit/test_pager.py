@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tablesdk import ContinuationCycleError, ContinuationToken, DynamicEntity, TableQuery
-from tablesdk._pager import PageRequest, Pager
+from tablesdk._queries._pager import PageRequest, Pager
 
 A, B, C = (ContinuationToken(key, "r") for key in "ABC")
 

@@ -25,7 +25,7 @@ from tablesdk import (
 )
 from tablesdk.devstore import DevStore
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
-from tablesdk._parallel import _highest_key_prefix, _Lead, _ParallelScan, run_search
+from tablesdk._queries._parallel import _highest_key_prefix, _Lead, _ParallelScan, run_search
 
 
 @pytest.fixture(scope="module")

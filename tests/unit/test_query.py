@@ -1,4 +1,4 @@
-"""Unit tests for tablesdk._query: TableQuery paging against a fake QuerySource,
+"""Unit tests for tablesdk._queries._query: TableQuery paging against a fake QuerySource,
 continuation tokens, and the white paper's key helpers."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from tablesdk._entities._edm import EdmDateTime, Int64
 from tablesdk._entities._entity import DynamicEntity, TableEntity
 from tablesdk._core._errors import TableServiceError, TableValidationError
 from tablesdk._entities._filter import RawFilter, prop
-from tablesdk._continuation import ContinuationToken, ResultSegment
-from tablesdk._keys import DATETIME_MAX_TICKS, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
-from tablesdk._query import EmptyResultError, TableQuery
+from tablesdk._queries._continuation import ContinuationToken, ResultSegment
+from tablesdk._queries._keys import DATETIME_MAX_TICKS, datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
+from tablesdk._queries._query import EmptyResultError, TableQuery
 
 
 class Blog(TableEntity):

@@ -26,7 +26,7 @@ from tablesdk import (
     TableServiceError,
 )
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, SendError
-from tablesdk._query import ContinuationToken, PagedQuerySource, ResultSegment
+from tablesdk._queries._query import ContinuationToken, PagedQuerySource, ResultSegment
 
 CONNECTION = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"

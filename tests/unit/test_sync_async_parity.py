@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from tablesdk import CloudTable, CloudTableClient, TableContext, TableQuery, TableServiceContext
-from tablesdk._query import QuerySource
+from tablesdk._queries._query import QuerySource
 from tablesdk.aio import (
     AsyncCloudTable,
     AsyncCloudTableClient,

@@ -20,7 +20,7 @@ from typing_extensions import assert_type
 
 from tablesdk import CloudStorageAccount, DynamicEntity, Int64, TableEntity, col
 from tablesdk._entities._filter import PropertyRef
-from tablesdk._query import ResultSegment, TableQuery
+from tablesdk._queries._query import ResultSegment, TableQuery
 
 
 class Note(TableEntity):

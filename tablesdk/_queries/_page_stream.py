@@ -1,5 +1,5 @@
 """Reading pages one after another: :func:`stream_pages` (threads) and :func:`stream_pages_async`
-(asyncio), the one driver of a :class:`~tablesdk._pager.Pager` per flavour.
+(asyncio), the one driver of a :class:`~tablesdk._queries._pager.Pager` per flavour.
 
 Every reader of pages runs on them: the iteration of a query, its Arrow batches,
 each range of a parallel scan, a table listing, the scans behind

@@ -1,7 +1,7 @@
 """Following continuation tokens, with no I/O: :class:`Pager`.
 
 Every reader of pages keeps its place in a Pager, driven by the one loop of each
-flavour (:mod:`tablesdk._page_stream`): the iteration of a query and its Arrow
+flavour (:mod:`tablesdk._queries._page_stream`): the iteration of a query and its Arrow
 batches (sync and async, in turn and reading ahead), each range of a parallel
 scan, a table listing, the scans of ``count_entities`` / ``delete_entities``, the
 command line's export. The pager sends nothing; the driver sends the request it
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ._continuation import ContinuationToken
-from ._core._errors import ContinuationCycleError
+from .._core._errors import ContinuationCycleError
 
 __all__ = ["Pager", "PageRequest", "Sliceable"]
 

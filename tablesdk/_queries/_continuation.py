@@ -2,7 +2,7 @@
 :class:`ResultSegment` (a page with the token of the next) and :class:`FetchedPage` (a page
 as it arrived, before its entities are read).
 
-Entity queries and table listings both page with these; :mod:`tablesdk._pager` decides
+Entity queries and table listings both page with these; :mod:`tablesdk._queries._pager` decides
 which token a loop follows next.
 """
 
@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ._entities._edm import EntityPage
-from ._pipeline._http import HttpResponse
+from .._entities._edm import EntityPage
+from .._pipeline._http import HttpResponse
 
 __all__ = ["ContinuationToken", "ResultSegment", "FetchedPage"]
 

@@ -22,13 +22,13 @@ return fewer, or none, with a continuation token at any time):
   reads ahead, the next page's undecoded answer: see :meth:`TableQuery.read_ahead`).
 
 Which token is followed next, the cycle check and the ``take`` count are
-decided by a :class:`~tablesdk._pager.Pager`, driven by
-:func:`~tablesdk._page_stream.stream_pages` (which also decides when to read
+decided by a :class:`~tablesdk._queries._pager.Pager`, driven by
+:func:`~tablesdk._queries._page_stream.stream_pages` (which also decides when to read
 ahead); this module gives it the requests and the decoding
 (:func:`query_pages`). A query's ``$filter``, ``$select`` and page reader are
 made once (:meth:`TableQuery.compiled`). Tokens and pages are in
-:mod:`tablesdk._continuation`, parallel scans in :mod:`tablesdk._parallel`, the
-key helpers in :mod:`tablesdk._keys`.
+:mod:`tablesdk._queries._continuation`, parallel scans in :mod:`tablesdk._queries._parallel`, the
+key helpers in :mod:`tablesdk._queries._keys`.
 """
 
 from __future__ import annotations
@@ -39,16 +39,16 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
-from ._entities._edm import EdmType, EntityPage
-from ._entities._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
-from ._core._errors import TableValidationError, require_positive_int
-from ._entities._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
-from ._pipeline._http import workers_within_pool
-from ._pipeline._options import TableRequestOptions, check_options
+from .._entities._edm import EdmType, EntityPage
+from .._entities._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
+from .._core._errors import TableValidationError, require_positive_int
+from .._entities._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
+from .._pipeline._http import workers_within_pool
+from .._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
 from ._pager import PageRequest, Pager, Sliceable
 
-from ._core._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 __all__ = [
     "ContinuationToken",
     "ResultSegment",
@@ -373,7 +373,7 @@ class TableQuery(Generic[E]):
         and receiving the next page competes with decoding this one), so
         ``"auto"`` reads ahead only while what it measures says the wait for the
         service is a significant share of a page's time: behind network latency,
-        not against a fast local server (the rule: :mod:`tablesdk._page_stream`).
+        not against a fast local server (the rule: :mod:`tablesdk._queries._page_stream`).
         At most one page is read ahead (memory stays flat), and with ``take(n)``
         only when the page in hand cannot hold the rest (a page read ahead counts
         the page before it as full, so no request asks for more than ``take``
@@ -600,7 +600,7 @@ class TableQuery(Generic[E]):
         (a column of wire text). ``schema`` (a ``pyarrow.Schema``) fixes the columns and checks
         each value fits. See docs/data.md.
         """
-        from ._arrow import query_to_arrow
+        from .._arrow import query_to_arrow
 
         return query_to_arrow(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
@@ -611,14 +611,14 @@ class TableQuery(Generic[E]):
 
         A batch has every column seen so far in the scan (without ``schema``, later batches may add columns).
         """
-        from ._arrow import iter_query_batches
+        from .._arrow import iter_query_batches
 
         return iter_query_batches(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
     def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
         """:meth:`to_arrow` as a pandas DataFrame: nullable Int32/Int64/boolean/string dtypes, UTC timestamps
         (with the 100 ns digit), Guids as ``uuid.UUID`` (so that ``write_pandas`` writes them as Guid)."""
-        from ._arrow import query_to_pandas
+        from .._arrow import query_to_pandas
 
         return query_to_pandas(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)
 
@@ -636,7 +636,7 @@ def query_pages(
     """The pages of ``query`` from ``start`` on, each with the token of the next (None on the last):
     the entities of its source's pages, or ``decode`` of each fetched page (the source must then be a
     :class:`PagedQuerySource`, a client: ``count_entities``, the command line). ``read_ahead``: the
-    query's own setting when None (:mod:`tablesdk._page_stream` drives the pager)."""
+    query's own setting when None (:mod:`tablesdk._queries._page_stream` drives the pager)."""
     source = query.source
     pager = Pager(query.take_count, query.request_top, start=start)
     setting = query.reads_ahead if read_ahead is None else read_ahead

@@ -7,7 +7,7 @@ probing (:func:`find_partition_boundaries`). The ranges a query is cut into
 to one consumer through a bounded queue (:class:`_ParallelScan`); without given
 boundaries, one worker reads the table from its start while they are probed
 (:class:`_Lead`). Each range reads its pages as a query does
-(:func:`~tablesdk._query.query_pages`), without reading ahead: the other
+(:func:`~tablesdk._queries._query.query_pages`), without reading ahead: the other
 workers keep the service busy.
 """
 
@@ -23,9 +23,9 @@ import contextvars
 from typing import Any, Generic, TypeVar
 
 from ._continuation import ContinuationToken, ResultSegment
-from ._entities._entity import DynamicEntity, E
-from ._core._errors import require_positive_int
-from ._entities._filter import prop
+from .._entities._entity import DynamicEntity, E
+from .._core._errors import require_positive_int
+from .._entities._filter import prop
 from ._query import TableQuery, query_pages
 
 __all__ = [

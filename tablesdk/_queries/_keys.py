@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from ._entities._edm import EdmDateTime
-from ._core._errors import TableValidationError
+from .._entities._edm import EdmDateTime
+from .._core._errors import TableValidationError
 
 __all__ = ["DATETIME_MAX_TICKS", "reverse_ticks", "datetime_from_reverse_ticks", "fixed_width_key"]
 

@@ -1,0 +1,1 @@
+"""Queries: TableQuery, paging without I/O, continuation tokens, partition ranges, key helpers."""
