@@ -98,7 +98,7 @@ def _probe_now(full: bool) -> dict[str, Any]:
         "threads": threading.active_count(), "fds": len(os.listdir("/proc/self/fd")),
     }
     if full:
-        from tablesdk._client import CloudTableClient as Client
+        from tablesdk._clients._client import CloudTableClient as Client
         from tablesdk._pipeline._transport import Transport
 
         gc.collect()

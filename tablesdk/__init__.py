@@ -21,7 +21,7 @@ from ._core._auth import (
     generate_table_sas,
 )
 from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from ._client import CloudTableClient
+from ._clients._client import CloudTableClient
 from ._context import TableServiceContext
 from ._merge import MergeOption
 from ._save_plan import SaveChangesOptions
@@ -63,7 +63,7 @@ from ._pipeline._options import TableRequestOptions
 if _TYPE_CHECKING:
     from ._bulk import BulkInsertError, BulkResult, EntityOutcome
     from ._pipeline._requests_sender import RequestsSender
-    from ._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
+    from ._clients._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 else:
     #: Public names whose module loads when one of them is first named (or when a call needs
     #: it), not by ``import tablesdk`` (start-up): the default sender brings requests and
@@ -71,8 +71,8 @@ else:
     _LAZY = {
         "RequestsSender": "._pipeline._requests_sender",
         "BulkInsertError": "._bulk", "BulkResult": "._bulk", "EntityOutcome": "._bulk",
-        "AccessPolicy": "._service", "AnalyticsLogging": "._service", "CorsRule": "._service",
-        "Metrics": "._service", "ServiceProperties": "._service", "ServiceStats": "._service",
+        "AccessPolicy": "._clients._service", "AnalyticsLogging": "._clients._service", "CorsRule": "._clients._service",
+        "Metrics": "._clients._service", "ServiceProperties": "._clients._service", "ServiceStats": "._clients._service",
     }
 
     def __getattr__(name: str) -> object:

@@ -63,7 +63,7 @@ from ._pipeline._transport import OperationContext
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ._client import CloudTableClient
+    from ._clients._client import CloudTableClient
 
 __all__ = [
     "BULK_MODES", "DELETE", "AwaitAnswer", "AwaitRoom", "BulkBatch", "BulkCall", "BulkCommand", "BulkInsertError",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ._entities._entity import DynamicEntity, E, validate_table_name
 from ._entities._filter import prop
-from ._operations import RAISED_FROM_THE_CALL
+from ._clients._operations import RAISED_FROM_THE_CALL
 from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from ._pipeline._options import TableRequestOptions, resolve_retry_policy
 from ._pipeline._retry import NoRetry, RetryPolicy
@@ -39,13 +39,13 @@ from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ._client import CloudTableClient
+    from ._clients._client import CloudTableClient
 
 __all__ = ["TableServiceContext"]
 
 
 class TableServiceContext(TrackingContext["CloudTableClient"]):
-    """A unit of work over one :class:`~tablesdk._client.CloudTableClient`.
+    """A unit of work over one :class:`~tablesdk._clients._client.CloudTableClient`.
 
     Options (all settable attributes): ``merge_option`` (default
     :attr:`MergeOption.APPEND_ONLY`), ``ignore_missing_properties`` (default

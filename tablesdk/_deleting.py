@@ -32,8 +32,8 @@ from ._queries._query import FetchedPage, TableQuery, query_pages
 
 if TYPE_CHECKING:
     from ._bulk import BulkTarget
-    from ._client import CloudTableClient
-    from ._operations import ClientCore
+    from ._clients._client import CloudTableClient
+    from ._clients._operations import ClientCore
 
 __all__ = [
     "count_entities", "delete_call", "delete_entities", "key_query", "page_deletes", "page_payloads", "plan_deletes",

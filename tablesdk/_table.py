@@ -27,8 +27,8 @@ from ._pipeline._transport import OperationContext
 from ._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from ._bulk import BulkMode, BulkResult, ProgressCallback
-    from ._service import AccessPolicy
-    from ._client import CloudTableClient, RequestHook
+    from ._clients._service import AccessPolicy
+    from ._clients._client import CloudTableClient, RequestHook
     from ._context import TableServiceContext
     from ._save_outcome import DataServiceResponse
     from ._save_plan import SaveChangesOptions

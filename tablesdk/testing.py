@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import pytest
 
 from ._core._account import CloudStorageAccount
-from ._client import CloudTableClient
+from ._clients._client import CloudTableClient
 from .devstore import DevStore
 
 __all__ = ["devstore", "devstore_connection_string", "devstore_account", "table_client"]

@@ -37,7 +37,7 @@ from ._auth import (
 
 if TYPE_CHECKING:
     # client.py is written in parallel; "unused-ignore" keeps this line clean once it lands.
-    from .._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
+    from .._clients._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
     from ..aio import AsyncCloudTableClient
 
 __all__ = [
@@ -457,12 +457,12 @@ class CloudStorageAccount:
     # ------------------------------------------------------------ clients
 
     def create_cloud_table_client(self, payload_format: str = "json", **kwargs: Any) -> CloudTableClient:
-        """A :class:`~tablesdk._client.CloudTableClient` for this account.
+        """A :class:`~tablesdk._clients._client.CloudTableClient` for this account.
 
         ``payload_format`` is ``"json"`` or ``"atom"``; other keyword arguments
         go to the client unchanged.
         """
-        from .._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
+        from .._clients._client import CloudTableClient  # type: ignore[import-not-found, unused-ignore]
 
         return CloudTableClient(self, payload_format=payload_format, **kwargs)
 

@@ -12,7 +12,7 @@ attempt at a time, around whichever sender it was given.
   when a client creates its sender).
 * :class:`MockSender` answers from a function, in memory, for tests (the role of
   httpx's ``MockTransport``); pass it as ``sender=`` to
-  :class:`~tablesdk._client.CloudTableClient`.
+  :class:`~tablesdk._clients._client.CloudTableClient`.
 
 Bodies are bounded: a response larger than ``max_response_bytes`` is refused
 while it is read, and ``Accept-Encoding: identity`` is sent so that no server

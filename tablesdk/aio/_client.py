@@ -1,7 +1,7 @@
 """``AsyncCloudTableClient``: every operation of :class:`tablesdk.CloudTableClient`, awaitable.
 
 The operations are the sync client's own code (the flows of
-:mod:`tablesdk._operations`: request building, answers, fallbacks for keys
+:mod:`tablesdk._clients._operations`: request building, answers, fallbacks for keys
 the URL path cannot carry, "if not exists" rules), and so are the payload
 codecs, the ``$batch`` writer and reader, the filter language, the entity
 classes and the retry policies; this class runs the flows over the asyncio
@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequenc
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .._operations import Call, ClientCore, Flow, arun_flow, error_from_response
+from .._clients._operations import Call, ClientCore, Flow, arun_flow, error_from_response
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._entities._edm import EdmType, EntityPayload
@@ -36,7 +36,7 @@ from ._query import AsyncTableQuery
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._core._account import CloudStorageAccount
-    from .._service import AccessPolicy, ServiceProperties, ServiceStats
+    from .._clients._service import AccessPolicy, ServiceProperties, ServiceStats
     from ._sender import AsyncSender
     from ._context import AsyncTableServiceContext
     from ._table import AsyncCloudTable

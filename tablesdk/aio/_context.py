@@ -29,7 +29,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from .._operations import RAISED_FROM_THE_CALL
+from .._clients._operations import RAISED_FROM_THE_CALL
 from .._save_outcome import DataServiceResponse
 from .._save_plan import SaveChangesOptions
 from .._tracking_context import TrackingContext, warn_get_gave_none

@@ -25,8 +25,8 @@ from ._query import AsyncTableQuery
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
-    from .._client import RequestHook
-    from .._service import AccessPolicy
+    from .._clients._client import RequestHook
+    from .._clients._service import AccessPolicy
     from .._save_outcome import DataServiceResponse
     from .._save_plan import SaveChangesOptions
     from ._client import AsyncCloudTableClient

@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from .._core._account import CloudStorageAccount
-from .._client import CloudTableClient
+from .._clients._client import CloudTableClient
 from .._entities._entity import DynamicEntity, entity_from_payload
 from .._core._errors import ConnectionFailedError, TableServiceError, TableValidationError
 from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json

@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import IO, TYPE_CHECKING
 
-from .._client import CloudTableClient
+from .._clients._client import CloudTableClient
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity, entity_to_payload
 from .._queries._continuation import ContinuationToken

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from .._client import CloudTableClient
+from .._clients._client import CloudTableClient
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity
 

@@ -18,7 +18,7 @@ import click
 
 from .._core._account import CloudStorageAccount
 from .._core._auth import SasCredential, SharedKeyCredential
-from .._client import CloudTableClient
+from .._clients._client import CloudTableClient
 from .._core._errors import require_positive_seconds
 from .._pipeline._retry import ExponentialRetry, NoRetry
 from .._core._redaction import redact_text

@@ -41,7 +41,7 @@ from typing import Any
 
 from .._arrow import SYSTEM_COLUMNS, BatchBuilder, edm_type_of_field, scan_batches
 from .._arrow_write import arrow_rows
-from .._client import CloudTableClient
+from .._clients._client import CloudTableClient
 from .._entities._edm import EdmType
 from .._core._errors import SchemaConflictError
 from .._core._extras import require_extra

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from .._client import CloudTableClient
+from .._clients._client import CloudTableClient
 from .._entities._edm import EntityPayload
 from .._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
 from .._core._errors import TableServiceError

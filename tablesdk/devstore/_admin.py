@@ -1,6 +1,6 @@
 """Service-level bodies of the emulator: table ACLs, service properties, stats and CORS.
 
-Written independently of the client's codec (:mod:`tablesdk._service`) so that
+Written independently of the client's codec (:mod:`tablesdk._clients._service`) so that
 each checks the other. Stored state is JSON text in the storage's ``meta``
 table: ``acl:<table>`` holds a list of policies, ``service_properties`` the
 properties. Bodies the service refuses get ``400 InvalidXmlDocument`` (not

@@ -326,9 +326,9 @@ def test_create_cloud_table_client_passes_itself(monkeypatch: pytest.MonkeyPatch
         def __init__(self, account: Any, **kwargs: Any) -> None:
             calls.append((account, kwargs))
 
-    fake = types.ModuleType("tablesdk._client")
+    fake = types.ModuleType("tablesdk._clients._client")
     fake.CloudTableClient = FakeClient  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tablesdk._client", fake)
+    monkeypatch.setitem(sys.modules, "tablesdk._clients._client", fake)
     acct = CloudStorageAccount.development_storage_account()
     client = acct.create_cloud_table_client()
     assert isinstance(client, FakeClient)

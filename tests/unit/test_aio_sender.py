@@ -162,7 +162,7 @@ async def test_the_async_transport_retries_through_the_shared_loop(sender: Aioht
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    from tablesdk._client import _error_from_response
+    from tablesdk._clients._client import _error_from_response
 
     transport = AsyncTransport(None, error_parser=_error_from_response, sender=sender, sleep=sleep)
     settings = RequestSettings(retry_policy=LinearRetry(2, 0.25))

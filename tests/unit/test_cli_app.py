@@ -119,7 +119,7 @@ def test_the_failing_command_is_recorded_for_its_hint(monkeypatch: pytest.Monkey
     def refuse(self: object, prefix: str | None = None) -> object:
         raise TableServiceError("Not Found", status_code=404)
 
-    monkeypatch.setattr("tablesdk._client.CloudTableClient.list_tables", refuse)
+    monkeypatch.setattr("tablesdk._clients._client.CloudTableClient.list_tables", refuse)
     result = CliRunner().invoke(_app.cli, ["--dev", "tables", "list"])
     assert result.exit_code == 1 and "table endpoint" in result.output, result.output
 

@@ -21,7 +21,7 @@ from tablesdk import (
     ServerBusyError,
     TableServiceError,
 )
-from tablesdk._client import path_can_carry_keys
+from tablesdk._clients._client import path_can_carry_keys
 
 from fake_service import CONNECTION_STRING, ENDPOINT, error_reply
 

@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk._queries._continuation", "tablesdk._queries._keys", "tablesdk._queries._pager", "tablesdk._queries._page_stream", "tablesdk._queries._query", "tablesdk._queries._parallel",
         "tablesdk.aio._query", "tablesdk.aio._parallel",
     )),
-    ("operations", ("tablesdk._service", "tablesdk._operations", "tablesdk._client", "tablesdk.aio._client")),
+    ("operations", ("tablesdk._clients._service", "tablesdk._clients._operations", "tablesdk._clients._client", "tablesdk.aio._client")),
     ("unit of work and bulk loading", (
         "tablesdk._save_outcome", "tablesdk._tracking", "tablesdk._merge", "tablesdk._save_plan",
         "tablesdk._tracking_context", "tablesdk._context", "tablesdk.aio._context", "tablesdk._bulk_plan", "tablesdk._bulk",
@@ -88,21 +88,21 @@ EMULATOR_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 #: The one allow-list: imports that go up a layer or close a cycle, each because the public API
 #: makes the lower object hand out the higher one.
 ALLOWED: Mapping[tuple[str, str], str] = {
-    ("tablesdk._core._account", "tablesdk._client"): "CloudStorageAccount.create_cloud_table_client",
+    ("tablesdk._core._account", "tablesdk._clients._client"): "CloudStorageAccount.create_cloud_table_client",
     ("tablesdk._core._account", "tablesdk.aio"): "CloudStorageAccount.create_async_cloud_table_client",
-    ("tablesdk._client", "tablesdk._context"): "CloudTableClient.get_table_service_context",
-    ("tablesdk._client", "tablesdk._bulk"): "CloudTableClient.bulk_insert",
+    ("tablesdk._clients._client", "tablesdk._context"): "CloudTableClient.get_table_service_context",
+    ("tablesdk._clients._client", "tablesdk._bulk"): "CloudTableClient.bulk_insert",
     ("tablesdk.aio._client", "tablesdk.aio._context"): "AsyncCloudTableClient.get_table_service_context",
     ("tablesdk.aio._client", "tablesdk.aio._bulk"): "AsyncCloudTableClient.bulk_insert",
     ("tablesdk.aio._client", "tablesdk._bulk"): "AsyncCloudTableClient.bulk_insert: its modes and result types",
-    ("tablesdk._client", "tablesdk._table"): "CloudTableClient.get_table_reference",
-    ("tablesdk._client", "tablesdk._deleting"): "CloudTableClient.delete_entities / count_entities",
+    ("tablesdk._clients._client", "tablesdk._table"): "CloudTableClient.get_table_reference",
+    ("tablesdk._clients._client", "tablesdk._deleting"): "CloudTableClient.delete_entities / count_entities",
     ("tablesdk.aio._client", "tablesdk.aio._deleting"): "AsyncCloudTableClient.delete_entities / count_entities",
     ("tablesdk._queries._query", "tablesdk._queries._parallel"): "TableQuery.iter_parallel / iter_parallel_segments hand out a parallel scan",
     ("tablesdk.aio._query", "tablesdk.aio._parallel"): "AsyncTableQuery.iter_parallel hands out a parallel scan",
     ("tablesdk._queries._query", "tablesdk._arrow"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
     ("tablesdk.aio._query", "tablesdk._arrow"): "AsyncTableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
-    ("tablesdk._client", "tablesdk._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
+    ("tablesdk._clients._client", "tablesdk._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk._arrow_write"): "AsyncCloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk.aio._table"): "AsyncCloudTableClient.get_table_reference",
     # A package __init__ in front of its own modules: get_format hands out the codecs, which

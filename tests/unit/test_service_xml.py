@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tablesdk import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, TableValidationError
-from tablesdk._service import (
+from tablesdk._clients._service import (
     parse_acl,
     parse_service_properties,
     parse_service_stats,

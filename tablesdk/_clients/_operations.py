@@ -6,7 +6,7 @@ sent and receives the answer (an :class:`~tablesdk._pipeline._http.HttpResponse`
 arguments, builds each request, parses each answer and decides what a failure
 means (a point read that falls back to ``$filter``, a write that goes out as a
 one-operation batch, "if not exists" conflicts); it does no I/O and never
-waits. :class:`~tablesdk._client.CloudTableClient` runs flows with
+waits. :class:`~tablesdk._clients._client.CloudTableClient` runs flows with
 :func:`run_flow` over its :class:`~tablesdk._pipeline._transport.Transport`, and
 :class:`~tablesdk.aio.AsyncCloudTableClient` with :func:`arun_flow` over its
 asyncio transport: the same code, only sending and waiting differ.
@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from ._core._auth import check_token_credential, require_credential
-from ._formats._batch import (
+from .._core._auth import check_token_credential, require_credential
+from .._formats._batch import (
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
@@ -33,8 +33,8 @@ from ._formats._batch import (
     prefer_value,
     supports_prefer,
 )
-from ._entities._edm import EntityPage, EntityPayload
-from ._entities._entity import (
+from .._entities._edm import EntityPage, EntityPayload
+from .._entities._entity import (
     AnyEntity,
     E,
     EntityObject,
@@ -43,8 +43,8 @@ from ._entities._entity import (
     validate_key,
     validate_table_name,
 )
-from ._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
-from ._core._errors import (
+from .._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
+from .._core._errors import (
     BatchError,
     ConflictError,
     ResourceNotFoundError,
@@ -55,21 +55,21 @@ from ._core._errors import (
     error_for_status,
     require_positive_seconds,
 )
-from ._entities._filter import FilterLike, as_filter, prop, render_filter
-from ._formats import (
+from .._entities._filter import FilterLike, as_filter, prop, render_filter
+from .._formats import (
     PayloadFormat, decoded, decoding, get_format, parse_error_body, require_entity, require_keys, require_page_keys,
 )
-from ._formats.errors import body_excerpt
-from ._pipeline._http import HttpResponse, RequestHook, SendingRequest
-from ._pipeline._options import LOCATION_MODES, TableRequestOptions
-from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
-from ._pipeline._retry import RetryPolicy
-from ._pipeline._settings import RequestSettings, check_retry_policy
-from ._core._tracing import annotate
-from ._pipeline._transport import OperationContext
+from .._formats.errors import body_excerpt
+from .._pipeline._http import HttpResponse, RequestHook, SendingRequest
+from .._pipeline._options import LOCATION_MODES, TableRequestOptions
+from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery, with_keys
+from .._pipeline._retry import RetryPolicy
+from .._pipeline._settings import RequestSettings, check_retry_policy
+from .._core._tracing import annotate
+from .._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
-    from ._core._account import CloudStorageAccount
+    from .._core._account import CloudStorageAccount
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
 
 __all__ = [
@@ -220,7 +220,7 @@ def _not_found() -> ResourceNotFoundError:
 class ClientCore:
     """What the sync and async clients share: options, request building and the operation flows.
 
-    See :class:`~tablesdk._client.CloudTableClient` for the options. The client's request
+    See :class:`~tablesdk._clients._client.CloudTableClient` for the options. The client's request
     settings are one frozen :class:`~tablesdk._pipeline._settings.RequestSettings`, held here and
     handed, merged with each call's options (:meth:`_settings_for`), to the transport of
     either flavour with every request; the settable ``retry_policy``,
@@ -689,7 +689,7 @@ class ClientCore:
         )
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
-        from ._formats._batch_answer import BatchAnswer  # with the first batch, not by ``import tablesdk`` (start-up)
+        from .._formats._batch_answer import BatchAnswer  # with the first batch, not by ``import tablesdk`` (start-up)
 
         answer = BatchAnswer(operations, self._format)
         annotate({"tablesdk.batch.operation_count": len(operations)})

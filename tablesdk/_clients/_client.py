@@ -11,7 +11,7 @@ a point read uses the ``$filter`` form of Query Entities, and a write goes out
 as an entity group transaction holding that one operation.
 
 The operations themselves (request building, answers, fallbacks) are written
-once in :mod:`tablesdk._operations` and shared with the asyncio client; this
+once in :mod:`tablesdk._clients._operations` and shared with the asyncio client; this
 class runs them over its thread-blocking transport.
 """
 
@@ -33,29 +33,29 @@ from ._operations import (
     query_string,
     run_flow,
 )
-from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from ._entities._edm import EdmType, EntityPayload
-from ._entities._entity import DynamicEntity, E, EntityObject, validate_table_name
-from ._entities._filter import FilterLike
-from ._pipeline._options import TableRequestOptions, check_options
-from ._queries._page_stream import segment_results, stream_pages
-from ._queries._pager import PageRequest, Pager
-from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from ._core._auth import with_token_audience
-from ._pipeline._retry import RetryPolicy
-from ._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
-from ._pipeline._settings import DEFAULT_TIMEOUT, client_settings
-from ._pipeline._transport import HttpResponse, OperationContext, Timeout, Transport
+from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from .._entities._edm import EdmType, EntityPayload
+from .._entities._entity import DynamicEntity, E, EntityObject, validate_table_name
+from .._entities._filter import FilterLike
+from .._pipeline._options import TableRequestOptions, check_options
+from .._queries._page_stream import segment_results, stream_pages
+from .._queries._pager import PageRequest, Pager
+from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from .._core._auth import with_token_audience
+from .._pipeline._retry import RetryPolicy
+from .._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
+from .._pipeline._settings import DEFAULT_TIMEOUT, client_settings
+from .._pipeline._transport import HttpResponse, OperationContext, Timeout, Transport
 
-from ._core._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from ._core._account import CloudStorageAccount
-    from ._bulk import BulkMode, BulkResult, ProgressCallback
+    from .._core._account import CloudStorageAccount
+    from .._bulk import BulkMode, BulkResult, ProgressCallback
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
-    from ._context import TableServiceContext
-    from ._table import CloudTable
+    from .._context import TableServiceContext
+    from .._table import CloudTable
 
 __all__ = ["CloudTableClient", "SendingRequest", "RequestHook", "MAX_URI_SEGMENT_LENGTH", "LOCATION_MODES"]
 
@@ -403,13 +403,13 @@ class CloudTableClient(ClientCore):
 
     def get_table_reference(self, table_name: str) -> CloudTable:
         """The table ``table_name`` as a :class:`~tablesdk.CloudTable` (no request is sent)."""
-        from ._table import CloudTable
+        from .._table import CloudTable
 
         return CloudTable(self, table_name)
 
     def get_table_service_context(self, **options: Any) -> TableServiceContext:
         """A new :class:`~tablesdk._context.TableServiceContext` bound to this client."""
-        from ._context import TableServiceContext
+        from .._context import TableServiceContext
 
         return TableServiceContext(self, **options)
 
@@ -549,11 +549,11 @@ class CloudTableClient(ClientCore):
         which win over the client's. Per-entity outcomes are in the result's ``succeeded`` and
         ``failed``; it raises only for bad arguments, before any request. See docs/batch.md.
         """
-        from ._bulk import BulkOptions, insert_entities, is_column_data  # loads with its first call (start-up)
+        from .._bulk import BulkOptions, insert_entities, is_column_data  # loads with its first call (start-up)
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         if is_column_data(entities):
-            from ._arrow_write import column_rows
+            from .._arrow_write import column_rows
 
             entities = column_rows(entities)
         return insert_entities(self, table_name, entities, mode, bulk)
@@ -580,8 +580,8 @@ class CloudTableClient(ClientCore):
         counts as deleted); ``progress(done, None)`` after each batch, on the calling
         thread. Errors of the scan (a missing table) raise.
         """
-        from ._bulk import BulkOptions
-        from ._deleting import delete_entities
+        from .._bulk import BulkOptions
+        from .._deleting import delete_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         return delete_entities(self, table_name, filter, conditional, bulk)
@@ -596,7 +596,7 @@ class CloudTableClient(ClientCore):
     ) -> int:
         """How many entities of ``table_name`` match ``filter`` (all when None), reading only
         their keys (``$select=RowKey``); ``progress(counted, None)`` after each page."""
-        from ._deleting import count_entities
+        from .._deleting import count_entities
 
         return count_entities(self, table_name, filter, progress=progress, options=options)
 
@@ -624,8 +624,8 @@ class CloudTableClient(ClientCore):
         left out of the entity; Timestamp and ``odata.etag`` columns are not written. The other
         parameters and the :class:`BulkResult` are :meth:`bulk_insert`'s. See docs/data.md.
         """
-        from ._arrow_write import arrow_rows
-        from ._bulk import BulkOptions, insert_entities
+        from .._arrow_write import arrow_rows
+        from .._bulk import BulkOptions, insert_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         return insert_entities(self, table_name, arrow_rows(data, edm_types), mode, bulk)
@@ -643,8 +643,8 @@ class CloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
-        from ._arrow_write import arrow_rows, pandas_to_arrow
-        from ._bulk import BulkOptions, insert_entities
+        from .._arrow_write import arrow_rows, pandas_to_arrow
+        from .._bulk import BulkOptions, insert_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         return insert_entities(self, table_name, arrow_rows(pandas_to_arrow(frame), edm_types), mode, bulk)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._core._errors import TableValidationError
+from .._core._errors import TableValidationError
 
 __all__ = [
     "AccessPolicy",
@@ -186,7 +186,7 @@ def _root(body: bytes, tag: str) -> Any:
     # lxml and the Atom codec load with the first service-properties answer, not with tablesdk
     from lxml import etree
 
-    from ._formats.atom import SAFE_XML_PARSER
+    from .._formats.atom import SAFE_XML_PARSER
 
     try:
         root = etree.fromstring(body, SAFE_XML_PARSER)

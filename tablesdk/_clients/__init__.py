@@ -1,0 +1,1 @@
+"""Operations: every operation as an I/O-free flow, the sync client that runs them, service-level XML."""
