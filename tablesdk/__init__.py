@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._version import __version__
 from ._core._account import CloudStorageAccount
-from ._actions import TableBatchOperation, TableOperation, TableResult
+from ._unit_of_work._actions import TableBatchOperation, TableOperation, TableResult
 from ._core._auth import (
     BearerTokenCredential,
     SasCredential,
@@ -22,11 +22,11 @@ from ._core._auth import (
 )
 from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._clients._client import CloudTableClient
-from ._context import TableServiceContext
-from ._merge import MergeOption
-from ._save_plan import SaveChangesOptions
-from ._tracking import EntityDescriptor, EntityStates
-from ._tracking_context import UnsavedChangesWarning
+from ._unit_of_work._context import TableServiceContext
+from ._unit_of_work._merge import MergeOption
+from ._unit_of_work._save_plan import SaveChangesOptions
+from ._unit_of_work._tracking import EntityDescriptor, EntityStates
+from ._unit_of_work._tracking_context import UnsavedChangesWarning
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entities._entity import DynamicEntity, TableEntity, allow_unfilterable_names
 from ._entities._models import AsJson, ByValue, Chunked, Converter, Flatten, Json, StoredAs
@@ -55,8 +55,8 @@ from ._queries._keys import datetime_from_reverse_ticks, fixed_width_key, revers
 from ._queries._parallel import find_partition_boundaries
 from ._queries._query import EmptyResultError, TableQuery
 from ._pipeline._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
-from ._table import CloudTable, TableContext
-from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
+from ._unit_of_work._table import CloudTable, TableContext
+from ._unit_of_work._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._pipeline._transport import OperationContext, ResponseReceived, RetryDecision
 from ._pipeline._options import TableRequestOptions
 

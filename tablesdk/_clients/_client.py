@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from .._core._account import CloudStorageAccount
     from .._bulk import BulkMode, BulkResult, ProgressCallback
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
-    from .._context import TableServiceContext
-    from .._table import CloudTable
+    from .._unit_of_work._context import TableServiceContext
+    from .._unit_of_work._table import CloudTable
 
 __all__ = ["CloudTableClient", "SendingRequest", "RequestHook", "MAX_URI_SEGMENT_LENGTH", "LOCATION_MODES"]
 
@@ -403,13 +403,13 @@ class CloudTableClient(ClientCore):
 
     def get_table_reference(self, table_name: str) -> CloudTable:
         """The table ``table_name`` as a :class:`~tablesdk.CloudTable` (no request is sent)."""
-        from .._table import CloudTable
+        from .._unit_of_work._table import CloudTable
 
         return CloudTable(self, table_name)
 
     def get_table_service_context(self, **options: Any) -> TableServiceContext:
-        """A new :class:`~tablesdk._context.TableServiceContext` bound to this client."""
-        from .._context import TableServiceContext
+        """A new :class:`~tablesdk._unit_of_work._context.TableServiceContext` bound to this client."""
+        from .._unit_of_work._context import TableServiceContext
 
         return TableServiceContext(self, **options)
 

@@ -30,9 +30,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
 from .._clients._operations import RAISED_FROM_THE_CALL
-from .._save_outcome import DataServiceResponse
-from .._save_plan import SaveChangesOptions
-from .._tracking_context import TrackingContext, warn_get_gave_none
+from .._unit_of_work._save_outcome import DataServiceResponse
+from .._unit_of_work._save_plan import SaveChangesOptions
+from .._unit_of_work._tracking_context import TrackingContext, warn_get_gave_none
 from .._entities._entity import DynamicEntity, E, validate_table_name
 from .._entities._filter import prop
 from .._queries._query import ContinuationToken, ResultSegment, TableQuery

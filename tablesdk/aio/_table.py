@@ -1,6 +1,6 @@
 """AsyncCloudTable: :class:`tablesdk.CloudTable`, awaitable (``client.get_table_reference(name)``).
 
-The actions and their results are the sync module's (:mod:`tablesdk._actions`); only
+The actions and their results are the sync module's (:mod:`tablesdk._unit_of_work._actions`); only
 the sending is awaited.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from .._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
+from .._unit_of_work._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from .._formats._batch import BatchOperationKind
 from .._bulk import BulkMode, BulkResult, ProgressCallback
 from .._entities._edm import EdmType, EntityPayload
@@ -19,7 +19,7 @@ from .._entities._filter import FilterLike
 from .._pipeline._options import TableRequestOptions
 from .._queries._query import ContinuationToken
 from .._pipeline._retry import RetryPolicy
-from .._table import is_missing_entity
+from .._unit_of_work._table import is_missing_entity
 from .._pipeline._transport import OperationContext
 from ._query import AsyncTableQuery
 
@@ -27,8 +27,8 @@ from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from .._clients._client import RequestHook
     from .._clients._service import AccessPolicy
-    from .._save_outcome import DataServiceResponse
-    from .._save_plan import SaveChangesOptions
+    from .._unit_of_work._save_outcome import DataServiceResponse
+    from .._unit_of_work._save_plan import SaveChangesOptions
     from ._client import AsyncCloudTableClient
     from ._context import AsyncTableServiceContext
 
@@ -406,7 +406,7 @@ class AsyncTableContext:
         :class:`~tablesdk.ResourceNotFoundError` when it does not exist (see :meth:`get_or_none`)."""
         found = await self.context._get(self.table, partition_key, row_key, entity_type, request_options, False)
         if found is None:
-            from .._tracking_context import warn_get_gave_none
+            from .._unit_of_work._tracking_context import warn_get_gave_none
 
             warn_get_gave_none("AsyncTableContext")
         return found

@@ -161,8 +161,8 @@ def test_a_page_of_payloads_reads_as_they_are() -> None:
 
 # ---------------------------------------------------------------- pages tracked by a context
 
-from tablesdk._merge import MergeOption  # noqa: E402
-from tablesdk._tracking_context import TrackingContext  # noqa: E402
+from tablesdk._unit_of_work._merge import MergeOption  # noqa: E402
+from tablesdk._unit_of_work._tracking_context import TrackingContext  # noqa: E402
 from tablesdk._queries._query import TableQuery  # noqa: E402
 
 

@@ -28,7 +28,7 @@ from tablesdk import (
     prop,
 )
 
-import tablesdk._tracking as tracking_module
+import tablesdk._unit_of_work._tracking as tracking_module
 
 from fake_service import CONNECTION_STRING, FakeTableService, error_reply
 

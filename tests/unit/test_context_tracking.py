@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tablesdk import DynamicEntity, EntityDescriptor, EntityStates
-from tablesdk._tracking import IdentityMap
+from tablesdk._unit_of_work._tracking import IdentityMap
 
 ROOT = Path(__file__).resolve().parents[2] / "tablesdk"
 

@@ -12,7 +12,7 @@ import pytest
 import responses
 
 from tablesdk import CloudStorageAccount, EntityStates, MergeOption, TableEntity, TableServiceContext
-from tablesdk._tracking import EntityDescriptor
+from tablesdk._unit_of_work._tracking import EntityDescriptor
 
 from fake_service import CONNECTION_STRING, FakeTableService
 

@@ -1,10 +1,10 @@
 """``TrackingContext``: what the sync and async contexts share, with no I/O.
 
-The tracked entities (an :class:`~tablesdk._tracking.IdentityMap` of descriptors), the
+The tracked entities (an :class:`~tablesdk._unit_of_work._tracking.IdentityMap` of descriptors), the
 changes the application marks on them, one save or query at a time, and the *flows* of
 a save and a query (generators that yield the requests the client's flows need, see
-``tablesdk._clients._operations``): the save is planned by :class:`~tablesdk._save_plan.SavePlan`,
-a queried entity already tracked is refreshed by the rules of ``tablesdk._merge``.
+``tablesdk._clients._operations``): the save is planned by :class:`~tablesdk._unit_of_work._save_plan.SavePlan`,
+a queried entity already tracked is refreshed by the rules of ``tablesdk._unit_of_work._merge``.
 :class:`~tablesdk.TableServiceContext` and :class:`~tablesdk.aio.AsyncTableServiceContext`
 only add sending (their ``client``, and their save and query methods).
 """
@@ -17,14 +17,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._formats._batch import BatchOperation, BatchOperationKind
-from ._entities._edm import EntityPage, EntityPayload
-from ._entities._entity import E, ResolvedType, entity_from_payload, read_page
-from ._entities._entity_access import entity_etag
-from ._core._errors import BatchError, ResourceNotFoundError, TableServiceError, warn_the_caller
+from .._formats._batch import BatchOperation, BatchOperationKind
+from .._entities._edm import EntityPage, EntityPayload
+from .._entities._entity import E, ResolvedType, entity_from_payload, read_page
+from .._entities._entity_access import entity_etag
+from .._core._errors import BatchError, ResourceNotFoundError, TableServiceError, warn_the_caller
 from ._merge import MergeOption, refresh_tracked
-from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from ._pipeline._retry import RetryPolicy
+from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from .._pipeline._retry import RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions, SavePlan
 from ._tracking import (
@@ -36,11 +36,11 @@ from ._tracking import (
     WritingEntity,
     untyped_names,
 )
-from ._pipeline._transport import OperationContext
+from .._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
-    from ._clients._client import RequestHook, SendingRequest
-    from ._clients._operations import ClientCore, Flow
+    from .._clients._client import RequestHook, SendingRequest
+    from .._clients._operations import ClientCore, Flow
 
 __all__ = ["TrackingContext", "ResolveType", "UnsavedChangesWarning"]
 

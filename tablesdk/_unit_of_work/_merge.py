@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any
 
-from ._entities._edm import EntityPayload
-from ._entities._entity import entity_from_payload, entity_to_payload
-from ._entities._entity_access import (
+from .._entities._edm import EntityPayload
+from .._entities._entity import entity_from_payload, entity_to_payload
+from .._entities._entity_access import (
     drop_property,
     entity_timestamp,
     overwrite_entity,

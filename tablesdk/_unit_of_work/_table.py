@@ -14,21 +14,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from ._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
-from ._formats._batch import BatchOperationKind
-from ._entities._edm import EdmType, EntityPayload
-from ._entities._entity import AnyEntity, DynamicEntity, E, EntityObject
-from ._core._errors import ResourceNotFoundError, TableErrorCode
-from ._entities._filter import FilterLike
-from ._pipeline._options import TableRequestOptions
-from ._queries._query import ContinuationToken, TableQuery
-from ._pipeline._retry import RetryPolicy
-from ._pipeline._transport import OperationContext
+from .._formats._batch import BatchOperationKind
+from .._entities._edm import EdmType, EntityPayload
+from .._entities._entity import AnyEntity, DynamicEntity, E, EntityObject
+from .._core._errors import ResourceNotFoundError, TableErrorCode
+from .._entities._filter import FilterLike
+from .._pipeline._options import TableRequestOptions
+from .._queries._query import ContinuationToken, TableQuery
+from .._pipeline._retry import RetryPolicy
+from .._pipeline._transport import OperationContext
 
-from ._core._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
-    from ._bulk import BulkMode, BulkResult, ProgressCallback
-    from ._clients._service import AccessPolicy
-    from ._clients._client import CloudTableClient, RequestHook
+    from .._bulk import BulkMode, BulkResult, ProgressCallback
+    from .._clients._service import AccessPolicy
+    from .._clients._client import CloudTableClient, RequestHook
     from ._context import TableServiceContext
     from ._save_outcome import DataServiceResponse
     from ._save_plan import SaveChangesOptions
@@ -45,7 +45,7 @@ class CloudTable:
     """One table of a :class:`~tablesdk.CloudTableClient`; get it with ``client.get_table_reference(name)``."""
 
     def __init__(self, client: CloudTableClient, name: str) -> None:
-        from ._entities._entity import validate_table_name
+        from .._entities._entity import validate_table_name
 
         validate_table_name(name)
         self.client = client

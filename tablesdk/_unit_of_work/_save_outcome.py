@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 
-from ._core._errors import TableServiceError
+from .._core._errors import TableServiceError
 
 __all__ = ["OperationResponse", "DataServiceResponse", "DataServiceRequestError"]
 

@@ -19,8 +19,8 @@ from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any
 
-from ._entities._edm import EdmType, EntityPage, EntityPayload
-from ._entities._entity import (
+from .._entities._edm import EdmType, EntityPage, EntityPayload
+from .._entities._entity import (
     DynamicEntity,
     EntityObject,
     TableEntity,
@@ -28,7 +28,7 @@ from ._entities._entity import (
     validate_key,
     validate_table_name,
 )
-from ._entities._entity_access import check_entity, declared_names, entity_keys, set_entity_etag, set_entity_timestamp
+from .._entities._entity_access import check_entity, declared_names, entity_keys, set_entity_etag, set_entity_timestamp
 
 __all__ = [
     "Entity",

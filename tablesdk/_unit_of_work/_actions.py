@@ -18,11 +18,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from ._entities._edm import EntityPayload
-from ._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
-from ._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
-from ._core._errors import TableValidationError
+from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from .._entities._edm import EntityPayload
+from .._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
+from .._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
+from .._core._errors import TableValidationError
 
 __all__ = [
     "TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS", "require_batch", "require_operation",
@@ -227,7 +227,7 @@ _ENTITY_CLASSES = (
 def _check_entity_type(entity_type: object) -> None:
     """TypeError unless entities can be read as ``entity_type``: refused when the retrieve is
     built, not after its request was answered."""
-    from ._entities._entity_read import ResolvedType, entity_reader
+    from .._entities._entity_read import ResolvedType, entity_reader
 
     if not isinstance(entity_type, (type, ResolvedType)):
         raise TypeError(f"TableOperation.retrieve: entity_type must be {_ENTITY_CLASSES}, got {_given(entity_type)}")

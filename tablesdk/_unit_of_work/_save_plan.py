@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from enum import Flag
 
-from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from ._entities._edm import EntityProperty
-from ._entities._entity import entity_to_payload
-from ._entities._entity_access import entity_keys, loose_properties
-from ._core._errors import BatchError, ResponseDecodeError, TableServiceError
+from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from .._entities._edm import EntityProperty
+from .._entities._entity import entity_to_payload
+from .._entities._entity_access import entity_keys, loose_properties
+from .._core._errors import BatchError, ResponseDecodeError, TableServiceError
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._tracking import Entity, EntityDescriptor, EntityStates, IdentityMap, WritingEntity
 

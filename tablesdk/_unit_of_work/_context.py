@@ -15,7 +15,7 @@ This module only sends. What it sends and what the answers do is shared with the
 context, with no I/O, in layers that each import only those below: ``_tracking`` (the
 descriptors, their state changes, the identity map), ``_merge`` (how a query refreshes a
 tracked entity), ``_save_plan`` (a save's requests and outcomes) and ``_tracking_context``
-(:class:`~tablesdk._tracking_context.TrackingContext`, the flows of a save and a query).
+(:class:`~tablesdk._unit_of_work._tracking_context.TrackingContext`, the flows of a save and a query).
 """
 
 from __future__ import annotations
@@ -24,22 +24,22 @@ import contextvars
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from ._entities._entity import DynamicEntity, E, validate_table_name
-from ._entities._filter import prop
-from ._clients._operations import RAISED_FROM_THE_CALL
-from ._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from ._pipeline._options import TableRequestOptions, resolve_retry_policy
-from ._pipeline._retry import NoRetry, RetryPolicy
+from .._entities._entity import DynamicEntity, E, validate_table_name
+from .._entities._filter import prop
+from .._clients._operations import RAISED_FROM_THE_CALL
+from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from .._pipeline._options import TableRequestOptions, resolve_retry_policy
+from .._pipeline._retry import NoRetry, RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions
 from ._tracking_context import TrackingContext, warn_get_gave_none
-from ._pipeline._transport import OperationContext
+from .._pipeline._transport import OperationContext
 
-from ._core._tracing import trace_public_methods
+from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ._clients._client import CloudTableClient
+    from .._clients._client import CloudTableClient
 
 __all__ = ["TableServiceContext"]
 
