@@ -61,7 +61,7 @@ from ._pipeline._transport import OperationContext, ResponseReceived, RetryDecis
 from ._pipeline._options import TableRequestOptions
 
 if _TYPE_CHECKING:
-    from ._bulk import BulkInsertError, BulkResult, EntityOutcome
+    from ._bulk_loading._bulk import BulkInsertError, BulkResult, EntityOutcome
     from ._pipeline._requests_sender import RequestsSender
     from ._clients._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
 else:
@@ -70,7 +70,7 @@ else:
     #: urllib3; the bulk loader and the service-level settings are used by few programs.
     _LAZY = {
         "RequestsSender": "._pipeline._requests_sender",
-        "BulkInsertError": "._bulk", "BulkResult": "._bulk", "EntityOutcome": "._bulk",
+        "BulkInsertError": "._bulk_loading._bulk", "BulkResult": "._bulk_loading._bulk", "EntityOutcome": "._bulk_loading._bulk",
         "AccessPolicy": "._clients._service", "AnalyticsLogging": "._clients._service", "CorsRule": "._clients._service",
         "Metrics": "._clients._service", "ServiceProperties": "._clients._service", "ServiceStats": "._clients._service",
     }

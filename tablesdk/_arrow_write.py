@@ -4,8 +4,8 @@ The columns are checked as a whole before anything is sent (PartitionKey and Row
 present, strings without nulls; every column of a type some EDM type holds; nanosecond
 timestamps on 100 ns ticks), then each row becomes a
 :class:`~tablesdk._entities._entity.DynamicEntity` (nulls left out) for
-:func:`~tablesdk._bulk.insert_entities`, which checks each entity's limits and sends them in
-batches: an entity it refuses fails alone, in the :class:`~tablesdk._bulk.BulkResult`.
+:func:`~tablesdk._bulk_loading._bulk.insert_entities`, which checks each entity's limits and sends them in
+batches: an entity it refuses fails alone, in the :class:`~tablesdk._bulk_loading._bulk.BulkResult`.
 A column's EDM type is ``edm_types``' for it, else its field metadata's (as
 :func:`~tablesdk._arrow.query_to_arrow` writes it), else its Arrow type's; every value is then
 exactly a value of that type, or the write is refused before anything is sent, naming the column

@@ -25,7 +25,7 @@ from typing import Any
 
 from ._core._account import CloudStorageAccount
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, iter_query_batches
-from ._bulk import BulkMode, BulkOptions, insert_entities
+from ._bulk_loading._bulk import BulkMode, BulkOptions, insert_entities
 from ._clients._client import CloudTableClient
 from ._entities._edm import EdmType
 from ._entities._entity import DynamicEntity

@@ -38,7 +38,7 @@ from ._engines import (
     write_block,
 )
 from ._core._extras import require_extra
-from ._bulk import BulkMode, BulkOptions
+from ._bulk_loading._bulk import BulkMode, BulkOptions
 from ._entities._edm import EdmType
 from ._entities._filter import Filter
 from ._pipeline._options import TableRequestOptions

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ._bulk import BulkMode, BulkResult, ProgressCallback
+from ._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty
 from ._engines import RangePlan, RangeSpec, plan_ranges, read_range
 from ._core._extras import require_extra

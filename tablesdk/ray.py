@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._arrow_fit import edm_type_overrides
-from ._bulk import BulkMode, BulkOptions
+from ._bulk_loading._bulk import BulkMode, BulkOptions
 from ._entities._edm import EdmType
 from ._engines import (
     ConnectionSecret,

@@ -52,7 +52,7 @@ from pyspark.sql.types import (  # noqa: E402
 from ._core._account import CloudStorageAccount  # noqa: E402
 from ._arrow import ETAG_COLUMN, edm_type_of_field  # noqa: E402
 from ._arrow_fit import edm_type_overrides  # noqa: E402
-from ._bulk import BulkMode  # noqa: E402
+from ._bulk_loading._bulk import BulkMode  # noqa: E402
 from ._clients._client import CloudTableClient  # noqa: E402
 from ._entities._edm import EdmType, format_datetime  # noqa: E402
 from ._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E402

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from .._core._account import CloudStorageAccount
-    from .._bulk import BulkMode, BulkResult, ProgressCallback
+    from .._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
     from .._unit_of_work._context import TableServiceContext
     from .._unit_of_work._table import CloudTable
@@ -549,7 +549,7 @@ class CloudTableClient(ClientCore):
         which win over the client's. Per-entity outcomes are in the result's ``succeeded`` and
         ``failed``; it raises only for bad arguments, before any request. See docs/batch.md.
         """
-        from .._bulk import BulkOptions, insert_entities, is_column_data  # loads with its first call (start-up)
+        from .._bulk_loading._bulk import BulkOptions, insert_entities, is_column_data  # loads with its first call (start-up)
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         if is_column_data(entities):
@@ -580,8 +580,8 @@ class CloudTableClient(ClientCore):
         counts as deleted); ``progress(done, None)`` after each batch, on the calling
         thread. Errors of the scan (a missing table) raise.
         """
-        from .._bulk import BulkOptions
-        from .._deleting import delete_entities
+        from .._bulk_loading._bulk import BulkOptions
+        from .._bulk_loading._deleting import delete_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         return delete_entities(self, table_name, filter, conditional, bulk)
@@ -596,7 +596,7 @@ class CloudTableClient(ClientCore):
     ) -> int:
         """How many entities of ``table_name`` match ``filter`` (all when None), reading only
         their keys (``$select=RowKey``); ``progress(counted, None)`` after each page."""
-        from .._deleting import count_entities
+        from .._bulk_loading._deleting import count_entities
 
         return count_entities(self, table_name, filter, progress=progress, options=options)
 
@@ -625,7 +625,7 @@ class CloudTableClient(ClientCore):
         parameters and the :class:`BulkResult` are :meth:`bulk_insert`'s. See docs/data.md.
         """
         from .._arrow_write import arrow_rows
-        from .._bulk import BulkOptions, insert_entities
+        from .._bulk_loading._bulk import BulkOptions, insert_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         return insert_entities(self, table_name, arrow_rows(data, edm_types), mode, bulk)
@@ -644,7 +644,7 @@ class CloudTableClient(ClientCore):
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
         from .._arrow_write import arrow_rows, pandas_to_arrow
-        from .._bulk import BulkOptions, insert_entities
+        from .._bulk_loading._bulk import BulkOptions, insert_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         return insert_entities(self, table_name, arrow_rows(pandas_to_arrow(frame), edm_types), mode, bulk)

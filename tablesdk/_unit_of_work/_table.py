@@ -26,7 +26,7 @@ from .._pipeline._transport import OperationContext
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
-    from .._bulk import BulkMode, BulkResult, ProgressCallback
+    from .._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
     from .._clients._service import AccessPolicy
     from .._clients._client import CloudTableClient, RequestHook
     from ._context import TableServiceContext

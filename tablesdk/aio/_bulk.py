@@ -1,7 +1,7 @@
-"""Bulk writing from asyncio: the task driver of :class:`tablesdk._bulk.BulkCall`, and :func:`bulk_insert`.
+"""Bulk writing from asyncio: the task driver of :class:`tablesdk._bulk_loading._bulk.BulkCall`, and :func:`bulk_insert`.
 
-Only the driver is here. Every rule is :class:`~tablesdk._bulk.BulkCall`'s and
-:class:`~tablesdk._bulk.BulkBatch`'s, shared with the thread driver (planning, the
+Only the driver is here. Every rule is :class:`~tablesdk._bulk_loading._bulk.BulkCall`'s and
+:class:`~tablesdk._bulk_loading._bulk.BulkBatch`'s, shared with the thread driver (planning, the
 first answer first, the answers that end the call, what each refusal means). This
 driver runs the commands: at most ``max_concurrency`` batches are in flight as tasks on
 the running loop, sharing the client's connection pool; ``progress`` is called on the loop.
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._formats._batch import BatchOperationResult
-from .._bulk import (
+from .._bulk_loading._bulk import (
     AwaitAnswer,
     AwaitRoom,
     BulkBatch,
@@ -30,7 +30,7 @@ from .._bulk import (
     Start,
     insert_call,
 )
-from .._bulk_plan import Step
+from .._bulk_loading._bulk_plan import Step
 from .._entities._entity import EntityObject
 from .._pipeline._options import TableRequestOptions
 from .._pipeline._retry import RetryPolicy
@@ -111,7 +111,7 @@ async def run_on_tasks(
 async def insert_entities(
     client: AsyncCloudTableClient, table: str, entities: Iterable[Any], mode: BulkMode, bulk: BulkOptions
 ) -> BulkResult:
-    """Write ``entities`` into ``table`` on tasks (:func:`tablesdk._bulk.insert_entities`'s rules)."""
+    """Write ``entities`` into ``table`` on tasks (:func:`tablesdk._bulk_loading._bulk.insert_entities`'s rules)."""
     call, steps = insert_call(client, table, entities, mode, bulk)
     return await run_on_tasks(client, call, steps)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._clients._operations import Call, ClientCore, Flow, arun_flow, error_from_response
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
-from .._bulk import BulkMode, BulkResult, ProgressCallback
+from .._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity, E, EntityObject
 from .._entities._filter import FilterLike
@@ -390,7 +390,7 @@ class AsyncCloudTableClient(ClientCore):
         (:meth:`tablesdk.CloudTableClient.bulk_insert`: entities, or a pandas DataFrame or
         ``pyarrow.Table``), at most ``max_concurrency`` at once as tasks (requests beyond the
         client's ``pool_size`` wait for a connection); ``progress`` is called on the loop."""
-        from .._bulk import BulkOptions, is_column_data
+        from .._bulk_loading._bulk import BulkOptions, is_column_data
         from ._bulk import insert_entities
 
         bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options)
@@ -413,7 +413,7 @@ class AsyncCloudTableClient(ClientCore):
     ) -> BulkResult:
         """Delete every entity of ``table_name`` matching ``filter``
         (:meth:`tablesdk.CloudTableClient.delete_entities`), ``max_concurrency`` batches at once."""
-        from .._bulk import BulkOptions
+        from .._bulk_loading._bulk import BulkOptions
         from ._deleting import delete_entities
 
         bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options)
@@ -450,7 +450,7 @@ class AsyncCloudTableClient(ClientCore):
         takes them, checked before anything is sent. ``max_workers`` is the deprecated spelling of
         ``max_concurrency`` (a DeprecationWarning)."""
         from .._arrow_write import arrow_rows
-        from .._bulk import BulkOptions
+        from .._bulk_loading._bulk import BulkOptions
         from ._bulk import insert_entities
 
         bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options, max_workers=max_workers)
@@ -471,7 +471,7 @@ class AsyncCloudTableClient(ClientCore):
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
         from .._arrow_write import arrow_rows, pandas_to_arrow
-        from .._bulk import BulkOptions
+        from .._bulk_loading._bulk import BulkOptions
         from ._bulk import insert_entities
 
         bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options, max_workers=max_workers)

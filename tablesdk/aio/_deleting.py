@@ -1,4 +1,4 @@
-"""``delete_entities`` and ``count_entities`` from asyncio: the rules of :mod:`tablesdk._deleting`
+"""``delete_entities`` and ``count_entities`` from asyncio: the rules of :mod:`tablesdk._bulk_loading._deleting`
 (the key-only scan, one bulk call whose batches delete each page's entities per partition),
 with the batches in flight as tasks (:func:`tablesdk.aio._bulk.run_on_tasks`).
 
@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._bulk import BulkOptions, BulkResult, ProgressCallback
-from .._bulk_plan import Step
-from .._deleting import delete_call, key_query, page_deletes, page_payloads
+from .._bulk_loading._bulk import BulkOptions, BulkResult, ProgressCallback
+from .._bulk_loading._bulk_plan import Step
+from .._bulk_loading._deleting import delete_call, key_query, page_deletes, page_payloads
 from .._entities._edm import EntityPayload
 from .._entities._entity import DynamicEntity, validate_table_name
 from .._entities._filter import FilterLike
@@ -31,7 +31,7 @@ __all__ = ["count_entities", "delete_entities"]
 
 
 async def _scan_pages(client: AsyncCloudTableClient, query: TableQuery[Any]) -> AsyncIterator[list[EntityPayload]]:
-    """Every page of ``query`` as payloads (:func:`tablesdk._deleting.scan_pages`, awaited)."""
+    """Every page of ``query`` as payloads (:func:`tablesdk._bulk_loading._deleting.scan_pages`, awaited)."""
     def fetch(request: PageRequest) -> Awaitable[FetchedPage]:
         return client.fetch_query_segment(query, request.token, request.top)
 
@@ -55,7 +55,7 @@ async def count_entities(
     progress: ProgressCallback | None = None,
     options: TableRequestOptions | None = None,
 ) -> int:
-    """How many entities of ``table`` match ``filter`` (:func:`tablesdk._deleting.count_entities`)."""
+    """How many entities of ``table`` match ``filter`` (:func:`tablesdk._bulk_loading._deleting.count_entities`)."""
     validate_table_name(table)
     count = 0
     async for page in _scan_pages(client, _key_query(client, table, filter, options)):
@@ -76,7 +76,7 @@ async def _delete_steps(pages: AsyncIterator[list[EntityPayload]]) -> AsyncItera
 async def delete_entities(
     client: AsyncCloudTableClient, table: str, filter: FilterLike | None, conditional: bool, bulk: BulkOptions
 ) -> BulkResult:
-    """Delete every entity of ``table`` matching ``filter`` (:func:`tablesdk._deleting.delete_entities`);
+    """Delete every entity of ``table`` matching ``filter`` (:func:`tablesdk._bulk_loading._deleting.delete_entities`);
     ``progress`` is called on the loop after each batch."""
     call = delete_call(client, table, conditional, bulk)
     pages = _scan_pages(client, _key_query(client, table, filter, bulk.scan_options()))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .._unit_of_work._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from .._formats._batch import BatchOperationKind
-from .._bulk import BulkMode, BulkResult, ProgressCallback
+from .._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
 from .._core._errors import ResourceNotFoundError

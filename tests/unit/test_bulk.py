@@ -1,4 +1,4 @@
-"""tablesdk._bulk: grouping, exact 4 MiB cutting, culprit isolation, retries, progress, bookkeeping.
+"""tablesdk._bulk_loading._bulk: grouping, exact 4 MiB cutting, culprit isolation, retries, progress, bookkeeping.
 
 HTTP goes to a small stateful fake of the ``$batch`` endpoint (tests/unit/bulk_fakes.py) served
 through ``responses``: it parses each multipart request, applies the change set
@@ -23,8 +23,8 @@ from bulk_fakes import batch_reply as _batch_reply
 from bulk_fakes import inner_part as _inner
 from fake_service import CONNECTION_STRING
 
-import tablesdk._bulk as bulk_module
-import tablesdk._bulk_plan as plan_module
+import tablesdk._bulk_loading._bulk as bulk_module
+import tablesdk._bulk_loading._bulk_plan as plan_module
 from tablesdk import (
     AuthenticationError,
     CloudStorageAccount,
@@ -46,7 +46,7 @@ from tablesdk._formats._batch import (
     BatchOperationKind,
     build_batch_request,
 )
-from tablesdk._bulk import (
+from tablesdk._bulk_loading._bulk import (
     BULK_MODES,
     BulkInsertError,
     BulkMode,
@@ -54,7 +54,7 @@ from tablesdk._bulk import (
     EntityOutcome,
 
 )
-from tablesdk._bulk_plan import BatchSizer as _BatchSizer
+from tablesdk._bulk_loading._bulk_plan import BatchSizer as _BatchSizer
 from tablesdk._entities._edm import EntityPayload
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender
 

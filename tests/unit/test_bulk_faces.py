@@ -24,7 +24,7 @@ from test_bulk_parity import FakeAsyncSender
 
 import tablesdk.aio
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, LinearRetry, NoRetry, TableRequestOptions
-from tablesdk._bulk import BulkOptions, BulkResult
+from tablesdk._bulk_loading._bulk import BulkOptions, BulkResult
 from tablesdk._unit_of_work._table import CloudTable
 from tablesdk.aio import AsyncCloudTableClient
 from tablesdk.aio._table import AsyncCloudTable

@@ -31,7 +31,7 @@ from tablesdk import (
     TableServiceError,
     TableValidationError,
 )
-from tablesdk._bulk import BulkResult
+from tablesdk._bulk_loading._bulk import BulkResult
 from tablesdk._pipeline._http import HttpRequest, HttpResponse, MockSender, Timeout
 
 FAST = LinearRetry(3, 0)  # retries without sleeping

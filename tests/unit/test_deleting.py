@@ -11,9 +11,9 @@ from tablesdk import (
     PreconditionFailedError,
     ResourceNotFoundError,
 )
-from tablesdk._bulk import DELETE, BulkBatch, BulkKind
-from tablesdk._bulk_plan import BulkItem
-from tablesdk._deleting import page_deletes
+from tablesdk._bulk_loading._bulk import DELETE, BulkBatch, BulkKind
+from tablesdk._bulk_loading._bulk_plan import BulkItem
+from tablesdk._bulk_loading._deleting import page_deletes
 from tablesdk._entities._edm import EdmType, EntityPayload
 from tablesdk._pipeline._transport import OperationContext
 

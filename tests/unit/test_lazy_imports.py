@@ -147,7 +147,7 @@ def test_the_package_logger_gets_its_null_handler_with_the_first_logger() -> Non
 
 #: Our own modules few programs need: the bulk loader, the service-level settings (XML), the batch
 #: answer reader (multipart patterns). Their public names resolve when first named.
-OWN_NOT_AT_IMPORT = ("tablesdk._bulk", "tablesdk._clients._service", "tablesdk._formats._batch_answer")
+OWN_NOT_AT_IMPORT = ("tablesdk._bulk_loading._bulk", "tablesdk._clients._service", "tablesdk._formats._batch_answer")
 
 
 def test_import_tablesdk_leaves_the_bulk_loader_service_settings_and_batch_answers() -> None:
@@ -155,16 +155,16 @@ def test_import_tablesdk_leaves_the_bulk_loader_service_settings_and_batch_answe
 
 
 def test_their_public_names_load_them_when_named() -> None:
-    assert loaded_by("from tablesdk import BulkResult", OWN_NOT_AT_IMPORT) == {"tablesdk._bulk"}
+    assert loaded_by("from tablesdk import BulkResult", OWN_NOT_AT_IMPORT) == {"tablesdk._bulk_loading._bulk"}
     assert loaded_by("import tablesdk; tablesdk.ServiceStats", OWN_NOT_AT_IMPORT) == {"tablesdk._clients._service"}
     statement = (
-        "import tablesdk, tablesdk._bulk as b, tablesdk._clients._service as s\n"
+        "import tablesdk, tablesdk._bulk_loading._bulk as b, tablesdk._clients._service as s\n"
         "assert tablesdk.EntityOutcome is b.EntityOutcome and tablesdk.CorsRule is s.CorsRule\n"
         "assert {'BulkInsertError', 'ServiceProperties', 'RequestsSender'} <= set(dir(tablesdk))\n"
         "namespace = {}\nexec('from tablesdk import *', namespace)\n"
         "assert set(tablesdk.__all__) <= set(namespace)\n"
     )
-    assert loaded_by(statement, OWN_NOT_AT_IMPORT) == {"tablesdk._bulk", "tablesdk._clients._service"}
+    assert loaded_by(statement, OWN_NOT_AT_IMPORT) == {"tablesdk._bulk_loading._bulk", "tablesdk._clients._service"}
 
 
 def test_cli_help_leaves_the_commands_work_to_the_commands() -> None:
@@ -175,7 +175,7 @@ def test_cli_help_leaves_the_commands_work_to_the_commands() -> None:
 
 
 def test_a_json_lines_export_leaves_arrow_and_the_bulk_loader_to_parquet_exports() -> None:
-    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk._arrow", "tablesdk._bulk")
+    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk._arrow", "tablesdk._bulk_loading._bulk")
     statement = (
         "import tablesdk.cli._export as export\n"
         "export.export_table = lambda *args, **kwargs: 0  # no service: the command's imports are what is checked\n"

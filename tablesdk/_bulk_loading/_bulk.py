@@ -12,7 +12,7 @@ raises only for bad arguments (and a delete for an error of its scan).
 
 How it works (see docs/batch.md, "Bulk loading"):
 
-* **Planning** (:mod:`tablesdk._bulk_plan`, no I/O). An insert's input is read once on the
+* **Planning** (:mod:`tablesdk._bulk_loading._bulk_plan`, no I/O). An insert's input is read once on the
   calling thread (or the loop): each entity validated and serialized once, grouped by
   PartitionKey and cut exactly against both batch limits; duplicates and invalid
   entities fail before sending; partial groups are bounded. A delete's batches come from
@@ -47,23 +47,23 @@ from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
+from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from ._bulk_plan import BatchSizer, BulkItem, Step, plan_inserts
-from ._entities._entity import validate_table_name
-from ._entities._entity_access import set_entity_etag
-from ._core._errors import (
+from .._entities._entity import validate_table_name
+from .._entities._entity_access import set_entity_etag
+from .._core._errors import (
     BatchError, TableErrorCode, TableServiceError, TableValidationError, require_positive_int, warn_the_caller,
 )
-from ._formats import PayloadFormat
-from ._pipeline._http import workers_within_pool
-from ._pipeline._options import TableRequestOptions, check_options, resolve_retry_policy
-from ._pipeline._retry import RetryPolicy
-from ._pipeline._transport import OperationContext
+from .._formats import PayloadFormat
+from .._pipeline._http import workers_within_pool
+from .._pipeline._options import TableRequestOptions, check_options, resolve_retry_policy
+from .._pipeline._retry import RetryPolicy
+from .._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ._clients._client import CloudTableClient
+    from .._clients._client import CloudTableClient
 
 __all__ = [
     "BULK_MODES", "DELETE", "AwaitAnswer", "AwaitRoom", "BulkBatch", "BulkCall", "BulkCommand", "BulkInsertError",

@@ -3,8 +3,8 @@
 :func:`plan_inserts` reads the entities of an insert once and yields each batch to send
 (a list of :class:`BulkItem` of one partition that fits both service limits) and each
 entity that failed before sending (a :data:`Refused` triple);
-:func:`tablesdk._deleting.plan_deletes` does the same for the pages of a key-only scan.
-:class:`tablesdk._bulk.BulkCall` runs either (docs/batch.md, "Bulk loading").
+:func:`tablesdk._bulk_loading._deleting.plan_deletes` does the same for the pages of a key-only scan.
+:class:`tablesdk._bulk_loading._bulk.BulkCall` runs either (docs/batch.md, "Bulk loading").
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
-from ._entities._edm import EdmType, EntityPayload
-from ._entities._entity import entity_to_payload
-from ._core._errors import TableValidationError
-from ._formats import PayloadFormat
+from .._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
+from .._entities._edm import EdmType, EntityPayload
+from .._entities._entity import entity_to_payload
+from .._core._errors import TableValidationError
+from .._formats import PayloadFormat
 
 __all__ = [
     "MAX_BUFFERED_BYTES", "MAX_BUFFERED_ENTITIES", "BatchSizer", "BulkItem", "Refused", "Step", "plan_inserts",

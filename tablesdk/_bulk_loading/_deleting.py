@@ -4,14 +4,14 @@ Both scan the table with a key-only projection (``$select=RowKey``; the client a
 the other keys and Timestamp, and each entity's ETag comes with it), one page at a
 time, following continuation tokens through the query's page stream.
 
-``delete_entities`` is a bulk call (:mod:`tablesdk._bulk`): each page's entities become
+``delete_entities`` is a bulk call (:mod:`tablesdk._bulk_loading._bulk`): each page's entities become
 delete batches of one partition (:func:`plan_deletes`), written by
 the same engine, with the same rules, as ``bulk_insert`` (the first batch's answer
 first; an answer every batch would get ends the call; at most a window in flight). The
 deletes are unconditional (``If-Match: *``) unless ``conditional`` is set: then each
 carries the ETag the scan read, and an entity changed since fails with 412. An entity
 the service blames with 404 was already gone, which is what was wanted: it counts as
-deleted. Every scanned entity gets an :class:`~tablesdk._bulk.EntityOutcome`.
+deleted. Every scanned entity gets an :class:`~tablesdk._bulk_loading._bulk.EntityOutcome`.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ._formats._batch import MAX_BATCH_OPERATIONS
+from .._formats._batch import MAX_BATCH_OPERATIONS
 from ._bulk import DELETE, BulkCall, BulkKind, BulkOptions, BulkResult, ProgressCallback, run_on_threads
 from ._bulk_plan import BulkItem, Step
-from ._entities._edm import EntityPayload
-from ._entities._entity import DynamicEntity, entity_from_payload, validate_table_name
-from ._core._errors import TableValidationError
-from ._entities._filter import FilterLike
-from ._pipeline._options import TableRequestOptions
-from ._queries._query import FetchedPage, TableQuery, query_pages
+from .._entities._edm import EntityPayload
+from .._entities._entity import DynamicEntity, entity_from_payload, validate_table_name
+from .._core._errors import TableValidationError
+from .._entities._filter import FilterLike
+from .._pipeline._options import TableRequestOptions
+from .._queries._query import FetchedPage, TableQuery, query_pages
 
 if TYPE_CHECKING:
     from ._bulk import BulkTarget
-    from ._clients._client import CloudTableClient
-    from ._clients._operations import ClientCore
+    from .._clients._client import CloudTableClient
+    from .._clients._operations import ClientCore
 
 __all__ = [
     "count_entities", "delete_call", "delete_entities", "key_query", "page_deletes", "page_payloads", "plan_deletes",
