@@ -141,7 +141,7 @@ def warm_up(conn: str | None) -> dict[str, Any]:
     import pyarrow.compute  # noqa: F401
 
     import tablesdk.dask
-    from tablesdk import _engines
+    from tablesdk._columns import _engines
 
     if conn is not None:
         spec = _engines.RangeSpec(  # the first two PartitionKeys: 200 entities

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._arrow import guids_as_uuid, is_uuid_type, pandas_types_mapper
-from ._arrow_fit import edm_type_overrides
-from ._engines import (
+from ._columns._arrow import guids_as_uuid, is_uuid_type, pandas_types_mapper
+from ._columns._arrow_fit import edm_type_overrides
+from ._columns._engines import (
     DEFAULT_PARTITIONS,
     KEY_CEILING,
     SAMPLE_PAGES,
@@ -46,7 +46,7 @@ from ._pipeline._retry import RetryPolicy
 
 __all__ = ["ConnectionSecret", "TableWriteError", "read_table", "write_table", "KEY_CEILING"]
 
-#: Defined with the other engines' (:mod:`tablesdk._engines`) and kept here, where they were first read.
+#: Defined with the other engines' (:mod:`tablesdk._columns._engines`) and kept here, where they were first read.
 _KEPT = (DEFAULT_PARTITIONS, SAMPLE_PAGES)
 
 
@@ -158,7 +158,7 @@ def write_table(
 
 
 def _frame_types_mapper() -> Callable[[Any], Any]:
-    """:func:`~tablesdk._arrow.pandas_types_mapper`, with Binary columns kept as Arrow binary.
+    """:func:`~tablesdk._columns._arrow.pandas_types_mapper`, with Binary columns kept as Arrow binary.
 
     Dask converts object columns to strings by default (``dataframe.convert-string``), which
     fails on bytes; an Arrow binary dtype is left alone, and its values are the same bytes.

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty
-from ._engines import RangePlan, RangeSpec, plan_ranges, read_range
+from ._columns._engines import RangePlan, RangeSpec, plan_ranges, read_range
 from ._core._extras import require_extra
 from ._entities._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
 from ._pipeline._options import TableRequestOptions
@@ -311,7 +311,7 @@ def _frames(
 
     import polars as pl
 
-    from ._arrow import edm_type_of_field
+    from ._columns._arrow import edm_type_of_field
 
     wanted = None
     if with_columns is not None:
@@ -442,7 +442,7 @@ def write_table(
     """
     import polars as pl
 
-    from ._engines import ConnectionSecret
+    from ._columns._engines import ConnectionSecret
 
     if isinstance(frame, pl.LazyFrame):
         frame = frame.collect()

@@ -21,10 +21,10 @@ import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._arrow_fit import edm_type_overrides
+from ._columns._arrow_fit import edm_type_overrides
 from ._bulk_loading._bulk import BulkMode, BulkOptions
 from ._entities._edm import EdmType
-from ._engines import (
+from ._columns._engines import (
     ConnectionSecret,
     Failures,
     RangePlan,

@@ -7,7 +7,7 @@
     frame.write.format("azuretables").option("connectionString", cs).option("table", "Copy").mode("append").save()
 
 Reading: the table is cut into PartitionKey ranges (:func:`~tablesdk.find_partition_boundaries`,
-as :mod:`tablesdk._engines` plans them for Dask, Ray and Polars), one Spark partition each; a partition's pages arrive as
+as :mod:`tablesdk._columns._engines` plans them for Dask, Ray and Polars), one Spark partition each; a partition's pages arrive as
 ``pyarrow.RecordBatch``es from :meth:`~tablesdk.TableQuery.iter_arrow_batches`. The schema is a
 sample page's, or the one given with ``.schema("...")`` (then only those properties are asked
 for, with ``$select``). With the ``pushFilters`` option, filters Spark pushes become ``$filter``
@@ -50,12 +50,12 @@ from pyspark.sql.types import (  # noqa: E402
 )
 
 from ._core._account import CloudStorageAccount  # noqa: E402
-from ._arrow import ETAG_COLUMN, edm_type_of_field  # noqa: E402
-from ._arrow_fit import edm_type_overrides  # noqa: E402
+from ._columns._arrow import ETAG_COLUMN, edm_type_of_field  # noqa: E402
+from ._columns._arrow_fit import edm_type_overrides  # noqa: E402
 from ._bulk_loading._bulk import BulkMode  # noqa: E402
 from ._clients._client import CloudTableClient  # noqa: E402
 from ._entities._edm import EdmType, format_datetime  # noqa: E402
-from ._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E402
+from ._columns._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E402
 from ._entities._entity import DynamicEntity  # noqa: E402
 from ._core._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
 from ._entities._filter import Filter, Or, count_comparisons, prop  # noqa: E402
@@ -402,7 +402,7 @@ def _datetime_texts(array: Any) -> Any:
     """DateTime values (timestamp[ns]) as the service's text, with all 7 fractional digits."""
     import pyarrow as pa
 
-    from ._arrow import _datetime_from_ns
+    from ._columns._arrow import _datetime_from_ns
 
     nanos = array.cast(pa.int64()).to_pylist()
     return pa.array([None if ns is None else format_datetime(_datetime_from_ns(ns)) for ns in nanos], pa.string())

@@ -553,7 +553,7 @@ class CloudTableClient(ClientCore):
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
         if is_column_data(entities):
-            from .._arrow_write import column_rows
+            from .._columns._arrow_write import column_rows
 
             entities = column_rows(entities)
         return insert_entities(self, table_name, entities, mode, bulk)
@@ -624,7 +624,7 @@ class CloudTableClient(ClientCore):
         left out of the entity; Timestamp and ``odata.etag`` columns are not written. The other
         parameters and the :class:`BulkResult` are :meth:`bulk_insert`'s. See docs/data.md.
         """
-        from .._arrow_write import arrow_rows
+        from .._columns._arrow_write import arrow_rows
         from .._bulk_loading._bulk import BulkOptions, insert_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
@@ -643,7 +643,7 @@ class CloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
-        from .._arrow_write import arrow_rows, pandas_to_arrow
+        from .._columns._arrow_write import arrow_rows, pandas_to_arrow
         from .._bulk_loading._bulk import BulkOptions, insert_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)

@@ -588,7 +588,7 @@ class TableQuery(Generic[E]):
             parts.append(f"read_ahead={self._read_ahead!r}")
         return f"TableQuery({', '.join(parts)})"
 
-    # -- columns: pyarrow / pandas (tablesdk._arrow; imported only when called)
+    # -- columns: pyarrow / pandas (tablesdk._columns._arrow; imported only when called)
 
     def to_arrow(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
         """Every matching entity as one ``pyarrow.Table``, built from the pages' values (no entity objects).
@@ -600,7 +600,7 @@ class TableQuery(Generic[E]):
         (a column of wire text). ``schema`` (a ``pyarrow.Schema``) fixes the columns and checks
         each value fits. See docs/data.md.
         """
-        from .._arrow import query_to_arrow
+        from .._columns._arrow import query_to_arrow
 
         return query_to_arrow(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
@@ -611,14 +611,14 @@ class TableQuery(Generic[E]):
 
         A batch has every column seen so far in the scan (without ``schema``, later batches may add columns).
         """
-        from .._arrow import iter_query_batches
+        from .._columns._arrow import iter_query_batches
 
         return iter_query_batches(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
     def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
         """:meth:`to_arrow` as a pandas DataFrame: nullable Int32/Int64/boolean/string dtypes, UTC timestamps
         (with the 100 ns digit), Guids as ``uuid.UUID`` (so that ``write_pandas`` writes them as Guid)."""
-        from .._arrow import query_to_pandas
+        from .._columns._arrow import query_to_pandas
 
         return query_to_pandas(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)
 

@@ -395,7 +395,7 @@ class AsyncCloudTableClient(ClientCore):
 
         bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options)
         if is_column_data(entities):
-            from .._arrow_write import column_rows
+            from .._columns._arrow_write import column_rows
 
             entities = column_rows(entities)
         return await insert_entities(self, table_name, entities, mode, bulk)
@@ -449,7 +449,7 @@ class AsyncCloudTableClient(ClientCore):
         :meth:`bulk_insert`'s parameters; the columns as :meth:`tablesdk.CloudTableClient.write_arrow`
         takes them, checked before anything is sent. ``max_workers`` is the deprecated spelling of
         ``max_concurrency`` (a DeprecationWarning)."""
-        from .._arrow_write import arrow_rows
+        from .._columns._arrow_write import arrow_rows
         from .._bulk_loading._bulk import BulkOptions
         from ._bulk import insert_entities
 
@@ -470,7 +470,7 @@ class AsyncCloudTableClient(ClientCore):
         max_workers: int | None = None,
     ) -> BulkResult:
         """:meth:`write_arrow` of a pandas DataFrame (a named index such as PartitionKey is a column)."""
-        from .._arrow_write import arrow_rows, pandas_to_arrow
+        from .._columns._arrow_write import arrow_rows, pandas_to_arrow
         from .._bulk_loading._bulk import BulkOptions
         from ._bulk import insert_entities
 

@@ -279,13 +279,13 @@ class AsyncTableQuery(Generic[E]):
             self._source, query._replace(take=None), query.take_count, workers, boundaries, ranges_per_worker
         )
 
-    # -- columns: pyarrow / pandas (tablesdk._arrow; imported only when called)
+    # -- columns: pyarrow / pandas (tablesdk._columns._arrow; imported only when called)
 
     async def iter_arrow_batches(
         self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise"
     ) -> AsyncIterator[Any]:
         """One ``pyarrow.RecordBatch`` per page (:meth:`tablesdk.TableQuery.iter_arrow_batches`)."""
-        from .._arrow import BatchBuilder, batch_decoder, columns_query
+        from .._columns._arrow import BatchBuilder, batch_decoder, columns_query
 
         builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
         sent = self._wrap(self._source, columns_query(self._query, schema, False))
@@ -295,7 +295,7 @@ class AsyncTableQuery(Generic[E]):
 
     async def to_arrow(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
         """Every matching entity as one ``pyarrow.Table``: the same table as :meth:`tablesdk.TableQuery.to_arrow`."""
-        from .._arrow import BatchBuilder, batch_decoder, columns_query, table_of_batches
+        from .._columns._arrow import BatchBuilder, batch_decoder, columns_query, table_of_batches
 
         builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
         sent = self._wrap(self._source, columns_query(self._query, schema, False))
@@ -304,7 +304,7 @@ class AsyncTableQuery(Generic[E]):
 
     async def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
         """:meth:`to_arrow` as a pandas DataFrame (:meth:`tablesdk.TableQuery.to_pandas`'s dtypes)."""
-        from .._arrow import table_to_pandas
+        from .._columns._arrow import table_to_pandas
 
         return table_to_pandas(await self.to_arrow(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict))
 

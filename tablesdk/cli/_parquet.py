@@ -39,8 +39,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .._arrow import SYSTEM_COLUMNS, BatchBuilder, edm_type_of_field, scan_batches
-from .._arrow_write import arrow_rows
+from .._columns._arrow import SYSTEM_COLUMNS, BatchBuilder, edm_type_of_field, scan_batches
+from .._columns._arrow_write import arrow_rows
 from .._clients._client import CloudTableClient
 from .._entities._edm import EdmType
 from .._core._errors import SchemaConflictError

@@ -22,8 +22,8 @@ from tablesdk import (
     TableValidationError,
     prop,
 )
-from tablesdk._arrow import EDM_TYPE_KEY, ETAG_COLUMN, edm_type_of_field
-from tablesdk._arrow_write import _python_values
+from tablesdk._columns._arrow import EDM_TYPE_KEY, ETAG_COLUMN, edm_type_of_field
+from tablesdk._columns._arrow_write import _python_values
 from tablesdk._entities._edm import to_atom_text
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from tablesdk import EdmDateTime, EdmType, SchemaConflictError
-from tablesdk._arrow import BatchBuilder
-from tablesdk._arrow_write import arrow_rows
+from tablesdk._columns._arrow import BatchBuilder
+from tablesdk._columns._arrow_write import arrow_rows
 from tablesdk._entities._edm import EntityPage
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -131,7 +131,7 @@ def codec_batch(items: list[dict[str, object]]) -> pa.RecordBatch:
 
 
 def test_a_json_page_read_as_columns_equals_the_codec_read() -> None:
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
 
     items = service_items()
     found = JsonColumnsReader().read(json_response(items))  # type: ignore[arg-type]
@@ -155,7 +155,7 @@ def test_a_json_page_read_as_columns_equals_the_codec_read() -> None:
     {"Nested": {"a": 1}},
 ])
 def test_pages_the_columns_cannot_read_alike_go_to_the_codec(change: dict[str, object]) -> None:
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
 
     items = service_items()
     items[1].update(change)
@@ -164,7 +164,7 @@ def test_pages_the_columns_cannot_read_alike_go_to_the_codec(change: dict[str, o
 
 def test_date_like_strings_and_whole_second_datetimes_keep_their_text_across_pages() -> None:
     """Arrow's reader guesses timestamp[s] for date-like strings: the columns must still be what the codec reads."""
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
 
     first, second = service_items(), service_items()
     for n, item in enumerate(first + second):
@@ -190,7 +190,7 @@ def test_date_like_strings_and_whole_second_datetimes_keep_their_text_across_pag
 def test_unannotated_numbers_are_doubles_only_when_each_was_written_as_one(ratios: list[str], read: bool) -> None:
     from requests.structures import CaseInsensitiveDict
 
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
     from tablesdk._pipeline._http import HttpResponse
 
     rows = ",".join('{"PartitionKey":"p","RowKey":"%d","Ratio":%s,"Other":%s}' % (n, text, text)
@@ -213,7 +213,7 @@ def test_unannotated_numbers_are_doubles_only_when_each_was_written_as_one(ratio
 def test_bodies_json_loads_reads_otherwise_go_to_the_codec(body: bytes) -> None:
     from requests.structures import CaseInsensitiveDict
 
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
     from tablesdk._pipeline._http import HttpResponse
 
     response = HttpResponse(200, CaseInsensitiveDict({"content-type": "application/json;odata=minimalmetadata"}), body)
@@ -221,7 +221,7 @@ def test_bodies_json_loads_reads_otherwise_go_to_the_codec(body: bytes) -> None:
 
 
 def test_a_string_field_that_becomes_a_number_on_a_later_page_is_read_afresh() -> None:
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
 
     first, second = service_items(), service_items()
     for item in second:
@@ -233,7 +233,7 @@ def test_a_string_field_that_becomes_a_number_on_a_later_page_is_read_afresh() -
 
 
 def test_nometadata_pages_go_to_the_codec() -> None:
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
 
     response = json_response(service_items(), "application/json;odata=nometadata")
     assert JsonColumnsReader().read(response) is None  # type: ignore[arg-type]
@@ -241,7 +241,7 @@ def test_nometadata_pages_go_to_the_codec() -> None:
 
 
 def test_a_json_page_fits_an_explicit_schema_as_the_codec_read_does() -> None:
-    from tablesdk._arrow_json import JsonColumnsReader
+    from tablesdk._columns._arrow_json import JsonColumnsReader
     from tablesdk._formats import get_format
 
     schema = pa.schema([("RowKey", pa.string()), ("Count", pa.int64()), ("Ratio", pa.float64()), ("Id", pa.string()),

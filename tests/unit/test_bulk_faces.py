@@ -132,7 +132,7 @@ def frame_of(count: int) -> Any:
 
 def arrow_of(count: int) -> Any:
     pytest.importorskip("pyarrow")
-    from tablesdk._arrow_write import pandas_to_arrow
+    from tablesdk._columns._arrow_write import pandas_to_arrow
 
     return pandas_to_arrow(frame_of(count))
 

@@ -1,4 +1,4 @@
-"""Columns fitted to their EDM type before anything is sent (tablesdk._arrow_fit), Guid columns for
+"""Columns fitted to their EDM type before anything is sent (tablesdk._columns._arrow_fit), Guid columns for
 pandas, and pandas.Timestamp values with their 100 ns digit as entity values and filter literals."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from tablesdk import EdmType, TableValidationError, prop
-from tablesdk._arrow import EDM_TYPE_KEY, edm_type_of_field, guids_as_uuid
-from tablesdk._arrow_fit import frame_to_arrow
-from tablesdk._arrow_write import arrow_rows
+from tablesdk._columns._arrow import EDM_TYPE_KEY, edm_type_of_field, guids_as_uuid
+from tablesdk._columns._arrow_fit import frame_to_arrow
+from tablesdk._columns._arrow_write import arrow_rows
 from tablesdk._entities._edm import to_atom_text
 
 

@@ -55,10 +55,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tablesdk.aio._bulk",
         "tablesdk._bulk_loading._deleting", "tablesdk.aio._deleting", "tablesdk._unit_of_work._actions", "tablesdk._unit_of_work._table", "tablesdk.aio._table",
     )),
-    ("columns", ("tablesdk._arrow_json", "tablesdk._arrow", "tablesdk._arrow_fit", "tablesdk._arrow_write")),
+    ("columns", ("tablesdk._columns._arrow_json", "tablesdk._columns._arrow", "tablesdk._columns._arrow_fit", "tablesdk._columns._arrow_write")),
     ("public names", ("tablesdk", "tablesdk.aio")),
     ("tools", (
-        "tablesdk.__main__", "tablesdk.testing", "tablesdk._engines", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.spark",
+        "tablesdk.__main__", "tablesdk.testing", "tablesdk._columns._engines", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.spark",
         "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*", "tablesdk.legacy", "tablesdk.legacy.*",
     )),
 )
@@ -100,10 +100,10 @@ ALLOWED: Mapping[tuple[str, str], str] = {
     ("tablesdk.aio._client", "tablesdk.aio._deleting"): "AsyncCloudTableClient.delete_entities / count_entities",
     ("tablesdk._queries._query", "tablesdk._queries._parallel"): "TableQuery.iter_parallel / iter_parallel_segments hand out a parallel scan",
     ("tablesdk.aio._query", "tablesdk.aio._parallel"): "AsyncTableQuery.iter_parallel hands out a parallel scan",
-    ("tablesdk._queries._query", "tablesdk._arrow"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
-    ("tablesdk.aio._query", "tablesdk._arrow"): "AsyncTableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
-    ("tablesdk._clients._client", "tablesdk._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
-    ("tablesdk.aio._client", "tablesdk._arrow_write"): "AsyncCloudTableClient.write_arrow / write_pandas",
+    ("tablesdk._queries._query", "tablesdk._columns._arrow"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
+    ("tablesdk.aio._query", "tablesdk._columns._arrow"): "AsyncTableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
+    ("tablesdk._clients._client", "tablesdk._columns._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
+    ("tablesdk.aio._client", "tablesdk._columns._arrow_write"): "AsyncCloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk.aio._table"): "AsyncCloudTableClient.get_table_reference",
     # A package __init__ in front of its own modules: get_format hands out the codecs, which
     # implement the PayloadFormat it defines; parse_error_body is its errors module's.

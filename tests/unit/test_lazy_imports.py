@@ -168,14 +168,14 @@ def test_their_public_names_load_them_when_named() -> None:
 
 
 def test_cli_help_leaves_the_commands_work_to_the_commands() -> None:
-    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk.cli._transfer", "tablesdk._arrow")
+    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk.cli._transfer", "tablesdk._columns._arrow")
     statement = "from tablesdk.cli import main\nassert main(['--help']) == 0"
     assert loaded_by(statement, work) == set()
     assert loaded_by(statement.replace("'--help'", "'export', '--help'"), work) == set()
 
 
 def test_a_json_lines_export_leaves_arrow_and_the_bulk_loader_to_parquet_exports() -> None:
-    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk._arrow", "tablesdk._bulk_loading._bulk")
+    work = ("tablesdk.cli._export", "tablesdk.cli._parquet", "tablesdk._columns._arrow", "tablesdk._bulk_loading._bulk")
     statement = (
         "import tablesdk.cli._export as export\n"
         "export.export_table = lambda *args, **kwargs: 0  # no service: the command's imports are what is checked\n"

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tablesdk import EdmDateTime, EdmType, SchemaConflictError
-from tablesdk._arrow import EDM_TYPE_KEY, BatchBuilder
+from tablesdk._columns._arrow import EDM_TYPE_KEY, BatchBuilder
 from tablesdk._entities._edm import EntityPage
 from tablesdk.cli._parquet import PART_SUFFIX, ParquetSink, _union_schema
 

@@ -6,7 +6,7 @@ so ``import tablesdk`` never loads them.
 
 Reading (:func:`iter_query_batches`, :func:`query_to_arrow`): each page of the
 query becomes one ``pyarrow.RecordBatch``: a JSON page straight from its body
-(:mod:`tablesdk._arrow_json`: Arrow's JSON reader, no Python object per value), any other page decoded by the client into an
+(:mod:`tablesdk._columns._arrow_json`: Arrow's JSON reader, no Python object per value), any other page decoded by the client into an
 :class:`~tablesdk._entities._edm.EntityPage` (values and their EDM types, no entity
 objects) and turned column by column; only the current page (and the next page's
 undecoded answer, when the query reads ahead) is held. Each column's Arrow type
@@ -19,7 +19,7 @@ and Int32. A property that arrives with two EDM types raises
 :class:`~tablesdk._core._errors.SchemaConflictError`, or becomes a column of the
 values' wire text with ``on_type_conflict="string"``.
 
-Writing columns as entities is :mod:`tablesdk._arrow_write`.
+Writing columns as entities is :mod:`tablesdk._columns._arrow_write`.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._entities._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
-from ._core._errors import SchemaConflictError
-from ._core._extras import install_hint
+from .._entities._edm import EdmDateTime, EdmType, EntityPage, format_datetime, from_json_value, to_atom_text
+from .._core._errors import SchemaConflictError
+from .._core._extras import install_hint
 
 if TYPE_CHECKING:
     from ._arrow_json import JsonColumnsReader
-    from ._queries._query import FetchedPage, TableQuery
+    from .._queries._query import FetchedPage, TableQuery
 
 __all__ = [
     "EDM_TYPE_KEY",
@@ -333,7 +333,7 @@ class BatchBuilder:
 
     def page_batch(self, fetched: FetchedPage, decode: Callable[[FetchedPage], EntityPage]) -> Any:
         """The record batch of a fetched page: a JSON page's columns straight from its body when
-        they agree with the scan so far (:mod:`tablesdk._arrow_json`), else :meth:`batch` of the
+        they agree with the scan so far (:mod:`tablesdk._columns._arrow_json`), else :meth:`batch` of the
         page the client decodes."""
         if fetched.response is not None:
             if self._json_reader is None:
@@ -586,7 +586,7 @@ def batch_decoder(builder: BatchBuilder, source: Any) -> Callable[[FetchedPage],
 def scan_batches(query: TableQuery[Any], builder: BatchBuilder) -> Iterator[Any]:
     """The record batches of ``query``'s pages, read as its entity pages are
     (:func:`tablesdk._queries._query.query_pages`, read-ahead included)."""
-    from ._queries._query import query_pages
+    from .._queries._query import query_pages
 
     for batch, _ in query_pages(query, decode=batch_decoder(builder, query.source)):
         yield batch
@@ -726,7 +726,7 @@ def _guid_objects(texts: Any, index: Any) -> Any:
     codec's column reader makes them (cheaper than ``arrow.uuid``'s ``to_pandas``, a UUID at a time)."""
     import pandas as pd
 
-    from ._entities._edm_specs import EDM_SPECS
+    from .._entities._edm_specs import EDM_SPECS
 
     values = texts.to_pylist()
     present = [text for text in values if text is not None]

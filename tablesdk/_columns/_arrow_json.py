@@ -27,8 +27,8 @@ import io
 import re
 from typing import Any
 
-from ._entities._edm import EdmType, b64decode_strict
-from ._pipeline._http import HttpResponse
+from .._entities._edm import EdmType, b64decode_strict
+from .._pipeline._http import HttpResponse
 
 __all__ = ["JsonColumnsReader", "PageColumns"]
 

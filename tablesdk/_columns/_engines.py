@@ -23,16 +23,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._core._account import CloudStorageAccount
+from .._core._account import CloudStorageAccount
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, iter_query_batches
-from ._bulk_loading._bulk import BulkMode, BulkOptions, insert_entities
-from ._clients._client import CloudTableClient
-from ._entities._edm import EdmType
-from ._entities._entity import DynamicEntity
-from ._core._errors import TableServiceError, require_positive_seconds
-from ._entities._filter import Filter, prop
-from ._queries._parallel import find_partition_boundaries
-from ._queries._query import TableQuery
+from .._bulk_loading._bulk import BulkMode, BulkOptions, insert_entities
+from .._clients._client import CloudTableClient
+from .._entities._edm import EdmType
+from .._entities._entity import DynamicEntity
+from .._core._errors import TableServiceError, require_positive_seconds
+from .._entities._filter import Filter, prop
+from .._queries._parallel import find_partition_boundaries
+from .._queries._query import TableQuery
 
 __all__ = [
     "ConnectionSecret", "RangePlan", "RangeSpec", "TableWriteError", "iter_range_batches", "plan_ranges",
@@ -277,7 +277,7 @@ class TableWriteError(TableServiceError):
 @dataclass(frozen=True)
 class WriteSpec:
     """What a write task needs: the table, the mode, the bulk options and the EDM types to force
-    (checked where the job starts: :func:`~tablesdk._arrow_fit.edm_type_overrides`)."""
+    (checked where the job starts: :func:`~tablesdk._columns._arrow_fit.edm_type_overrides`)."""
 
     connection: ConnectionSecret
     payload_format: str

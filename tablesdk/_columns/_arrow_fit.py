@@ -1,6 +1,6 @@
 """Columns fitted to the EDM type they are written as, and Guid columns for pandas (the ``arrow`` extra).
 
-A column written by :func:`~tablesdk._arrow_write.write_arrow` gets one EDM type (asked for with
+A column written by :func:`~tablesdk._columns._arrow_write.write_arrow` gets one EDM type (asked for with
 ``edm_types``, else its field's metadata, else its Arrow type's). :func:`check_column` makes sure
 that every value of the column is exactly a value of that type before anything is sent, or raises
 :class:`~tablesdk._core._errors.TableValidationError` naming the column, the rule and the first row (its
@@ -20,7 +20,7 @@ EDM type:
 
 pandas has no Guid dtype: ``to_pandas`` makes a Guid column (strings marked Edm.Guid in Arrow) an
 object column of ``uuid.UUID``, and ``tablesdk.dask`` an ``arrow.uuid`` one
-(:func:`~tablesdk._arrow.guids_as_uuid`, pyarrow 18 and later); ``pyarrow.Table.from_pandas``
+(:func:`~tablesdk._columns._arrow.guids_as_uuid`, pyarrow 18 and later); ``pyarrow.Table.from_pandas``
 makes either ``arrow.uuid`` again, so a frame written back keeps its Guids. :func:`frame_to_arrow`
 is that ``from_pandas``, with an object column that mixes kinds of values refused by name instead
 of pyarrow's raw error (and a column of ``uuid.UUID`` made a Guid column where pyarrow has no
@@ -37,9 +37,9 @@ from decimal import Decimal
 from typing import Any
 
 from ._arrow import EDM_TYPE_KEY, _keys_text, _pyarrow, _short, is_uuid_type
-from ._entities._edm import DATETIME_MAX, DATETIME_MIN, EdmType, parse_datetime
-from ._entities._edm_base import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from ._core._errors import TableValidationError
+from .._entities._edm import DATETIME_MAX, DATETIME_MIN, EdmType, parse_datetime
+from .._entities._edm_base import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from .._core._errors import TableValidationError
 
 __all__ = ["check_column", "column_values", "edm_type_overrides", "frame_to_arrow"]
 

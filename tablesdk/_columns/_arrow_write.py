@@ -7,9 +7,9 @@ timestamps on 100 ns ticks), then each row becomes a
 :func:`~tablesdk._bulk_loading._bulk.insert_entities`, which checks each entity's limits and sends them in
 batches: an entity it refuses fails alone, in the :class:`~tablesdk._bulk_loading._bulk.BulkResult`.
 A column's EDM type is ``edm_types``' for it, else its field metadata's (as
-:func:`~tablesdk._arrow.query_to_arrow` writes it), else its Arrow type's; every value is then
+:func:`~tablesdk._columns._arrow.query_to_arrow` writes it), else its Arrow type's; every value is then
 exactly a value of that type, or the write is refused before anything is sent, naming the column
-and the first row that does not fit (:mod:`tablesdk._arrow_fit`).
+and the first row that does not fit (:mod:`tablesdk._columns._arrow_fit`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 from ._arrow import ETAG_COLUMN, _pyarrow, edm_type_of_field
 from ._arrow_fit import check_column, column_values, edm_type_overrides, frame_to_arrow
-from ._entities._edm import EdmType
-from ._entities._entity import DynamicEntity
-from ._core._errors import TableValidationError
+from .._entities._edm import EdmType
+from .._entities._entity import DynamicEntity
+from .._core._errors import TableValidationError
 
 
 __all__ = ["arrow_rows", "column_rows", "pandas_to_arrow"]

@@ -1,0 +1,1 @@
+"""Columns: query pages into Arrow record batches and Arrow tables into entities (pyarrow and pandas imported only when called), and the PartitionKey ranges, schemas and block writes the data engines (Dask, Ray, Polars, Spark) share."""
