@@ -63,7 +63,7 @@ def blog(rk: str = "Oct-29", text: str = "Hello", rating: int = 3, pk: str = "Ch
 
 @pytest.fixture(autouse=True)
 def descriptors_change_only_through_their_methods(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test here also checks that each write to a descriptor comes from tablesdk/_tracking.py
+    """Every test here also checks that each write to a descriptor comes from tablesdk/_unit_of_work/_tracking.py
     (its methods, its identity map), never from a context or save plan setting a slot by hand."""
     home = tracking_module.__file__
 

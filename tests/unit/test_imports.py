@@ -21,47 +21,36 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "tablesdk"
 
-#: The layers of docs/architecture.md, bottom first. A module may import from its own layer
-#: and the ones below it; a name a module needs from above belongs lower down (or the module
-#: higher up). A pattern ending in ``.*`` covers a tool's subpackage. A new module of the
-#: client goes here by name, in the same commit as the row of the table in the docs.
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("leaves", (
-        "tablesdk._version", "tablesdk._core._errors", "tablesdk._core._patterns", "tablesdk._core._redaction", "tablesdk._core._auth", "tablesdk._core._account",
-        "tablesdk._core._tracing", "tablesdk._core._extras",
-    )),
-    ("one exchange", ("tablesdk._pipeline._http", "tablesdk._pipeline._requests_sender", "tablesdk.aio._sender")),
-    ("retry loop", (
-        "tablesdk._pipeline._retry", "tablesdk._pipeline._settings", "tablesdk._pipeline._operation_context", "tablesdk._pipeline._transport", "tablesdk.aio._transport",
-        "tablesdk._pipeline._options",
-    )),
-    ("entities and values", (
-        "tablesdk._entities._edm_base", "tablesdk._entities._edm_specs", "tablesdk._entities._edm", "tablesdk._entities._filter_text", "tablesdk._entities._filter",
-        "tablesdk._entities._model_values", "tablesdk._entities._models", "tablesdk._entities._entity_classes", "tablesdk._entities._entity_write", "tablesdk._entities._entity_read",
-        "tablesdk._entities._entity", "tablesdk._entities._entity_access",
-    )),
-    ("wire formats", (
-        "tablesdk._formats", "tablesdk._formats.atom", "tablesdk._formats.json", "tablesdk._formats.json_write", "tablesdk._formats.errors",
-        "tablesdk._formats._batch", "tablesdk._formats._batch_answer",
-    )),
-    ("queries", (
-        "tablesdk._queries._continuation", "tablesdk._queries._keys", "tablesdk._queries._pager", "tablesdk._queries._page_stream", "tablesdk._queries._query", "tablesdk._queries._parallel",
-        "tablesdk.aio._query", "tablesdk.aio._parallel",
-    )),
-    ("operations", ("tablesdk._clients._service", "tablesdk._clients._operations", "tablesdk._clients._client", "tablesdk.aio._client")),
-    ("unit of work and bulk loading", (
-        "tablesdk._unit_of_work._save_outcome", "tablesdk._unit_of_work._tracking", "tablesdk._unit_of_work._merge", "tablesdk._unit_of_work._save_plan",
-        "tablesdk._unit_of_work._tracking_context", "tablesdk._unit_of_work._context", "tablesdk.aio._context", "tablesdk._bulk_loading._bulk_plan", "tablesdk._bulk_loading._bulk",
-        "tablesdk.aio._bulk",
-        "tablesdk._bulk_loading._deleting", "tablesdk.aio._deleting", "tablesdk._unit_of_work._actions", "tablesdk._unit_of_work._table", "tablesdk.aio._table",
-    )),
-    ("columns", ("tablesdk._columns._arrow_json", "tablesdk._columns._arrow", "tablesdk._columns._arrow_fit", "tablesdk._columns._arrow_write")),
-    ("public names", ("tablesdk", "tablesdk.aio")),
-    ("tools", (
-        "tablesdk.__main__", "tablesdk.testing", "tablesdk._columns._engines", "tablesdk.dask", "tablesdk.ray", "tablesdk.polars", "tablesdk.spark",
-        "tablesdk.cli", "tablesdk.cli.*", "tablesdk.devstore", "tablesdk.devstore.*", "tablesdk.legacy", "tablesdk.legacy.*",
-    )),
-)
+DOC = ROOT / "docs" / "architecture.md"
+_LAYER_TABLE_HEADER = "| layer (top first) | modules | owns |"
+
+
+def layers_of_the_doc(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The layers table of docs/architecture.md as :data:`LAYERS`: its first two columns, bottom first.
+
+    A module path is under ``tablesdk/``: ``x/`` is the package ``x`` and everything in it,
+    ``x/y.py`` one module, ``x/__init__.py`` the package alone.
+    """
+    lines = text[text.index(_LAYER_TABLE_HEADER):].split("\n\n", 1)[0].splitlines()[2:]
+    layers = []
+    for line in lines:
+        cells = line.split("|")
+        layer, paths = cells[1].strip(), [p.strip("`") for p in cells[2].split(",")]
+        patterns: list[str] = []
+        for path in (p.strip().strip("`") for p in paths):
+            dotted = ".".join([PACKAGE, *path.rstrip("/").removesuffix(".py").split("/")])
+            if path.endswith("/"):
+                patterns += [dotted, dotted + ".*"]
+            else:
+                patterns.append(dotted.removesuffix(".__init__"))
+        layers.append((layer, tuple(patterns)))
+    return tuple(reversed(layers))
+
+
+#: The layers of docs/architecture.md, bottom first, read from its table (the one list). A module
+#: may import from its own layer and the ones below it; a name a module needs from above belongs
+#: lower down (or the module higher up). A pattern ending in ``.*`` covers a layer's folder.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = layers_of_the_doc(DOC.read_text(encoding="utf-8"))
 
 #: The emulator stands in for the service, so it shares nothing with the client it is tested
 #: against but the EDM types and limits.

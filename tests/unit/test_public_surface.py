@@ -70,15 +70,16 @@ def test_an_error_from_the_service_compares_with_the_enum() -> None:
     assert error.error_code == TableErrorCode.ENTITY_ALREADY_EXISTS
 
 
-#: Private state of the entity classes, owned by tablesdk/_entity.py.
+#: Private state of the entity classes, owned by tablesdk/_entities/_entity.py.
 ENTITY_STATE = {"_values", "_types", "_wire_types", "__dict__"}
 
 
 @pytest.mark.parametrize(
     "module",
     [
-        "_context.py", "aio/_context.py", "_tracking.py", "_merge.py", "_save_plan.py", "_tracking_context.py",
-        "_client.py", "_operations.py", "_bulk.py",
+        "_unit_of_work/_context.py", "aio/_context.py", "_unit_of_work/_tracking.py", "_unit_of_work/_merge.py",
+        "_unit_of_work/_save_plan.py", "_unit_of_work/_tracking_context.py", "_clients/_client.py",
+        "_clients/_operations.py", "_bulk_loading/_bulk.py",
     ],
 )
 def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
