@@ -16,7 +16,7 @@ deleted. Every scanned entity gets an :class:`~tablesdk._bulk_loading._bulk.Enti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from .._entities._edm import EntityPayload
 from .._entities._entity import DynamicEntity, entity_from_payload, validate_table_name
 from .._core._errors import TableValidationError
 from .._entities._filter import FilterLike
+from .._entities._filter_params import refuse_parameters_without_filter
 from .._pipeline._options import TableRequestOptions
 from .._queries._query import FetchedPage, TableQuery, query_pages
 
@@ -42,11 +43,14 @@ __all__ = [
 
 
 def key_query(
-    query: TableQuery[DynamicEntity], filter: FilterLike | None
+    query: TableQuery[DynamicEntity], filter: FilterLike | None, parameters: Mapping[str, object] | None = None
 ) -> TableQuery[DynamicEntity]:
-    """``query`` (a client's, over the table) narrowed by ``filter`` and reading only the keys."""
+    """``query`` (a client's, over the table) narrowed by ``filter`` (its ``@name`` bound to
+    ``parameters``) and reading only the keys."""
     if filter is not None:
-        query = query.where(filter)
+        query = query.where(filter, parameters=parameters)
+    elif parameters:
+        refuse_parameters_without_filter(parameters)
     return query.select("RowKey")
 
 
@@ -68,6 +72,7 @@ def count_entities(
     table: str,
     filter: FilterLike | None = None,
     *,
+    parameters: Mapping[str, object] | None = None,
     progress: ProgressCallback | None = None,
     options: TableRequestOptions | None = None,
 ) -> int:
@@ -77,7 +82,7 @@ def count_entities(
     """
     validate_table_name(table)
     count = 0
-    for page in scan_pages(client, key_query(client.create_query(table, options=options), filter)):
+    for page in scan_pages(client, key_query(client.create_query(table, options=options), filter, parameters)):
         count += len(page)
         if progress is not None:
             progress(count, None)
@@ -118,7 +123,8 @@ def delete_call(client: BulkTarget, table: str, conditional: bool, bulk: BulkOpt
 
 
 def delete_entities(
-    client: CloudTableClient, table: str, filter: FilterLike | None, conditional: bool, bulk: BulkOptions
+    client: CloudTableClient, table: str, filter: FilterLike | None, conditional: bool, bulk: BulkOptions,
+    parameters: Mapping[str, object] | None = None,
 ) -> BulkResult:
     """Delete every entity of ``table`` matching ``filter`` (all when None); see the module's doc.
 
@@ -126,5 +132,5 @@ def delete_entities(
     the scan (a missing table, say) raise; each entity's own outcome is in the result.
     """
     call = delete_call(client, table, conditional, bulk)
-    query = key_query(client.create_query(table, options=bulk.scan_options()), filter)
+    query = key_query(client.create_query(table, options=bulk.scan_options()), filter, parameters)
     return run_on_threads(client, call, plan_deletes(scan_pages(client, query)), "delete_entities")

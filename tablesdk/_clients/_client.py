@@ -563,13 +563,15 @@ class CloudTableClient(ClientCore):
         table_name: str,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         conditional: bool = False,
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
         retry_policy: RetryPolicy | None = None,
         options: TableRequestOptions | None = None,
     ) -> BulkResult:
-        """Delete every entity of ``table_name`` matching ``filter`` (every entity when None).
+        """Delete every entity of ``table_name`` matching ``filter`` (every entity when None);
+        ``parameters`` bind the ``@name`` of raw filter text (:meth:`TableQuery.where`).
 
         The table is scanned for keys only, and the entities are deleted as entity group
         transactions per partition (up to 100 each) by the engine of :meth:`bulk_insert`,
@@ -584,21 +586,23 @@ class CloudTableClient(ClientCore):
         from .._bulk_loading._deleting import delete_entities
 
         bulk = BulkOptions.threads(max_workers, progress, retry_policy, options)
-        return delete_entities(self, table_name, filter, conditional, bulk)
+        return delete_entities(self, table_name, filter, conditional, bulk, parameters)
 
     def count_entities(
         self,
         table_name: str,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         progress: ProgressCallback | None = None,
         options: TableRequestOptions | None = None,
     ) -> int:
         """How many entities of ``table_name`` match ``filter`` (all when None), reading only
-        their keys (``$select=RowKey``); ``progress(counted, None)`` after each page."""
+        their keys (``$select=RowKey``); ``progress(counted, None)`` after each page.
+        ``parameters`` bind the ``@name`` of raw filter text (:meth:`TableQuery.where`)."""
         from .._bulk_loading._deleting import count_entities
 
-        return count_entities(self, table_name, filter, progress=progress, options=options)
+        return count_entities(self, table_name, filter, parameters=parameters, progress=progress, options=options)
 
     def write_arrow(
         self,

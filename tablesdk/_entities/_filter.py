@@ -481,23 +481,28 @@ class PropertyRef:
             )
         if isinstance(other, Filter):
             raise TypeError(f"cannot compare the property {name!r} with a filter expression; {_PRECEDENCE_HINT}")
-        if other is None:
-            raise TableValidationError(
-                name, "filters cannot compare with null", "the service stores no nulls: a missing property never matches"
-            )
-        if isinstance(other, EntityProperty):
-            if other.value is None:
-                raise TableValidationError(name, "filters cannot compare with null")
-            edm_type, value = other.edm_type, other.value
-        else:
-            declared = self._effective_type()
-            if declared is None:
-                value = dynamic_to_wire(name, other)  # an Enum, Decimal, date or timedelta as a dynamic entity stores it
-                edm_type = infer_edm_type(value, name)
-            else:
-                edm_type, value = declared, _convert(name, other, declared)
-        literal = to_filter_literal(value, edm_type, name)
+        edm_type, value, literal = typed_literal(name, other, self._effective_type())
         return Comparison(name, op, value, edm_type, literal)
+
+
+def typed_literal(name: str, value: object, declared: EdmType | None) -> tuple[EdmType, Any, str]:
+    """The EDM type, converted value and ``$filter`` literal of ``value`` compared with the
+    property ``name`` of type ``declared`` (None: typed from the value), as every comparison
+    renders it; :class:`TableValidationError` naming ``name`` for a value that cannot be one."""
+    if value is None:
+        raise TableValidationError(
+            name, "filters cannot compare with null", "the service stores no nulls: a missing property never matches"
+        )
+    if isinstance(value, EntityProperty):
+        if value.value is None:
+            raise TableValidationError(name, "filters cannot compare with null")
+        edm_type, converted = value.edm_type, value.value
+    elif declared is None:
+        converted = dynamic_to_wire(name, value)  # an Enum, Decimal, date or timedelta as a dynamic entity stores it
+        edm_type = infer_edm_type(converted, name)
+    else:
+        edm_type, converted = declared, _convert(name, value, declared)
+    return edm_type, converted, to_filter_literal(converted, edm_type, name)
 
 
 def prop(name: str, edm_type: EdmType | None = None) -> PropertyRef:

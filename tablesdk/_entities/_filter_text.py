@@ -15,9 +15,12 @@ that such filters fail before they are sent, with the position of the error:
 Literals: ``'text'`` (a quote inside doubled), ``42`` (Edm.Int32), ``42L``
 (Edm.Int64), ``1.5``/``1e3``/``2d`` (Edm.Double), ``true``/``false``,
 ``datetime'2024-01-02T03:04:05Z'``, ``guid'...'``, ``X'0aff'``/``binary'0aff'``.
-Literal keywords are lower case; operators are read in any case. It is written for the client: the bundled emulator has
-its own parser (``tablesdk/devstore/_filter.py``), which the tests use as an
-oracle; neither imports the other.
+Literal keywords are lower case; operators are read in any case. Where parameters
+are allowed (:func:`parameter_uses`), ``@name`` outside quotes is an operand too,
+bound to a literal before the text is sent (:mod:`tablesdk._entities._filter_params`).
+It is written for the client: the bundled emulator has its own parser
+(``tablesdk/devstore/_filter.py``), which the tests use as an oracle; neither
+imports the other.
 
 A property name a filter can hold is an OData identifier: a letter (Unicode
 categories L*, Nl) or ``_``, then letters, digits (Nd) or ``_``, and not a
@@ -38,7 +41,10 @@ from ._edm import EdmType
 from .._core._errors import TableValidationError
 from .._core._patterns import pattern_on_first_use
 
-__all__ = ["FILTER_KEYWORDS", "filter_name_problem", "check_filter_text", "check_literal_type"]
+__all__ = [
+    "FILTER_KEYWORDS", "ParameterUse", "filter_name_problem", "check_filter_text", "check_literal_type",
+    "parameter_uses",
+]
 
 _COMPARISONS = frozenset({"eq", "ne", "gt", "ge", "lt", "le"})
 #: Words the filter language reads as operators or literals, never as property names.
@@ -85,7 +91,7 @@ class _Token:
     __slots__ = ("kind", "text", "position", "edm_type")
 
     def __init__(self, kind: str, text: str, position: int, edm_type: EdmType | None = None) -> None:
-        self.kind = kind  # "(" ")" "word" "literal" "end"
+        self.kind = kind  # "(" ")" "word" "literal" "parameter" "end"
         self.text = text
         self.position = position
         self.edm_type = edm_type
@@ -158,7 +164,8 @@ def _number_type(match: re.Match[str], position: int) -> EdmType:
     return EdmType.INT32
 
 
-def _tokens(text: str) -> list[_Token]:
+def _tokens(text: str, parameters: bool = False) -> list[_Token]:
+    """The tokens of ``text``; ``@name`` outside quotes is a parameter token when ``parameters``."""
     tokens: list[_Token] = []
     index, length = 0, len(text)
     while index < length:
@@ -197,6 +204,22 @@ def _tokens(text: str) -> list[_Token]:
             else:
                 tokens.append(_Token("word", word, index))
             index = end
+        elif char == "@":
+            end = index + 1
+            if end < length and _is_leading(text[end]):
+                end += 1
+                while end < length and _is_following(text[end]):
+                    end += 1
+            if end == index + 1:
+                raise _FilterSyntaxError("'@' starts a parameter, and a parameter is '@' then a name (an identifier)", index)
+            if not parameters:
+                name = text[index + 1:end]
+                raise _FilterSyntaxError(
+                    f"{text[index:end]} is a parameter and no parameters were given (pass parameters={{{name!r}: ...}})",
+                    index,
+                )
+            tokens.append(_Token("parameter", text[index:end], index))
+            index = end
         else:
             raise _FilterSyntaxError(f"unexpected character {char!r}", index)
     tokens.append(_Token("end", "", length))
@@ -214,11 +237,12 @@ class _Operand:
 class _Parser:
     """Recursive descent over the tokens; records each (property, literal type, position) compared."""
 
-    def __init__(self, text: str) -> None:
-        self.tokens = _tokens(text)
+    def __init__(self, text: str, parameters: bool = False) -> None:
+        self.tokens = _tokens(text, parameters)
         self.index = 0
         self.depth = 0
         self.compared: list[tuple[str, EdmType, int]] = []
+        self.parameters: dict[int, ParameterUse] = {}  # by position
 
     def peek(self) -> _Token:
         return self.tokens[self.index]
@@ -277,6 +301,9 @@ class _Parser:
         for one, other in ((left, right), (right, left)):
             if one.is_property and other.token.edm_type is not None:
                 self.compared.append((one.token.text, other.token.edm_type, other.token.position))
+            if one.is_property and other.token.kind == "parameter":
+                use = self.parameters[other.token.position]
+                use.property_name = one.token.text
 
     def operand(self) -> _Operand | None:
         """The operand read, or None for a parenthesized expression."""
@@ -290,6 +317,9 @@ class _Parser:
             self.depth -= 1
             return None
         if token.kind == "literal":
+            return _Operand(token, False)
+        if token.kind == "parameter":
+            self.parameters[token.position] = ParameterUse(token.text[1:], token.position, None)
             return _Operand(token, False)
         if token.kind == "word":
             if token.text in FILTER_KEYWORDS:
@@ -306,6 +336,42 @@ class _Parser:
         self.depth += 1
         if self.depth > _MAX_NESTING:
             raise _FilterSyntaxError(f"nested deeper than {_MAX_NESTING}", position)
+
+
+class ParameterUse:
+    """Where raw ``$filter`` text names a parameter: ``@name`` at ``position``, compared with the
+    property ``property_name`` (None when it stands alone or against a literal or a parameter)."""
+
+    __slots__ = ("name", "position", "property_name")
+
+    def __init__(self, name: str, position: int, property_name: str | None) -> None:
+        self.name = name
+        self.position = position
+        self.property_name = property_name
+
+    @property
+    def end(self) -> int:
+        """The index just after ``@name`` in the text."""
+        return self.position + 1 + len(self.name)
+
+    def __repr__(self) -> str:
+        return f"ParameterUse({self.name!r}, {self.position}, {self.property_name!r})"
+
+
+def parameter_uses(text: str) -> list[ParameterUse]:
+    """Each ``@name`` of raw ``$filter`` text outside its quoted literals, in order of position.
+
+    Raises :class:`~tablesdk._core._errors.TableValidationError` where the text (with its
+    parameters read as literals) is no ``$filter``, as :func:`check_filter_text` does.
+    """
+    try:
+        parser = _Parser(text, parameters=True)
+        parser.parse()
+    except _FilterSyntaxError as exc:
+        raise TableValidationError(
+            "$filter", f"{exc.reason} at position {exc.position}", _pointing(text, exc.position)
+        ) from None
+    return [parser.parameters[position] for position in sorted(parser.parameters)]
 
 
 def property_names_of(text: str) -> set[str]:

@@ -43,6 +43,7 @@ from .._entities._edm import EdmType, EntityPage
 from .._entities._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
 from .._core._errors import TableValidationError, require_positive_int
 from .._entities._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
+from .._entities._filter_params import bind_parameters
 from .._pipeline._http import workers_within_pool
 from .._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
@@ -296,8 +297,14 @@ class TableQuery(Generic[E]):
         """
         return self._replace(options=check_options(options))
 
-    def where(self, expr: FilterLike | bool) -> TableQuery[E]:
+    def where(self, expr: FilterLike | bool, *, parameters: Mapping[str, object] | None = None) -> TableQuery[E]:
         """A new query whose filter is this one's AND ``expr`` (an expression or raw text).
+
+        ``parameters`` go with raw text: each ``@name`` outside its quoted literals is replaced
+        by the literal of ``parameters["name"]``, typed and escaped as ``prop(...) == value``
+        renders it (converted to the declared type of the property it is compared with); a
+        parameter without a value, or a value no ``@name`` uses, raises
+        :class:`~tablesdk.TableValidationError` naming it. See docs/queries.md.
 
         ``bool`` is accepted for the type checker only, as SQLModel's ``where()`` does: with a
         plain annotation (``Rating: int``) ``Blog.Rating > 2`` is a ``bool`` to mypy, but a
@@ -305,6 +312,10 @@ class TableQuery(Generic[E]):
         """
         if expr is None:
             raise TypeError("where() needs a filter expression or a raw $filter string, not None")
+        if parameters is not None:
+            if not isinstance(expr, str):
+                raise TypeError(f"parameters go with raw $filter text (a str), not {type(expr).__name__}")
+            expr = bind_parameters(expr, parameters, getattr(self._entity_type, "__declared__", None))
         node = as_filter(expr)
         refuse_chunked_filter(self._entity_type, node)
         combined = node if self._filter is None else self._filter & node

@@ -219,6 +219,7 @@ class CloudTable:
         self,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         conditional: bool = False,
         max_workers: int = 8,
         progress: ProgressCallback | None = None,
@@ -227,7 +228,7 @@ class CloudTable:
     ) -> BulkResult:
         """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
         return self.client.delete_entities(
-            self.name, filter, conditional=conditional, max_workers=max_workers, progress=progress,
+            self.name, filter, parameters=parameters, conditional=conditional, max_workers=max_workers, progress=progress,
             retry_policy=retry_policy, options=options,
         )
 
@@ -235,11 +236,14 @@ class CloudTable:
         self,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         progress: ProgressCallback | None = None,
         options: TableRequestOptions | None = None,
     ) -> int:
         """How many entities of this table match ``filter``, reading only their keys."""
-        return self.client.count_entities(self.name, filter, progress=progress, options=options)
+        return self.client.count_entities(
+            self.name, filter, parameters=parameters, progress=progress, options=options
+        )
 
     def write_arrow(
         self,

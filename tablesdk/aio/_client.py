@@ -405,6 +405,7 @@ class AsyncCloudTableClient(ClientCore):
         table_name: str,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         conditional: bool = False,
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
@@ -417,20 +418,23 @@ class AsyncCloudTableClient(ClientCore):
         from ._deleting import delete_entities
 
         bulk = BulkOptions.tasks(max_concurrency, progress, retry_policy, options)
-        return await delete_entities(self, table_name, filter, conditional, bulk)
+        return await delete_entities(self, table_name, filter, conditional, bulk, parameters)
 
     async def count_entities(
         self,
         table_name: str,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         progress: ProgressCallback | None = None,
         options: TableRequestOptions | None = None,
     ) -> int:
         """How many entities of ``table_name`` match ``filter``, reading only their keys."""
         from ._deleting import count_entities
 
-        return await count_entities(self, table_name, filter, progress=progress, options=options)
+        return await count_entities(
+            self, table_name, filter, parameters=parameters, progress=progress, options=options
+        )
 
     async def write_arrow(
         self,

@@ -8,7 +8,7 @@ batches are deleted, the others are in an unknown state.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +42,10 @@ async def _scan_pages(client: AsyncCloudTableClient, query: TableQuery[Any]) -> 
 
 
 def _key_query(
-    client: AsyncCloudTableClient, table: str, filter: FilterLike | None, options: TableRequestOptions | None
+    client: AsyncCloudTableClient, table: str, filter: FilterLike | None, parameters: Mapping[str, object] | None,
+    options: TableRequestOptions | None,
 ) -> TableQuery[DynamicEntity]:
-    return key_query(client.create_query(table, options=options).description, filter)
+    return key_query(client.create_query(table, options=options).description, filter, parameters)
 
 
 async def count_entities(
@@ -52,13 +53,14 @@ async def count_entities(
     table: str,
     filter: FilterLike | None = None,
     *,
+    parameters: Mapping[str, object] | None = None,
     progress: ProgressCallback | None = None,
     options: TableRequestOptions | None = None,
 ) -> int:
     """How many entities of ``table`` match ``filter`` (:func:`tablesdk._bulk_loading._deleting.count_entities`)."""
     validate_table_name(table)
     count = 0
-    async for page in _scan_pages(client, _key_query(client, table, filter, options)):
+    async for page in _scan_pages(client, _key_query(client, table, filter, parameters, options)):
         count += len(page)
         if progress is not None:
             progress(count, None)
@@ -74,10 +76,11 @@ async def _delete_steps(pages: AsyncIterator[list[EntityPayload]]) -> AsyncItera
 
 
 async def delete_entities(
-    client: AsyncCloudTableClient, table: str, filter: FilterLike | None, conditional: bool, bulk: BulkOptions
+    client: AsyncCloudTableClient, table: str, filter: FilterLike | None, conditional: bool, bulk: BulkOptions,
+    parameters: Mapping[str, object] | None = None,
 ) -> BulkResult:
     """Delete every entity of ``table`` matching ``filter`` (:func:`tablesdk._bulk_loading._deleting.delete_entities`);
     ``progress`` is called on the loop after each batch."""
     call = delete_call(client, table, conditional, bulk)
-    pages = _scan_pages(client, _key_query(client, table, filter, bulk.scan_options()))
+    pages = _scan_pages(client, _key_query(client, table, filter, parameters, bulk.scan_options()))
     return await run_on_tasks(client, call, _delete_steps(pages))

@@ -17,7 +17,7 @@ sync query's driver on the event loop (read-ahead is a task).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
@@ -156,9 +156,10 @@ class AsyncTableQuery(Generic[E]):
 
     # -- builders
 
-    def where(self, expr: FilterLike | bool) -> AsyncTableQuery[E]:
-        """A new query whose filter is this one's AND ``expr`` (``bool`` only for the type checker, see TableQuery.where)."""
-        return self._wrap(self._source, self._query.where(expr))
+    def where(self, expr: FilterLike | bool, *, parameters: Mapping[str, object] | None = None) -> AsyncTableQuery[E]:
+        """A new query whose filter is this one's AND ``expr``, raw text's ``@name`` bound to ``parameters``
+        (``bool`` only for the type checker; see :meth:`tablesdk.TableQuery.where`)."""
+        return self._wrap(self._source, self._query.where(expr, parameters=parameters))
 
     def take(self, n: int) -> AsyncTableQuery[E]:
         """A new query yielding at most ``n`` (>= 1) entities in total."""

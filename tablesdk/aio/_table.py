@@ -212,6 +212,7 @@ class AsyncCloudTable:
         self,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         conditional: bool = False,
         max_concurrency: int = 8,
         progress: ProgressCallback | None = None,
@@ -220,7 +221,7 @@ class AsyncCloudTable:
     ) -> BulkResult:
         """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
         return await self.client.delete_entities(
-            self.name, filter, conditional=conditional, max_concurrency=max_concurrency, progress=progress,
+            self.name, filter, parameters=parameters, conditional=conditional, max_concurrency=max_concurrency, progress=progress,
             retry_policy=retry_policy, options=options,
         )
 
@@ -228,11 +229,14 @@ class AsyncCloudTable:
         self,
         filter: FilterLike | None = None,
         *,
+        parameters: Mapping[str, object] | None = None,
         progress: ProgressCallback | None = None,
         options: TableRequestOptions | None = None,
     ) -> int:
         """How many entities of this table match ``filter``, reading only their keys."""
-        return await self.client.count_entities(self.name, filter, progress=progress, options=options)
+        return await self.client.count_entities(
+            self.name, filter, parameters=parameters, progress=progress, options=options
+        )
 
     async def write_arrow(
         self,
