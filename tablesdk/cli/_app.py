@@ -26,6 +26,7 @@ from ._options import (
     IMPORT_MODES, CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options,
 )
 from ._progress import progress_wanted
+from ._params import filter_options
 
 # The commands' work (_export, _parquet, _transfer: Arrow, the export's temporary files and
 # dataclasses) is imported by the commands that do it, not by every start of the command line
@@ -393,7 +394,7 @@ def delete_command(table: str, partition_key: str, row_key: str, etag: str) -> N
 # ---------------------------------------------------------------- queries
 
 
-_FILTER_OPTION = click.option("--filter", "filter_", metavar="ODATA", help="OData $filter, e.g. \"PartitionKey eq 'p'\".")
+_FILTER_OPTION = filter_options("OData $filter, e.g. \"PartitionKey eq 'p'\" or \"Age gt @age\" with --param age=30.")
 _SELECT_OPTION = click.option("--select", metavar="A,B", help="Only these properties (the keys always come).")
 
 
@@ -725,7 +726,7 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
 
 @cli.command("delete-entities")
 @click.argument("table")
-@click.option("--filter", "filter_", required=True, metavar="ODATA", help="Which entities to delete.")
+@filter_options("Which entities to delete (an OData $filter; @NAME takes its --param).", required=True)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--dry-run", is_flag=True, help="Only print how many entities match.")
 def delete_entities_command(table: str, filter_: str, yes: bool, dry_run: bool) -> None:
