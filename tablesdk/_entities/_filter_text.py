@@ -364,13 +364,7 @@ def parameter_uses(text: str) -> list[ParameterUse]:
     Raises :class:`~tablesdk._core._errors.TableValidationError` where the text (with its
     parameters read as literals) is no ``$filter``, as :func:`check_filter_text` does.
     """
-    try:
-        parser = _Parser(text, parameters=True)
-        parser.parse()
-    except _FilterSyntaxError as exc:
-        raise TableValidationError(
-            "$filter", f"{exc.reason} at position {exc.position}", _pointing(text, exc.position)
-        ) from None
+    parser = _parsed(text, parameters=True)
     return [parser.parameters[position] for position in sorted(parser.parameters)]
 
 
@@ -393,17 +387,23 @@ def _pointing(text: str, position: int) -> str:
     return f"{before}<HERE>{after}"
 
 
-def check_filter_text(text: str, declared: Mapping[str, EdmType] | None = None) -> None:
-    """Raise :class:`~tablesdk._core._errors.TableValidationError` if ``text`` is no ``$filter`` the
-    service reads as meant: a syntax error (with its position), or, when ``declared`` maps
-    property names to their declared types, a literal of another type than its property's."""
+def _parsed(text: str, parameters: bool = False) -> _Parser:
+    """``text`` parsed, or :class:`TableValidationError` with the position of its syntax error."""
     try:
-        parser = _Parser(text)
+        parser = _Parser(text, parameters)
         parser.parse()
     except _FilterSyntaxError as exc:
         raise TableValidationError(
             "$filter", f"{exc.reason} at position {exc.position}", _pointing(text, exc.position)
         ) from None
+    return parser
+
+
+def check_filter_text(text: str, declared: Mapping[str, EdmType] | None = None) -> None:
+    """Raise :class:`~tablesdk._core._errors.TableValidationError` if ``text`` is no ``$filter`` the
+    service reads as meant: a syntax error (with its position), or, when ``declared`` maps
+    property names to their declared types, a literal of another type than its property's."""
+    parser = _parsed(text)
     for name, edm_type, position in parser.compared:
         expected = _declared_type(name, declared)
         if expected is not None and expected is not edm_type:
