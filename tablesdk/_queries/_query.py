@@ -48,6 +48,7 @@ from .._pipeline._http import workers_within_pool
 from .._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
 from ._pager import PageRequest, Pager, Sliceable
+from ._watermark import WATERMARK_METADATA_KEY, Watermark
 
 from .._core._tracing import trace_public_methods
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "CompiledQuery",
     "EmptyResultError",
     "MAX_PAGE_SIZE",
+    "ChangedEntities",
 ]
 
 #: The most entities the service returns in one response (and the largest ``$top``).
@@ -472,6 +474,17 @@ class TableQuery(Generic[E]):
             yield from page
             del page  # release this page before the next request
 
+    def changes(self, since: Watermark) -> ChangedEntities[E]:
+        """Iterate the entities changed after ``since`` (a :class:`~tablesdk.Watermark`): the rows above
+        its floor that an earlier read did not deliver; the iterator's ``watermark`` is the next one
+        once it is exhausted. The entities need their keys, ETag and Timestamp (not a ``resolve()`` query)."""
+        from ._watermark import ChangeTracker, since_filter, ticks_of
+
+        tracker = ChangeTracker(since)
+        condition = since_filter(since)
+        query = self if condition is None else self.where(condition)
+        return ChangedEntities(iter(query), tracker, ticks_of)
+
     # -- parallel scans over PartitionKey ranges
 
     def partition_ranges(self, boundaries: Sequence[str]) -> list[TableQuery[E]]:
@@ -601,7 +614,10 @@ class TableQuery(Generic[E]):
 
     # -- columns: pyarrow / pandas (tablesdk._columns._arrow; imported only when called)
 
-    def to_arrow(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
+    def to_arrow(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise",
+        since: Watermark | None = None,
+    ) -> Any:
         """Every matching entity as one ``pyarrow.Table``, built from the pages' values (no entity objects).
 
         Columns: PartitionKey, RowKey, Timestamp, then each property as it first appears; a
@@ -609,29 +625,83 @@ class TableQuery(Generic[E]):
         a missing value is null. ``with_etag`` adds an ``odata.etag`` column. A property with two
         EDM types raises :class:`~tablesdk.SchemaConflictError` unless ``on_type_conflict="string"``
         (a column of wire text). ``schema`` (a ``pyarrow.Schema``) fixes the columns and checks
-        each value fits. See docs/data.md.
+        each value fits. ``since`` (a :class:`~tablesdk.Watermark`) reads only the rows changed after
+        it, and puts the next watermark in the table's schema metadata (:meth:`Watermark.of`).
+        See docs/data.md.
         """
+        if since is not None:
+            from .._columns._arrow_since import changes_to_arrow
+
+            return changes_to_arrow(self, since, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
         from .._columns._arrow import query_to_arrow
 
         return query_to_arrow(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
     def iter_arrow_batches(
-        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise"
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise",
+        since: Watermark | None = None,
     ) -> Iterator[Any]:
         """One ``pyarrow.RecordBatch`` per page (bounded memory); options as :meth:`to_arrow`.
 
         A batch has every column seen so far in the scan (without ``schema``, later batches may add columns).
+        With ``since``, the iterator's ``watermark`` attribute is the next watermark once it is exhausted.
         """
+        if since is not None:
+            from .._columns._arrow_since import iter_change_batches
+
+            return iter_change_batches(self, since, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
         from .._columns._arrow import iter_query_batches
 
         return iter_query_batches(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
-    def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
+    def to_pandas(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise",
+        since: Watermark | None = None,
+    ) -> Any:
         """:meth:`to_arrow` as a pandas DataFrame: nullable Int32/Int64/boolean/string dtypes, UTC timestamps
-        (with the 100 ns digit), Guids as ``uuid.UUID`` (so that ``write_pandas`` writes them as Guid)."""
+        (with the 100 ns digit), Guids as ``uuid.UUID`` (so that ``write_pandas`` writes them as Guid).
+        With ``since``, the next watermark is in the frame's ``attrs`` (:meth:`Watermark.of`)."""
+        if since is not None:
+            from .._columns._arrow import table_to_pandas
+            from .._columns._arrow_since import changes_to_arrow
+
+            table = changes_to_arrow(self, since, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
+            frame = table_to_pandas(table)
+            frame.attrs[WATERMARK_METADATA_KEY] = Watermark.of(table).to_string()
+            return frame
         from .._columns._arrow import query_to_pandas
 
         return query_to_pandas(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)
+
+class ChangedEntities(Iterator[E]):
+    """The entities of :meth:`TableQuery.changes`; :attr:`watermark` is the next watermark, for the
+    entities handed out so far (the read's once the iterator is exhausted)."""
+
+    def __init__(self, entities: Iterator[E], tracker: Any, ticks_of: Callable[[datetime], int]) -> None:
+        self._entities = entities
+        self._tracker = tracker
+        self._ticks_of = ticks_of
+
+    def __iter__(self) -> ChangedEntities[E]:
+        return self
+
+    def __next__(self) -> E:
+        from .._entities._entity_access import entity_etag, entity_keys, entity_timestamp
+
+        while True:
+            entity = next(self._entities)
+            pk, rk = entity_keys(entity)
+            etag, stamp = entity_etag(entity), entity_timestamp(entity)
+            if etag is None or not isinstance(stamp, datetime):
+                raise TypeError("changes() needs entities that keep their ETag and Timestamp")
+            if self._tracker.keep(pk, rk, etag, self._ticks_of(stamp)):
+                return entity
+
+    @property
+    def watermark(self) -> Watermark:
+        """The watermark to pass as ``since=`` to the next read."""
+        result: Watermark = self._tracker.watermark()
+        return result
 
 
 P = TypeVar("P", bound=Sliceable)

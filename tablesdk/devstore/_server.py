@@ -321,6 +321,10 @@ class DevStore:
     ``explorer`` (default True) serves the explorer page at the root address
     (:attr:`explorer_url`); ``explorer_read_only`` makes the page read-only (it
     cannot write; clients with the account key still can). See docs/devstore.md.
+
+    ``clock_ns`` (nanoseconds since the Unix epoch, ``time.time_ns`` by default) is where the
+    entities' Timestamps (and ETags) come from, at 100 ns: a test can write a row at a chosen tick.
+    Each write still gets a Timestamp later than the one before.
     """
 
     account_name = DEVSTORE_ACCOUNT
@@ -342,12 +346,13 @@ class DevStore:
         geo_replication_status: str = "live",
         explorer: bool = True,
         explorer_read_only: bool = False,
+        clock_ns: Callable[[], int] | None = None,
     ) -> None:
         if isinstance(bearer_tokens, str):
             raise ValueError("bearer_tokens: a list of token strings, not one string")
         self.host = host
         self.requested_port = port
-        self.storage = Storage(db)
+        self.storage = Storage(db, clock_ns=clock_ns)
         self.service = TableService(self.storage, page_size=page_size, max_scan=max_scan,
                                     allow_anonymous=allow_anonymous, max_url_segment=max_url_segment,
                                     double_decode_keys=double_decode_keys,

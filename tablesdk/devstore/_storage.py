@@ -26,7 +26,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ._values import Props, json_fragment, props_from_json_members, props_from_storage, utf16_key, wire_datetime
 
@@ -98,8 +98,11 @@ class EntityRow:
 class Storage:
     """Tables and entities in one sqlite database (``":memory:"`` or a file path)."""
 
-    def __init__(self, path: str = ":memory:") -> None:
+    def __init__(self, path: str = ":memory:", *, clock_ns: Callable[[], int] | None = None) -> None:
         self.path = path
+        #: Where Timestamps come from: nanoseconds since the Unix epoch (``time.time_ns`` unless given;
+        #: a test gives its own to write a row at a chosen 100 ns tick).
+        self.clock_ns: Callable[[], int] = clock_ns or time.time_ns
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=" + ("MEMORY" if path == ":memory:" else "WAL"))
         self._conn.execute("PRAGMA synchronous=OFF" if path == ":memory:" else "PRAGMA synchronous=NORMAL")
@@ -179,7 +182,7 @@ class Storage:
     def next_timestamp(self) -> str:
         """A Timestamp strictly later than any handed out before (so every ETag is unique)."""
         with self.lock:
-            ticks = time.time_ns() // 100
+            ticks = self.clock_ns() // 100
             if ticks <= self._last_ticks:
                 ticks = self._last_ticks + 1
             self._last_ticks = ticks

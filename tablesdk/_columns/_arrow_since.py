@@ -1,0 +1,118 @@
+"""Incremental reads into columns: a query's record batches of the rows changed after a
+:class:`~tablesdk._queries._watermark.Watermark`, and the next watermark with them.
+
+The filter and the rules are :mod:`tablesdk._queries._watermark`'s; here each page's batch is read
+with its ETags, the rows an earlier read delivered are dropped, and the watermark goes into the
+result (an Arrow schema's metadata, a pandas frame's ``attrs``, or :attr:`ChangeBatches.watermark`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .._core._errors import TableValidationError
+from .._queries._query import TableQuery
+from .._queries._watermark import WATERMARK_METADATA_KEY, ChangeTracker, Watermark, since_filter
+from ._arrow import ETAG_COLUMN, BatchBuilder, TypeConflict, _pyarrow, columns_query, scan_batches, table_of_batches
+
+__all__ = ["ChangeBatches", "iter_change_batches", "changes_to_arrow", "with_watermark"]
+
+_NEEDED = ("PartitionKey", "RowKey", "Timestamp")
+
+
+def changes_query(query: TableQuery[Any], since: Watermark) -> TableQuery[Any]:
+    """``query`` narrowed to the rows above ``since``'s floor."""
+    condition = since_filter(since)
+    return query if condition is None else query.where(condition)
+
+
+def _check_schema(schema: Any) -> None:
+    if schema is None:
+        return
+    names = set(schema.names)
+    missing = [name for name in _NEEDED if name not in names]
+    if missing:
+        raise TableValidationError(
+            "schema", "an incremental read (since=) needs the PartitionKey, RowKey and Timestamp columns",
+            f"missing {missing}",
+        )
+
+
+def deduplicated(batch: Any, tracker: ChangeTracker, with_etag: bool) -> Any:
+    """``batch`` (read with its ETags) without the rows ``tracker`` says were delivered before, every
+    row recorded for the next watermark; the ETag column dropped unless ``with_etag``."""
+    pa = _pyarrow()
+    stamps = batch.column("Timestamp").cast(pa.timestamp("ns", "UTC")).cast(pa.int64()).to_pylist()
+    keep = tracker.keep
+    mask = [
+        keep(pk, rk, etag, nanos // 100)
+        for pk, rk, etag, nanos in zip(
+            batch.column("PartitionKey").to_pylist(), batch.column("RowKey").to_pylist(),
+            batch.column(ETAG_COLUMN).to_pylist(), stamps,
+        )
+    ]
+    if not all(mask):
+        batch = batch.filter(pa.array(mask, type=pa.bool_()))
+    if not with_etag:
+        batch = batch.drop_columns([ETAG_COLUMN])
+    return batch
+
+
+class ChangeBatches(Iterator[Any]):
+    """The record batches of an incremental read; :attr:`watermark` is the next watermark, for the
+    batches handed out so far (the read's once the iterator is exhausted)."""
+
+    def __init__(self, batches: Iterator[Any], tracker: ChangeTracker, with_etag: bool) -> None:
+        self._batches = batches
+        self._tracker = tracker
+        self._with_etag = with_etag
+
+    def __iter__(self) -> ChangeBatches:
+        return self
+
+    def __next__(self) -> Any:
+        return deduplicated(next(self._batches), self._tracker, self._with_etag)
+
+    @property
+    def watermark(self) -> Watermark:
+        """The watermark to pass as ``since=`` to the next read."""
+        return self._tracker.watermark()
+
+
+def iter_change_batches(
+    query: TableQuery[Any], since: Watermark, *, schema: Any = None, with_etag: bool = False,
+    on_type_conflict: TypeConflict = "raise", strict: bool = False,
+) -> ChangeBatches:
+    """The batches of ``query``'s rows changed after ``since`` (see :meth:`TableQuery.iter_arrow_batches`)."""
+    _check_schema(schema)
+    tracker = ChangeTracker(since)
+    builder = BatchBuilder(schema=schema, with_etag=True, on_type_conflict=on_type_conflict, strict=strict)
+    batches = scan_batches(columns_query(changes_query(query, since), schema, strict), builder)
+    return ChangeBatches(batches, tracker, with_etag)
+
+
+def changes_to_arrow(
+    query: TableQuery[Any], since: Watermark, *, schema: Any = None, with_etag: bool = False,
+    on_type_conflict: TypeConflict = "raise", strict: bool = False,
+) -> Any:
+    """``query``'s rows changed after ``since`` as one ``pyarrow.Table``, the next watermark in its
+    schema's metadata (:meth:`Watermark.of`)."""
+    _check_schema(schema)
+    tracker = ChangeTracker(since)
+    builder = BatchBuilder(schema=schema, with_etag=True, on_type_conflict=on_type_conflict, strict=strict)
+    batches = [
+        deduplicated(batch, tracker, True)
+        for batch in scan_batches(columns_query(changes_query(query, since), schema, strict), builder)
+    ]
+    table = table_of_batches(builder, batches, schema)
+    if not with_etag and ETAG_COLUMN in table.schema.names:
+        table = table.drop_columns([ETAG_COLUMN])
+    return with_watermark(table, tracker.watermark())
+
+
+def with_watermark(table: Any, watermark: Watermark) -> Any:
+    """``table`` with ``watermark`` in its schema's metadata (:data:`WATERMARK_METADATA_KEY`)."""
+    metadata = dict(table.schema.metadata or {})
+    metadata[WATERMARK_METADATA_KEY.encode()] = watermark.to_string().encode()
+    return table.replace_schema_metadata(metadata)

@@ -1,0 +1,265 @@
+"""Incremental reads: :class:`Watermark` (where the last read of a table's changes stopped),
+:func:`since_filter` (the ``$filter`` of the next one) and :class:`ChangeTracker` (which rows of a
+read are new, and the watermark after it).
+
+The service stamps every insert and update with a ``Timestamp`` of 100 ns precision (seven
+fractional digits). A Python ``datetime`` keeps six, so a filter built from one rounds the
+watermark down and returns rows at it again; here the watermark keeps the seventh digit
+(:class:`~tablesdk._entities._edm_base.EdmDateTime`) and the filter literal carries all seven.
+
+What a watermark guarantees: ``floor`` is a Timestamp at or below which every row has been
+delivered; ``seen`` holds the keys and ETag of the rows delivered above it. The next read asks
+for ``Timestamp gt floor`` and drops the rows whose keys and ETag are in ``seen``. After a read,
+the floor moves to ``overlap`` before the newest Timestamp it read (never past the moment the
+read started, by this machine's clock, minus ``overlap``): a row that commits while the read runs,
+on a partition read already or a little out of Timestamp order, is then still above the next
+floor and is read next time, once. Rows that become visible more than ``overlap`` after their
+Timestamp (and after the read started) can be missed: choose ``overlap`` above the service's commit
+delay and this machine's clock error. Deletions are not seen: an incremental read returns the rows
+inserted or updated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .._core._errors import TableValidationError
+from .._entities._edm import EdmDateTime, format_datetime, parse_datetime
+from .._entities._filter import Filter, prop
+
+__all__ = ["Watermark", "ChangeTracker", "since_filter", "DEFAULT_OVERLAP", "WATERMARK_METADATA_KEY"]
+
+#: How far below the newest Timestamp read the next read starts again, unless a watermark says otherwise.
+DEFAULT_OVERLAP = timedelta(seconds=5)
+#: The key of the next watermark (its :meth:`Watermark.to_string`) in an Arrow schema's metadata and a
+#: pandas frame's ``attrs``.
+WATERMARK_METADATA_KEY = "tablesdk.watermark"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_FORMAT_VERSION = 1
+
+
+def ticks_of(value: datetime) -> int:
+    """``value`` as 100 ns ticks since the Unix epoch (the seventh digit of an EdmDateTime included)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    delta = value - _EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return micros * 10 + (value.ticks_remainder if isinstance(value, EdmDateTime) else 0)
+
+
+def datetime_of_ticks(ticks: int) -> EdmDateTime:
+    """100 ns ticks since the Unix epoch as an :class:`EdmDateTime` (UTC, seventh digit kept)."""
+    micros, remainder = divmod(ticks, 10)
+    value = _EPOCH + timedelta(microseconds=micros)
+    return EdmDateTime(
+        value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond,
+        timezone.utc, ticks_remainder=remainder,
+    )
+
+
+def _overlap_ticks(overlap: timedelta) -> int:
+    if not isinstance(overlap, timedelta) or overlap < timedelta(0):
+        raise TableValidationError("overlap", "the overlap is a timedelta of zero or more", repr(overlap))
+    return (overlap.days * 86_400 + overlap.seconds) * 10_000_000 + overlap.microseconds * 10
+
+
+class Watermark:
+    """Where an incremental read stopped: pass it as ``since=`` to read the rows changed after it.
+
+    ``floor``: every row whose Timestamp is at or below it has been delivered (None: nothing has,
+    the first read reads the whole table); ``seen``: ``(PartitionKey, RowKey, ETag)`` of the rows
+    delivered above the floor, which the next read skips; ``overlap``: how far below the newest
+    Timestamp it read a read leaves the next floor (see the module's guarantee). Immutable; keep it
+    between runs with :meth:`to_string` / :meth:`from_string`.
+    """
+
+    __slots__ = ("_floor", "_overlap", "_seen")
+
+    def __init__(
+        self,
+        floor: datetime | None = None,
+        *,
+        overlap: timedelta = DEFAULT_OVERLAP,
+        seen: Iterable[tuple[str, str, str]] = (),
+    ) -> None:
+        if floor is not None and not isinstance(floor, datetime):
+            raise TableValidationError("since", "a watermark's floor is a datetime (or None)", repr(floor))
+        _overlap_ticks(overlap)
+        self._floor: int | None = None if floor is None else ticks_of(floor)
+        self._overlap = overlap
+        self._seen = frozenset((str(pk), str(rk), str(etag)) for pk, rk, etag in seen)
+
+    @classmethod
+    def start(cls, overlap: timedelta = DEFAULT_OVERLAP) -> Watermark:
+        """The watermark of a first read: every row of the table."""
+        return cls(None, overlap=overlap)
+
+    @classmethod
+    def at(cls, timestamp: datetime | str, overlap: timedelta = DEFAULT_OVERLAP) -> Watermark:
+        """Rows changed strictly after ``timestamp`` (a datetime, an :class:`EdmDateTime` with its 100 ns
+        digit, or Edm.DateTime text with up to seven fractional digits; naive means UTC)."""
+        if isinstance(timestamp, str):
+            try:
+                timestamp = parse_datetime(timestamp.strip())
+            except ValueError:
+                raise TableValidationError(
+                    "since", "a watermark is an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z", repr(timestamp)
+                ) from None
+        return cls(timestamp, overlap=overlap)
+
+    @property
+    def floor(self) -> EdmDateTime | None:
+        """Every row with a Timestamp at or below this has been delivered (100 ns precision), or None."""
+        return None if self._floor is None else datetime_of_ticks(self._floor)
+
+    @property
+    def floor_ticks(self) -> int | None:
+        """:attr:`floor` as 100 ns ticks since the Unix epoch, or None."""
+        return self._floor
+
+    @property
+    def overlap(self) -> timedelta:
+        """How far below the newest Timestamp a read leaves the next floor."""
+        return self._overlap
+
+    @property
+    def seen(self) -> frozenset[tuple[str, str, str]]:
+        """``(PartitionKey, RowKey, ETag)`` of the rows delivered above :attr:`floor`."""
+        return self._seen
+
+    def with_overlap(self, overlap: timedelta) -> Watermark:
+        """This watermark with another overlap for the reads that follow it."""
+        copy = Watermark(None, overlap=overlap, seen=self._seen)
+        copy._floor = self._floor
+        return copy
+
+    def to_string(self) -> str:
+        """A JSON text of this watermark (floor with seven digits, overlap, seen rows), for
+        :meth:`from_string`."""
+        floor = self.floor
+        return json.dumps(
+            {
+                "version": _FORMAT_VERSION,
+                "floor": None if floor is None else format_datetime(floor),
+                "overlap_seconds": self._overlap.total_seconds(),
+                "seen": sorted(self._seen),
+            },
+            ensure_ascii=False, separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_string(cls, text: str) -> Watermark:
+        """The watermark of :meth:`to_string`'s text, or of a bare Edm.DateTime text (as :meth:`at`)."""
+        if not isinstance(text, str):
+            raise TypeError(f"Watermark.from_string takes a str, not {type(text).__name__}")
+        stripped = text.strip()
+        if not stripped.startswith("{"):
+            return cls.at(stripped)
+        try:
+            data: Any = json.loads(stripped)
+            if data.get("version") != _FORMAT_VERSION:
+                raise ValueError("unknown version")
+            floor_text = data["floor"]
+            overlap = timedelta(seconds=float(data["overlap_seconds"]))
+            seen = [(pk, rk, etag) for pk, rk, etag in data["seen"]]
+            if not all(isinstance(part, str) for row in seen for part in row):
+                raise ValueError("seen rows are three strings")
+            floor = None if floor_text is None else parse_datetime(floor_text)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise TableValidationError("since", "not the text of Watermark.to_string()", str(exc)) from None
+        return cls(floor, overlap=overlap, seen=seen)
+
+    @classmethod
+    def of(cls, result: Any) -> Watermark:
+        """The next watermark of an incremental read's ``pyarrow.Table`` (schema metadata) or pandas
+        DataFrame (``attrs``), under :data:`WATERMARK_METADATA_KEY`."""
+        attrs = getattr(result, "attrs", None)
+        if isinstance(attrs, dict) and WATERMARK_METADATA_KEY in attrs:
+            return cls.from_string(str(attrs[WATERMARK_METADATA_KEY]))
+        schema = getattr(result, "schema", None)
+        metadata = getattr(schema, "metadata", None) or {}
+        text = metadata.get(WATERMARK_METADATA_KEY.encode())
+        if text is None:
+            raise LookupError("no watermark: the result is not from a read with since=")
+        return cls.from_string(text.decode())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Watermark):
+            return NotImplemented
+        return (self._floor, self._overlap, self._seen) == (other._floor, other._overlap, other._seen)
+
+    def __hash__(self) -> int:
+        return hash((self._floor, self._overlap, self._seen))
+
+    def __repr__(self) -> str:
+        floor = self.floor
+        shown = "None" if floor is None else format_datetime(floor)
+        return f"Watermark(floor={shown}, overlap={self._overlap!r}, seen={len(self._seen)} rows)"
+
+
+def since_filter(since: Watermark | None) -> Filter | None:
+    """The ``$filter`` of the rows above ``since``'s floor: ``Timestamp gt datetime'<7 digits>'``
+    (None for a first read). AND it with a query's own filter; then drop the rows
+    :class:`ChangeTracker` says were seen. Every engine's incremental read builds its filter here."""
+    if since is None:
+        return None
+    if not isinstance(since, Watermark):
+        raise TypeError(f"since= takes a Watermark (Watermark.at, Watermark.from_string), not {type(since).__name__}")
+    floor = since.floor
+    return None if floor is None else prop("Timestamp") > floor
+
+
+class ChangeTracker:
+    """One incremental read's bookkeeping: which rows to deliver, and the watermark after the read.
+
+    Call :meth:`keep` for every row the read's filter (:func:`since_filter`) returned, in any order
+    and from several ranges; :meth:`watermark` gives the next watermark. ``started_ticks`` (100 ns
+    ticks since the Unix epoch) is when the read began by this machine's clock (now when None).
+    """
+
+    __slots__ = ("since", "_started", "_overlap", "_newest", "_recent")
+
+    def __init__(self, since: Watermark, started_ticks: int | None = None) -> None:
+        if not isinstance(since, Watermark):
+            raise TypeError(f"since= takes a Watermark, not {type(since).__name__}")
+        self.since = since
+        self._started = time.time_ns() // 100 if started_ticks is None else started_ticks
+        self._overlap = _overlap_ticks(since.overlap)
+        self._newest: int | None = None
+        # Every row read with its Timestamp; pruned to the new floor by watermark(). The lower
+        # bound of what can be pruned moves as Timestamps arrive, so prune in bulk now and then.
+        self._recent: dict[tuple[str, str, str], int] = {}
+
+    def keep(self, partition_key: str, row_key: str, etag: str, ticks: int) -> bool:
+        """Whether to deliver the row (False: delivered by an earlier read, same keys and ETag)."""
+        identity = (partition_key, row_key, etag)
+        if self._newest is None or ticks > self._newest:
+            self._newest = ticks
+        self._recent[identity] = ticks
+        if len(self._recent) > 65_536:
+            self._prune(self._next_floor())
+        return identity not in self.since.seen
+
+    def _next_floor(self) -> int | None:
+        old = self.since.floor_ticks
+        if self._newest is None:
+            return old
+        candidate = min(self._newest, self._started) - self._overlap
+        return candidate if old is None or candidate > old else old
+
+    def _prune(self, floor: int | None) -> None:
+        if floor is not None:
+            self._recent = {identity: ticks for identity, ticks in self._recent.items() if ticks > floor}
+
+    def watermark(self) -> Watermark:
+        """The watermark after the rows given to :meth:`keep` so far."""
+        floor = self._next_floor()
+        self._prune(floor)
+        result = Watermark(None, overlap=self.since.overlap, seen=self._recent)
+        result._floor = floor
+        return result

@@ -1,0 +1,98 @@
+"""Watermarks of incremental reads: the filter keeps the seventh digit, the text form round-trips,
+and the next watermark's floor and seen rows follow the documented rules."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tablesdk import EdmDateTime, TableValidationError, Watermark, since_filter
+from tablesdk._queries._watermark import ChangeTracker, datetime_of_ticks, ticks_of
+
+T = ticks_of(EdmDateTime(2026, 1, 2, 3, 4, 5, 123456, timezone.utc, ticks_remainder=7))
+
+
+def test_filter_literal_carries_the_seventh_digit() -> None:
+    since = Watermark.at("2026-01-02T03:04:05.1234567Z")
+    condition = since_filter(since)
+    assert condition is not None
+    assert condition.render() == "Timestamp gt datetime'2026-01-02T03:04:05.1234567Z'"
+    assert since_filter(Watermark.start()) is None
+    assert since_filter(None) is None
+
+
+def test_ticks_round_trip_at_100_ns() -> None:
+    value = datetime_of_ticks(T)
+    assert value.ticks_remainder == 7 and value.microsecond == 123456
+    assert ticks_of(value) == T
+    assert ticks_of(datetime_of_ticks(T + 1)) == T + 1
+    assert datetime_of_ticks(T + 3).ticks_remainder == 0  # carries into the microseconds
+    assert ticks_of(datetime(1601, 1, 1, tzinfo=timezone.utc)) < 0
+
+
+def test_text_form_round_trips_seen_rows_and_overlap() -> None:
+    mark = Watermark(datetime_of_ticks(T), overlap=timedelta(seconds=2.5),
+                     seen=[("ünï 'pk'", "r\"1\"", 'W/"datetime\'x\'"'), ("p", "", "e")])
+    again = Watermark.from_string(mark.to_string())
+    assert again == mark
+    assert again.floor_ticks == T and again.overlap == timedelta(seconds=2.5)
+    assert Watermark.from_string(Watermark.start().to_string()) == Watermark.start()
+
+
+def test_bare_timestamp_text_is_a_watermark_with_nothing_seen() -> None:
+    mark = Watermark.from_string(" 2026-01-02T03:04:05.1234567Z ")
+    assert mark.floor_ticks == T and mark.seen == frozenset()
+
+
+@pytest.mark.parametrize("text", ["yesterday", '{"version": 1}', '{"version": 9, "floor": null}', "{"])
+def test_bad_text_names_the_field(text: str) -> None:
+    with pytest.raises(TableValidationError) as caught:
+        Watermark.from_string(text)
+    assert caught.value.field == "since"
+
+
+def test_negative_overlap_is_refused() -> None:
+    with pytest.raises(TableValidationError) as caught:
+        Watermark.start(overlap=timedelta(seconds=-1))
+    assert caught.value.field == "overlap"
+
+
+def test_seen_rows_are_skipped_and_a_new_etag_is_not() -> None:
+    since = Watermark(datetime_of_ticks(T), overlap=timedelta(0), seen=[("p", "r", "e1")])
+    tracker = ChangeTracker(since, started_ticks=T + 1_000)
+    assert tracker.keep("p", "r", "e1", T + 5) is False
+    assert tracker.keep("p", "r", "e2", T + 6) is True
+    assert tracker.keep("p", "s", "e1", T + 7) is True
+
+
+def test_next_floor_is_overlap_below_the_newest_row_and_never_past_the_start() -> None:
+    overlap = timedelta(microseconds=1)  # 10 ticks
+    tracker = ChangeTracker(Watermark.start(overlap=overlap), started_ticks=T + 1_000)
+    for index, ticks in enumerate((T + 100, T + 95, T + 80)):
+        tracker.keep("p", f"r{index}", f"e{index}", ticks)
+    mark = tracker.watermark()
+    assert mark.floor_ticks == T + 90
+    assert mark.seen == {("p", "r0", "e0"), ("p", "r1", "e1")}  # above the floor only
+    assert mark.overlap == overlap
+
+    # A read that began before its newest row was written (a long scan): the floor stays below its start.
+    late = ChangeTracker(Watermark.start(overlap=overlap), started_ticks=T + 50)
+    late.keep("p", "r", "e", T + 100)
+    late.keep("q", "r", "e", T + 45)
+    assert late.watermark().floor_ticks == T + 40
+    assert late.watermark().seen == {("p", "r", "e"), ("q", "r", "e")}
+
+
+def test_floor_never_moves_back_and_stays_when_nothing_is_read() -> None:
+    since = Watermark(datetime_of_ticks(T), overlap=timedelta(seconds=1))
+    assert ChangeTracker(since).watermark() == since
+    tracker = ChangeTracker(since, started_ticks=T + 5)
+    tracker.keep("p", "r", "e", T + 3)
+    assert tracker.watermark().floor_ticks == T
+    assert tracker.watermark().seen == {("p", "r", "e")}
+
+
+def test_since_must_be_a_watermark() -> None:
+    with pytest.raises(TypeError, match="Watermark"):
+        since_filter(datetime.now(timezone.utc))  # type: ignore[arg-type]
