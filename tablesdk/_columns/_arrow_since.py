@@ -43,6 +43,8 @@ def deduplicated(batch: Any, tracker: ChangeTracker, with_etag: bool) -> Any:
     """``batch`` (read with its ETags) without the rows ``tracker`` says were delivered before, every
     row recorded for the next watermark; the ETag column dropped unless ``with_etag``."""
     pa = _pyarrow()
+    if not batch.num_rows:  # an empty page: nothing to record, and it may have no columns yet
+        return batch.drop_columns([ETAG_COLUMN]) if not with_etag and ETAG_COLUMN in batch.schema.names else batch
     stamps = batch.column("Timestamp").cast(pa.timestamp("ns", "UTC")).cast(pa.int64()).to_pylist()
     keep = tracker.keep
     mask = [
