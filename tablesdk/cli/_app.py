@@ -551,8 +551,15 @@ _OVERWRITE_HELP = "Replace FILE if it exists (only once the command succeeds; a 
 @click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Read N PartitionKey ranges at once.")
 @click.option("--overwrite", is_flag=True, help=_OVERWRITE_HELP)
+@click.option("--since", "since", metavar="WATERMARK",
+              help="Only the rows changed after WATERMARK: an Edm.DateTime (7 digits, e.g. "
+                   "2024-01-02T03:04:05.1234567Z) or the text of a --since-state file.")
+@click.option("--since-state", "since_state", metavar="STATE",
+              help="Keep the watermark in STATE: start after the one it holds (else --since, else every row) "
+                   "and replace it with the next one once the export succeeded.")
 def export_command(table: str, file: str, filter_: str | None, select: str | None, file_format: str | None,
-                   legacy_file_format: str | None, resume: bool, parallel: int, overwrite: bool) -> None:
+                   legacy_file_format: str | None, resume: bool, parallel: int, overwrite: bool,
+                   since: str | None, since_state: str | None) -> None:
     """Write the entities of TABLE (matching --filter) to FILE, or to stdout for '-'.
 
     FILE is written beside its path and renamed into place when the export is done: a
@@ -564,6 +571,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
 
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
+    changes = _changes_since(since, since_state, spec.file_format, resume)
     client = settings.client()
     check = NumberFilterCheck(client, table, filter_)
     try:
@@ -575,7 +583,7 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
                                        overwrite=overwrite)
             else:
                 count = export_table(client, spec, file, resume=resume, progress=progress, parallel=parallel,
-                                     overwrite=overwrite, check=check)
+                                     overwrite=overwrite, check=check, changes=changes)
     except (ExportError, OutputFileError):  # refused (its message says what to do)
         raise
     except BaseException:
@@ -583,8 +591,28 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
         if file != "-" and os.path.exists(state):
             click.echo("tablesdk: the export stopped; run the same command with --resume to continue it", err=True)
         raise
+    if changes is not None and since_state is not None:
+        from ._since import write_since_state
+
+        write_since_state(since_state, changes.watermark())
     click.echo(f"tablesdk: exported {entities_text(count)}", err=True)
     check.finish(count)
+
+
+def _changes_since(since: str | None, since_state: str | None, file_format: str, resume: bool) -> Any:
+    """The ``ChangeTracker`` of an export with ``--since``/``--since-state``, or None."""
+    if since is None and since_state is None:
+        return None
+    from .._queries._watermark import ChangeTracker
+    from ._export import ExportError
+    from ._since import read_since
+
+    if file_format == PARQUET:
+        raise ExportError("--since and --since-state export JSON lines or CSV, not Parquet")
+    if resume:
+        raise ExportError("--since and --since-state cannot --resume: run the export again from the watermark")
+    watermark = read_since(since, since_state)
+    return None if watermark is None else ChangeTracker(watermark)
 
 
 def _open_rejects(path: str | None, overwrite: bool) -> AbstractContextManager[IO[bytes] | None]:

@@ -29,9 +29,11 @@ from .._entities._entity import DynamicEntity, entity_to_payload
 from .._queries._continuation import ContinuationToken
 from .._queries._parallel import find_partition_boundaries
 from .._queries._query import TableQuery
+from .._queries._watermark import ChangeTracker, since_filter
 from ._files import CsvColumns, csv_header, csv_row, first_row_width, json_codec, pad_csv_rows, payload_json
 from ._output import OutputFileError, OutputPath, output_path, replace_small_file
 from ._progress import Progress
+from ._since import kept_changes, kept_entities
 from ._transfer import build_query, pages
 
 if TYPE_CHECKING:
@@ -93,6 +95,8 @@ class ExportOutput:
     consistent: bool = True
     #: The ``--filter`` warning's look at the pages (:mod:`tablesdk.cli._filter_check`).
     check: NumberFilterCheck | None = None
+    #: An incremental export's rows seen so far and its next watermark (None: every row is written).
+    changes: ChangeTracker | None = None
 
     @classmethod
     def open(cls, spec: ExportSpec, target: str, resume: bool, ranges: list[KeyRange], *,
@@ -277,17 +281,23 @@ class ExportOutput:
 def export_table(
     client: CloudTableClient, spec: ExportSpec, target: str, *, resume: bool, progress: Progress, parallel: int = 1,
     overwrite: bool = False, check: NumberFilterCheck | None = None,
+    changes: ChangeTracker | None = None,
 ) -> int:
     """Write every entity of the export's query to ``target`` (a path or '-'); returns how many.
 
     With ``parallel`` > 1 the table is cut into PartitionKey ranges (several
     per reader) that ``parallel`` readers read at once; a resumed export keeps
-    the ranges it started with.
+    the ranges it started with. With ``changes`` only the rows changed after its
+    watermark are written, and it holds the next watermark after the export.
     """
     output = ExportOutput.open(spec, target, resume, [], overwrite=overwrite)
     output.check = check
+    output.changes = changes
     try:
         query = build_query(client, spec.table, spec.filter, spec.select)
+        condition = None if changes is None else since_filter(changes.since)
+        if condition is not None:
+            query = query.where(condition)
         if not output.ranges:
             output.ranges = _key_ranges(query, parallel)
         progress.update(output.count)
@@ -297,6 +307,8 @@ def export_table(
             key_range = output.ranges[0]
             # The pages are written and dropped, never changed: no copy of each entity's types.
             for payloads, token in pages(client, query, key_range.continuation(), read_only=True):
+                if changes is not None:
+                    payloads = kept_changes(changes, payloads)
                 _written(output, key_range, payloads, token, progress)
         output.finish()
     finally:
@@ -320,7 +332,8 @@ def _read_ranges(query: TableQuery[DynamicEntity], output: ExportOutput, progres
         return
     segments = query.iter_parallel_segments(max(1, parallel), boundaries=boundaries, resume=unfinished)
     for index, segment in segments:
-        payloads = [entity_to_payload(entity, validate=False) for entity in segment.results]
+        entities = segment.results if output.changes is None else kept_entities(output.changes, segment.results)
+        payloads = [entity_to_payload(entity, validate=False) for entity in entities]
         _written(output, output.ranges[index], payloads, segment.continuation_token, progress)
 
 
