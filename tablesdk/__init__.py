@@ -65,6 +65,7 @@ if _TYPE_CHECKING:
     from ._bulk_loading._bulk import BulkInsertError, BulkResult, EntityOutcome
     from ._pipeline._requests_sender import RequestsSender
     from ._clients._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
+    from ._columns._arrow_since import next_watermark
 else:
     #: Public names whose module loads when one of them is first named (or when a call needs
     #: it), not by ``import tablesdk`` (start-up): the default sender brings requests and
@@ -74,6 +75,7 @@ else:
         "BulkInsertError": "._bulk_loading._bulk", "BulkResult": "._bulk_loading._bulk", "EntityOutcome": "._bulk_loading._bulk",
         "AccessPolicy": "._clients._service", "AnalyticsLogging": "._clients._service", "CorsRule": "._clients._service",
         "Metrics": "._clients._service", "ServiceProperties": "._clients._service", "ServiceStats": "._clients._service",
+        "next_watermark": "._columns._arrow_since",
     }
 
     def __getattr__(name: str) -> object:
@@ -124,6 +126,7 @@ __all__ = [
     "ChangedEntities",
     "Watermark",
     "since_filter",
+    "next_watermark",
     "ContinuationToken",
     "ResultSegment",
     "EmptyResultError",

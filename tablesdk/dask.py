@@ -24,6 +24,7 @@ from typing import Any
 
 from ._columns._arrow import guids_as_uuid, is_uuid_type, pandas_types_mapper
 from ._columns._arrow_fit import edm_type_overrides
+from ._queries._watermark import Watermark
 from ._columns._engines import (
     DEFAULT_PARTITIONS,
     KEY_CEILING,
@@ -70,6 +71,7 @@ def read_table(
     sample_size: int = 1000,
     payload_format: str = "json",
     operation_deadline: float | None = None,
+    since: Watermark | None = None,
 ) -> Any:
     """The entities of ``table`` as a ``dask.dataframe.DataFrame`` indexed by PartitionKey.
 
@@ -85,6 +87,9 @@ def read_table(
     ``operation_deadline`` (seconds, default none) bounds each request, the sample's, the
     boundaries' and every page of every partition, retries included, as the client's
     ``operation_deadline``: past it the read raises :class:`~tablesdk.RequestTimeoutError`.
+    ``since`` (a :class:`~tablesdk.Watermark`) reads only the rows changed after it, each with its
+    ``odata.etag`` column; :func:`~tablesdk.next_watermark` makes the next watermark from the rows
+    (docs/data.md, "Incremental reads").
     """
     import dask.dataframe as dd
     import pyarrow as pa
@@ -92,6 +97,7 @@ def read_table(
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=npartitions, boundaries=boundaries,
         schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
+        since=since,
     )
     schema, specs, points = plan.schema, list(plan.specs), plan.boundaries
     meta = guids_as_uuid(pa.Table.from_batches([], schema=schema)).to_pandas(types_mapper=_frame_types_mapper())

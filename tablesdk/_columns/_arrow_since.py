@@ -9,16 +9,20 @@ result (an Arrow schema's metadata, a pandas frame's ``attrs``, or :attr:`Change
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from .._core._errors import TableValidationError
 from .._queries._query import TableQuery
-from .._queries._watermark import WATERMARK_METADATA_KEY, ChangeTracker, Watermark, since_filter
+from .._queries._watermark import WATERMARK_METADATA_KEY, ChangeTracker, Watermark, since_filter, ticks_of
 from ._arrow import ETAG_COLUMN, BatchBuilder, TypeConflict, _pyarrow, columns_query, scan_batches, table_of_batches
 
-__all__ = ["ChangeBatches", "iter_change_batches", "changes_to_arrow", "with_watermark"]
+__all__ = ["ChangeBatches", "iter_change_batches", "changes_to_arrow", "with_watermark", "next_watermark",
+           "CHANGE_COLUMNS"]
 
 _NEEDED = ("PartitionKey", "RowKey", "Timestamp")
+#: The columns an incremental read's rows need beside the PartitionKey: to tell versions apart.
+CHANGE_COLUMNS = ("RowKey", "Timestamp", ETAG_COLUMN)
 
 
 def changes_query(query: TableQuery[Any], since: Watermark) -> TableQuery[Any]:
@@ -118,3 +122,33 @@ def with_watermark(table: Any, watermark: Watermark) -> Any:
     metadata = dict(table.schema.metadata or {})
     metadata[WATERMARK_METADATA_KEY.encode()] = watermark.to_string().encode()
     return table.replace_schema_metadata(metadata)
+
+
+def next_watermark(since: Watermark, rows: Any, *, started: datetime) -> Watermark:
+    """The watermark after an incremental read whose rows were read elsewhere (``tablesdk.dask.read_table``
+    with ``since``, or any engine): ``rows`` is a ``pyarrow.Table`` or pandas DataFrame with the
+    PartitionKey (a column or the index), RowKey, Timestamp and ``odata.etag`` columns of every row
+    the read delivered; ``started`` is when the read began, by this machine's clock (an aware
+    datetime taken before the read, such as before ``compute()``)."""
+    if not isinstance(started, datetime):
+        raise TypeError(f"started is a datetime, not {type(started).__name__}")
+    pa = _pyarrow()
+    if not isinstance(rows, (pa.Table, pa.RecordBatch)):
+        frame = rows.reset_index() if "PartitionKey" not in rows.columns else rows
+        missing = [name for name in (*_NEEDED, ETAG_COLUMN) if name not in frame.columns]
+        if missing:
+            raise TableValidationError("rows", "the rows of an incremental read, with their ETags", f"missing {missing}")
+        rows = pa.table({
+            "PartitionKey": pa.array(frame["PartitionKey"].astype(object).tolist(), pa.string()),
+            "RowKey": pa.array(frame["RowKey"].astype(object).tolist(), pa.string()),
+            "Timestamp": pa.array(frame["Timestamp"], pa.timestamp("ns", "UTC")),
+            ETAG_COLUMN: pa.array(frame[ETAG_COLUMN].astype(object).tolist(), pa.string()),
+        })
+    else:
+        _check_schema(rows.schema)
+        if ETAG_COLUMN not in rows.schema.names:
+            raise TableValidationError("rows", "the rows of an incremental read, with their ETags", f"no {ETAG_COLUMN}")
+    tracker = ChangeTracker(since, started_ticks=ticks_of(started))
+    for batch in (rows.to_batches() if isinstance(rows, pa.Table) else [rows]):
+        deduplicated(batch, tracker, True)
+    return tracker.watermark()

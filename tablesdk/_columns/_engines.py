@@ -33,6 +33,7 @@ from .._core._errors import TableServiceError, require_positive_seconds
 from .._entities._filter import Filter, prop
 from .._queries._parallel import find_partition_boundaries
 from .._queries._query import TableQuery
+from .._queries._watermark import Watermark
 
 __all__ = [
     "ConnectionSecret", "RangePlan", "RangeSpec", "TableWriteError", "iter_range_batches", "plan_ranges",
@@ -86,7 +87,8 @@ class RangeSpec:
     """What a read task needs: the table, the query's filter and columns, its PartitionKey range
     (``low`` included, ``high`` excluded; None: open), the schema every range is read with
     (``strict``: a property the schema lacks raises, as when it came from a sample) and the
-    deadline of each request (the client's ``operation_deadline``)."""
+    deadline of each request (the client's ``operation_deadline``); with ``since``, only the rows
+    changed after that watermark (and each row's ETag, which the next watermark needs)."""
 
     connection: ConnectionSecret
     payload_format: str
@@ -98,6 +100,7 @@ class RangeSpec:
     schema: Any
     strict: bool
     operation_deadline: float | None = None
+    since: Watermark | None = None
 
     def query(self, client: CloudTableClient) -> TableQuery[DynamicEntity]:
         """The range's query on ``client``: the read's filter and columns, then the range's keys."""
@@ -113,7 +116,9 @@ class RangeSpec:
         only the rows that also match it (an engine's pushed predicate)."""
         spec = self
         if columns is not None:
-            wanted = {"PartitionKey", *columns}
+            from ._arrow_since import CHANGE_COLUMNS
+
+            wanted = {"PartitionKey", *columns, *(() if self.since is None else CHANGE_COLUMNS)}
             import pyarrow as pa
 
             schema = pa.schema([field for field in self.schema if field.name in wanted])
@@ -162,12 +167,14 @@ def plan_ranges(
     sample_size: int = 1000,
     payload_format: str = "json",
     operation_deadline: float | None = None,
+    since: Watermark | None = None,
 ) -> RangePlan:
     """Cut ``table`` into PartitionKey ranges at ``boundaries`` or into about ``partitions``
     (default :data:`DEFAULT_PARTITIONS`) found by :func:`~tablesdk.find_partition_boundaries`;
     the schema is ``schema`` or a sample page's (``sample_size`` entities at most), with the keys
     first; every request of the plan and of the ranges has ``operation_deadline`` (seconds, None:
-    none). Reads only the probes and the sample."""
+    none); with ``since``, every range reads only the rows changed after that watermark, with their
+    ETags. Reads only the probes and the sample."""
     if operation_deadline is not None:
         require_positive_seconds("operation_deadline", operation_deadline)
     connection = ConnectionSecret(connection_string)
@@ -185,9 +192,14 @@ def plan_ranges(
         if schema is None:
             schema = sample_schema(query.page_size(sample_size))
     schema = with_keys(schema)
+    if since is not None:
+        import pyarrow as pa
+
+        schema = schema.append(pa.field(ETAG_COLUMN, pa.string()))
     bounds: list[str | None] = [None, *points, None]
     specs = tuple(
-        RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict, operation_deadline)
+        RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict, operation_deadline,
+                  since)
         for low, high in zip(bounds[:-1], bounds[1:])
     )
     return RangePlan(specs, tuple(points), schema)
@@ -235,10 +247,21 @@ def iter_range_batches(spec: RangeSpec) -> Iterator[Any]:
 
 
 def read_range(spec: RangeSpec) -> Any:
-    """The range's rows as one ``pyarrow.Table`` of the spec's schema."""
+    """The range's rows as one ``pyarrow.Table`` of the spec's schema (with ``since``: the rows changed
+    after it, the range's next watermark in the table's metadata)."""
     import pyarrow as pa
 
-    return pa.Table.from_batches(list(iter_range_batches(spec)), schema=spec.schema)
+    if spec.since is None:
+        return pa.Table.from_batches(list(iter_range_batches(spec)), schema=spec.schema)
+    import pyarrow.compute as pc
+
+    from ._arrow_since import changes_to_arrow
+
+    with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
+        table = changes_to_arrow(spec.query(client), spec.since, schema=spec.schema, strict=spec.strict, with_etag=True)
+    if spec.high is None and table.num_rows and pc.max(table.column("PartitionKey")).as_py() >= KEY_CEILING:
+        raise ValueError("a PartitionKey starts with U+10FFFF: above the last range (KEY_CEILING)")
+    return table
 
 
 # ---------------------------------------------------------------- writing

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -78,21 +78,29 @@ class Watermark:
     between runs with :meth:`to_string` / :meth:`from_string`.
     """
 
-    __slots__ = ("_floor", "_overlap", "_seen")
+    __slots__ = ("_floor", "_overlap", "_seen", "_seen_ticks")
 
     def __init__(
         self,
         floor: datetime | None = None,
         *,
         overlap: timedelta = DEFAULT_OVERLAP,
-        seen: Iterable[tuple[str, str, str]] = (),
+        seen: Iterable[tuple[str, str, str]] | Mapping[tuple[str, str, str], int] = (),
     ) -> None:
         if floor is not None and not isinstance(floor, datetime):
             raise TableValidationError("since", "a watermark's floor is a datetime (or None)", repr(floor))
         _overlap_ticks(overlap)
         self._floor: int | None = None if floor is None else ticks_of(floor)
         self._overlap = overlap
-        self._seen = frozenset((str(pk), str(rk), str(etag)) for pk, rk, etag in seen)
+        # Each seen row with its Timestamp in ticks (None when not known): a read drops it once the
+        # floor passes it.
+        stamps: Mapping[tuple[str, str, str], int | None] = (
+            seen if isinstance(seen, Mapping) else dict.fromkeys(seen)
+        )
+        self._seen_ticks: dict[tuple[str, str, str], int | None] = {
+            (str(pk), str(rk), str(etag)): ticks for (pk, rk, etag), ticks in stamps.items()
+        }
+        self._seen = frozenset(self._seen_ticks)
 
     @classmethod
     def start(cls, overlap: timedelta = DEFAULT_OVERLAP) -> Watermark:
@@ -134,7 +142,7 @@ class Watermark:
 
     def with_overlap(self, overlap: timedelta) -> Watermark:
         """This watermark with another overlap for the reads that follow it."""
-        copy = Watermark(None, overlap=overlap, seen=self._seen)
+        copy = Watermark(None, overlap=overlap, seen=self._seen_ticks)
         copy._floor = self._floor
         return copy
 
@@ -147,7 +155,7 @@ class Watermark:
                 "version": _FORMAT_VERSION,
                 "floor": None if floor is None else format_datetime(floor),
                 "overlap_seconds": self._overlap.total_seconds(),
-                "seen": sorted(self._seen),
+                "seen": sorted([*identity, ticks] for identity, ticks in self._seen_ticks.items()),
             },
             ensure_ascii=False, separators=(",", ":"),
         )
@@ -166,9 +174,11 @@ class Watermark:
                 raise ValueError("unknown version")
             floor_text = data["floor"]
             overlap = timedelta(seconds=float(data["overlap_seconds"]))
-            seen = [(pk, rk, etag) for pk, rk, etag in data["seen"]]
-            if not all(isinstance(part, str) for row in seen for part in row):
-                raise ValueError("seen rows are three strings")
+            seen = {(pk, rk, etag): ticks for pk, rk, etag, ticks in data["seen"]}
+            if not all(isinstance(part, str) for row in seen for part in row) or not all(
+                ticks is None or (isinstance(ticks, int) and not isinstance(ticks, bool)) for ticks in seen.values()
+            ):
+                raise ValueError("seen rows are three strings and a Timestamp in ticks")
             floor = None if floor_text is None else parse_datetime(floor_text)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise TableValidationError("since", "not the text of Watermark.to_string()", str(exc)) from None
@@ -257,9 +267,18 @@ class ChangeTracker:
             self._recent = {identity: ticks for identity, ticks in self._recent.items() if ticks > floor}
 
     def watermark(self) -> Watermark:
-        """The watermark after the rows given to :meth:`keep` so far."""
+        """The watermark after the rows given to :meth:`keep` so far.
+
+        The rows the earlier watermark had seen stay seen while they are above the new floor (or
+        their Timestamp is unknown), read again or not: a reader that dropped them before they
+        reached :meth:`keep` (another process's range) still skips them next time."""
         floor = self._next_floor()
         self._prune(floor)
-        result = Watermark(None, overlap=self.since.overlap, seen=self._recent)
+        seen: dict[tuple[str, str, str], int | None] = {
+            identity: ticks for identity, ticks in self.since._seen_ticks.items()
+            if floor is None or ticks is None or ticks > floor
+        }
+        seen.update(self._recent)
+        result = Watermark(None, overlap=self.since.overlap, seen=seen)
         result._floor = floor
         return result
