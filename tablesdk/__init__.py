@@ -53,8 +53,8 @@ from ._pipeline._http import (
 from ._queries._continuation import ContinuationToken, ResultSegment
 from ._queries._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from ._queries._parallel import find_partition_boundaries
-from ._queries._query import ChangedEntities, EmptyResultError, TableQuery
-from ._queries._watermark import Watermark, since_filter
+from ._queries._query import EmptyResultError, TableQuery
+from ._queries._watermark import Changes, Watermark, since_filter
 from ._pipeline._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
 from ._unit_of_work._table import CloudTable, TableContext
 from ._unit_of_work._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
@@ -123,7 +123,7 @@ __all__ = [
     "OperationResponse",
     "DataServiceResponse",
     "TableQuery",
-    "ChangedEntities",
+    "Changes",
     "Watermark",
     "since_filter",
     "next_watermark",

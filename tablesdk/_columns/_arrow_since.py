@@ -3,21 +3,21 @@
 
 The filter and the rules are :mod:`tablesdk._queries._watermark`'s; here each page's batch is read
 with its ETags, the rows an earlier read delivered are dropped, and the watermark goes into the
-result (an Arrow schema's metadata, a pandas frame's ``attrs``, or :attr:`ChangeBatches.watermark`).
+result (an Arrow schema's metadata, a pandas frame's ``attrs``, or the batch iterator's ``watermark``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from functools import partial
 from datetime import datetime
 from typing import Any
 
 from .._core._errors import TableValidationError
 from .._queries._query import TableQuery
-from .._queries._watermark import WATERMARK_METADATA_KEY, ChangeTracker, Watermark, since_filter, ticks_of
+from .._queries._watermark import WATERMARK_METADATA_KEY, Changes, ChangeTracker, Watermark, since_filter, ticks_of
 from ._arrow import ETAG_COLUMN, BatchBuilder, TypeConflict, _pyarrow, columns_query, scan_batches, table_of_batches
 
-__all__ = ["ChangeBatches", "iter_change_batches", "changes_to_arrow", "with_watermark", "next_watermark",
+__all__ = ["iter_change_batches", "changes_to_arrow", "with_watermark", "next_watermark",
            "CHANGE_COLUMNS"]
 
 _NEEDED = ("PartitionKey", "RowKey", "Timestamp")
@@ -65,37 +65,16 @@ def deduplicated(batch: Any, tracker: ChangeTracker, with_etag: bool) -> Any:
     return batch
 
 
-class ChangeBatches(Iterator[Any]):
-    """The record batches of an incremental read; :attr:`watermark` is the next watermark, for the
-    batches handed out so far (the read's once the iterator is exhausted)."""
-
-    def __init__(self, batches: Iterator[Any], tracker: ChangeTracker, with_etag: bool) -> None:
-        self._batches = batches
-        self._tracker = tracker
-        self._with_etag = with_etag
-
-    def __iter__(self) -> ChangeBatches:
-        return self
-
-    def __next__(self) -> Any:
-        return deduplicated(next(self._batches), self._tracker, self._with_etag)
-
-    @property
-    def watermark(self) -> Watermark:
-        """The watermark to pass as ``since=`` to the next read."""
-        return self._tracker.watermark()
-
-
 def iter_change_batches(
     query: TableQuery[Any], since: Watermark, *, schema: Any = None, with_etag: bool = False,
     on_type_conflict: TypeConflict = "raise", strict: bool = False,
-) -> ChangeBatches:
+) -> Changes[Any]:
     """The batches of ``query``'s rows changed after ``since`` (see :meth:`TableQuery.iter_arrow_batches`)."""
     _check_schema(schema)
     tracker = ChangeTracker(since)
     builder = BatchBuilder(schema=schema, with_etag=True, on_type_conflict=on_type_conflict, strict=strict)
     batches = scan_batches(columns_query(changes_query(query, since), schema, strict), builder)
-    return ChangeBatches(batches, tracker, with_etag)
+    return Changes(batches, tracker, partial(deduplicated, tracker=tracker, with_etag=with_etag))
 
 
 def changes_to_arrow(

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, cast, overload, runtime_checkable
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
 from .._entities._edm import EdmType, EntityPage
@@ -48,7 +48,7 @@ from .._pipeline._http import workers_within_pool
 from .._pipeline._options import TableRequestOptions, check_options
 from ._page_stream import ReadAhead, check_read_ahead, segment_results, stream_pages
 from ._pager import PageRequest, Pager, Sliceable
-from ._watermark import WATERMARK_METADATA_KEY, Watermark
+from ._watermark import WATERMARK_METADATA_KEY, Changes, Watermark
 
 from .._core._tracing import trace_public_methods
 __all__ = [
@@ -61,7 +61,6 @@ __all__ = [
     "CompiledQuery",
     "EmptyResultError",
     "MAX_PAGE_SIZE",
-    "ChangedEntities",
 ]
 
 #: The most entities the service returns in one response (and the largest ``$top``).
@@ -474,16 +473,25 @@ class TableQuery(Generic[E]):
             yield from page
             del page  # release this page before the next request
 
-    def changes(self, since: Watermark) -> ChangedEntities[E]:
+    def changes(self, since: Watermark) -> Changes[E]:
         """Iterate the entities changed after ``since`` (a :class:`~tablesdk.Watermark`): the rows above
         its floor that an earlier read did not deliver; the iterator's ``watermark`` is the next one
         once it is exhausted. The entities need their keys, ETag and Timestamp (not a ``resolve()`` query)."""
+        from .._entities._entity_access import entity_etag, entity_keys, entity_timestamp
         from ._watermark import ChangeTracker, since_filter, ticks_of
 
         tracker = ChangeTracker(since)
         condition = since_filter(since)
         query = self if condition is None else self.where(condition)
-        return ChangedEntities(iter(query), tracker, ticks_of)
+
+        def deliver(entity: E) -> E | None:
+            pk, rk = entity_keys(entity)
+            etag, stamp = entity_etag(entity), entity_timestamp(entity)
+            if etag is None or not isinstance(stamp, datetime):
+                raise TypeError("changes() needs entities that keep their ETag and Timestamp")
+            return entity if tracker.keep(pk, rk, etag, ticks_of(stamp)) else None
+
+        return Changes(iter(query), tracker, deliver)
 
     # -- parallel scans over PartitionKey ranges
 
@@ -637,6 +645,16 @@ class TableQuery(Generic[E]):
 
         return query_to_arrow(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
 
+    @overload
+    def iter_arrow_batches(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise", since: None = None,
+    ) -> Iterator[Any]: ...
+
+    @overload
+    def iter_arrow_batches(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise", since: Watermark,
+    ) -> Changes[Any]: ...
+
     def iter_arrow_batches(
         self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise",
         since: Watermark | None = None,
@@ -672,37 +690,6 @@ class TableQuery(Generic[E]):
         from .._columns._arrow import query_to_pandas
 
         return query_to_pandas(self, schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)
-
-class ChangedEntities(Iterator[E]):
-    """The entities of :meth:`TableQuery.changes`; :attr:`watermark` is the next watermark, for the
-    entities handed out so far (the read's once the iterator is exhausted)."""
-
-    def __init__(self, entities: Iterator[E], tracker: Any, ticks_of: Callable[[datetime], int]) -> None:
-        self._entities = entities
-        self._tracker = tracker
-        self._ticks_of = ticks_of
-
-    def __iter__(self) -> ChangedEntities[E]:
-        return self
-
-    def __next__(self) -> E:
-        from .._entities._entity_access import entity_etag, entity_keys, entity_timestamp
-
-        while True:
-            entity = next(self._entities)
-            pk, rk = entity_keys(entity)
-            etag, stamp = entity_etag(entity), entity_timestamp(entity)
-            if etag is None or not isinstance(stamp, datetime):
-                raise TypeError("changes() needs entities that keep their ETag and Timestamp")
-            if self._tracker.keep(pk, rk, etag, self._ticks_of(stamp)):
-                return entity
-
-    @property
-    def watermark(self) -> Watermark:
-        """The watermark to pass as ``since=`` to the next read."""
-        result: Watermark = self._tracker.watermark()
-        return result
-
 
 P = TypeVar("P", bound=Sliceable)
 

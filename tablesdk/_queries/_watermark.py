@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from .._core._errors import TableValidationError
 from .._entities._edm import EdmDateTime, format_datetime, parse_datetime
 from .._entities._filter import Filter, prop
 
-__all__ = ["Watermark", "ChangeTracker", "since_filter", "DEFAULT_OVERLAP", "WATERMARK_METADATA_KEY"]
+__all__ = ["Watermark", "Changes", "ChangeTracker", "since_filter", "DEFAULT_OVERLAP", "WATERMARK_METADATA_KEY"]
 
 #: How far below the newest Timestamp read the next read starts again, unless a watermark says otherwise.
 DEFAULT_OVERLAP = timedelta(seconds=5)
@@ -282,3 +282,31 @@ class ChangeTracker:
         result = Watermark(None, overlap=self.since.overlap, seen=seen)
         result._floor = floor
         return result
+
+
+T = TypeVar("T")
+
+
+class Changes(Iterator[T]):
+    """The results of an incremental read (entities of :meth:`TableQuery.changes`, record batches of
+    ``iter_arrow_batches(since=...)``), with the next watermark: :attr:`watermark` covers what was
+    handed out so far, the whole read's once the iterator is exhausted."""
+
+    def __init__(self, items: Iterator[Any], tracker: ChangeTracker, deliver: Callable[[Any], T | None]) -> None:
+        self._items = items
+        self._tracker = tracker
+        self._deliver = deliver
+
+    def __iter__(self) -> Changes[T]:
+        return self
+
+    def __next__(self) -> T:
+        while True:
+            delivered = self._deliver(next(self._items))
+            if delivered is not None:
+                return delivered
+
+    @property
+    def watermark(self) -> Watermark:
+        """The watermark to pass as ``since=`` to the next read."""
+        return self._tracker.watermark()
