@@ -83,17 +83,32 @@ def changes_to_arrow(
 ) -> Any:
     """``query``'s rows changed after ``since`` as one ``pyarrow.Table``, the next watermark in its
     schema's metadata (:meth:`Watermark.of`)."""
-    _check_schema(schema)
-    tracker = ChangeTracker(since)
-    builder = BatchBuilder(schema=schema, with_etag=True, on_type_conflict=on_type_conflict, strict=strict)
-    batches = [
-        deduplicated(batch, tracker, True)
-        for batch in scan_batches(columns_query(changes_query(query, since), schema, strict), builder)
-    ]
-    table = table_of_batches(builder, batches, schema)
-    if not with_etag and ETAG_COLUMN in table.schema.names:
-        table = table.drop_columns([ETAG_COLUMN])
-    return with_watermark(table, tracker.watermark())
+    reader = ChangeReader(query, since, schema=schema, on_type_conflict=on_type_conflict, strict=strict)
+    return reader.table(list(scan_batches(reader.query, reader.builder)), with_etag)
+
+
+class ChangeReader:
+    """One incremental read into a table, for a driver of either flavour: :attr:`query` is what to
+    send (its pages into :attr:`builder`), :meth:`table` the result of its batches."""
+
+    def __init__(
+        self, query: TableQuery[Any], since: Watermark, *, schema: Any = None,
+        on_type_conflict: TypeConflict = "raise", strict: bool = False,
+    ) -> None:
+        _check_schema(schema)
+        self.schema = schema
+        self.tracker = ChangeTracker(since)
+        self.builder = BatchBuilder(schema=schema, with_etag=True, on_type_conflict=on_type_conflict, strict=strict)
+        self.query = columns_query(changes_query(query, since), schema, strict)
+
+    def table(self, batches: list[Any], with_etag: bool) -> Any:
+        """The batches read (with their ETags) without the rows seen before, the next watermark in
+        the schema's metadata."""
+        kept = [deduplicated(batch, self.tracker, True) for batch in batches]
+        table = table_of_batches(self.builder, kept, self.schema)
+        if not with_etag and ETAG_COLUMN in table.schema.names:
+            table = table.drop_columns([ETAG_COLUMN])
+        return with_watermark(table, self.tracker.watermark())
 
 
 def with_watermark(table: Any, watermark: Watermark) -> Any:

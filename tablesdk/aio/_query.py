@@ -31,6 +31,7 @@ from .._pipeline._options import TableRequestOptions
 from .._queries._page_stream import ReadAhead, segment_results, stream_pages_async
 from .._queries._pager import PageRequest, Pager, Sliceable
 from .._queries._query import EmptyResultError, TableQuery
+from .._queries._watermark import WATERMARK_METADATA_KEY, Watermark
 
 from .._core._tracing import trace_public_methods
 __all__ = ["AsyncTableQuery", "AsyncQuerySource"]
@@ -294,20 +295,39 @@ class AsyncTableQuery(Generic[E]):
             yield batch
             del batch
 
-    async def to_arrow(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
-        """Every matching entity as one ``pyarrow.Table``: the same table as :meth:`tablesdk.TableQuery.to_arrow`."""
+    async def to_arrow(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise",
+        since: Watermark | None = None,
+    ) -> Any:
+        """Every matching entity as one ``pyarrow.Table``: the same table as :meth:`tablesdk.TableQuery.to_arrow`
+        (``since``: only the rows changed after that watermark, the next one in the schema's metadata)."""
         from .._columns._arrow import BatchBuilder, batch_decoder, columns_query, table_of_batches
 
+        if since is not None:
+            from .._columns._arrow_since import ChangeReader
+
+            reader = ChangeReader(self._query, since, schema=schema, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
+            changed = self._wrap(self._source, reader.query)
+            read = [batch async for batch, _ in changed._pages(decode=batch_decoder(reader.builder, self._source))]
+            return reader.table(read, with_etag)
         builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
         sent = self._wrap(self._source, columns_query(self._query, schema, False))
         batches = [batch async for batch, _ in sent._pages(decode=batch_decoder(builder, self._source))]
         return table_of_batches(builder, batches, schema)
 
-    async def to_pandas(self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise") -> Any:
-        """:meth:`to_arrow` as a pandas DataFrame (:meth:`tablesdk.TableQuery.to_pandas`'s dtypes)."""
+    async def to_pandas(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise",
+        since: Watermark | None = None,
+    ) -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame (:meth:`tablesdk.TableQuery.to_pandas`'s dtypes; with
+        ``since``, the next watermark in its ``attrs``)."""
         from .._columns._arrow import table_to_pandas
 
-        return table_to_pandas(await self.to_arrow(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict))
+        table = await self.to_arrow(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict, since=since)
+        frame = table_to_pandas(table)
+        if since is not None:
+            frame.attrs[WATERMARK_METADATA_KEY] = Watermark.of(table).to_string()
+        return frame
 
 
 P = TypeVar("P", bound=Sliceable)

@@ -110,3 +110,22 @@ async def test_leaving_an_async_parallel_scan_early_stops_its_tasks(
 async def _first(stream: Any, n: int) -> Any:
     for _ in range(n):
         yield await stream.__anext__()
+
+
+async def test_async_incremental_reads_are_the_sync_ones(
+    client: CloudTableClient, aclient: AsyncCloudTableClient, readings: str
+) -> None:
+    from tablesdk import Watermark
+
+    sync = client.create_query(readings).page_size(7)
+    asynchronous = aclient.create_query(readings).page_size(7)
+    start = Watermark.start()
+    expected = sync.to_arrow(since=start)
+    got = await asynchronous.to_arrow(since=start)
+    assert got.num_rows == COUNT and got.select(got.schema.names).equals(expected.select(expected.schema.names))
+    mark = Watermark.of(got)
+    assert mark.seen == Watermark.of(expected).seen and len(mark.seen) == COUNT
+    client.upsert_entity(readings, DynamicEntity(PartitionKey="p1", RowKey="0001", Small=-1), mode="merge")
+    frame = await asynchronous.to_pandas(since=mark)
+    assert list(frame["RowKey"]) == ["0001"] and list(frame["Small"]) == [-1]
+    assert (await asynchronous.to_arrow(since=Watermark.of(frame))).num_rows == 0

@@ -91,6 +91,7 @@ ALLOWED: Mapping[tuple[str, str], str] = {
     ("tablesdk.aio._query", "tablesdk.aio._parallel"): "AsyncTableQuery.iter_parallel hands out a parallel scan",
     ("tablesdk._queries._query", "tablesdk._columns._arrow"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
     ("tablesdk.aio._query", "tablesdk._columns._arrow"): "AsyncTableQuery.to_arrow / iter_arrow_batches / to_pandas hand out columns",
+    ("tablesdk.aio._query", "tablesdk._columns._arrow_since"): "AsyncTableQuery.to_arrow / to_pandas with since= hand out the changed rows' columns",
     ("tablesdk._queries._query", "tablesdk._columns._arrow_since"): "TableQuery.to_arrow / iter_arrow_batches / to_pandas with since= hand out the changed rows' columns",
     ("tablesdk._clients._client", "tablesdk._columns._arrow_write"): "CloudTableClient.write_arrow / write_pandas",
     ("tablesdk.aio._client", "tablesdk._columns._arrow_write"): "AsyncCloudTableClient.write_arrow / write_pandas",
