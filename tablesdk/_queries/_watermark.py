@@ -40,6 +40,8 @@ DEFAULT_OVERLAP = timedelta(seconds=5)
 WATERMARK_METADATA_KEY = "tablesdk.watermark"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: Rows a read records before it drops those below the floor reached so far.
+_PRUNE_AT = 65_536
 _FORMAT_VERSION = 1
 
 
@@ -232,7 +234,7 @@ class ChangeTracker:
     ticks since the Unix epoch) is when the read began by this machine's clock (now when None).
     """
 
-    __slots__ = ("since", "_started", "_overlap", "_newest", "_recent")
+    __slots__ = ("since", "_started", "_overlap", "_newest", "_recent", "_prune_at")
 
     def __init__(self, since: Watermark, started_ticks: int | None = None) -> None:
         if not isinstance(since, Watermark):
@@ -244,6 +246,7 @@ class ChangeTracker:
         # Every row read with its Timestamp; pruned to the new floor by watermark(). The lower
         # bound of what can be pruned moves as Timestamps arrive, so prune in bulk now and then.
         self._recent: dict[tuple[str, str, str], int] = {}
+        self._prune_at = _PRUNE_AT
 
     def keep(self, partition_key: str, row_key: str, etag: str, ticks: int) -> bool:
         """Whether to deliver the row (False: delivered by an earlier read, same keys and ETag)."""
@@ -251,8 +254,9 @@ class ChangeTracker:
         if self._newest is None or ticks > self._newest:
             self._newest = ticks
         self._recent[identity] = ticks
-        if len(self._recent) > 65_536:
+        if len(self._recent) > self._prune_at:  # rows above the floor stay: prune again at twice as many
             self._prune(self._next_floor())
+            self._prune_at = max(_PRUNE_AT, 2 * len(self._recent))
         return identity not in self.since.seen
 
     def _next_floor(self) -> int | None:

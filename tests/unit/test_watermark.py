@@ -96,3 +96,15 @@ def test_floor_never_moves_back_and_stays_when_nothing_is_read() -> None:
 def test_since_must_be_a_watermark() -> None:
     with pytest.raises(TypeError, match="Watermark"):
         since_filter(datetime.now(timezone.utc))  # type: ignore[arg-type]
+
+
+def test_a_long_read_keeps_only_the_rows_near_its_newest(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tablesdk._queries._watermark as watermark_module
+
+    monkeypatch.setattr(watermark_module, "_PRUNE_AT", 8)
+    tracker = ChangeTracker(Watermark.start(overlap=timedelta(microseconds=1)), started_ticks=T + 10_000)
+    for row in range(100):
+        tracker.keep("p", f"{row:03d}", "e", T + 10 * row)
+        assert len(tracker._recent) <= 16
+    mark = tracker.watermark()
+    assert mark.floor_ticks == T + 980 and mark.seen == {("p", "099", "e")}
