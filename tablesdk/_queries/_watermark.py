@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from .._core._errors import TableValidationError
 from .._entities._edm import EdmDateTime, format_datetime, parse_datetime
 from .._entities._filter import Filter, prop
 
-__all__ = ["Watermark", "Changes", "ChangeTracker", "since_filter", "DEFAULT_OVERLAP", "WATERMARK_METADATA_KEY"]
+__all__ = ["Watermark", "Changes", "AsyncChanges", "ChangeTracker", "since_filter", "DEFAULT_OVERLAP", "WATERMARK_METADATA_KEY"]
 
 #: How far below the newest Timestamp read the next read starts again, unless a watermark says otherwise.
 DEFAULT_OVERLAP = timedelta(seconds=5)
@@ -307,6 +307,29 @@ class Changes(Iterator[T]):
     def __next__(self) -> T:
         while True:
             delivered = self._deliver(next(self._items))
+            if delivered is not None:
+                return delivered
+
+    @property
+    def watermark(self) -> Watermark:
+        """The watermark to pass as ``since=`` to the next read."""
+        return self._tracker.watermark()
+
+
+class AsyncChanges(AsyncIterator[T]):
+    """:class:`Changes` for ``async for`` (the async query's ``iter_arrow_batches(since=...)``)."""
+
+    def __init__(self, items: AsyncIterator[Any], tracker: ChangeTracker, deliver: Callable[[Any], T | None]) -> None:
+        self._items = items
+        self._tracker = tracker
+        self._deliver = deliver
+
+    def __aiter__(self) -> AsyncChanges[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        while True:
+            delivered = self._deliver(await self._items.__anext__())
             if delivered is not None:
                 return delivered
 

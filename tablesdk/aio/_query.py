@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from .._entities._edm import EdmType
 from .._entities._entity import E
@@ -31,7 +31,7 @@ from .._pipeline._options import TableRequestOptions
 from .._queries._page_stream import ReadAhead, segment_results, stream_pages_async
 from .._queries._pager import PageRequest, Pager, Sliceable
 from .._queries._query import EmptyResultError, TableQuery
-from .._queries._watermark import WATERMARK_METADATA_KEY, Watermark
+from .._queries._watermark import WATERMARK_METADATA_KEY, AsyncChanges, Watermark
 
 from .._core._tracing import trace_public_methods
 __all__ = ["AsyncTableQuery", "AsyncQuerySource"]
@@ -283,10 +283,33 @@ class AsyncTableQuery(Generic[E]):
 
     # -- columns: pyarrow / pandas (tablesdk._columns._arrow; imported only when called)
 
-    async def iter_arrow_batches(
-        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise"
+    @overload
+    def iter_arrow_batches(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise", since: None = None,
+    ) -> AsyncIterator[Any]: ...
+
+    @overload
+    def iter_arrow_batches(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise", since: Watermark,
+    ) -> AsyncChanges[Any]: ...
+
+    def iter_arrow_batches(
+        self, *, schema: Any = None, with_etag: bool = False, on_type_conflict: str = "raise",
+        since: Watermark | None = None,
     ) -> AsyncIterator[Any]:
-        """One ``pyarrow.RecordBatch`` per page (:meth:`tablesdk.TableQuery.iter_arrow_batches`)."""
+        """One ``pyarrow.RecordBatch`` per page (:meth:`tablesdk.TableQuery.iter_arrow_batches`; with ``since``,
+        the iterator's ``watermark`` is the next watermark once it is exhausted)."""
+        if since is None:
+            return self._arrow_batches(schema, with_etag, on_type_conflict)
+        from .._columns._arrow import batch_decoder
+        from .._columns._arrow_since import ChangeReader, deduplicated
+
+        reader = ChangeReader(self._query, since, schema=schema, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]
+        pages = self._wrap(self._source, reader.query)._pages(decode=batch_decoder(reader.builder, self._source))
+        tracker = reader.tracker
+        return AsyncChanges(pages, tracker, lambda page: deduplicated(page[0], tracker, with_etag))
+
+    async def _arrow_batches(self, schema: Any, with_etag: bool, on_type_conflict: str) -> AsyncIterator[Any]:
         from .._columns._arrow import BatchBuilder, batch_decoder, columns_query
 
         builder = BatchBuilder(schema=schema, with_etag=with_etag, on_type_conflict=on_type_conflict)  # type: ignore[arg-type]

@@ -129,3 +129,6 @@ async def test_async_incremental_reads_are_the_sync_ones(
     frame = await asynchronous.to_pandas(since=mark)
     assert list(frame["RowKey"]) == ["0001"] and list(frame["Small"]) == [-1]
     assert (await asynchronous.to_arrow(since=Watermark.of(frame))).num_rows == 0
+    batches = asynchronous.iter_arrow_batches(since=mark)
+    rows = [row async for batch in batches for row in batch.column("RowKey").to_pylist()]
+    assert rows == ["0001"] and batches.watermark == Watermark.of(frame)
