@@ -60,12 +60,8 @@ from ._entity_classes import (  # noqa: F401 - the front of the entities layer
     validate_property_name as validate_property_name,
     validate_table_name as validate_table_name,
     owner_of_part as owner_of_part,
-    refuse_chunked_filter as refuse_chunked_filter,
-    with_chunked_parts as with_chunked_parts,
 )
 from ._entity_write import (  # noqa: F401 - the front of the entities layer
-    EntityResolver as EntityResolver,
-    PropertyResolver as PropertyResolver,
     _DATETIME_UTC as _DATETIME_UTC,
     _INT32_TYPES as _INT32_TYPES,
     _MAPPING_SYSTEM as _MAPPING_SYSTEM,
@@ -88,6 +84,8 @@ from ._entity_write import (  # noqa: F401 - the front of the entities layer
     entity_to_payload as entity_to_payload,
 )
 from ._entity_read import (  # noqa: F401 - the front of the entities layer
+    EntityResolver as EntityResolver,
+    PropertyResolver as PropertyResolver,
     ResolvedType as ResolvedType,
     _DYNAMIC_ATTRIBUTES as _DYNAMIC_ATTRIBUTES,
     _custom_types as _custom_types,
@@ -104,6 +102,8 @@ from ._entity_read import (  # noqa: F401 - the front of the entities layer
     entity_reader as entity_reader,
     page_reader as page_reader,
     read_page as read_page,
+    refuse_chunked_filter as refuse_chunked_filter,
+    with_chunked_parts as with_chunked_parts,
 )
 
 __all__ = [

@@ -26,10 +26,10 @@ from ._edm import (
 from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
 from .._core._errors import TableValidationError
-from ._filter import Filter, PropertyRef, filter_property_names
+from ._filter import PropertyRef
 from ._filter_text import filter_name_problem
 from ._model_values import dynamic_to_wire, value_to_wire
-from ._models import ChunkPlan, Converter, NestedPlan, adapter_for, chunk_plan, field_plan, nested_kind
+from ._models import ChunkPlan, Converter, NestedPlan, chunk_plan, field_plan, nested_kind
 
 
 
@@ -618,30 +618,6 @@ class DynamicEntity(MutableMapping[str, Any]):
     __hash__ = object.__hash__
 
 
-def joined_parts(
-    entity_type: type[TableEntity], values: dict[str, Any], types: dict[str, EdmType]
-) -> tuple[dict[str, Any], dict[str, EdmType]]:
-    """``values`` and ``types`` read with each Chunked property's parts joined under its first
-    part's name, and each nested object made from its properties under its own (copies: a page's
-    dicts stay as read)."""
-    values, types = dict(values), dict(types)
-    for stored, flattened in entity_type.__nested__.items():
-        values[stored] = flattened.read(values)
-        types[stored] = EdmType.BOOLEAN
-        for name in [n for n in values if n != stored and flattened.owns(n)]:
-            del values[name]
-            types.pop(name, None)
-    for stored, plan in entity_type.__chunked__.items():
-        if stored not in values:
-            continue
-        values[stored] = plan.join(values)
-        types[stored] = plan.edm_type
-        for part in plan.names[1:]:
-            values.pop(part, None)
-            types.pop(part, None)
-    return values, types
-
-
 def owner_of_part(entity_type: type[TableEntity], name: str) -> str:
     """The declared property (stored name) a property named ``name`` is read into: a Chunked
     property for its parts, a nested object for its leaves, markers and undeclared fields;
@@ -653,51 +629,6 @@ def owner_of_part(entity_type: type[TableEntity], name: str) -> str:
         if flattened.owns(name):
             return stored
     return name
-
-
-def _chunked_fields(entity_type: Any) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """(the field's path, the stored names of its parts) of each Chunked property of ``entity_type``
-    (a TableEntity subclass or model class; anything else has none), by its first part's name."""
-    entity_type = getattr(entity_type, "base", entity_type)  # a resolved query's class
-    if not isinstance(entity_type, type):
-        return {}
-    if issubclass(entity_type, TableEntity):
-        renamed = entity_type.__renamed__
-        return {s: (renamed.get(s, s), plan.names) for s, plan in entity_type.__chunked__.items()}
-    adapter = adapter_for(entity_type)
-    if adapter is None or not adapter.chunked:
-        return {}
-    return {s: (adapter.by_stored[s].path, names) for s, names in adapter.chunked.items()}
-
-
-def with_chunked_parts(entity_type: Any, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The projection ``names`` with every part of each Chunked property of ``entity_type`` named in
-    it, and every property of each nested object of a TableEntity named in it."""
-    chunked = _chunked_fields(entity_type)
-    base = getattr(entity_type, "base", entity_type)
-    if isinstance(base, type) and issubclass(base, TableEntity):
-        for stored, flattened in base.__nested__.items():
-            chunked[stored] = (stored, (stored, *flattened.names))
-    if not chunked:
-        return names
-    return tuple(dict.fromkeys(
-        part for name in names for part in (chunked[name][1] if isinstance(name, str) and name in chunked else (name,))
-    ))
-
-
-def refuse_chunked_filter(entity_type: Any, node: Filter) -> None:
-    """Raise :class:`TableValidationError` naming the field when filter ``node`` compares a part
-    of a Chunked property of ``entity_type``: no filter can compare a value the service holds in
-    pieces."""
-    chunked = _chunked_fields(entity_type)
-    names = filter_property_names(node) if chunked else set()
-    for field, parts in chunked.values():
-        hit = next((part for part in parts if part in names), None)
-        if hit is not None:
-            raise TableValidationError(
-                field, "a Chunked property is stored in parts, so no $filter can compare it",
-                f"the filter names {hit!r}; filter on another property",
-            )
 
 
 AnyEntity = typing.Union[TableEntity, DynamicEntity]

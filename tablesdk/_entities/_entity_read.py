@@ -10,6 +10,7 @@ import inspect
 import typing
 from collections import deque
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from itertools import repeat
 from typing import Any, cast
 
@@ -20,22 +21,24 @@ from ._edm import (
     from_json_value,
 )
 from .._core._errors import TableValidationError
+from ._filter import Filter, filter_property_names
 from ._model_values import value_from_wire
 from ._models import Converter, ModelAdapter, adapter_for
 
 from ._entity_classes import (
     DeclaredProperty,
-    joined_parts,
     DynamicEntity,
     E,
     SYSTEM_PROPERTIES,
     PageTypes,
     TableEntity,
 )
-from ._entity_write import (
-    EntityResolver,
-    PropertyResolver,
-)
+
+
+#: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.
+EntityResolver = Callable[[str, str, "datetime | None", dict[str, Any], "str | None"], Any]
+#: ``fn(partition_key, row_key, name, value)``: the EDM type of a value that arrived without one, or None.
+PropertyResolver = Callable[[str, str, str, Any], "EdmType | None"]
 
 
 class ResolvedType:
@@ -300,6 +303,30 @@ def _plain_attributes(entity_type: type) -> bool:
     return True
 
 
+def joined_parts(
+    entity_type: type[TableEntity], values: dict[str, Any], types: dict[str, EdmType]
+) -> tuple[dict[str, Any], dict[str, EdmType]]:
+    """``values`` and ``types`` read with each Chunked property's parts joined under its first
+    part's name, and each nested object made from its properties under its own (copies: a page's
+    dicts stay as read)."""
+    values, types = dict(values), dict(types)
+    for stored, flattened in entity_type.__nested__.items():
+        values[stored] = flattened.read(values)
+        types[stored] = EdmType.BOOLEAN
+        for name in [n for n in values if n != stored and flattened.owns(n)]:
+            del values[name]
+            types.pop(name, None)
+    for stored, plan in entity_type.__chunked__.items():
+        if stored not in values:
+            continue
+        values[stored] = plan.join(values)
+        types[stored] = plan.edm_type
+        for part in plan.names[1:]:
+            values.pop(part, None)
+            types.pop(part, None)
+    return values, types
+
+
 def _read_declared(entity_type: type[E], ignore_missing_properties: bool, plain: bool, payload: EntityPayload) -> E:
     return _read_declared_parts(entity_type, ignore_missing_properties, plain, payload.values, payload.types, payload.etag)
 
@@ -364,3 +391,51 @@ def _read_declared_parts(
             value = value_from_wire(converters[name], renamed.get(name, name), value, values)
         state[renamed.get(name, name) if renamed else name] = value
     return typing.cast(E, obj)
+
+
+# ---------------------------------------------------------------- what a query of a class asks for
+
+
+def _chunked_fields(entity_type: Any) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """(the field's path, the stored names of its parts) of each Chunked property of ``entity_type``
+    (a TableEntity subclass or model class; anything else has none), by its first part's name."""
+    entity_type = getattr(entity_type, "base", entity_type)  # a resolved query's class
+    if not isinstance(entity_type, type):
+        return {}
+    if issubclass(entity_type, TableEntity):
+        renamed = entity_type.__renamed__
+        return {s: (renamed.get(s, s), plan.names) for s, plan in entity_type.__chunked__.items()}
+    adapter = adapter_for(entity_type)
+    if adapter is None or not adapter.chunked:
+        return {}
+    return {s: (adapter.by_stored[s].path, names) for s, names in adapter.chunked.items()}
+
+
+def with_chunked_parts(entity_type: Any, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The projection ``names`` with every part of each Chunked property of ``entity_type`` named in
+    it, and every property of each nested object of a TableEntity named in it."""
+    chunked = _chunked_fields(entity_type)
+    base = getattr(entity_type, "base", entity_type)
+    if isinstance(base, type) and issubclass(base, TableEntity):
+        for stored, flattened in base.__nested__.items():
+            chunked[stored] = (stored, (stored, *flattened.names))
+    if not chunked:
+        return names
+    return tuple(dict.fromkeys(
+        part for name in names for part in (chunked[name][1] if isinstance(name, str) and name in chunked else (name,))
+    ))
+
+
+def refuse_chunked_filter(entity_type: Any, node: Filter) -> None:
+    """Raise :class:`TableValidationError` naming the field when filter ``node`` compares a part
+    of a Chunked property of ``entity_type``: no filter can compare a value the service holds in
+    pieces."""
+    chunked = _chunked_fields(entity_type)
+    names = filter_property_names(node) if chunked else set()
+    for field, parts in chunked.values():
+        hit = next((part for part in parts if part in names), None)
+        if hit is not None:
+            raise TableValidationError(
+                field, "a Chunked property is stored in parts, so no $filter can compare it",
+                f"the filter names {hit!r}; filter on another property",
+            )

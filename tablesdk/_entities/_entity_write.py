@@ -6,7 +6,6 @@ Part of the entities layer; :mod:`tablesdk._entities._entity` is its front.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
@@ -390,12 +389,6 @@ def _too_large(
         field, "an entity is at most 1 MiB (1048576 bytes, the service's formula)",
         f"about {size} bytes; the largest property is {largest} with {taken[largest]}",
     )
-
-
-#: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.
-EntityResolver = Callable[[str, str, "datetime | None", dict[str, Any], "str | None"], Any]
-#: ``fn(partition_key, row_key, name, value)``: the EDM type of a value that arrived without one, or None.
-PropertyResolver = Callable[[str, str, str, Any], "EdmType | None"]
 
 
 def _payload_comparison(entity: Any) -> tuple[Any, ...]:
