@@ -1,4 +1,4 @@
-"""The entity classes and the rules of names and keys: TableEntity, DynamicEntity, validation.
+"""The entity classes and the rules of property names and EDM types: TableEntity, DynamicEntity, validation.
 
 Part of the entities layer; :mod:`tablesdk._entities._entity` is its front (see its docstring for the limits).
 """
@@ -15,11 +15,9 @@ from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from ._edm import (
-    MAX_KEY_BYTES,
     EdmType,
     EntityProperty,
     Int64,
-    check_text,
     check_value,
     infer_edm_type,
 )
@@ -28,52 +26,17 @@ from ._edm_specs import EDM_SPECS
 from .._core._errors import TableValidationError
 from ._filter import PropertyRef
 from ._filter_text import filter_name_problem
-from ._model_values import dynamic_to_wire, value_to_wire
+from ._model_values import dynamic_to_wire
 from ._models import ChunkPlan, Converter, NestedPlan, chunk_plan, field_plan, nested_kind
 
 
-
 SYSTEM_PROPERTIES = ("PartitionKey", "RowKey", "Timestamp")
-MAX_PROPERTIES = 255
-MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - len(SYSTEM_PROPERTIES)
 MAX_PROPERTY_NAME_LENGTH = 255
-
-_FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20)) | frozenset(
-    chr(c) for c in range(0x7F, 0xA0)
-)
 
 _ENTITY_ATTRIBUTES = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"})
 
-# Built from the table of EDM types (tablesdk._entities._edm_specs) when this module is imported.
-#: Bytes a value of each type counts in the entity-size formula, before its measured length
-#: (strings and binary add theirs: :func:`_value_size`).
-_SIZES: dict[EdmType, int] = {t: spec.size for t, spec in EDM_SPECS.items()}
-#: The measure of the length of each type's values (0 for every fixed-size type).
-_MEASURES: dict[EdmType, Callable[[Any], int]] = {t: spec.measure for t, spec in EDM_SPECS.items()}
 #: The Python class name of each type, in messages.
 _PYTHON_NAMES: dict[EdmType, str] = {t: spec.python_name for t, spec in EDM_SPECS.items()}
-#: The EDM type of a value of exactly each class (what infer_edm_type says); an int's depends on its value.
-_EXACT_TYPES: dict[type, EdmType] = {
-    cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
-}
-
-
-def validate_key(field: str, value: Any) -> None:
-    """Check a PartitionKey or RowKey against the service's rules."""
-    if value is None:
-        raise TableValidationError(field, "required: a str (it may be empty)")
-    if not isinstance(value, str):
-        raise TableValidationError(field, "keys must be str", f"got {type(value).__name__}")
-    check_text(field, value)
-    bad = _FORBIDDEN_KEY_CHARS.intersection(value)
-    if bad:
-        shown = ", ".join(repr(ch) for ch in sorted(bad))
-        raise TableValidationError(
-            field, "keys may not contain '/', '\\', '#', '?' or control characters", f"found {shown}"
-        )
-    size = _utf16_len(value)
-    if size > MAX_KEY_BYTES:
-        raise TableValidationError(field, "keys are at most 1 KiB (512 UTF-16 characters)", f"got {size} bytes")
 
 
 #: Names that passed :func:`validate_property_name` (entities of one kind repeat theirs),
@@ -154,27 +117,6 @@ def _check_timestamp(value: Any) -> None:
             "Timestamp is set by the service and never sent; it holds the datetime the service gave",
             f"got {type(value).__name__}",
         )
-
-
-def validate_table_name(name: Any) -> None:
-    """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables'."""
-    if not isinstance(name, str):
-        raise TableValidationError("table", "table names must be str", f"got {type(name).__name__}")
-    if not (3 <= len(name) <= 63):
-        raise TableValidationError("table", "table names are 3 to 63 characters", f"{name!r} has {len(name)}")
-    if not (name.isascii() and name.isalnum() and name[0].isalpha()):
-        if not (name.startswith("$Metrics") and name[1:].isascii() and name[1:].isalnum()):
-            raise TableValidationError(
-                "table", "table names are letters and digits and start with a letter", repr(name)
-            )
-    if name.lower() == "tables":
-        raise TableValidationError("table", "'tables' is a reserved table name")
-
-
-def _value_size(value: Any, edm_type: EdmType) -> int:
-    if value is None:
-        return 0
-    return _SIZES[edm_type] + _MEASURES[edm_type](value)
 
 
 def _fits(value: Any, edm_type: EdmType) -> bool:
@@ -618,19 +560,6 @@ class DynamicEntity(MutableMapping[str, Any]):
     __hash__ = object.__hash__
 
 
-def owner_of_part(entity_type: type[TableEntity], name: str) -> str:
-    """The declared property (stored name) a property named ``name`` is read into: a Chunked
-    property for its parts, a nested object for its leaves, markers and undeclared fields;
-    ``name`` itself for any other."""
-    owner = entity_type.__parts__.get(name)
-    if owner is not None:
-        return owner
-    for stored, flattened in entity_type.__nested__.items():
-        if flattened.owns(name):
-            return stored
-    return name
-
-
 AnyEntity = typing.Union[TableEntity, DynamicEntity]
 #: The entity class of a query or a read: a TableEntity or DynamicEntity subclass, a model class
 #: (dataclass, pydantic, attrs) or dict. Not bound, so that a user's class stays itself:
@@ -658,49 +587,5 @@ def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
     key = COMPARISON.key
     assert key is not None, "tablesdk._entities._entity_write sets the comparison when it is imported"
     return key(entity)
-
-
-def _custom_properties(
-    entity: AnyEntity, strict: bool = True
-) -> Iterator[tuple[str, Any, EdmType | None, EdmType | None]]:
-    """(name, value, remembered type, declared type) for every custom property; a value its
-    converter cannot store raises TableValidationError (not ``strict``: it is taken as it is)."""
-    if isinstance(entity, DynamicEntity):
-        types = entity._types
-        for name, value in entity._values.items():
-            yield name, value, types.get(name), None
-        return
-    wire_types = entity._wire_types
-    renamed, converters, chunked = entity.__renamed__, entity.__converters__, entity.__chunked__
-    nested = entity.__nested__
-    for name, declared in entity.__declared__.items():
-        value = getattr(entity, renamed.get(name, name))
-        if value is not None and name in converters:
-            try:
-                value = value_to_wire(converters[name], renamed.get(name, name), value)
-            except TableValidationError:
-                if strict:
-                    raise
-        if nested and name in nested:
-            for part_name, part, part_type in nested[name].write(value, strict):
-                yield part_name, part, None, part_type
-            continue
-        if chunked and name in chunked:
-            plan = chunked[name]
-            try:
-                parts = plan.split(value)
-            except TableValidationError:
-                if strict:
-                    raise
-                parts = [value] + [None] * (len(plan.names) - 1)
-            for part_name, part in zip(plan.names, parts):
-                yield part_name, part, None, declared
-            continue
-        yield name, value, wire_types.get(name), declared
-    for name, value in entity.extra_properties.items():
-        if isinstance(value, EntityProperty):
-            yield name, value.value, value.edm_type, None
-        else:
-            yield name, value, wire_types.get(name), None
 
 
