@@ -1,6 +1,11 @@
-"""The entity classes and the rules of property names and EDM types: TableEntity, DynamicEntity, validation.
+"""The entity classes: TableEntity (declared, typed properties), DynamicEntity (a property bag)
+and their state (a declared property's descriptor, the types a read page's dynamic entities share).
 
-Part of the entities layer; :mod:`tablesdk._entities._entity` is its front (see its docstring for the limits).
+Their rules are the write's and the read's: the names a class may declare, the EDM type a
+property is written as and what two entities compare by come from
+:mod:`~tablesdk._entities._entity_write` (which knows the classes only by the rules each names
+as ``__payload__``); :mod:`~tablesdk._entities._entity_read` makes them from payloads. Part of
+the entities layer; :mod:`tablesdk._entities._entity` is its front (see its docstring for the limits).
 """
 
 from __future__ import annotations
@@ -8,8 +13,6 @@ from __future__ import annotations
 import inspect
 import sys
 import typing
-from contextlib import contextmanager
-from contextvars import ContextVar
 from collections.abc import Callable, Iterator, MutableMapping
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
@@ -18,94 +21,23 @@ from ._edm import (
     EdmType,
     EntityProperty,
     Int64,
-    check_value,
-    infer_edm_type,
 )
-from ._edm_base import utf16_len as _utf16_len
-from ._edm_specs import EDM_SPECS
 from .._core._errors import TableValidationError
 from ._filter import PropertyRef
-from ._filter_text import filter_name_problem
 from ._model_values import dynamic_to_wire
 from ._models import ChunkPlan, Converter, NestedPlan, chunk_plan, field_plan, nested_kind
 
+from ._entity_write import (
+    SYSTEM_PROPERTIES,
+    _choose_type,
+    comparison_key,
+    declared_payload,
+    dynamic_payload,
+    validate_property_name,
+)
 
-SYSTEM_PROPERTIES = ("PartitionKey", "RowKey", "Timestamp")
-MAX_PROPERTY_NAME_LENGTH = 255
 
 _ENTITY_ATTRIBUTES = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"})
-
-#: The Python class name of each type, in messages.
-_PYTHON_NAMES: dict[EdmType, str] = {t: spec.python_name for t, spec in EDM_SPECS.items()}
-
-
-#: Names that passed :func:`validate_property_name` (entities of one kind repeat theirs),
-#: with their size in UTF-16 bytes for the entity-size formula.
-_VALID_NAMES: dict[str, int] = {}
-_MAX_VALID_NAMES = 4096
-
-
-#: Whether names no $filter can hold may be written (see :func:`allow_unfilterable_names`).
-_UNFILTERABLE_ALLOWED: ContextVar[bool] = ContextVar("tablesdk_unfilterable_names_allowed", default=False)
-
-
-@contextmanager
-def allow_unfilterable_names() -> Iterator[None]:
-    """Inside this block, entities may be written with property names no ``$filter`` can name.
-
-    The service stores a property called ``and``, ``true`` or ``K`` followed by a
-    combining accent, but no query can filter on it (the filter is refused with a
-    400, or, on Azurite, ``true eq 1`` silently matches nothing), so writes refuse
-    such names with a :class:`~tablesdk._core._errors.TableValidationError`. Use this to
-    write (copy, restore) existing data that has them::
-
-        with tablesdk.allow_unfilterable_names():
-            client.insert_entity("Legacy", entity)
-
-    It applies to the entities converted in this thread or task while the block
-    runs (``insert_entity``, ``save_changes``, ``bulk_insert`` called inside it).
-    Reading such entities never needs it, and filters still refuse the names.
-    """
-    token = _UNFILTERABLE_ALLOWED.set(True)
-    try:
-        yield
-    finally:
-        _UNFILTERABLE_ALLOWED.reset(token)
-
-
-def validate_property_name(name: Any, *, allow_unfilterable: bool | None = None) -> None:
-    """Check a custom property name against the service's rules, and that a ``$filter`` can
-    name it (unless ``allow_unfilterable``, by default whether :func:`allow_unfilterable_names`
-    is in effect)."""
-    if type(name) is str and name in _VALID_NAMES:
-        return
-    _check_property_name(name)
-    problem = filter_name_problem(name)
-    if problem is not None:
-        allowed = _UNFILTERABLE_ALLOWED.get() if allow_unfilterable is None else allow_unfilterable
-        if not allowed:
-            raise TableValidationError(
-                name,
-                "no $filter can name this property, so it is not written (the service would store it)",
-                f"{problem}; to write existing data with such names, use tablesdk.allow_unfilterable_names()",
-            )
-        return  # valid only while allowed: not remembered
-    if len(_VALID_NAMES) < _MAX_VALID_NAMES:
-        _VALID_NAMES[name] = _utf16_len(name)
-
-
-def _check_property_name(name: Any) -> None:
-    if not isinstance(name, str):
-        raise TableValidationError(repr(name), "property names must be str")
-    if not name.isidentifier():
-        raise TableValidationError(
-            name or "''",
-            "property names are identifiers: letters, digits and '_', not starting with a digit",
-        )
-    if len(name) > MAX_PROPERTY_NAME_LENGTH:
-        raise TableValidationError(name[:40] + "...", "property names are at most 255 characters", f"got {len(name)}")
-    if name in SYSTEM_PROPERTIES:
-        raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
 
 
 def _check_timestamp(value: Any) -> None:
@@ -117,70 +49,6 @@ def _check_timestamp(value: Any) -> None:
             "Timestamp is set by the service and never sent; it holds the datetime the service gave",
             f"got {type(value).__name__}",
         )
-
-
-def _fits(value: Any, edm_type: EdmType) -> bool:
-    try:
-        check_value("", value, edm_type)
-    except TableValidationError:
-        return False
-    return True
-
-
-_INTEGERS = (EdmType.INT32, EdmType.INT64)
-
-
-def _choose_type(
-    name: str, value: Any, remembered: EdmType | None, declared: EdmType | None, owner: str = ""
-) -> EdmType:
-    """The EDM type ``value`` is written as, checked against every limit of that type.
-
-    The type the property was read with (``remembered``) wins while the value
-    fits it; then the declared type, which the value must fit: a declared
-    property never silently changes type. A dynamic property takes the type of
-    its value.
-    """
-    if remembered is None and declared is not None:
-        # The common case of a declared property: one check against the declared type.
-        try:
-            check_value(name, value, declared)
-        except TableValidationError as exc:
-            raise _declared_mismatch(name, value, declared, owner, exc) from None
-        return declared
-    inferred = infer_edm_type(value, name)
-    if remembered is not None:
-        if remembered is inferred:
-            check_value(name, value, inferred)
-            return inferred
-        if _fits(value, remembered):
-            return remembered
-    if declared is None:
-        check_value(name, value, inferred)
-        return inferred
-    try:
-        check_value(name, value, declared)
-    except TableValidationError as exc:
-        raise _declared_mismatch(name, value, declared, owner, exc) from None
-    return declared
-
-
-def _declared_mismatch(
-    name: str, value: Any, declared: EdmType, owner: str, exc: TableValidationError
-) -> TableValidationError:
-    """The error for a declared property's value: its own limit when it has the right kind,
-    else the class, property, declared and given types."""
-    try:
-        inferred: EdmType | None = infer_edm_type(value, name)
-    except TableValidationError:
-        inferred = None
-    if inferred is declared or (inferred in _INTEGERS and (declared is EdmType.DOUBLE or declared in _INTEGERS)):
-        return exc  # the right kind of value, out of range or too large: report that limit
-    given = f"{type(value).__name__} ({inferred.value})" if inferred else type(value).__name__
-    return TableValidationError(
-        name,
-        f"{owner}.{name} is declared as {_PYTHON_NAMES[declared]} ({declared.value})",
-        f"got {given}: {exc.limit}",
-    )
 
 
 class DeclaredProperty(PropertyRef):
@@ -303,6 +171,9 @@ class TableEntity(_TypedConstructor):
     #: The declared property (stored name) each further stored property belongs to: a Chunked one's
     #: parts, a nested object's leaves and presence markers.
     __parts__: ClassVar[dict[str, str]] = {}
+    #: How an instance is written: :func:`~tablesdk._entities._entity_write.entity_to_payload` calls
+    #: the rules a class names here (the write module knows the classes by this alone).
+    __payload__ = staticmethod(declared_payload)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -441,7 +312,7 @@ class TableEntity(_TypedConstructor):
         if type(other) is not type(self):
             return NotImplemented
         assert isinstance(other, TableEntity)
-        return _comparable(self) == _comparable(other)
+        return comparison_key(self) == comparison_key(other)
 
     __hash__ = object.__hash__
 
@@ -493,6 +364,8 @@ class DynamicEntity(MutableMapping[str, Any]):
     RowKey: str
     Timestamp: datetime | None
     etag: str | None
+    #: How an instance is written (see ``TableEntity.__payload__``): through the write plan of its shape.
+    __payload__ = staticmethod(dynamic_payload)
 
     def __init__(self, PartitionKey: str | None = None, RowKey: str | None = None, **properties: Any) -> None:
         # Timestamp= and etag= arrive with the properties: named parameters of their own would make
@@ -555,7 +428,7 @@ class DynamicEntity(MutableMapping[str, Any]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DynamicEntity):
             return NotImplemented
-        return _comparable(self) == _comparable(other)
+        return comparison_key(self) == comparison_key(other)
 
     __hash__ = object.__hash__
 
@@ -570,22 +443,3 @@ E = TypeVar("E")
 #: (dataclass, pydantic model, attrs class) or a ``Mapping[str, object]``; checked at run time
 #: (:func:`check_entity`).
 EntityObject: typing.TypeAlias = object
-
-
-class _Comparison:
-    """How entities compare: by the values and types of their payloads. Payloads are made by
-    ``_entity_write``, a module above this one, which sets :attr:`key` when it is imported
-    (``tablesdk._entities._entity``, the front of this layer, always imports both)."""
-
-    key: Callable[[Any], tuple[Any, ...]] | None = None
-
-
-COMPARISON = _Comparison()
-
-
-def _comparable(entity: AnyEntity) -> tuple[Any, ...]:
-    key = COMPARISON.key
-    assert key is not None, "tablesdk._entities._entity_write sets the comparison when it is imported"
-    return key(entity)
-
-

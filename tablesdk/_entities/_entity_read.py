@@ -29,10 +29,10 @@ from ._entity_classes import (
     DeclaredProperty,
     DynamicEntity,
     E,
-    SYSTEM_PROPERTIES,
     PageTypes,
     TableEntity,
 )
+from ._entity_write import SYSTEM_PROPERTIES
 
 
 #: ``fn(partition_key, row_key, timestamp, properties, etag)``: what a resolved query returns for a row.

@@ -1,4 +1,5 @@
-"""Entity objects into payloads: the general rules and the per-shape write plans.
+"""Entity objects into payloads: the service's rules of keys, names, types and sizes, the general
+rules of a write and the per-shape write plans.
 
 Part of the entities layer; :mod:`tablesdk._entities._entity` is its front.
 """
@@ -6,6 +7,8 @@ Part of the entities layer; :mod:`tablesdk._entities._entity` is its front.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
@@ -32,26 +35,17 @@ from ._edm import (
 from ._edm_base import utf16_len as _utf16_len
 from ._edm_specs import EDM_SPECS
 from .._core._errors import TableValidationError
+from ._filter_text import filter_name_problem
 from ._model_values import dynamic_to_wire, value_to_wire
-from ._models import adapter_for
-
-from ._entity_classes import (
-    COMPARISON,
-    AnyEntity,
-    DynamicEntity,
-    SYSTEM_PROPERTIES,
-    TableEntity,
-    _VALID_NAMES,
-    _choose_type,
-    validate_property_name,
-)
+from ._models import NestedPlan, adapter_for
 
 
 # ---------------------------------------------------------------- the service's rules
 
-
+SYSTEM_PROPERTIES = ("PartitionKey", "RowKey", "Timestamp")
 MAX_PROPERTIES = 255
 MAX_CUSTOM_PROPERTIES = MAX_PROPERTIES - len(SYSTEM_PROPERTIES)
+MAX_PROPERTY_NAME_LENGTH = 255
 
 _FORBIDDEN_KEY_CHARS = frozenset("/\\#?") | frozenset(chr(c) for c in range(0x20)) | frozenset(
     chr(c) for c in range(0x7F, 0xA0)
@@ -87,6 +81,74 @@ def validate_key(field: str, value: Any) -> None:
         raise TableValidationError(field, "keys are at most 1 KiB (512 UTF-16 characters)", f"got {size} bytes")
 
 
+#: Names that passed :func:`validate_property_name` (entities of one kind repeat theirs),
+#: with their size in UTF-16 bytes for the entity-size formula.
+_VALID_NAMES: dict[str, int] = {}
+_MAX_VALID_NAMES = 4096
+
+#: Whether names no $filter can hold may be written (see :func:`allow_unfilterable_names`).
+_UNFILTERABLE_ALLOWED: ContextVar[bool] = ContextVar("tablesdk_unfilterable_names_allowed", default=False)
+
+
+@contextmanager
+def allow_unfilterable_names() -> Iterator[None]:
+    """Inside this block, entities may be written with property names no ``$filter`` can name.
+
+    The service stores a property called ``and``, ``true`` or ``K`` followed by a
+    combining accent, but no query can filter on it (the filter is refused with a
+    400, or, on Azurite, ``true eq 1`` silently matches nothing), so writes refuse
+    such names with a :class:`~tablesdk._core._errors.TableValidationError`. Use this to
+    write (copy, restore) existing data that has them::
+
+        with tablesdk.allow_unfilterable_names():
+            client.insert_entity("Legacy", entity)
+
+    It applies to the entities converted in this thread or task while the block
+    runs (``insert_entity``, ``save_changes``, ``bulk_insert`` called inside it).
+    Reading such entities never needs it, and filters still refuse the names.
+    """
+    token = _UNFILTERABLE_ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _UNFILTERABLE_ALLOWED.reset(token)
+
+
+def validate_property_name(name: Any, *, allow_unfilterable: bool | None = None) -> None:
+    """Check a custom property name against the service's rules, and that a ``$filter`` can
+    name it (unless ``allow_unfilterable``, by default whether :func:`allow_unfilterable_names`
+    is in effect)."""
+    if type(name) is str and name in _VALID_NAMES:
+        return
+    _check_property_name(name)
+    problem = filter_name_problem(name)
+    if problem is not None:
+        allowed = _UNFILTERABLE_ALLOWED.get() if allow_unfilterable is None else allow_unfilterable
+        if not allowed:
+            raise TableValidationError(
+                name,
+                "no $filter can name this property, so it is not written (the service would store it)",
+                f"{problem}; to write existing data with such names, use tablesdk.allow_unfilterable_names()",
+            )
+        return  # valid only while allowed: not remembered
+    if len(_VALID_NAMES) < _MAX_VALID_NAMES:
+        _VALID_NAMES[name] = _utf16_len(name)
+
+
+def _check_property_name(name: Any) -> None:
+    if not isinstance(name, str):
+        raise TableValidationError(repr(name), "property names must be str")
+    if not name.isidentifier():
+        raise TableValidationError(
+            name or "''",
+            "property names are identifiers: letters, digits and '_', not starting with a digit",
+        )
+    if len(name) > MAX_PROPERTY_NAME_LENGTH:
+        raise TableValidationError(name[:40] + "...", "property names are at most 255 characters", f"got {len(name)}")
+    if name in SYSTEM_PROPERTIES:
+        raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
+
+
 def validate_table_name(name: Any) -> None:
     """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables'."""
     if not isinstance(name, str):
@@ -106,6 +168,74 @@ def _value_size(value: Any, edm_type: EdmType) -> int:
     if value is None:
         return 0
     return _SIZES[edm_type] + _MEASURES[edm_type](value)
+
+
+#: The Python class name of each type, in messages.
+_PYTHON_NAMES: dict[EdmType, str] = {t: spec.python_name for t, spec in EDM_SPECS.items()}
+
+
+def _fits(value: Any, edm_type: EdmType) -> bool:
+    try:
+        check_value("", value, edm_type)
+    except TableValidationError:
+        return False
+    return True
+
+
+_INTEGERS = (EdmType.INT32, EdmType.INT64)
+
+
+def _choose_type(
+    name: str, value: Any, remembered: EdmType | None, declared: EdmType | None, owner: str = ""
+) -> EdmType:
+    """The EDM type ``value`` is written as, checked against every limit of that type.
+
+    The type the property was read with (``remembered``) wins while the value
+    fits it; then the declared type, which the value must fit: a declared
+    property never silently changes type. A dynamic property takes the type of
+    its value.
+    """
+    if remembered is None and declared is not None:
+        # The common case of a declared property: one check against the declared type.
+        try:
+            check_value(name, value, declared)
+        except TableValidationError as exc:
+            raise _declared_mismatch(name, value, declared, owner, exc) from None
+        return declared
+    inferred = infer_edm_type(value, name)
+    if remembered is not None:
+        if remembered is inferred:
+            check_value(name, value, inferred)
+            return inferred
+        if _fits(value, remembered):
+            return remembered
+    if declared is None:
+        check_value(name, value, inferred)
+        return inferred
+    try:
+        check_value(name, value, declared)
+    except TableValidationError as exc:
+        raise _declared_mismatch(name, value, declared, owner, exc) from None
+    return declared
+
+
+def _declared_mismatch(
+    name: str, value: Any, declared: EdmType, owner: str, exc: TableValidationError
+) -> TableValidationError:
+    """The error for a declared property's value: its own limit when it has the right kind,
+    else the class, property, declared and given types."""
+    try:
+        inferred: EdmType | None = infer_edm_type(value, name)
+    except TableValidationError:
+        inferred = None
+    if inferred is declared or (inferred in _INTEGERS and (declared is EdmType.DOUBLE or declared in _INTEGERS)):
+        return exc  # the right kind of value, out of range or too large: report that limit
+    given = f"{type(value).__name__} ({inferred.value})" if inferred else type(value).__name__
+    return TableValidationError(
+        name,
+        f"{owner}.{name} is declared as {_PYTHON_NAMES[declared]} ({declared.value})",
+        f"got {given}: {exc.limit}",
+    )
 
 
 # ---------------------------------------------------------------- writing entities of a known shape
@@ -204,11 +334,6 @@ def _plain_keys(pk: Any, rk: Any) -> bool:
     )
 
 
-def _planned_payload(entity: DynamicEntity) -> EntityPayload | None:
-    """The validated payload of ``entity`` through its shape's plan, or None to apply the general rules."""
-    return _planned_bag_payload(entity.PartitionKey, entity.RowKey, entity._values, entity._types, entity.etag)
-
-
 def _planned_bag_payload(
     pk: Any, rk: Any, bag: dict[str, Any], bag_types: dict[str, EdmType], etag: str | None
 ) -> EntityPayload | None:
@@ -268,15 +393,15 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     the service does not store nulls, so the property is absent when read back).
     Timestamp is never sent: the service sets it.
     """
-    if isinstance(entity, DynamicEntity):
-        if validate:
-            payload = _planned_payload(entity)
-            if payload is not None:
-                return payload
-        return _payload_by_property(entity, validate)
-    if isinstance(entity, TableEntity):
-        return _payload_by_property(entity, validate)
-    if type(entity) is dict or isinstance(entity, Mapping):  # dict first: an ABC check costs more
+    kind = type(entity)
+    if kind is dict:
+        return _mapping_payload(entity, validate)  # type: ignore[arg-type]
+    # A TableEntity or DynamicEntity names its rules (declared_payload, dynamic_payload below) as
+    # __payload__: this module knows the entity classes by that alone (they import it).
+    write = getattr(kind, "__payload__", None)
+    if write is not None:
+        return write(entity, validate)  # type: ignore[no-any-return]
+    if isinstance(entity, Mapping):
         return _mapping_payload(entity, validate)
     adapter = adapter_for(type(entity))
     if adapter is None:
@@ -301,29 +426,27 @@ def _named_by_path(exc: TableValidationError, path: str | None) -> TableValidati
     return TableValidationError(path, exc.limit, f"{detail}; {stored}" if detail else stored)
 
 
-def owner_of_part(entity_type: type[TableEntity], name: str) -> str:
-    """The declared property (stored name) a property named ``name`` is read into: a Chunked
-    property for its parts, a nested object for its leaves, markers and undeclared fields;
-    ``name`` itself for any other."""
-    owner = entity_type.__parts__.get(name)
+def owner_of_part(entity_type: Any, name: str) -> str:
+    """The declared property (stored name) of TableEntity class ``entity_type`` a property named
+    ``name`` belongs to (is written from and read into): a Chunked property for its parts, a
+    nested object for its leaves, markers and undeclared fields; ``name`` itself for any other."""
+    parts: dict[str, str] = entity_type.__parts__
+    owner = parts.get(name)
     if owner is not None:
         return owner
-    for stored, flattened in entity_type.__nested__.items():
+    nested: dict[str, NestedPlan] = entity_type.__nested__
+    for stored, flattened in nested.items():
         if flattened.owns(name):
             return stored
     return name
 
 
 def _custom_properties(
-    entity: AnyEntity, strict: bool = True
+    entity: Any, strict: bool = True
 ) -> Iterator[tuple[str, Any, EdmType | None, EdmType | None]]:
-    """(name, value, remembered type, declared type) for every custom property; a value its
-    converter cannot store raises TableValidationError (not ``strict``: it is taken as it is)."""
-    if isinstance(entity, DynamicEntity):
-        types = entity._types
-        for name, value in entity._values.items():
-            yield name, value, types.get(name), None
-        return
+    """(name, value, remembered type, declared type) for every custom property of TableEntity
+    ``entity``; a value its converter cannot store raises TableValidationError (not ``strict``:
+    it is taken as it is)."""
     wire_types = entity._wire_types
     renamed, converters, chunked = entity.__renamed__, entity.__converters__, entity.__chunked__
     nested = entity.__nested__
@@ -358,26 +481,37 @@ def _custom_properties(
             yield name, value, wire_types.get(name), None
 
 
-def _payload_by_property(entity: AnyEntity, validate: bool) -> EntityPayload:
-    """The general rules' payload of a TableEntity or DynamicEntity (no write plan)."""
-    properties: Iterable[tuple[str, Any, EdmType | None, EdmType | None]]
-    if isinstance(entity, DynamicEntity):  # C iterators over the bag: no generator step per property
-        bag, bag_types = entity._values, entity._types
-        properties = zip(bag, bag.values(), map(bag_types.get, bag), repeat(None))
-    else:
-        properties = _custom_properties(entity, validate)
-        try:
-            return _payload_of_properties(
-                type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate,
-                entity.__parts__,
-            )
-        except TableValidationError as exc:
-            owner = entity.__nested__.get(owner_of_part(type(entity), exc.field)) if entity.__nested__ else None
-            if owner is None:
-                raise
-            raise _named_by_path(exc, owner.adapter.path_of(exc.field)) from None
+def declared_payload(entity: Any, validate: bool) -> EntityPayload:
+    """The payload of TableEntity ``entity``: its declared properties (converted, Chunked ones
+    split, nested objects flattened) and its extra properties, by the general rules."""
+    try:
+        return _payload_of_properties(
+            type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag,
+            _custom_properties(entity, validate), validate, entity.__parts__,
+        )
+    except TableValidationError as exc:
+        owner = entity.__nested__.get(owner_of_part(type(entity), exc.field)) if entity.__nested__ else None
+        if owner is None:
+            raise
+        raise _named_by_path(exc, owner.adapter.path_of(exc.field)) from None
+
+
+def dynamic_payload(entity: Any, validate: bool) -> EntityPayload:
+    """The payload of DynamicEntity ``entity``: through the write plan of its shape when there is
+    one, else by the general rules."""
+    if validate:
+        payload = _planned_bag_payload(entity.PartitionKey, entity.RowKey, entity._values, entity._types, entity.etag)
+        if payload is not None:
+            return payload
+    return _payload_by_property(entity, validate)
+
+
+def _payload_by_property(entity: Any, validate: bool) -> EntityPayload:
+    """The general rules' payload of DynamicEntity ``entity`` (no write plan)."""
+    bag, bag_types = entity._values, entity._types  # C iterators over the bag: no generator step per property
     return _payload_of_properties(
-        type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag, properties, validate
+        type(entity).__name__, entity.PartitionKey, entity.RowKey, entity.etag,
+        zip(bag, bag.values(), map(bag_types.get, bag), repeat(None)), validate,
     )
 
 
@@ -503,9 +637,8 @@ def _too_large(
     )
 
 
-def _payload_comparison(entity: Any) -> tuple[Any, ...]:
+def comparison_key(entity: Any) -> tuple[Any, ...]:
+    """What entities of one class are equal by: the values and types of their payloads (made
+    without the checks, so comparing never fails on a value only a write refuses)."""
     payload = entity_to_payload(entity, validate=False)
     return (payload.values, payload.types)
-
-
-COMPARISON.key = _payload_comparison
