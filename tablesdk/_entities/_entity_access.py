@@ -14,7 +14,8 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ._edm import EdmType, EntityPayload, EntityProperty
-from ._entity import DynamicEntity, TableEntity, _attributes, _mapping_parts, _not_an_entity, owner_of_part
+from ._entity_classes import DynamicEntity, TableEntity, _attributes
+from ._entity_write import _mapping_parts, _not_an_entity, owner_of_part
 from ._models import ModelAdapter, adapter_for
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk._entities import _edm, _entity, _models
+from tablesdk._entities import _edm, _entity_write, _models
 from tablesdk._entities._edm import (
     EdmDateTime,
     EdmType,
@@ -95,12 +95,12 @@ def test_the_codecs_tables_are_built_from_the_specs() -> None:
 
 
 def test_the_entity_tables_are_built_from_the_specs() -> None:
-    assert _entity._SIZES == {t: spec.size for t, spec in EDM_SPECS.items()}
-    assert _entity._PLANNED_SIZES == _entity._SIZES
-    assert _entity._MEASURES == {t: spec.measure for t, spec in EDM_SPECS.items()}
-    assert _entity._PYTHON_NAMES == {t: spec.python_name for t, spec in EDM_SPECS.items()}
+    assert _entity_write._SIZES == {t: spec.size for t, spec in EDM_SPECS.items()}
+    assert _entity_write._PLANNED_SIZES == _entity_write._SIZES
+    assert _entity_write._MEASURES == {t: spec.measure for t, spec in EDM_SPECS.items()}
+    assert _entity_write._PYTHON_NAMES == {t: spec.python_name for t, spec in EDM_SPECS.items()}
     assert _models._ANNOTATION_TYPES == {h: t for t, spec in EDM_SPECS.items() for h in spec.declared_by}
-    assert _entity._EXACT_TYPES == {
+    assert _entity_write._EXACT_TYPES == {
         cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
     }
     assert _edm._SENT_AS == {cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from}
@@ -180,7 +180,7 @@ def test_the_json_template_writes_what_to_json_value_gives(edm_type: EdmType) ->
 def test_the_filter_builder_and_the_entity_size_use_the_spec(edm_type: EdmType) -> None:
     spec, value = EDM_SPECS[edm_type], SAMPLES[edm_type]
     assert str(prop("P", edm_type) == value) == f"P eq {spec.filter_literal(value, 'P')}"
-    assert _entity._value_size(value, edm_type) == spec.size + spec.measure(value)
+    assert _entity_write._value_size(value, edm_type) == spec.size + spec.measure(value)
 
 
 def test_doubles_and_dates_keep_their_special_forms() -> None:

@@ -141,7 +141,8 @@ def test_batch_header_fast_path_equals_line_by_line(data: bytes, start: int) -> 
 
 # ------------------------------------------------------------------ property names
 
-from tablesdk._entities._entity import _VALID_NAMES, validate_property_name  # noqa: E402
+from tablesdk._entities._entity import validate_property_name  # noqa: E402
+from tablesdk._entities._entity_write import _VALID_NAMES  # noqa: E402
 from tablesdk._core._errors import TableValidationError  # noqa: E402
 
 
@@ -285,7 +286,8 @@ def test_secret_pattern_is_compiled_only_for_a_text_that_may_hold_a_secret() -> 
 from datetime import datetime as _datetime  # noqa: E402
 
 from tablesdk._entities._edm import infer_edm_type  # noqa: E402
-from tablesdk._entities._entity import _EXACT_TYPES, DynamicEntity, entity_to_payload  # noqa: E402
+from tablesdk._entities._entity import DynamicEntity, entity_to_payload  # noqa: E402
+from tablesdk._entities._entity_write import _EXACT_TYPES  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -571,7 +573,7 @@ def test_remembered_typings_give_what_the_general_typing_gives(metadata: str) ->
 # ------------------------------------------------------------------ writing entities of a known shape
 
 from tablesdk._entities._edm import EntityProperty  # noqa: E402
-from tablesdk._entities._entity import _payload_by_property  # noqa: E402
+from tablesdk._entities._entity_write import _payload_by_property  # noqa: E402
 
 from support import EDM_LIMITS  # noqa: E402
 
