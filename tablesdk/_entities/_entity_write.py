@@ -6,6 +6,7 @@ Part of the entities layer; :mod:`tablesdk._entities._entity` is its front.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -37,7 +38,7 @@ from ._edm_specs import EDM_SPECS
 from .._core._errors import TableValidationError
 from ._filter_text import filter_name_problem
 from ._model_values import dynamic_to_wire, value_to_wire
-from ._models import NestedPlan, adapter_for
+from ._models import ModelAdapter, NestedPlan, adapter_for
 
 
 # ---------------------------------------------------------------- the service's rules
@@ -393,19 +394,39 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
     the service does not store nulls, so the property is absent when read back).
     Timestamp is never sent: the service sets it.
     """
-    kind = type(entity)
-    if kind is dict:
-        return _mapping_payload(entity, validate)  # type: ignore[arg-type]
-    # A TableEntity or DynamicEntity names its rules (declared_payload, dynamic_payload below) as
-    # __payload__: this module knows the entity classes by that alone (they import it).
-    write = getattr(kind, "__payload__", None)
-    if write is not None:
-        return write(entity, validate)  # type: ignore[no-any-return]
-    if isinstance(entity, Mapping):
-        return _mapping_payload(entity, validate)
-    adapter = adapter_for(type(entity))
-    if adapter is None:
-        raise _not_an_entity(entity)
+    try:
+        write = _WRITERS[type(entity)]
+    except (KeyError, TypeError):  # a class met for the first time (or one that cannot be a key)
+        write = _writer_for(type(entity))
+    return write(entity, validate)
+
+
+#: The rules each class of entity met is written by (see :func:`_writer_for`), decided once per
+#: class as its model adapter is (:func:`~tablesdk._entities._models.adapter_for`).
+_WRITERS: dict[type, Callable[[Any, bool], EntityPayload]] = {}
+
+
+def _writer_for(kind: type) -> Callable[[Any, bool], EntityPayload]:
+    """The rules an entity of class ``kind`` is written by: those a TableEntity or DynamicEntity
+    class names as ``__payload__`` (:func:`declared_payload`, :func:`dynamic_payload`; this module
+    knows the entity classes by that alone, as they import it), a mapping's, a model class's
+    through its adapter, or a refusal."""
+    write: Callable[[Any, bool], EntityPayload] | None = getattr(kind, "__payload__", None)
+    if write is None:
+        if issubclass(kind, Mapping):
+            write = _mapping_payload
+        else:
+            adapter = adapter_for(kind)
+            write = _refuse_entity if adapter is None else functools.partial(_model_payload, adapter)
+    try:
+        _WRITERS[kind] = write
+    except TypeError:  # a class that cannot be a dict key is decided at every write
+        pass
+    return write
+
+
+def _model_payload(adapter: ModelAdapter, entity: Any, validate: bool) -> EntityPayload:
+    """The payload of a model object (dataclass, pydantic model, attrs class) through its class's adapter."""
     properties = ((name, value, None, declared) for name, value, declared in adapter.properties(entity, validate))
     try:
         return _payload_of_properties(
@@ -414,6 +435,10 @@ def entity_to_payload(entity: object, *, validate: bool = True) -> EntityPayload
         )
     except TableValidationError as exc:
         raise _named_by_path(exc, adapter.path_of(exc.field)) from None
+
+
+def _refuse_entity(entity: Any, validate: bool) -> EntityPayload:
+    raise _not_an_entity(entity)
 
 
 def _named_by_path(exc: TableValidationError, path: str | None) -> TableValidationError:
