@@ -267,6 +267,8 @@ class BulkOptions:
 
 
 if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type checker needs it
+    from .._clients._encryption_scope import EncryptionScope
+
     class BulkTarget(Protocol):
         """What the engine reads of a client (sync or async) to plan a call."""
 
@@ -278,6 +280,7 @@ if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type 
         def api_version(self) -> str: ...
         @property
         def retry_policy(self) -> RetryPolicy: ...
+        def _encryption(self, options: TableRequestOptions | None, entity_type: Any = None) -> EncryptionScope | None: ...
 
 
 def is_column_data(data: object) -> bool:
@@ -615,7 +618,8 @@ def insert_call(
     total = len(entities) if isinstance(entities, Sized) else None
     call = BulkCall(table, BulkKind(operation), bulk, bulk.policy(client.retry_policy), total)
     sizer = BatchSizer(client.table_endpoint, table, operation, client.format, client.api_version)
-    return call, plan_inserts(entities, client.format, sizer, call.pauser(pause))
+    encryption = client._encryption(bulk.options)
+    return call, plan_inserts(entities, client.format, sizer, call.pauser(pause), encryption, operation)
 
 
 # ---------------------------------------------------------------- the thread driver

@@ -17,6 +17,7 @@ from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import entity_to_payload
 from .._core._errors import TableValidationError
 from .._formats import PayloadFormat
+from .._clients._encryption_scope import NO_ENCRYPTION, EncryptionScope, marked_names
 
 __all__ = [
     "MAX_BUFFERED_BYTES", "MAX_BUFFERED_ENTITIES", "BatchSizer", "BulkItem", "Refused", "Step", "plan_inserts",
@@ -96,7 +97,8 @@ class _Group:
 
 
 def plan_inserts(
-    entities: Iterable[Any], fmt: PayloadFormat, sizer: BatchSizer, pause: Callable[[], object] | None = None
+    entities: Iterable[Any], fmt: PayloadFormat, sizer: BatchSizer, pause: Callable[[], object] | None = None,
+    encryption: EncryptionScope | None = None, kind: BatchOperationKind | None = None,
 ) -> Iterator[Step]:
     """Read ``entities`` once and yield, in turn, each batch to send (a list of items of one
     partition that fits both batch limits) and each entity that failed before sending.
@@ -105,7 +107,9 @@ def plan_inserts(
     and are sent as they are. Partial per-partition groups wait for more entities of their
     partition, up to :data:`MAX_BUFFERED_ENTITIES` / :data:`MAX_BUFFERED_BYTES` in total
     (then the oldest group is yielded early). ``pause`` is called every eight entities
-    (the thread driver hands the interpreter to its workers there).
+    (the thread driver hands the interpreter to its workers there). ``encryption`` (the call's
+    client-side encryption) encrypts each payload before it is measured, for operations of
+    ``kind`` (an encrypted entity cannot be merged); an entity it refuses fails before sending.
     """
     seen: dict[tuple[str, str], int] = {}
     groups: dict[str, _Group] = {}  # PartitionKey -> entities waiting for a batch, oldest group first
@@ -122,6 +126,9 @@ def plan_inserts(
             pause()
         try:
             payload = entity_to_payload(entity)
+            marked = marked_names(entity)
+            if encryption is not None or marked:
+                payload = (encryption or NO_ENCRYPTION).encrypt(payload, marked, kind)
             item = BulkItem(index, entity, payload, fmt.serialize_entity(payload))
         except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
             yield index, entity, exc

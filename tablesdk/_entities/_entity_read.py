@@ -439,3 +439,29 @@ def refuse_chunked_filter(entity_type: Any, node: Filter) -> None:
                 field, "a Chunked property is stored in parts, so no $filter can compare it",
                 f"the filter names {hit!r}; filter on another property",
             )
+
+
+def encrypted_names(entity_type: Any) -> frozenset[str]:
+    """The stored names of the ``Encrypted[...]`` properties of ``entity_type`` (a TableEntity
+    subclass or model class, or a resolved query's class; anything else has none)."""
+    entity_type = getattr(entity_type, "base", entity_type)
+    if not isinstance(entity_type, type):
+        return frozenset()
+    if issubclass(entity_type, TableEntity):
+        return entity_type.__encrypted__
+    adapter = adapter_for(entity_type)
+    return adapter.encrypted if adapter is not None else frozenset()
+
+
+def refuse_encrypted_filter(entity_type: Any, node: Filter) -> None:
+    """Raise :class:`TableValidationError` naming the property when filter ``node`` compares an
+    ``Encrypted[...]`` property of ``entity_type``: the service holds only its ciphertext."""
+    encrypted = encrypted_names(entity_type)
+    if not encrypted:
+        return
+    hit = sorted(encrypted & filter_property_names(node))
+    if hit:
+        raise TableValidationError(
+            hit[0], "an Encrypted property is stored as ciphertext, so no $filter can compare it",
+            "filter on another property, or on the decrypted values after reading",
+        )
