@@ -10,14 +10,16 @@ entity that failed before sending (a :data:`Refused` triple);
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from .._entities._edm import EdmType, EntityPayload
-from .._entities._entity import entity_to_payload
+from .._entities._entity import encrypted_names, entity_to_payload
 from .._core._errors import TableValidationError
 from .._formats import PayloadFormat
-from .._clients._encryption_scope import NO_ENCRYPTION, EncryptionScope, marked_names
+
+if TYPE_CHECKING:
+    from .._clients._encryption_scope import EncryptionScope
 
 __all__ = [
     "MAX_BUFFERED_BYTES", "MAX_BUFFERED_ENTITIES", "BatchSizer", "BulkItem", "Refused", "Step", "plan_inserts",
@@ -111,6 +113,8 @@ def plan_inserts(
     client-side encryption) encrypts each payload before it is measured, for operations of
     ``kind`` (an encrypted entity cannot be merged); an entity it refuses fails before sending.
     """
+    from .._clients._encryption_scope import NO_ENCRYPTION
+
     seen: dict[tuple[str, str], int] = {}
     groups: dict[str, _Group] = {}  # PartitionKey -> entities waiting for a batch, oldest group first
     buffered = [0, 0]  # entities, bytes
@@ -126,7 +130,7 @@ def plan_inserts(
             pause()
         try:
             payload = entity_to_payload(entity)
-            marked = marked_names(entity)
+            marked = encrypted_names(type(entity))
             if encryption is not None or marked:
                 payload = (encryption or NO_ENCRYPTION).encrypt(payload, marked, kind)
             item = BulkItem(index, entity, payload, fmt.serialize_entity(payload))

@@ -37,7 +37,6 @@ from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperation
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity, E, EntityObject, validate_table_name
 from .._entities._filter import FilterLike
-from .._encryption import TableEncryptionPolicy
 from .._pipeline._options import TableRequestOptions, check_options
 from .._queries._page_stream import segment_results, stream_pages
 from .._queries._pager import PageRequest, Pager
@@ -50,6 +49,7 @@ from .._pipeline._transport import HttpResponse, OperationContext, Timeout, Tran
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from .._encryption import TableEncryptionPolicy
     from concurrent.futures import Executor
 
     from .._core._account import CloudStorageAccount

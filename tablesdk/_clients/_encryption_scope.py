@@ -175,6 +175,11 @@ class EncryptionScope:
             return page
         return EntityPage.of(decrypted)
 
+    @staticmethod
+    def with_metadata_columns(select: Sequence[str]) -> tuple[str, ...]:
+        """:func:`with_metadata_columns` (for callers that import nothing of the engine)."""
+        return with_metadata_columns(select)
+
     @property
     def reads_metadata(self) -> bool:
         """Whether a projection of this call must bring the metadata properties too."""

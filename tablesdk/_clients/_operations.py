@@ -40,6 +40,7 @@ from .._entities._entity import (
     EntityObject,
     entity_from_payload,
     entity_to_payload,
+    encrypted_names,
     validate_key,
     validate_table_name,
 )
@@ -67,11 +68,11 @@ from .._pipeline._retry import RetryPolicy
 from .._pipeline._settings import RequestSettings, check_retry_policy
 from .._core._tracing import annotate
 from .._pipeline._transport import OperationContext
-from .._encryption import TableEncryptionPolicy
-from ._encryption_scope import NO_ENCRYPTION, EncryptionScope, marked_names, scope_of, with_metadata_columns
 
 if TYPE_CHECKING:
     from .._core._account import CloudStorageAccount
+    from .._encryption import TableEncryptionPolicy
+    from ._encryption_scope import EncryptionScope
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
 
 __all__ = [
@@ -305,7 +306,7 @@ class ClientCore:
         """The client-side encryption of a call made with ``options`` (None: none), for entities of
         ``entity_type`` (a class with ``Encrypted[...]`` fields always has one, which refuses to read
         them without a policy)."""
-        return scope_of(self._settings.merged(options), entity_type)
+        return _scope_of(self._settings.merged(options), entity_type)
 
     @property
     def payload_format(self) -> str:
@@ -538,7 +539,7 @@ class ClientCore:
         if select:
             projection = None if _keys_only(select) else self._encryption(options, entity_type)
             if projection is not None and projection.reads_metadata:
-                select_text = ",".join(with_metadata_columns(_with_keys(select)))
+                select_text = ",".join(projection.with_metadata_columns(_with_keys(select)))
             params.append(("$select", select_text or ",".join(_with_keys(select))))
         if continuation_token is not None:
             if continuation_token.next_partition_key is not None:
@@ -559,7 +560,7 @@ class ClientCore:
                                       target_location=self._answered_from(response, call))
         return FetchedPage(
             token, response, selected=tuple(select) if select else None,
-            encryption=None if select and _keys_only(select) else scope_of(self._settings_for(call), entity_type),
+            encryption=None if select and _keys_only(select) else _scope_of(self._settings_for(call), entity_type),
         )
 
     def _decode_page(self, fetched: FetchedPage) -> EntityPage:
@@ -615,7 +616,7 @@ class ClientCore:
         if projection and not _keys_only(projection):
             reading = self._encryption(options, entity_type)
             if reading is not None and reading.reads_metadata:
-                projection = with_metadata_columns(projection)
+                projection = reading.with_metadata_columns(projection)
         params = [("$select", ",".join(projection))] if projection else []
         call = Call(
             "GET", entity_path(table_name, partition_key, row_key), query=params,
@@ -625,7 +626,7 @@ class ClientCore:
         payload = decoded(response, lambda body: require_entity(
             _one_entity(self._format, body, response.etag, select), partition_key, row_key, body
         ))
-        encryption = None if projection and _keys_only(projection) else scope_of(self._settings_for(call), entity_type)
+        encryption = None if projection and _keys_only(projection) else _scope_of(self._settings_for(call), entity_type)
         return payload if encryption is None else encryption.decrypt(payload)
 
     def _f_fetch_page(
@@ -695,7 +696,7 @@ class ClientCore:
         payload_out: EntityPayload | None = None
         if response.body and response.status in (200, 201):
             payload_out = decoded(response, lambda body: _one_entity(self._format, body, response.etag))
-            echoed = scope_of(self._settings_for(call))
+            echoed = _scope_of(self._settings_for(call))
             if echoed is not None:  # the entity as sent: its encrypted properties come back encrypted
                 payload_out = echoed.decrypt(payload_out)
         etag = response.etag or (payload_out.etag if payload_out else None)
@@ -756,7 +757,7 @@ class ClientCore:
             annotate({"tablesdk.batch.failed_index": error.failed_index})
             raise
         results = answer.results
-        encryption = scope_of(self._settings_for(call))
+        encryption = _scope_of(self._settings_for(call))
         if encryption is not None:  # a point query's entity, an insert's echo
             for result in results:
                 if result.payload is not None:
@@ -803,8 +804,10 @@ class ClientCore:
     ) -> Flow[str | None]:
         validate_table_name(table_name)
         payload = entity_to_payload(entity)
-        encryption, marked = self._encryption(options), marked_names(entity)
+        encryption, marked = self._encryption(options), encrypted_names(type(entity))
         if encryption is not None or marked:
+            from ._encryption_scope import NO_ENCRYPTION
+
             payload = (encryption or NO_ENCRYPTION).encrypt(payload, marked, kind)
         operation = BatchOperation(
             kind, table_name, payload.values["PartitionKey"], payload.values["RowKey"], payload, etag
@@ -893,6 +896,18 @@ def _one_entity(
 def _with_keys(select: Iterable[str]) -> tuple[str, ...]:
     """A projection always brings back the keys and Timestamp, so results stay addressable."""
     return with_keys(tuple(select))
+
+
+def _scope_of(settings: RequestSettings, entity_type: Any = None) -> EncryptionScope | None:
+    """The client-side encryption of a call sent with ``settings`` (``_encryption_scope.scope_of``),
+    told without loading the engine when the call has none."""
+    if settings.encryption_policy is None and not settings.require_encryption and (
+        entity_type is None or not encrypted_names(entity_type)
+    ):
+        return None
+    from ._encryption_scope import scope_of
+
+    return scope_of(settings, entity_type)
 
 
 def _keys_only(select: Iterable[str]) -> bool:

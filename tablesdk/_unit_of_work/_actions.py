@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._entities._edm import EntityPayload
-from .._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
+from .._entities._entity import DynamicEntity, encrypted_names, entity_from_payload, entity_to_payload
 from .._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
 from .._core._errors import TableValidationError
 
@@ -185,11 +185,11 @@ class TableOperation(Generic[R]):
         operation = BatchOperation(self.kind, table, partition_key, row_key, payload, etag, self.echo_content)
         if payload is None:
             return operation
-        from .._clients._encryption_scope import NO_ENCRYPTION, marked_names
-
-        marked = marked_names(entity)
+        marked = encrypted_names(type(entity))
         if encryption is None and not marked:
             return operation
+        from .._clients._encryption_scope import NO_ENCRYPTION
+
         return (encryption or NO_ENCRYPTION).encrypt_operation(operation, marked)
 
     def result(self, answer: BatchOperationResult) -> TableResult[R]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._entities._edm import EntityProperty
-from .._entities._entity import entity_to_payload
+from .._entities._entity import encrypted_names, entity_to_payload
 from .._entities._entity_access import entity_keys, loose_properties
 from .._core._errors import BatchError, ResponseDecodeError, TableServiceError
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
@@ -191,14 +191,13 @@ def _encrypted(
 ) -> list[BatchOperation] | None:
     """The operations as sent under ``encryption`` (None: as they are). A class's ``Encrypted[...]``
     fields are refused without a policy, so they are looked at even with no encryption."""
-    from .._clients._encryption_scope import NO_ENCRYPTION, marked_names
+    marked = [encrypted_names(type(descriptor.entity)) for descriptor in pending]
+    if encryption is None and not any(marked):
+        return None
+    from .._clients._encryption_scope import NO_ENCRYPTION
 
     scope = encryption or NO_ENCRYPTION
-    sent = [
-        scope.encrypt_operation(operation, marked_names(descriptor.entity)) if encryption is not None
-        or marked_names(descriptor.entity) else operation
-        for descriptor, operation in zip(pending, operations)
-    ]
+    sent = [scope.encrypt_operation(operation, names) for operation, names in zip(operations, marked)]
     return None if all(new is old for new, old in zip(sent, operations)) else sent
 
 _NO_ETAG = (

@@ -22,7 +22,6 @@ from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity, E, EntityObject
 from .._entities._filter import FilterLike
 from .._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, RequestHook
-from .._encryption import TableEncryptionPolicy
 from .._pipeline._options import TableRequestOptions, check_options
 from .._queries._page_stream import segment_results, stream_pages_async
 from .._queries._pager import PageRequest, Pager
@@ -36,6 +35,7 @@ from ._query import AsyncTableQuery
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from .._encryption import TableEncryptionPolicy
     from .._core._account import CloudStorageAccount
     from .._clients._service import AccessPolicy, ServiceProperties, ServiceStats
     from ._sender import AsyncSender
