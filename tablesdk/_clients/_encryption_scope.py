@@ -66,16 +66,20 @@ def refuse_merge(partition_key: str, row_key: str) -> TableEncryptionError:
 
 class EncryptionScope:
     """The encryption of one call: its ``policy`` (or None), the ``resolver`` that chooses the
-    properties of any entity (or None), and whether encryption is ``required``."""
+    properties of any entity (or None), whether encryption is ``required``, and whether the call
+    reads a class with ``Encrypted[...]`` fields (``marked``: its projections bring the metadata,
+    so that an encrypted entity read without a policy is refused rather than read as ciphertext)."""
 
-    __slots__ = ("policy", "resolver", "required")
+    __slots__ = ("policy", "resolver", "required", "marked")
 
     def __init__(
-        self, policy: TableEncryptionPolicy | None, resolver: Callable[[str, str, str], bool] | None, required: bool
+        self, policy: TableEncryptionPolicy | None, resolver: Callable[[str, str, str], bool] | None, required: bool,
+        marked: bool = False,
     ) -> None:
         self.policy = policy
         self.resolver = resolver
         self.required = required
+        self.marked = marked
 
     def __repr__(self) -> str:
         return f"EncryptionScope({self.policy!r}, resolver={'<set>' if self.resolver else None}, required={self.required})"
@@ -183,7 +187,7 @@ class EncryptionScope:
     @property
     def reads_metadata(self) -> bool:
         """Whether a projection of this call must bring the metadata properties too."""
-        return self.policy is not None or self.required
+        return self.policy is not None or self.required or self.marked
 
 
 #: The scope of a call with no encryption, which refuses what an ``Encrypted[...]`` field asks of it.
@@ -198,12 +202,13 @@ def scope_of(settings: RequestSettings, entity_type: Any = None) -> EncryptionSc
     required = settings.require_encryption
     if required is None:
         required = bool(policy.require_encryption) if policy is not None else False
-    if policy is None and not required and not (entity_type is not None and encrypted_names(entity_type)):
+    marked = entity_type is not None and bool(encrypted_names(entity_type))
+    if policy is None and not required and not marked:
         return None
     resolver = settings.encryption_resolver
     if resolver is None and policy is not None:
         resolver = policy.encryption_resolver
-    return EncryptionScope(policy, resolver, required)
+    return EncryptionScope(policy, resolver, required, marked)
 
 
 def marked_names(entity: object) -> frozenset[str]:

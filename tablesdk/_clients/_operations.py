@@ -296,7 +296,7 @@ class ClientCore:
         :class:`~tablesdk.TableEncryptionPolicy`), or None (settable; a call's
         ``TableRequestOptions(encryption_policy=...)`` overrides it)."""
         policy: Any = self._settings.encryption_policy
-        return cast(TableEncryptionPolicy | None, policy)
+        return cast("TableEncryptionPolicy | None", policy)
 
     @encryption_policy.setter
     def encryption_policy(self, policy: TableEncryptionPolicy | None) -> None:
