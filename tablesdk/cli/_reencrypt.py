@@ -116,6 +116,7 @@ def reencrypt_table(
     state_path: str | None = None,
     progress: Callable[[ReencryptState], None] | None = None,
     before_replace: Callable[[str, str], None] | None = None,
+    page_size: int | None = None,
 ) -> ReencryptState:
     """Re-encrypt the 1.0 entities of ``table`` (matching ``filter``) under the authenticated protocol.
 
@@ -123,7 +124,8 @@ def reencrypt_table(
     them and encrypts them again (its protocol is not used: new writes here are authenticated).
     ``state`` continues a run (see :class:`ReencryptState`), saved to ``state_path`` after every
     page; ``progress(state)`` is called after every entity. ``before_replace(pk, rk)`` is called
-    before each conditional replace (a test's seam for a concurrent writer).
+    before each conditional replace (a test's seam for a concurrent writer). ``page_size``: at most
+    so many entities a page (None: the service's pages, up to 1,000).
     """
     if client.encryption_policy is not None:
         raise ValueError("reencrypt_table needs a client that reads entities as stored (no encryption_policy)")
@@ -131,7 +133,9 @@ def reencrypt_table(
     writer = policy if policy.protocol == PROTOCOL_AUTHENTICATED else policy.replace(protocol=PROTOCOL_AUTHENTICATED)
     while not state.done:
         token = ContinuationToken.from_string(state.next_page) if state.next_page else None
-        payloads, next_token = client.query_entity_payloads(table, filter=filter, continuation_token=token)
+        payloads, next_token = client.query_entity_payloads(
+            table, filter=filter, continuation_token=token, top=page_size
+        )
         for payload in payloads:
             state.counts["scanned"] += 1
             state.counts[_reencrypt_one(client, table, payload, policy, writer, state, before_replace)] += 1
