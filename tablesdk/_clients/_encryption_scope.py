@@ -39,7 +39,13 @@ from .._formats._batch import BatchOperation, BatchOperationKind
 from .._pipeline._settings import RequestSettings
 
 __all__ = [
-    "EncryptionScope", "scope_of", "with_metadata_columns", "MERGE_KINDS", "refuse_merge", "marked_names", "NO_ENCRYPTION",
+    "MERGE_KINDS",
+    "NO_ENCRYPTION",
+    "EncryptionScope",
+    "marked_names",
+    "refuse_merge",
+    "scope_of",
+    "with_metadata_columns",
 ]
 
 #: The writes that keep the properties they do not send: an encrypted entity cannot be merged.
@@ -70,7 +76,7 @@ class EncryptionScope:
     reads a class with ``Encrypted[...]`` fields (``marked``: its projections bring the metadata,
     so that an encrypted entity read without a policy is refused rather than read as ciphertext)."""
 
-    __slots__ = ("policy", "resolver", "required", "marked")
+    __slots__ = ("marked", "policy", "required", "resolver")
 
     def __init__(
         self, policy: TableEncryptionPolicy | None, resolver: Callable[[str, str, str], bool] | None, required: bool,
@@ -102,7 +108,7 @@ class EncryptionScope:
         policy = self.policy
         if policy is None:
             if marked & values.keys():
-                name = sorted(marked & values.keys())[0]
+                name = min(marked & values.keys())
                 raise EncryptionKeyError(
                     f"the property {name!r} is Encrypted, but the call has no encryption_policy to encrypt it with",
                     partition_key=pk, row_key=rk, property_name=name,

@@ -19,7 +19,7 @@ import click
 if TYPE_CHECKING:
     from .._encryption import TableEncryptionPolicy
 
-__all__ = ["ENCRYPTION_OPTIONS", "key_file_secrets", "load_key_file", "policy_from_options", "PROTOCOL_NAMES"]
+__all__ = ["ENCRYPTION_OPTIONS", "PROTOCOL_NAMES", "key_file_secrets", "load_key_file", "policy_from_options"]
 
 #: ``--encryption-protocol``: the command line's names of the engine's protocols.
 PROTOCOL_NAMES = ("1.0", "authenticated")
@@ -117,7 +117,12 @@ def policy_from_options(
                                    "--encryption-key-file")
         if not required:
             return None
-    from .._encryption import PROTOCOL_AUTHENTICATED, PROTOCOL_LEGACY, LocalKeyWrapper, TableEncryptionPolicy
+    from .._encryption import (
+        PROTOCOL_AUTHENTICATED,
+        PROTOCOL_LEGACY,
+        LocalKeyWrapper,
+        TableEncryptionPolicy,
+    )
 
     key = None
     if key_file is not None:

@@ -37,7 +37,7 @@ from .._entities._edm import EdmType, EntityPayload
 from .._formats._batch import BatchOperation, BatchOperationKind
 from .._queries._continuation import ContinuationToken
 
-__all__ = ["ReencryptState", "reencrypt_table", "STATE_SUFFIX"]
+__all__ = ["STATE_SUFFIX", "ReencryptState", "reencrypt_table"]
 
 #: The state file of a run, beside nothing in particular: ``--state-file`` names it.
 STATE_SUFFIX = ".tablesdk-reencrypt"
@@ -148,6 +148,14 @@ def reencrypt_table(
     return state
 
 
+def _choosing(names: frozenset[str]) -> Callable[[str, str, str], bool]:
+    """The encryption resolver that chooses ``names``."""
+    def chosen(partition_key: str, row_key: str, name: str) -> bool:
+        return name in names
+
+    return chosen
+
+
 def _reencrypt_one(
     client: CloudTableClient, table: str, payload: EntityPayload, reader: TableEncryptionPolicy,
     writer: TableEncryptionPolicy, state: ReencryptState, before_replace: Callable[[str, str], None] | None,
@@ -163,7 +171,7 @@ def _reencrypt_one(
         stored = _stored(payload)
         plain = decrypt_payload(stored, reader)
         names = encrypted_names(stored, plain)
-        new = encrypt_payload(plain, writer, lambda _pk, _rk, name: name in names)
+        new = encrypt_payload(plain, writer, _choosing(names))
         if before_replace is not None:
             before_replace(pk, rk)
         assert payload.etag, "a read entity has its ETag"

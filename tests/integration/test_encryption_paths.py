@@ -192,11 +192,11 @@ def test_the_context_tracks_plaintext_under_every_merge_option(
 ) -> None:
     encrypted.insert_entity(table, Patient(PartitionKey="c", RowKey="1", Name="Ada", Ward="w", Age=1))
     ctx = encrypted.get_table_service_context(merge_option=merge_option)
-    first = list(ctx.create_query(table, Patient))[0]
+    first = next(iter(ctx.create_query(table, Patient)))
     assert (first.Name, first.Age) == ("Ada", 1) and first.etag
     client_side = Patient(PartitionKey="c", RowKey="1", Name="Bea", Ward="w", Age=2)
     encrypted.update_entity(table, client_side, mode="replace", etag="*")
-    again = list(ctx.create_query(table, Patient))[0]
+    again = next(iter(ctx.create_query(table, Patient)))
     if merge_option is MergeOption.NO_TRACKING:
         assert again is not first and again.Name == "Bea"
         return
@@ -214,7 +214,7 @@ def test_the_context_tracks_plaintext_under_every_merge_option(
         assert stale.value.status_code == 412
         return
     response = ctx.save_changes(SaveChangesOptions.REPLACE_ON_UPDATE)
-    assert first.etag == list(response)[0].etag
+    assert first.etag == next(iter(response)).etag
     descriptor = ctx.get_entity_descriptor(first)
     assert descriptor is not None and descriptor.snapshot is not None and descriptor.snapshot["Name"] == expected
     assert_ciphertext(client, table, "c", "1", "Name", "Age")
