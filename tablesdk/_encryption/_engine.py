@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NamedTuple, NoReturn
 
 from .._entities._edm import (
     MAX_ENTITY_BYTES,
@@ -43,7 +43,15 @@ from ._policy import (
     TableEncryptionPolicy,
 )
 
-__all__ = ["encrypt_payload", "decrypt_payload", "is_encrypted", "MAX_USER_PROPERTIES"]
+__all__ = [
+    "encrypt_payload",
+    "decrypt_payload",
+    "decrypt_payload_with_details",
+    "EncryptionDetails",
+    "protocol_of",
+    "is_encrypted",
+    "MAX_USER_PROPERTIES",
+]
 
 #: The service allows 255 properties besides the keys and Timestamp; the metadata takes two.
 MAX_USER_PROPERTIES = 253
@@ -247,9 +255,64 @@ def _encrypt_authenticated(
 # ---------------------------------------------------------------- reading
 
 
+class EncryptionDetails(NamedTuple):
+    """How a decrypted entity was encrypted (what a re-encryption or an audit needs)."""
+
+    #: The protocol of its metadata (:data:`PROTOCOL_LEGACY` or :data:`PROTOCOL_AUTHENTICATED`).
+    protocol: str
+    #: The id of the key-encryption key that wrapped its content key.
+    key_id: str
+    #: The encrypted properties the payload held, in its order (a projection may hold fewer than were encrypted).
+    names: tuple[str, ...]
+
+
+def protocol_of(payload: EntityPayload) -> str | None:
+    """The protocol an encrypted payload names (None when it carries no metadata), read without a key.
+
+    Raises :class:`EncryptedDataError` when the metadata is malformed; an unknown protocol is
+    returned as it is named.
+    """
+    text = payload.values.get(METADATA_KEY)
+    if text is None and payload.values.get(METADATA_NAMES) is None:
+        return None
+    try:
+        return parse_key_metadata(text).protocol
+    except MalformedMetadata as error:
+        if error.protocol is not None:
+            return error.protocol
+        failed = str(error)
+    _Entity(payload.values).fail(EncryptedDataError, f"the encryption metadata is malformed: {failed}", METADATA_KEY)
+
+
 def decrypt_payload(
     payload: EntityPayload, policy: TableEncryptionPolicy | None, *, require_encryption: bool = False
 ) -> EntityPayload:
+    """A new payload with the encrypted properties decrypted to their types and the metadata removed.
+
+    A payload without metadata is returned as it is (:class:`EncryptionRequiredError` when
+    ``require_encryption`` or the policy's says so). An encrypted name missing from the payload
+    (a projection) is skipped. Raises :class:`EncryptionKeyError` (no policy or key for the key
+    id, a key that fails to unwrap), :class:`UnknownEncryptionProtocolError` and
+    :class:`EncryptedDataError` (damaged or tampered data or metadata), all before any value is
+    returned.
+    """
+    return decrypt_payload_with_details(payload, policy, require_encryption=require_encryption)[0]
+
+
+def decrypt_payload_with_details(
+    payload: EntityPayload, policy: TableEncryptionPolicy | None, *, require_encryption: bool = False
+) -> tuple[EntityPayload, EncryptionDetails | None]:
+    """:func:`decrypt_payload`, and how the entity was encrypted (None when it was not).
+
+    The details name the protocol, the key id and the properties decrypted: what re-encrypting
+    the entity under another protocol or key chooses again.
+    """
+    return _decrypt(payload, policy, require_encryption)
+
+
+def _decrypt(
+    payload: EntityPayload, policy: TableEncryptionPolicy | None, require_encryption: bool
+) -> tuple[EntityPayload, EncryptionDetails | None]:
     """A new payload with the encrypted properties decrypted to their types and the metadata removed.
 
     A payload without metadata is returned as it is (:class:`EncryptionRequiredError` when
@@ -265,7 +328,7 @@ def decrypt_payload(
     if metadata_text is None and names_blob is None:
         if require_encryption or (policy is not None and policy.require_encryption):
             entity.fail(EncryptionRequiredError, "encryption is required and the entity read is not encrypted")
-        return payload
+        return payload, None
     pk, rk = entity.partition_key, entity.row_key
     if pk is None or rk is None:
         entity.fail(EncryptedDataError, "an encrypted entity read without its PartitionKey and RowKey cannot be "
@@ -287,7 +350,8 @@ def decrypt_payload(
     for name, (value, edm_type) in decrypted.items():
         new_values[name] = value
         new_types[name] = edm_type
-    return EntityPayload(new_values, new_types, payload.etag)
+    listed = tuple(name for name in values if name in decrypted)
+    return EntityPayload(new_values, new_types, payload.etag), EncryptionDetails(metadata.protocol, metadata.key_id, listed)
 
 
 def _read_metadata(entity: _Entity, text: Any) -> KeyMetadata:

@@ -26,7 +26,9 @@ from tablesdk._encryption import (
     TableEncryptionPolicy,
     UnknownEncryptionProtocolError,
     decrypt_payload,
+    decrypt_payload_with_details,
     dict_key_resolver,
+    protocol_of,
     encrypt_payload,
     is_encrypted,
 )
@@ -361,3 +363,24 @@ def test_an_error_pickles_with_its_fields() -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is EncryptedDataError and str(copy) == str(error)
     assert (copy.partition_key, copy.row_key, copy.key_id, copy.property_name) == ("p", "r", "k", "a")
+
+
+@BOTH
+def test_the_details_say_how_an_entity_was_encrypted_for_a_re_encryption(protocol: str) -> None:
+    written = encrypt_payload(payload(a=SECRET, b="x", c="plain"), policy(protocol), names("b", "a"))
+    assert protocol_of(written) == protocol and protocol_of(payload(a="x")) is None
+    decrypted, details = decrypt_payload_with_details(written, policy(protocol))
+    assert details is not None and details == (protocol, "local-1", ("a", "b"))
+    again = encrypt_payload(decrypted, policy(PROTOCOL_AUTHENTICATED), names(*details.names))
+    assert protocol_of(again) == PROTOCOL_AUTHENTICATED
+    assert decrypt_payload(again, policy()).values == decrypted.values
+    assert decrypt_payload_with_details(payload(a="x"), policy()) == (payload(a="x"), None)
+
+
+def test_protocol_of_names_an_unknown_protocol_and_refuses_malformed_metadata() -> None:
+    written = encrypt_payload(payload(a=SECRET), policy(), names("a"))
+    written.values[METADATA_KEY] = json.dumps({"EncryptionAgent": {"Protocol": "9.9", "EncryptionAlgorithm": "X"}})
+    assert protocol_of(written) == "9.9"
+    written.values[METADATA_KEY] = "{"
+    with pytest.raises(EncryptedDataError):
+        protocol_of(written)
