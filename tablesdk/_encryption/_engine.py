@@ -340,6 +340,9 @@ def _decrypt(
     names_data = _binary(entity, METADATA_NAMES, names_blob, payload.types.get(METADATA_NAMES))
     if policy is None:
         entity.fail(EncryptionKeyError, "the entity is encrypted and no encryption policy (key) was given to read it")
+    if metadata.protocol == PROTOCOL_LEGACY and not policy.allow_legacy_reads:
+        entity.fail(UnknownEncryptionProtocolError, "the entity is in protocol 1.0, which this policy does not read "
+                    "(allow_legacy_reads=False)")
     content_key = _unwrap(entity, policy, metadata)
     if metadata.protocol == PROTOCOL_LEGACY:
         decrypted = _decrypt_legacy(entity, payload, metadata, content_key, names_data)

@@ -384,3 +384,16 @@ def test_protocol_of_names_an_unknown_protocol_and_refuses_malformed_metadata() 
     written.values[METADATA_KEY] = "{"
     with pytest.raises(EncryptedDataError):
         protocol_of(written)
+
+
+def test_a_policy_can_refuse_to_read_protocol_1_0() -> None:
+    strict = policy(allow_legacy_reads=False)
+    legacy = encrypt_payload(payload(a=SECRET), policy(PROTOCOL_LEGACY), names("a"))
+    with pytest.raises(UnknownEncryptionProtocolError, match="allow_legacy_reads") as caught:
+        decrypt_payload(legacy, strict)
+    assert caught.value.key_id == "local-1"
+    authenticated = encrypt_payload(payload(a=SECRET), strict, names("a"))
+    assert decrypt_payload(authenticated, strict).values["a"] == SECRET
+    assert "allow_legacy_reads=False" in repr(strict)
+    with pytest.raises(ValueError):
+        strict.replace(protocol=PROTOCOL_LEGACY)
