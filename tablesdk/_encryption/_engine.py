@@ -243,9 +243,10 @@ def _encrypt_authenticated(
     metadata = build_key_metadata(key_id=key_id, wrapped_key=wrapped, wrap_algorithm=algorithm, protocol=protocol,
                                   encryption_algorithm=_authenticated.ENCRYPTION_ALGORITHM, content_iv=None)
     cipher = _authenticated.content_cipher(content_key, protocol)
+    aad = _authenticated.associated_data_of(protocol, pk, rk, metadata)
 
     def sealed(name: str, plaintext: bytes) -> bytes:
-        return _authenticated.seal(cipher, _authenticated.associated_data(protocol, pk, rk, name, metadata), plaintext)
+        return _authenticated.seal(cipher, aad(name), plaintext)
 
     encrypted = {name: sealed(name, _authenticated.value_plaintext(value, edm_type)) for name, value, edm_type in chosen}
     names_blob = sealed(METADATA_NAMES, _legacy_v1.names_plaintext([n for n, _, _ in chosen]))
@@ -463,10 +464,10 @@ def _decrypt_authenticated(
     protocol = PROTOCOL_AUTHENTICATED
     pk, rk = entity.partition_key or "", entity.row_key or ""
     cipher = _authenticated.content_cipher(content_key, protocol)
+    aad = _authenticated.associated_data_of(protocol, pk, rk, metadata_text)
 
     def opened(name: str, data: bytes) -> bytes | None:
-        aad = _authenticated.associated_data(protocol, pk, rk, name, metadata_text)
-        return _authenticated.unseal(cipher, aad, data)
+        return _authenticated.unseal(cipher, aad(name), data)
 
     names_plaintext = opened(METADATA_NAMES, names_data)
     names = None
