@@ -11,9 +11,18 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NamedTuple, NoReturn
 
-from .._entities._edm import MAX_PROPERTY_BYTES, EdmType, EntityPayload, check_value, infer_edm_type
+from .._entities._edm import (
+    MAX_ENTITY_BYTES,
+    MAX_PROPERTY_BYTES,
+    EdmType,
+    EntityPayload,
+    check_value,
+    infer_edm_type,
+)
+from .._entities._edm_base import utf16_len
+from .._entities._edm_specs import EDM_SPECS
 from . import _authenticated, _legacy_v1
 from ._errors import (
     EncryptedDataError,
@@ -34,7 +43,15 @@ from ._policy import (
     TableEncryptionPolicy,
 )
 
-__all__ = ["encrypt_payload", "decrypt_payload", "is_encrypted", "MAX_USER_PROPERTIES"]
+__all__ = [
+    "encrypt_payload",
+    "decrypt_payload",
+    "decrypt_payload_with_details",
+    "EncryptionDetails",
+    "protocol_of",
+    "is_encrypted",
+    "MAX_USER_PROPERTIES",
+]
 
 #: The service allows 255 properties besides the keys and Timestamp; the metadata takes two.
 MAX_USER_PROPERTIES = 253
@@ -150,7 +167,25 @@ def encrypt_payload(
     new_types[METADATA_NAMES] = EdmType.BINARY
     new_values[METADATA_KEY] = metadata
     new_types[METADATA_KEY] = EdmType.STRING
+    size = _entity_size(new_values, new_types)
+    if size > MAX_ENTITY_BYTES:
+        largest = max(encrypted, key=lambda name: len(encrypted[name]), default=None)
+        entity.fail(TableEncryptionError, f"the encrypted entity is {size} bytes, beyond the service's {MAX_ENTITY_BYTES} "
+                    "(encryption adds to each value and the metadata to the entity)", largest)
     return EntityPayload(new_values, new_types, payload.etag)
+
+
+def _entity_size(values: dict[str, Any], types: dict[str, EdmType]) -> int:
+    """The entity's size by the service's formula (4 bytes, the keys in UTF-16, then per property
+    8 bytes, its name in UTF-16 and its value)."""
+    size = 4
+    for name, value in values.items():
+        if name in _KEYS:
+            size += utf16_len(value)
+        elif value is not None and name != "Timestamp":
+            spec = EDM_SPECS[types.get(name) or infer_edm_type(value, name)]
+            size += 8 + utf16_len(name) + spec.size + spec.measure(value)
+    return size
 
 
 def _encodable(text: str) -> bool:
@@ -208,9 +243,10 @@ def _encrypt_authenticated(
     metadata = build_key_metadata(key_id=key_id, wrapped_key=wrapped, wrap_algorithm=algorithm, protocol=protocol,
                                   encryption_algorithm=_authenticated.ENCRYPTION_ALGORITHM, content_iv=None)
     cipher = _authenticated.content_cipher(content_key, protocol)
+    aad = _authenticated.associated_data_of(protocol, pk, rk, metadata)
 
     def sealed(name: str, plaintext: bytes) -> bytes:
-        return _authenticated.seal(cipher, _authenticated.associated_data(protocol, pk, rk, name, metadata), plaintext)
+        return _authenticated.seal(cipher, aad(name), plaintext)
 
     encrypted = {name: sealed(name, _authenticated.value_plaintext(value, edm_type)) for name, value, edm_type in chosen}
     names_blob = sealed(METADATA_NAMES, _legacy_v1.names_plaintext([n for n, _, _ in chosen]))
@@ -220,9 +256,64 @@ def _encrypt_authenticated(
 # ---------------------------------------------------------------- reading
 
 
+class EncryptionDetails(NamedTuple):
+    """How a decrypted entity was encrypted (what a re-encryption or an audit needs)."""
+
+    #: The protocol of its metadata (:data:`PROTOCOL_LEGACY` or :data:`PROTOCOL_AUTHENTICATED`).
+    protocol: str
+    #: The id of the key-encryption key that wrapped its content key.
+    key_id: str
+    #: The encrypted properties the payload held, in its order (a projection may hold fewer than were encrypted).
+    names: tuple[str, ...]
+
+
+def protocol_of(payload: EntityPayload) -> str | None:
+    """The protocol an encrypted payload names (None when it carries no metadata), read without a key.
+
+    Raises :class:`EncryptedDataError` when the metadata is malformed; an unknown protocol is
+    returned as it is named.
+    """
+    text = payload.values.get(METADATA_KEY)
+    if text is None and payload.values.get(METADATA_NAMES) is None:
+        return None
+    try:
+        return parse_key_metadata(text).protocol
+    except MalformedMetadata as error:
+        if error.protocol is not None:
+            return error.protocol
+        failed = str(error)
+    _Entity(payload.values).fail(EncryptedDataError, f"the encryption metadata is malformed: {failed}", METADATA_KEY)
+
+
 def decrypt_payload(
     payload: EntityPayload, policy: TableEncryptionPolicy | None, *, require_encryption: bool = False
 ) -> EntityPayload:
+    """A new payload with the encrypted properties decrypted to their types and the metadata removed.
+
+    A payload without metadata is returned as it is (:class:`EncryptionRequiredError` when
+    ``require_encryption`` or the policy's says so). An encrypted name missing from the payload
+    (a projection) is skipped. Raises :class:`EncryptionKeyError` (no policy or key for the key
+    id, a key that fails to unwrap), :class:`UnknownEncryptionProtocolError` and
+    :class:`EncryptedDataError` (damaged or tampered data or metadata), all before any value is
+    returned.
+    """
+    return decrypt_payload_with_details(payload, policy, require_encryption=require_encryption)[0]
+
+
+def decrypt_payload_with_details(
+    payload: EntityPayload, policy: TableEncryptionPolicy | None, *, require_encryption: bool = False
+) -> tuple[EntityPayload, EncryptionDetails | None]:
+    """:func:`decrypt_payload`, and how the entity was encrypted (None when it was not).
+
+    The details name the protocol, the key id and the properties decrypted: what re-encrypting
+    the entity under another protocol or key chooses again.
+    """
+    return _decrypt(payload, policy, require_encryption)
+
+
+def _decrypt(
+    payload: EntityPayload, policy: TableEncryptionPolicy | None, require_encryption: bool
+) -> tuple[EntityPayload, EncryptionDetails | None]:
     """A new payload with the encrypted properties decrypted to their types and the metadata removed.
 
     A payload without metadata is returned as it is (:class:`EncryptionRequiredError` when
@@ -238,7 +329,7 @@ def decrypt_payload(
     if metadata_text is None and names_blob is None:
         if require_encryption or (policy is not None and policy.require_encryption):
             entity.fail(EncryptionRequiredError, "encryption is required and the entity read is not encrypted")
-        return payload
+        return payload, None
     pk, rk = entity.partition_key, entity.row_key
     if pk is None or rk is None:
         entity.fail(EncryptedDataError, "an encrypted entity read without its PartitionKey and RowKey cannot be "
@@ -250,6 +341,9 @@ def decrypt_payload(
     names_data = _binary(entity, METADATA_NAMES, names_blob, payload.types.get(METADATA_NAMES))
     if policy is None:
         entity.fail(EncryptionKeyError, "the entity is encrypted and no encryption policy (key) was given to read it")
+    if metadata.protocol == PROTOCOL_LEGACY and not policy.allow_legacy_reads:
+        entity.fail(UnknownEncryptionProtocolError, "the entity is in protocol 1.0, which this policy does not read "
+                    "(allow_legacy_reads=False)")
     content_key = _unwrap(entity, policy, metadata)
     if metadata.protocol == PROTOCOL_LEGACY:
         decrypted = _decrypt_legacy(entity, payload, metadata, content_key, names_data)
@@ -260,7 +354,8 @@ def decrypt_payload(
     for name, (value, edm_type) in decrypted.items():
         new_values[name] = value
         new_types[name] = edm_type
-    return EntityPayload(new_values, new_types, payload.etag)
+    listed = tuple(name for name in values if name in decrypted)
+    return EntityPayload(new_values, new_types, payload.etag), EncryptionDetails(metadata.protocol, metadata.key_id, listed)
 
 
 def _read_metadata(entity: _Entity, text: Any) -> KeyMetadata:
@@ -369,10 +464,10 @@ def _decrypt_authenticated(
     protocol = PROTOCOL_AUTHENTICATED
     pk, rk = entity.partition_key or "", entity.row_key or ""
     cipher = _authenticated.content_cipher(content_key, protocol)
+    aad = _authenticated.associated_data_of(protocol, pk, rk, metadata_text)
 
     def opened(name: str, data: bytes) -> bytes | None:
-        aad = _authenticated.associated_data(protocol, pk, rk, name, metadata_text)
-        return _authenticated.unseal(cipher, aad, data)
+        return _authenticated.unseal(cipher, aad(name), data)
 
     names_plaintext = opened(METADATA_NAMES, names_data)
     names = None

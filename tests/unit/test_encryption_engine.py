@@ -26,7 +26,9 @@ from tablesdk._encryption import (
     TableEncryptionPolicy,
     UnknownEncryptionProtocolError,
     decrypt_payload,
+    decrypt_payload_with_details,
     dict_key_resolver,
+    protocol_of,
     encrypt_payload,
     is_encrypted,
 )
@@ -147,6 +149,19 @@ def test_an_encrypted_value_beyond_the_property_limit_is_refused() -> None:
     with pytest.raises(TableEncryptionError, match="65536") as caught:
         encrypt_payload(payload(blob=big), policy(), names("blob"))
     assert caught.value.property_name == "blob"
+
+
+def test_an_entity_that_encryption_pushes_past_1_mib_is_refused() -> None:
+    # 16 values, 1,047,500 bytes by the service's formula: each encrypted grows 29 bytes (nonce, tag,
+    # type byte) and the metadata adds about 800, so one encrypted fits and sixteen do not
+    blobs = {f"b{i}": (b"\x00" * 65500, EdmType.BINARY) for i in range(15)}
+    blobs["b15"] = (b"\x00" * 64732, EdmType.BINARY)
+    plain = payload(**blobs)
+    encrypted = encrypt_payload(plain, policy(), names("b0"))  # one value grows: still fits
+    assert is_encrypted(encrypted)
+    with pytest.raises(TableEncryptionError, match="1048576") as caught:
+        encrypt_payload(plain, policy(), names(*blobs))
+    assert caught.value.property_name in blobs
 
 
 def test_writing_needs_a_key() -> None:
@@ -338,3 +353,47 @@ def test_a_policy_refuses_bad_fields_naming_them(kwargs: dict[str, Any], field: 
     with pytest.raises(ValueError) as caught:
         TableEncryptionPolicy(**kwargs)
     assert getattr(caught.value, "field") == field
+
+
+def test_an_error_pickles_with_its_fields() -> None:
+    import pickle
+
+    error = EncryptedDataError("the property fails authentication", partition_key="p", row_key="r", key_id="k",
+                               property_name="a")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is EncryptedDataError and str(copy) == str(error)
+    assert (copy.partition_key, copy.row_key, copy.key_id, copy.property_name) == ("p", "r", "k", "a")
+
+
+@BOTH
+def test_the_details_say_how_an_entity_was_encrypted_for_a_re_encryption(protocol: str) -> None:
+    written = encrypt_payload(payload(a=SECRET, b="x", c="plain"), policy(protocol), names("b", "a"))
+    assert protocol_of(written) == protocol and protocol_of(payload(a="x")) is None
+    decrypted, details = decrypt_payload_with_details(written, policy(protocol))
+    assert details is not None and details == (protocol, "local-1", ("a", "b"))
+    again = encrypt_payload(decrypted, policy(PROTOCOL_AUTHENTICATED), names(*details.names))
+    assert protocol_of(again) == PROTOCOL_AUTHENTICATED
+    assert decrypt_payload(again, policy()).values == decrypted.values
+    assert decrypt_payload_with_details(payload(a="x"), policy()) == (payload(a="x"), None)
+
+
+def test_protocol_of_names_an_unknown_protocol_and_refuses_malformed_metadata() -> None:
+    written = encrypt_payload(payload(a=SECRET), policy(), names("a"))
+    written.values[METADATA_KEY] = json.dumps({"EncryptionAgent": {"Protocol": "9.9", "EncryptionAlgorithm": "X"}})
+    assert protocol_of(written) == "9.9"
+    written.values[METADATA_KEY] = "{"
+    with pytest.raises(EncryptedDataError):
+        protocol_of(written)
+
+
+def test_a_policy_can_refuse_to_read_protocol_1_0() -> None:
+    strict = policy(allow_legacy_reads=False)
+    legacy = encrypt_payload(payload(a=SECRET), policy(PROTOCOL_LEGACY), names("a"))
+    with pytest.raises(UnknownEncryptionProtocolError, match="allow_legacy_reads") as caught:
+        decrypt_payload(legacy, strict)
+    assert caught.value.key_id == "local-1"
+    authenticated = encrypt_payload(payload(a=SECRET), strict, names("a"))
+    assert decrypt_payload(authenticated, strict).values["a"] == SECRET
+    assert "allow_legacy_reads=False" in repr(strict)
+    with pytest.raises(ValueError):
+        strict.replace(protocol=PROTOCOL_LEGACY)
