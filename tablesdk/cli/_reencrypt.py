@@ -24,20 +24,19 @@ from typing import Any
 from .._clients._client import CloudTableClient
 from .._core._errors import PreconditionFailedError, ResourceNotFoundError
 from .._encryption import (
-    METADATA_KEY,
     PROTOCOL_AUTHENTICATED,
     PROTOCOL_LEGACY,
     TableEncryptionPolicy,
-    decrypt_payload,
+    decrypt_payload_with_details,
     encrypt_payload,
     is_encrypted,
+    protocol_of,
 )
-from .._encryption._metadata import MalformedMetadata, parse_key_metadata
-from .._entities._edm import EdmType, EntityPayload
+from .._entities._edm import EntityPayload
 from .._formats._batch import BatchOperation, BatchOperationKind
 from .._queries._continuation import ContinuationToken
 
-__all__ = ["STATE_SUFFIX", "ReencryptState", "reencrypt_table"]
+__all__ = ["STATE_SUFFIX", "ReencryptState", "protocol_of", "reencrypt_table"]
 
 #: The state file of a run, beside nothing in particular: ``--state-file`` names it.
 STATE_SUFFIX = ".tablesdk-reencrypt"
@@ -81,29 +80,11 @@ class ReencryptState:
         os.replace(temporary, path)
 
 
-def protocol_of(payload: EntityPayload) -> str | None:
-    """The protocol an encrypted entity was written with (None when its metadata cannot be read: the
-    decrypt then says what is wrong)."""
-    try:
-        return parse_key_metadata(payload.values.get(METADATA_KEY)).protocol
-    except MalformedMetadata as error:
-        return error.protocol
-
-
 def _stored(payload: EntityPayload) -> EntityPayload:
     """A read payload as a write takes it: without Timestamp."""
     values = {name: value for name, value in payload.values.items() if name != "Timestamp"}
     types = {name: edm for name, edm in payload.types.items() if name != "Timestamp"}
     return EntityPayload(values, types, payload.etag)
-
-
-def encrypted_names(stored: EntityPayload, plain: EntityPayload) -> frozenset[str]:
-    """The properties ``stored`` holds encrypted: Edm.Binary there, another type or value decrypted."""
-    return frozenset(
-        name for name, edm in stored.types.items()
-        if edm is EdmType.BINARY and name in plain.values
-        and (plain.types.get(name) is not EdmType.BINARY or plain.values[name] != stored.values[name])
-    )
 
 
 def reencrypt_table(
@@ -168,10 +149,9 @@ def _reencrypt_one(
             return "unencrypted"
         if protocol_of(payload) != PROTOCOL_LEGACY:
             return "already_authenticated"
-        stored = _stored(payload)
-        plain = decrypt_payload(stored, reader)
-        names = encrypted_names(stored, plain)
-        new = encrypt_payload(plain, writer, _choosing(names))
+        plain, details = decrypt_payload_with_details(_stored(payload), reader)
+        assert details is not None, "an encrypted entity has its details"
+        new = encrypt_payload(plain, writer, _choosing(frozenset(details.names)))
         if before_replace is not None:
             before_replace(pk, rk)
         assert payload.etag, "a read entity has its ETag"
