@@ -1,6 +1,6 @@
 """Client-side encryption: what an encrypted insert and an encrypted query cost per entity, against plain.
 
-    python benchmarks/encryption.py [--entities 2000] [--repeats 5] [--instructions]
+    python benchmarks/encryption_cost.py [--entities 2000] [--repeats 5] [--instructions]
 
 Every contender runs in this one process, interleaved (each repetition runs them all in turn,
 so a change in the machine's load hits them alike), through the whole client (entity to
