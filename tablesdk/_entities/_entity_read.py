@@ -443,14 +443,28 @@ def refuse_chunked_filter(entity_type: Any, node: Filter) -> None:
 
 def encrypted_names(entity_type: Any) -> frozenset[str]:
     """The stored names of the ``Encrypted[...]`` properties of ``entity_type`` (a TableEntity
-    subclass or model class, or a resolved query's class; anything else has none)."""
-    entity_type = getattr(entity_type, "base", entity_type)
-    if not isinstance(entity_type, type):
-        return frozenset()
-    if issubclass(entity_type, TableEntity):
-        return entity_type.__encrypted__
-    adapter = adapter_for(entity_type)
-    return adapter.encrypted if adapter is not None else frozenset()
+    subclass or model class, or a resolved query's class; anything else has none). Every write
+    asks: a class's answer is kept (a class's fields are fixed when it is made)."""
+    if isinstance(entity_type, type):
+        found = _ENCRYPTED_BY_CLASS.get(entity_type)
+        if found is not None:
+            return found
+    base = getattr(entity_type, "base", entity_type)
+    if not isinstance(base, type):
+        return _NONE_ENCRYPTED
+    if issubclass(base, TableEntity):
+        found = base.__encrypted__
+    else:
+        adapter = adapter_for(base)
+        found = adapter.encrypted if adapter is not None else _NONE_ENCRYPTED
+    if isinstance(entity_type, type):
+        _ENCRYPTED_BY_CLASS[entity_type] = found
+    return found
+
+
+_NONE_ENCRYPTED: frozenset[str] = frozenset()
+#: :func:`encrypted_names` of each class met.
+_ENCRYPTED_BY_CLASS: dict[Any, frozenset[str]] = {}
 
 
 def refuse_encrypted_filter(entity_type: Any, node: Filter) -> None:
