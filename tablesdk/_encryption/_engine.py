@@ -140,13 +140,13 @@ def encrypt_payload(
         else:
             check_value(name, value, edm_type)
         chosen.append((name, value, edm_type))
-    if user_properties > MAX_USER_PROPERTIES:
-        entity.fail(TableEncryptionError, f"an encrypted entity has at most {MAX_USER_PROPERTIES} properties besides "
-                    f"the keys (the metadata takes two of the service's 255), got {user_properties}")
     if not chosen and not write_empty:
         if policy.require_encryption:
             entity.fail(EncryptionRequiredError, "encryption is required and no property of the entity is chosen for it")
         return payload
+    if user_properties > MAX_USER_PROPERTIES:
+        entity.fail(TableEncryptionError, f"an encrypted entity has at most {MAX_USER_PROPERTIES} properties besides "
+                    f"the keys (the metadata takes two of the service's 255), got {user_properties}")
     key = policy.key
     if key is None:
         entity.fail(EncryptionKeyError, "the encryption policy has no key to encrypt with")

@@ -142,6 +142,8 @@ def test_more_than_253_user_properties_are_refused(protocol: str) -> None:
     encrypt_payload(payload(**many), policy(protocol), names("p0"))  # 253 fit beside the metadata
     with pytest.raises(TableEncryptionError, match="253"):
         encrypt_payload(payload(**many, extra="x"), policy(protocol), names("p0"))
+    plain = payload(**many, extra="x", more="y")  # nothing chosen: written plain, the service's 255 apply
+    assert encrypt_payload(plain, policy(protocol), names()) is plain
 
 
 def test_an_encrypted_value_beyond_the_property_limit_is_refused() -> None:
