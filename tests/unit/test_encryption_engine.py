@@ -227,6 +227,25 @@ def test_a_projection_without_an_encrypted_property_decrypts_the_rest(protocol: 
 
 
 @BOTH
+def test_a_null_for_an_encrypted_name_reads_as_a_null(protocol: str) -> None:
+    # a projection that names a property the entity lacks gets a null for it from the service
+    encrypted = encrypt_payload(payload(a=SECRET, b="second"), policy(protocol), names("a", "b"))
+    encrypted.values["b"] = None
+    decrypted = decrypt_payload(encrypted, policy(protocol))
+    assert decrypted.values["a"] == SECRET and decrypted.values["b"] is None
+
+
+def test_a_long_protocol_name_is_cut_in_the_message() -> None:
+    encrypted = encrypt_payload(payload(a=SECRET), policy(), names("a"))
+    metadata = json.loads(encrypted.values[METADATA_KEY])
+    metadata["EncryptionAgent"]["Protocol"] = "x" * 5000
+    encrypted.values[METADATA_KEY] = json.dumps(metadata)
+    with pytest.raises(UnknownEncryptionProtocolError) as caught:
+        decrypt_payload(encrypted, policy())
+    assert len(str(caught.value)) < 400
+
+
+@BOTH
 def test_untyped_base64_values_of_a_nometadata_read_decrypt(protocol: str) -> None:
     encrypted = encrypt_payload(payload(a=SECRET), policy(protocol), names("a"))
     values = {
