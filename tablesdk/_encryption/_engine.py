@@ -140,13 +140,13 @@ def encrypt_payload(
         else:
             check_value(name, value, edm_type)
         chosen.append((name, value, edm_type))
-    if user_properties > MAX_USER_PROPERTIES:
-        entity.fail(TableEncryptionError, f"an encrypted entity has at most {MAX_USER_PROPERTIES} properties besides "
-                    f"the keys (the metadata takes two of the service's 255), got {user_properties}")
     if not chosen and not write_empty:
         if policy.require_encryption:
             entity.fail(EncryptionRequiredError, "encryption is required and no property of the entity is chosen for it")
         return payload
+    if user_properties > MAX_USER_PROPERTIES:
+        entity.fail(TableEncryptionError, f"an encrypted entity has at most {MAX_USER_PROPERTIES} properties besides "
+                    f"the keys (the metadata takes two of the service's 255), got {user_properties}")
     key = policy.key
     if key is None:
         entity.fail(EncryptionKeyError, "the encryption policy has no key to encrypt with")
@@ -363,20 +363,25 @@ def _read_metadata(entity: _Entity, text: Any) -> KeyMetadata:
         metadata = parse_key_metadata(text)
     except MalformedMetadata as error:
         if error.protocol is not None and error.protocol not in PROTOCOLS:
-            entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {error.protocol!r}, "
+            entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {_shown(error.protocol)}, "
                         f"which this client does not know (it reads {', '.join(map(repr, PROTOCOLS))})")
         entity.fail(EncryptedDataError, f"the encryption metadata is malformed: {error}", METADATA_KEY)
     entity.key_id = metadata.key_id
     if metadata.protocol not in PROTOCOLS:
-        entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {metadata.protocol!r}, "
+        entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {_shown(metadata.protocol)}, "
                     f"which this client does not know (it reads {', '.join(map(repr, PROTOCOLS))})")
     expected = _ALGORITHMS[metadata.protocol]
     if metadata.encryption_algorithm != expected:
         entity.fail(UnknownEncryptionProtocolError, f"protocol {metadata.protocol!r} encrypts with {expected}, "
-                    f"the metadata names {metadata.encryption_algorithm!r}")
+                    f"the metadata names {_shown(metadata.encryption_algorithm)}")
     if metadata.protocol == PROTOCOL_LEGACY and (metadata.content_iv is None or len(metadata.content_iv) != 16):
         entity.fail(EncryptedDataError, "the encryption metadata has no 16-byte ContentEncryptionIV", METADATA_KEY)
     return metadata
+
+
+def _shown(text: str) -> str:
+    """A name read from the metadata, for a message: quoted, and cut where it is too long to be one."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
 def _binary(entity: _Entity, name: str, value: Any, edm_type: EdmType | None) -> bytes:
@@ -413,7 +418,7 @@ def _unwrap(entity: _Entity, policy: TableEncryptionPolicy, metadata: KeyMetadat
     try:
         content_key = key.unwrap_key(metadata.wrapped_key, metadata.wrap_algorithm)
     except Exception as error:
-        entity.fail(EncryptionKeyError, f"the key failed to unwrap the content key with {metadata.wrap_algorithm!r} "
+        entity.fail(EncryptionKeyError, f"the key failed to unwrap the content key with {_shown(metadata.wrap_algorithm)} "
                     f"({type(error).__name__}): the wrong key, or a damaged wrapped key")
     if not isinstance(content_key, (bytes, bytearray)) or len(content_key) != _CONTENT_KEY_BYTES:
         entity.fail(EncryptionKeyError, "the unwrapped content key is not 32 bytes: the wrong key, or a damaged wrapped key")
@@ -445,7 +450,7 @@ def _decrypt_legacy(
                     "tampered data)", METADATA_NAMES)
     decrypted: dict[str, tuple[Any, EdmType]] = {}
     for name in _listed_names(entity, names):
-        if name not in payload.values:
+        if payload.values.get(name) is None:  # not read (a projection), or a null the service reports for it
             continue
         data = _binary(entity, name, payload.values[name], payload.types.get(name))
         plaintext = _legacy_v1.decrypt_text(
@@ -479,7 +484,7 @@ def _decrypt_authenticated(
                     "or metadata)", METADATA_NAMES)
     decrypted: dict[str, tuple[Any, EdmType]] = {}
     for name in _listed_names(entity, names):
-        if name not in payload.values:
+        if payload.values.get(name) is None:  # not read (a projection), or a null the service reports for it
             continue
         data = _binary(entity, name, payload.values[name], payload.types.get(name))
         plaintext = opened(name, data)

@@ -142,6 +142,8 @@ def test_more_than_253_user_properties_are_refused(protocol: str) -> None:
     encrypt_payload(payload(**many), policy(protocol), names("p0"))  # 253 fit beside the metadata
     with pytest.raises(TableEncryptionError, match="253"):
         encrypt_payload(payload(**many, extra="x"), policy(protocol), names("p0"))
+    plain = payload(**many, extra="x", more="y")  # nothing chosen: written plain, the service's 255 apply
+    assert encrypt_payload(plain, policy(protocol), names()) is plain
 
 
 def test_an_encrypted_value_beyond_the_property_limit_is_refused() -> None:
@@ -222,6 +224,25 @@ def test_a_projection_without_an_encrypted_property_decrypts_the_rest(protocol: 
     encrypted = encrypt_payload(payload(a=SECRET, b="second"), policy(protocol), names("a", "b"))
     del encrypted.values["b"], encrypted.types["b"]
     assert decrypt_payload(encrypted, policy(protocol)).values == payload(a=SECRET).values
+
+
+@BOTH
+def test_a_null_for_an_encrypted_name_reads_as_a_null(protocol: str) -> None:
+    # a projection that names a property the entity lacks gets a null for it from the service
+    encrypted = encrypt_payload(payload(a=SECRET, b="second"), policy(protocol), names("a", "b"))
+    encrypted.values["b"] = None
+    decrypted = decrypt_payload(encrypted, policy(protocol))
+    assert decrypted.values["a"] == SECRET and decrypted.values["b"] is None
+
+
+def test_a_long_protocol_name_is_cut_in_the_message() -> None:
+    encrypted = encrypt_payload(payload(a=SECRET), policy(), names("a"))
+    metadata = json.loads(encrypted.values[METADATA_KEY])
+    metadata["EncryptionAgent"]["Protocol"] = "x" * 5000
+    encrypted.values[METADATA_KEY] = json.dumps(metadata)
+    with pytest.raises(UnknownEncryptionProtocolError) as caught:
+        decrypt_payload(encrypted, policy())
+    assert len(str(caught.value)) < 400
 
 
 @BOTH
