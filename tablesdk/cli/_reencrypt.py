@@ -112,6 +112,7 @@ def reencrypt_table(
         raise ValueError("reencrypt_table needs a client that reads entities as stored (no encryption_policy)")
     state = state or ReencryptState(table, filter)
     writer = policy if policy.protocol == PROTOCOL_AUTHENTICATED else policy.replace(protocol=PROTOCOL_AUTHENTICATED)
+    reader = policy if policy.allow_legacy_reads else policy.replace(allow_legacy_reads=True)  # what it is for
     while not state.done:
         token = ContinuationToken.from_string(state.next_page) if state.next_page else None
         payloads, next_token = client.query_entity_payloads(
@@ -119,7 +120,7 @@ def reencrypt_table(
         )
         for payload in payloads:
             state.counts["scanned"] += 1
-            state.counts[_reencrypt_one(client, table, payload, policy, writer, state, before_replace)] += 1
+            state.counts[_reencrypt_one(client, table, payload, reader, writer, state, before_replace)] += 1
             if progress is not None:
                 progress(state)
         state.next_page = next_token.to_string() if next_token is not None else None
