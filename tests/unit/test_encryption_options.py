@@ -113,6 +113,15 @@ def test_encrypted_marks_fields_of_every_kind_of_entity_class() -> None:
         Token: Encrypted[bytes]
 
     assert encrypted_names(Model) == frozenset({"Token"})
+    attrs = pytest.importorskip("attrs")
+
+    @attrs.define
+    class Card:
+        PartitionKey: str
+        RowKey: str
+        Number: Encrypted[str]
+
+    assert encrypted_names(Card) == frozenset({"Number"})
 
 
 def test_encrypted_cannot_be_chunked_nor_mark_a_nested_object() -> None:
