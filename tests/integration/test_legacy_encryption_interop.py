@@ -154,7 +154,7 @@ def choose_secret(pk: str, rk: str, name: str) -> bool:
 
 def readings(svc: Any, table: str) -> Any:
     rows = sorted(svc.query_entities(table), key=lambda e: e["RowKey"])
-    selected = sorted(svc.query_entities(table, select="RowKey,Secret,Plain"), key=lambda e: e["RowKey"])
+    selected = sorted(svc.query_entities(table, select="PartitionKey,RowKey,Secret,Plain"), key=lambda e: e["RowKey"])
     got = [svc.get_entity(table, "p", row["RowKey"]) for row in rows]
     return ([user_values(row) for row in rows], [user_values(row) for row in selected], [user_values(e) for e in got])
 
@@ -221,18 +221,24 @@ def test_what_the_client_encrypts_in_protocol_1_0_the_old_package_reads(target: 
     entity["Secret"], entity["Plain"], entity["N"] = SECRETS["Secret"], "in clear", 5
     main_write(target, entity, policy_of(kek, "1.0"), {"Secret"})
     got = old_service(target, kek).get_entity(target.table, "p", "client")
-    assert (got["Secret"], got["Plain"], got["N"]) == (SECRETS["Secret"], "in clear", 5)
+    assert (got["Secret"], got["Plain"], got["N"].value) == (SECRETS["Secret"], "in clear", 5)
     assert "_ClientEncryptionMetadata1" not in got
     assert old_service(target).get_entity(target.table, "p", "client")["Secret"].type == "Edm.Binary"
 
 
-def test_the_old_package_refuses_the_authenticated_protocol_rather_than_misread_it(target: Target) -> None:
+def test_the_old_package_never_shows_the_plaintext_of_the_authenticated_protocol(target: Target) -> None:
     kek = KeyWrapper()
     entity = DynamicEntity("p", "gcm")
     entity["Secret"] = SECRETS["Secret"]
     main_write(target, entity, policy_of(kek), {"Secret"})
+    # It takes metadata of a protocol it does not know for no metadata: the ciphertext, as binary.
+    got = old_service(target, kek).get_entity(target.table, "p", "gcm")
+    assert got["Secret"].type == "Edm.Binary" and SECRETS["Secret"].encode("utf-8") not in got["Secret"].value
+    assert "tablesdk-aes-gcm-1" in got["_ClientEncryptionMetadata1"]
     with pytest.raises(Exception) as raised:
-        old_service(target, kek).get_entity(target.table, "p", "gcm")
+        old = old_service(target, kek)
+        old.require_encryption = True
+        old.get_entity(target.table, "p", "gcm")
     assert (type(raised.value).__name__, str(raised.value)) == ("AzureException", "Decryption failed")
     # tablesdk reads it back by either surface.
     assert main_read(target, "p", "gcm", policy_of(kek)) == {"Secret": SECRETS["Secret"]}
