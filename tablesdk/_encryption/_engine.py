@@ -13,7 +13,16 @@ import binascii
 import os
 from typing import Any, Callable, NoReturn
 
-from .._entities._edm import MAX_PROPERTY_BYTES, EdmType, EntityPayload, check_value, infer_edm_type
+from .._entities._edm import (
+    MAX_ENTITY_BYTES,
+    MAX_PROPERTY_BYTES,
+    EdmType,
+    EntityPayload,
+    check_value,
+    infer_edm_type,
+)
+from .._entities._edm_base import utf16_len
+from .._entities._edm_specs import EDM_SPECS
 from . import _authenticated, _legacy_v1
 from ._errors import (
     EncryptedDataError,
@@ -150,7 +159,25 @@ def encrypt_payload(
     new_types[METADATA_NAMES] = EdmType.BINARY
     new_values[METADATA_KEY] = metadata
     new_types[METADATA_KEY] = EdmType.STRING
+    size = _entity_size(new_values, new_types)
+    if size > MAX_ENTITY_BYTES:
+        largest = max(encrypted, key=lambda name: len(encrypted[name]), default=None)
+        entity.fail(TableEncryptionError, f"the encrypted entity is {size} bytes, beyond the service's {MAX_ENTITY_BYTES} "
+                    "(encryption adds to each value and the metadata to the entity)", largest)
     return EntityPayload(new_values, new_types, payload.etag)
+
+
+def _entity_size(values: dict[str, Any], types: dict[str, EdmType]) -> int:
+    """The entity's size by the service's formula (4 bytes, the keys in UTF-16, then per property
+    8 bytes, its name in UTF-16 and its value)."""
+    size = 4
+    for name, value in values.items():
+        if name in _KEYS:
+            size += utf16_len(value)
+        elif value is not None and name != "Timestamp":
+            spec = EDM_SPECS[types.get(name) or infer_edm_type(value, name)]
+            size += 8 + utf16_len(name) + spec.size + spec.measure(value)
+    return size
 
 
 def _encodable(text: str) -> bool:

@@ -8,6 +8,8 @@ quote the bytes it could not decode).
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._core._errors import TableServiceError
 
 __all__ = [
@@ -42,6 +44,7 @@ class TableEncryptionError(TableServiceError):
         if key_id is not None:
             where += f", key id {key_id!r}"
         super().__init__(f"{message} [{where}]")
+        self._reason = message
         self.partition_key = partition_key
         self.row_key = row_key
         self.key_id = key_id
@@ -49,6 +52,16 @@ class TableEncryptionError(TableServiceError):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from its fields (a worker process hands it back to the caller)
+        fields = {"partition_key": self.partition_key, "row_key": self.row_key, "key_id": self.key_id,
+                  "property_name": self.property_name}
+        return (_rebuild, (type(self), self._reason, fields))
+
+
+def _rebuild(cls: type[TableEncryptionError], message: str, fields: dict[str, Any]) -> TableEncryptionError:
+    return cls(message, **fields)
 
 
 class EncryptionKeyError(TableEncryptionError):

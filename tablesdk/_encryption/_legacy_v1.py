@@ -39,8 +39,8 @@ def _cipher(key: bytes, iv: bytes) -> object:
 
 def encrypt_value(key: bytes, iv: bytes, plaintext: bytes) -> bytes:
     """``plaintext`` padded (PKCS7) and encrypted with AES-256-CBC."""
-    padder = primitives()["padding"].PKCS7(128).padder()
-    padded: bytes = padder.update(plaintext) + padder.finalize()
+    pad = _BLOCK - len(plaintext) % _BLOCK  # PKCS7: 1 to 16 bytes, each the count
+    padded = plaintext + bytes((pad,)) * pad
     encryptor = _cipher(key, iv).encryptor()  # type: ignore[attr-defined]
     encrypted: bytes = encryptor.update(padded) + encryptor.finalize()
     return encrypted

@@ -149,6 +149,19 @@ def test_an_encrypted_value_beyond_the_property_limit_is_refused() -> None:
     assert caught.value.property_name == "blob"
 
 
+def test_an_entity_that_encryption_pushes_past_1_mib_is_refused() -> None:
+    # 16 values, 1,047,500 bytes by the service's formula: each encrypted grows 29 bytes (nonce, tag,
+    # type byte) and the metadata adds about 800, so one encrypted fits and sixteen do not
+    blobs = {f"b{i}": (b"\x00" * 65500, EdmType.BINARY) for i in range(15)}
+    blobs["b15"] = (b"\x00" * 64732, EdmType.BINARY)
+    plain = payload(**blobs)
+    encrypted = encrypt_payload(plain, policy(), names("b0"))  # one value grows: still fits
+    assert is_encrypted(encrypted)
+    with pytest.raises(TableEncryptionError, match="1048576") as caught:
+        encrypt_payload(plain, policy(), names(*blobs))
+    assert caught.value.property_name in blobs
+
+
 def test_writing_needs_a_key() -> None:
     with pytest.raises(EncryptionKeyError):
         encrypt_payload(payload(a="x"), TableEncryptionPolicy(), names("a"))
@@ -338,3 +351,13 @@ def test_a_policy_refuses_bad_fields_naming_them(kwargs: dict[str, Any], field: 
     with pytest.raises(ValueError) as caught:
         TableEncryptionPolicy(**kwargs)
     assert getattr(caught.value, "field") == field
+
+
+def test_an_error_pickles_with_its_fields() -> None:
+    import pickle
+
+    error = EncryptedDataError("the property fails authentication", partition_key="p", row_key="r", key_id="k",
+                               property_name="a")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is EncryptedDataError and str(copy) == str(error)
+    assert (copy.partition_key, copy.row_key, copy.key_id, copy.property_name) == ("p", "r", "k", "a")
