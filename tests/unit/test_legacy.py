@@ -379,6 +379,37 @@ def test_a_read_decrypts_and_a_failure_is_the_old_decryption_failed() -> None:
     assert got.Secret.type == EdmType.BINARY and "_ClientEncryptionMetadata1" in got
 
 
+def test_a_key_needs_only_the_methods_of_the_call() -> None:
+    from tablesdk._encryption import TableEncryptionPolicy, decrypt_payload
+
+    class WriteOnly:
+        def wrap_key(self, key: bytes) -> bytes:
+            return KeyWrapper().wrap_key(key)
+
+        def get_kid(self) -> str:
+            return "local:1"
+
+        def get_key_wrap_algorithm(self) -> str:
+            return "xor"
+
+    class ReadOnly:
+        def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
+            return KeyWrapper().unwrap_key(key, algorithm)
+
+        def get_kid(self) -> str:
+            return "local:1"
+
+    recorder = Recorder()
+    writer = service(recorder)
+    writer.key_encryption_key = WriteOnly()
+    writer.insert_entity("tbl", ENTITY)
+    sent = body_payload(recorder.requests[0])
+    assert decrypt_payload(sent, TableEncryptionPolicy(key=KeyWrapper())).values["Secret"] == SECRET
+    reader = service(Recorder(answer_with(sent)))
+    reader.key_encryption_key = ReadOnly()
+    assert reader.get_entity("tbl", "p", "r").Secret == SECRET
+
+
 def test_require_encryption_refuses_a_plain_entity_read_with_a_key() -> None:
     recorder = Recorder(answer_with(type("P", (), {"values": {"PartitionKey": "p", "RowKey": "r", "N": "x"}})()))
     svc = service(recorder)
