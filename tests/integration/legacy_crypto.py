@@ -61,7 +61,39 @@ class KeyWrapper:
         return "A256KW"
 
 
-def resolver_of(*keys: KeyWrapper) -> Any:
+class RsaKey:
+    """A key-encryption key on an RSA key pair: RSA-OAEP (SHA-1), as the legacy clients wrapped
+    with Key Vault's RSA keys."""
+
+    def __init__(self, kid: str = "local:rsa-1") -> None:
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self.kid = kid
+        self.private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    @staticmethod
+    def _oaep() -> Any:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding as asymmetric
+
+        return asymmetric.OAEP(mgf=asymmetric.MGF1(algorithm=hashes.SHA1()), algorithm=hashes.SHA1(), label=None)
+
+    def wrap_key(self, key: bytes) -> bytes:
+        return self.private_key.public_key().encrypt(key, self._oaep())  # type: ignore[no-any-return]
+
+    def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
+        if algorithm != "RSA-OAEP":
+            raise ValueError(f"unknown key wrap algorithm {algorithm!r}")
+        return self.private_key.decrypt(key, self._oaep())  # type: ignore[no-any-return]
+
+    def get_kid(self) -> str:
+        return self.kid
+
+    def get_key_wrap_algorithm(self) -> str:
+        return "RSA-OAEP"
+
+
+def resolver_of(*keys: Any) -> Any:
     """A ``key_resolver_function``: the key of an id, None for an unknown one."""
     by_kid = {key.get_kid(): key for key in keys}
     return by_kid.get
@@ -92,7 +124,7 @@ def names_text(names: Iterable[str], writer: str) -> str:
 
 def legacy_vector(
     writer: str, pk: str, rk: str, secrets: Mapping[str, str], plain: Mapping[str, Any] | None = None, *,
-    kek: KeyWrapper, content_key: bytes = bytes(range(32)), content_iv: bytes = bytes(range(100, 116)),
+    kek: Any, content_key: bytes = bytes(range(32)), content_iv: bytes = bytes(range(100, 116)),
     swap_order: bool = False,
 ) -> DynamicEntity:
     """The entity ``writer`` stored for ``secrets`` (encrypted) and ``plain`` (as they are)."""

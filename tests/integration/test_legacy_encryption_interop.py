@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from legacy_crypto import WRITERS, KeyWrapper, legacy_vector, resolver_of
+from legacy_crypto import WRITERS, KeyWrapper, RsaKey, legacy_vector, resolver_of
 from test_legacy_differential import describe
 
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity
@@ -31,6 +31,7 @@ from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity
 pytestmark = pytest.mark.integration
 
 TARGETS = ["devstore", "azurite"]
+RSA_KEY = RsaKey()
 SECRETS = {"Secret": "héllo wörld, a secret longer than one block", "Short": "s", "Empty": ""}
 
 
@@ -84,12 +85,12 @@ def new_names() -> Any:
     return new
 
 
-def policy_of(kek: KeyWrapper, protocol: str | None = None) -> Any:
-    """The engine's policy with the engine's own A256KW key holding the same key bytes and id."""
+def policy_of(kek: KeyWrapper | RsaKey, protocol: str | None = None) -> Any:
+    """The engine's policy with tablesdk's own key class holding the same key and id."""
     from tablesdk import TableEncryptionPolicy
-    from tablesdk._encryption import LocalKeyWrapper
+    from tablesdk._encryption import LocalKeyWrapper, RsaKeyWrapper
 
-    key = LocalKeyWrapper(kek.key, kek.kid)
+    key: Any = RsaKeyWrapper(kek.private_key, kek.kid) if isinstance(kek, RsaKey) else LocalKeyWrapper(kek.key, kek.kid)
     return TableEncryptionPolicy(key=key) if protocol is None else TableEncryptionPolicy(key=key, protocol=protocol)
 
 
@@ -222,8 +223,7 @@ def test_a_wrong_key_fails_alike(target: Target) -> None:
 
 def test_what_tablesdk_legacy_encrypts_the_old_package_reads(target: Target) -> None:
     kek = KeyWrapper()
-    write_all(new_service(target, kek, choose=choose_secret), new_names(), target.table, kek,
-              batch=target.name == "devstore")
+    write_all(new_service(target, kek, choose=choose_secret), new_names(), target.table, kek, batch=True)
 
     expected_plain = readings(new_service(target, kek), target.table)
     assert readings(old_service(target, kek), target.table) == expected_plain
@@ -270,9 +270,10 @@ def test_the_old_package_never_shows_the_plaintext_of_the_authenticated_protocol
 
 # ---------------------------------------------------------------- the other writers: .NET and Java
 
+@pytest.mark.parametrize("wrapping", ["A256KW", "RSA-OAEP"])
 @pytest.mark.parametrize("writer", WRITERS)
-def test_each_writers_entities_read_the_same_everywhere(target: Target, writer: str) -> None:
-    kek = KeyWrapper()
+def test_each_writers_entities_read_the_same_everywhere(target: Target, writer: str, wrapping: str) -> None:
+    kek: Any = KeyWrapper() if wrapping == "A256KW" else RSA_KEY
     secrets = {"A": "secret a", "Bb": "b" * 33, "Ü": "unicode name"}
     target.client.upsert_entity(target.table, legacy_vector(writer, "p", writer, secrets, {"Plain": 1}, kek=kek))
     old = old_service(target, kek).get_entity(target.table, "p", writer)

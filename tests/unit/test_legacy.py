@@ -321,6 +321,16 @@ def test_what_protocol_1_0_cannot_encrypt_is_refused_with_the_old_error(value: A
     assert str(raised.value) == message and recorder.requests == []
 
 
+def test_a_resolver_choosing_a_key_is_refused_as_the_service_would_refuse_it() -> None:
+    recorder = Recorder()
+    svc = service(recorder)
+    svc.key_encryption_key = KeyWrapper()
+    svc.encryption_resolver_function = lambda pk, rk, name: name == "RowKey"
+    with pytest.raises(AzureValidationError, match="keys cannot be encrypted") as raised:
+        svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r"})
+    assert raised.value.status_code == 400 and recorder.requests == []
+
+
 def test_a_key_without_wrap_key_is_refused_with_the_old_error() -> None:
     class ReadOnly:
         def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
