@@ -1,4 +1,4 @@
-"""tablesdk.legacy without a service: what it imports, its encryption guard, its errors, and that
+"""tablesdk.legacy without a service: what it imports, its client-side encryption, its errors, and that
 its calls go through tablesdk's client (retries, server timeouts, sender).
 
 The call-by-call comparison with the old package is tests/integration/test_legacy_differential.py.
