@@ -5,8 +5,11 @@ Each way: the old package writes encrypted entities (``key_encryption_key`` with
 ``encryption_resolver_function`` and ``EntityProperty(..., encrypt=True)``) and tablesdk reads them,
 through ``tablesdk.legacy`` (``key_encryption_key`` or ``key_resolver_function``) and through the
 client with a :class:`~tablesdk.TableEncryptionPolicy`; tablesdk writes protocol 1.0 (the legacy
-surface by default, the client with ``protocol="1.0"``) and the old package reads it. Entities
-in tablesdk's authenticated protocol are refused by the old package rather than misread.
+surface by default, the client with ``protocol="1.0"``) and the old package reads it. The old
+package never shows the plaintext of an entity in tablesdk's authenticated protocol, which the
+legacy surface writes once ``encryption_protocol`` says so (a table then holds both, both read).
+The keys wrap with A256KW (the key objects of the old package's users, and tablesdk's
+``LocalKeyWrapper`` with the same bytes) and, for the writers' vectors, RSA-OAEP.
 
 The writers of the other legacy clients (.NET's and Java's: both IV orderings, both formats of the
 list of names) are covered by vectors built from the format (legacy_crypto.py): the old package
@@ -17,6 +20,7 @@ The old package's batches go to the emulator only (Azurite answers them 500).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +30,7 @@ import pytest
 from legacy_crypto import WRITERS, KeyWrapper, RsaKey, legacy_vector, resolver_of
 from test_legacy_differential import describe
 
-from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity
+from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmType, EntityProperty
 
 pytestmark = pytest.mark.integration
 
@@ -119,7 +123,7 @@ def main_read(target: Target, pk: str, rk: str, policy: Any) -> dict[str, Any]:
 
 def main_write(target: Target, entity: DynamicEntity, policy: Any, names: set[str]) -> None:
     """tablesdk's client writes ``entity`` with ``names`` encrypted under ``policy``."""
-    from tablesdk import EntityProperty, TableRequestOptions
+    from tablesdk import TableRequestOptions
     from tablesdk._encryption import encrypt_payload
     from tablesdk._entities._entity_write import entity_to_payload
 
@@ -297,3 +301,33 @@ def test_each_writers_entities_fail_with_the_ordering_swapped(target: Target, wr
         main_read(target, "p", writer, policy_of(kek))
     assert (failed.value.partition_key, failed.value.row_key, failed.value.key_id) == ("p", writer, kek.kid)
     assert "secret a" not in str(failed.value)
+
+
+# ---------------------------------------------------------------- moving to the authenticated protocol
+
+def test_the_legacy_surface_moves_a_table_to_the_authenticated_protocol(target: Target) -> None:
+    from tablesdk import PROTOCOL_AUTHENTICATED
+
+    kek = KeyWrapper()
+    svc = new_service(target, kek, choose=choose_secret)
+    svc.insert_entity(target.table, {"PartitionKey": "p", "RowKey": "old", "Secret": "written in 1.0"})
+    svc.encryption_protocol = PROTOCOL_AUTHENTICATED
+    svc.insert_entity(target.table, {"PartitionKey": "p", "RowKey": "new", "Secret": "written in GCM"})
+    with svc.batch(target.table) as batch:
+        batch.insert_entity({"PartitionKey": "p", "RowKey": "new2", "Secret": "a batch in GCM"})
+
+    assert [(e.RowKey, e.Secret) for e in svc.query_entities(target.table)] == [
+        ("new", "written in GCM"), ("new2", "a batch in GCM"), ("old", "written in 1.0")]
+    assert main_read(target, "p", "new2", policy_of(kek)) == {"Secret": "a batch in GCM"}
+    stored = old_service(target).get_entity(target.table, "p", "new")
+    assert json.loads(stored["_ClientEncryptionMetadata1"])["EncryptionAgent"]["Protocol"] == PROTOCOL_AUTHENTICATED
+    assert old_service(target, kek).get_entity(target.table, "p", "old")["Secret"] == "written in 1.0"
+
+    # A flipped bit of an authenticated value is detected; the same in protocol 1.0 may go unseen.
+    raw = target.client.get_entity(target.table, "p", "new")
+    raw["Secret"] = EntityProperty(bytes([raw["Secret"][0] ^ 1]) + raw["Secret"][1:], EdmType.BINARY)
+    target.client.upsert_entity(target.table, raw, mode="replace")
+    with pytest.raises(Exception) as raised:
+        svc.get_entity(target.table, "p", "new")
+    assert (type(raised.value).__name__, str(raised.value)) == ("AzureException", "Decryption failed")
+    assert "written in GCM" not in repr(raised.value.__cause__)
