@@ -11,7 +11,15 @@ Importing this package loads no cryptography: the ``cryptography`` package (the 
 extra) is imported when a key is used or an entity encrypted or decrypted. See docs/encryption.md.
 """
 
-from ._engine import MAX_USER_PROPERTIES, decrypt_payload, encrypt_payload, is_encrypted
+from ._engine import (
+    MAX_USER_PROPERTIES,
+    EncryptionDetails,
+    decrypt_payload,
+    decrypt_payload_with_details,
+    encrypt_payload,
+    is_encrypted,
+    protocol_of,
+)
 from ._errors import (
     EncryptedDataError,
     EncryptionKeyError,
@@ -56,6 +64,9 @@ __all__ = [
     "MAX_USER_PROPERTIES",
     "encrypt_payload",
     "decrypt_payload",
+    "decrypt_payload_with_details",
+    "EncryptionDetails",
+    "protocol_of",
     "is_encrypted",
     "TableEncryptionError",
     "EncryptionKeyError",

@@ -17,12 +17,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from .._entities._edm import EdmType, from_atom_text, to_atom_text
 from ._crypto import primitives
 
-__all__ = ["ENCRYPTION_ALGORITHM", "content_cipher", "associated_data", "seal", "unseal",
+__all__ = ["ENCRYPTION_ALGORITHM", "content_cipher", "associated_data", "associated_data_of", "seal", "unseal",
            "value_plaintext", "value_from_plaintext"]
 
 ENCRYPTION_ALGORITHM = "AES_GCM_256"
@@ -48,14 +48,25 @@ def content_cipher(content_key: bytes, protocol: str) -> Any:
     return crypto["AESGCM"](key)
 
 
+def _part(text: str) -> bytes:
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data).to_bytes(4, "big") + data
+
+
 def associated_data(protocol: str, partition_key: str, row_key: str, name: str, key_metadata: str) -> bytes:
     """The associated data of one property: each part's UTF-8 length (4 bytes) then the part."""
-    parts = []
-    for text in (protocol, partition_key, row_key, name, key_metadata):
-        data = text.encode("utf-8", "surrogatepass")
-        parts.append(len(data).to_bytes(4, "big"))
-        parts.append(data)
-    return b"".join(parts)
+    return associated_data_of(protocol, partition_key, row_key, key_metadata)(name)
+
+
+def associated_data_of(protocol: str, partition_key: str, row_key: str, key_metadata: str) -> Callable[[str], bytes]:
+    """``name -> associated data`` for the properties of one entity (the parts they share encoded once)."""
+    head = _part(protocol) + _part(partition_key) + _part(row_key)
+    tail = _part(key_metadata)
+
+    def of(name: str) -> bytes:
+        return head + _part(name) + tail
+
+    return of
 
 
 def seal(cipher: Any, aad: bytes, plaintext: bytes) -> bytes:

@@ -19,13 +19,14 @@ def primitives() -> dict[str, Any]:
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import padding as asymmetric_padding
+        from cryptography.hazmat.primitives.asymmetric import rsa
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         from cryptography.hazmat.primitives.kdf.hkdf import HKDF
         from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
         _LOADED.update(
-            InvalidTag=InvalidTag, hashes=hashes, asymmetric_padding=asymmetric_padding,
+            InvalidTag=InvalidTag, hashes=hashes, asymmetric_padding=asymmetric_padding, rsa=rsa,
             Cipher=Cipher, algorithms=algorithms, modes=modes, AESGCM=AESGCM, HKDF=HKDF,
             InvalidUnwrap=InvalidUnwrap, aes_key_wrap=aes_key_wrap, aes_key_unwrap=aes_key_unwrap,
         )

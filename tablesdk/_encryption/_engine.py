@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NamedTuple, NoReturn
 
 from .._entities._edm import (
     MAX_ENTITY_BYTES,
@@ -43,7 +43,15 @@ from ._policy import (
     TableEncryptionPolicy,
 )
 
-__all__ = ["encrypt_payload", "decrypt_payload", "is_encrypted", "MAX_USER_PROPERTIES"]
+__all__ = [
+    "encrypt_payload",
+    "decrypt_payload",
+    "decrypt_payload_with_details",
+    "EncryptionDetails",
+    "protocol_of",
+    "is_encrypted",
+    "MAX_USER_PROPERTIES",
+]
 
 #: The service allows 255 properties besides the keys and Timestamp; the metadata takes two.
 MAX_USER_PROPERTIES = 253
@@ -132,13 +140,13 @@ def encrypt_payload(
         else:
             check_value(name, value, edm_type)
         chosen.append((name, value, edm_type))
-    if user_properties > MAX_USER_PROPERTIES:
-        entity.fail(TableEncryptionError, f"an encrypted entity has at most {MAX_USER_PROPERTIES} properties besides "
-                    f"the keys (the metadata takes two of the service's 255), got {user_properties}")
     if not chosen and not write_empty:
         if policy.require_encryption:
             entity.fail(EncryptionRequiredError, "encryption is required and no property of the entity is chosen for it")
         return payload
+    if user_properties > MAX_USER_PROPERTIES:
+        entity.fail(TableEncryptionError, f"an encrypted entity has at most {MAX_USER_PROPERTIES} properties besides "
+                    f"the keys (the metadata takes two of the service's 255), got {user_properties}")
     key = policy.key
     if key is None:
         entity.fail(EncryptionKeyError, "the encryption policy has no key to encrypt with")
@@ -235,9 +243,10 @@ def _encrypt_authenticated(
     metadata = build_key_metadata(key_id=key_id, wrapped_key=wrapped, wrap_algorithm=algorithm, protocol=protocol,
                                   encryption_algorithm=_authenticated.ENCRYPTION_ALGORITHM, content_iv=None)
     cipher = _authenticated.content_cipher(content_key, protocol)
+    aad = _authenticated.associated_data_of(protocol, pk, rk, metadata)
 
     def sealed(name: str, plaintext: bytes) -> bytes:
-        return _authenticated.seal(cipher, _authenticated.associated_data(protocol, pk, rk, name, metadata), plaintext)
+        return _authenticated.seal(cipher, aad(name), plaintext)
 
     encrypted = {name: sealed(name, _authenticated.value_plaintext(value, edm_type)) for name, value, edm_type in chosen}
     names_blob = sealed(METADATA_NAMES, _legacy_v1.names_plaintext([n for n, _, _ in chosen]))
@@ -247,9 +256,64 @@ def _encrypt_authenticated(
 # ---------------------------------------------------------------- reading
 
 
+class EncryptionDetails(NamedTuple):
+    """How a decrypted entity was encrypted (what a re-encryption or an audit needs)."""
+
+    #: The protocol of its metadata (:data:`PROTOCOL_LEGACY` or :data:`PROTOCOL_AUTHENTICATED`).
+    protocol: str
+    #: The id of the key-encryption key that wrapped its content key.
+    key_id: str
+    #: The encrypted properties the payload held, in its order (a projection may hold fewer than were encrypted).
+    names: tuple[str, ...]
+
+
+def protocol_of(payload: EntityPayload) -> str | None:
+    """The protocol an encrypted payload names (None when it carries no metadata), read without a key.
+
+    Raises :class:`EncryptedDataError` when the metadata is malformed; an unknown protocol is
+    returned as it is named.
+    """
+    text = payload.values.get(METADATA_KEY)
+    if text is None and payload.values.get(METADATA_NAMES) is None:
+        return None
+    try:
+        return parse_key_metadata(text).protocol
+    except MalformedMetadata as error:
+        if error.protocol is not None:
+            return error.protocol
+        failed = str(error)
+    _Entity(payload.values).fail(EncryptedDataError, f"the encryption metadata is malformed: {failed}", METADATA_KEY)
+
+
 def decrypt_payload(
     payload: EntityPayload, policy: TableEncryptionPolicy | None, *, require_encryption: bool = False
 ) -> EntityPayload:
+    """A new payload with the encrypted properties decrypted to their types and the metadata removed.
+
+    A payload without metadata is returned as it is (:class:`EncryptionRequiredError` when
+    ``require_encryption`` or the policy's says so). An encrypted name missing from the payload
+    (a projection) is skipped. Raises :class:`EncryptionKeyError` (no policy or key for the key
+    id, a key that fails to unwrap), :class:`UnknownEncryptionProtocolError` and
+    :class:`EncryptedDataError` (damaged or tampered data or metadata), all before any value is
+    returned.
+    """
+    return decrypt_payload_with_details(payload, policy, require_encryption=require_encryption)[0]
+
+
+def decrypt_payload_with_details(
+    payload: EntityPayload, policy: TableEncryptionPolicy | None, *, require_encryption: bool = False
+) -> tuple[EntityPayload, EncryptionDetails | None]:
+    """:func:`decrypt_payload`, and how the entity was encrypted (None when it was not).
+
+    The details name the protocol, the key id and the properties decrypted: what re-encrypting
+    the entity under another protocol or key chooses again.
+    """
+    return _decrypt(payload, policy, require_encryption)
+
+
+def _decrypt(
+    payload: EntityPayload, policy: TableEncryptionPolicy | None, require_encryption: bool
+) -> tuple[EntityPayload, EncryptionDetails | None]:
     """A new payload with the encrypted properties decrypted to their types and the metadata removed.
 
     A payload without metadata is returned as it is (:class:`EncryptionRequiredError` when
@@ -265,7 +329,7 @@ def decrypt_payload(
     if metadata_text is None and names_blob is None:
         if require_encryption or (policy is not None and policy.require_encryption):
             entity.fail(EncryptionRequiredError, "encryption is required and the entity read is not encrypted")
-        return payload
+        return payload, None
     pk, rk = entity.partition_key, entity.row_key
     if pk is None or rk is None:
         entity.fail(EncryptedDataError, "an encrypted entity read without its PartitionKey and RowKey cannot be "
@@ -277,6 +341,9 @@ def decrypt_payload(
     names_data = _binary(entity, METADATA_NAMES, names_blob, payload.types.get(METADATA_NAMES))
     if policy is None:
         entity.fail(EncryptionKeyError, "the entity is encrypted and no encryption policy (key) was given to read it")
+    if metadata.protocol == PROTOCOL_LEGACY and not policy.allow_legacy_reads:
+        entity.fail(UnknownEncryptionProtocolError, "the entity is in protocol 1.0, which this policy does not read "
+                    "(allow_legacy_reads=False)")
     content_key = _unwrap(entity, policy, metadata)
     if metadata.protocol == PROTOCOL_LEGACY:
         decrypted = _decrypt_legacy(entity, payload, metadata, content_key, names_data)
@@ -287,7 +354,8 @@ def decrypt_payload(
     for name, (value, edm_type) in decrypted.items():
         new_values[name] = value
         new_types[name] = edm_type
-    return EntityPayload(new_values, new_types, payload.etag)
+    listed = tuple(name for name in values if name in decrypted)
+    return EntityPayload(new_values, new_types, payload.etag), EncryptionDetails(metadata.protocol, metadata.key_id, listed)
 
 
 def _read_metadata(entity: _Entity, text: Any) -> KeyMetadata:
@@ -295,20 +363,25 @@ def _read_metadata(entity: _Entity, text: Any) -> KeyMetadata:
         metadata = parse_key_metadata(text)
     except MalformedMetadata as error:
         if error.protocol is not None and error.protocol not in PROTOCOLS:
-            entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {error.protocol!r}, "
+            entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {_shown(error.protocol)}, "
                         f"which this client does not know (it reads {', '.join(map(repr, PROTOCOLS))})")
         entity.fail(EncryptedDataError, f"the encryption metadata is malformed: {error}", METADATA_KEY)
     entity.key_id = metadata.key_id
     if metadata.protocol not in PROTOCOLS:
-        entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {metadata.protocol!r}, "
+        entity.fail(UnknownEncryptionProtocolError, f"the entity is encrypted with protocol {_shown(metadata.protocol)}, "
                     f"which this client does not know (it reads {', '.join(map(repr, PROTOCOLS))})")
     expected = _ALGORITHMS[metadata.protocol]
     if metadata.encryption_algorithm != expected:
         entity.fail(UnknownEncryptionProtocolError, f"protocol {metadata.protocol!r} encrypts with {expected}, "
-                    f"the metadata names {metadata.encryption_algorithm!r}")
+                    f"the metadata names {_shown(metadata.encryption_algorithm)}")
     if metadata.protocol == PROTOCOL_LEGACY and (metadata.content_iv is None or len(metadata.content_iv) != 16):
         entity.fail(EncryptedDataError, "the encryption metadata has no 16-byte ContentEncryptionIV", METADATA_KEY)
     return metadata
+
+
+def _shown(text: str) -> str:
+    """A name read from the metadata, for a message: quoted, and cut where it is too long to be one."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
 def _binary(entity: _Entity, name: str, value: Any, edm_type: EdmType | None) -> bytes:
@@ -345,7 +418,7 @@ def _unwrap(entity: _Entity, policy: TableEncryptionPolicy, metadata: KeyMetadat
     try:
         content_key = key.unwrap_key(metadata.wrapped_key, metadata.wrap_algorithm)
     except Exception as error:
-        entity.fail(EncryptionKeyError, f"the key failed to unwrap the content key with {metadata.wrap_algorithm!r} "
+        entity.fail(EncryptionKeyError, f"the key failed to unwrap the content key with {_shown(metadata.wrap_algorithm)} "
                     f"({type(error).__name__}): the wrong key, or a damaged wrapped key")
     if not isinstance(content_key, (bytes, bytearray)) or len(content_key) != _CONTENT_KEY_BYTES:
         entity.fail(EncryptionKeyError, "the unwrapped content key is not 32 bytes: the wrong key, or a damaged wrapped key")
@@ -377,7 +450,7 @@ def _decrypt_legacy(
                     "tampered data)", METADATA_NAMES)
     decrypted: dict[str, tuple[Any, EdmType]] = {}
     for name in _listed_names(entity, names):
-        if name not in payload.values:
+        if payload.values.get(name) is None:  # not read (a projection), or a null the service reports for it
             continue
         data = _binary(entity, name, payload.values[name], payload.types.get(name))
         plaintext = _legacy_v1.decrypt_text(
@@ -396,10 +469,10 @@ def _decrypt_authenticated(
     protocol = PROTOCOL_AUTHENTICATED
     pk, rk = entity.partition_key or "", entity.row_key or ""
     cipher = _authenticated.content_cipher(content_key, protocol)
+    aad = _authenticated.associated_data_of(protocol, pk, rk, metadata_text)
 
     def opened(name: str, data: bytes) -> bytes | None:
-        aad = _authenticated.associated_data(protocol, pk, rk, name, metadata_text)
-        return _authenticated.unseal(cipher, aad, data)
+        return _authenticated.unseal(cipher, aad(name), data)
 
     names_plaintext = opened(METADATA_NAMES, names_data)
     names = None
@@ -411,7 +484,7 @@ def _decrypt_authenticated(
                     "or metadata)", METADATA_NAMES)
     decrypted: dict[str, tuple[Any, EdmType]] = {}
     for name in _listed_names(entity, names):
-        if name not in payload.values:
+        if payload.values.get(name) is None:  # not read (a projection), or a null the service reports for it
             continue
         data = _binary(entity, name, payload.values[name], payload.types.get(name))
         plaintext = opened(name, data)

@@ -15,6 +15,7 @@ None of them shows key bytes in its repr.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 from .._core._errors import TableValidationError
@@ -39,9 +40,10 @@ class KeyEncryptionKey(Protocol):
     stored with every entity the key wraps, and looked up when reading.
     """
 
-    def wrap_key(self, key: bytes) -> bytes: ...
+    # Positional-only: a key class may name the parameters as it likes (the engine passes them by position).
+    def wrap_key(self, key: bytes, /) -> bytes: ...
 
-    def unwrap_key(self, key: bytes, algorithm: str) -> bytes: ...
+    def unwrap_key(self, key: bytes, algorithm: str, /) -> bytes: ...
 
     def get_kid(self) -> str: ...
 
@@ -135,11 +137,11 @@ class RsaKeyWrapper:
             raise TableValidationError("algorithm", "RSA key wrapping is 'RSA-OAEP' or 'RSA-OAEP-256'", repr(algorithm))
         if not isinstance(kid, str) or not kid:
             raise TableValidationError("kid", "a key id is a non-empty str")
-        primitives()  # the extra's hint, before the duck-typing below can fail on a missing package
-        if hasattr(key, "private_numbers") and hasattr(key, "public_key"):
+        rsa = primitives()["rsa"]
+        if isinstance(key, rsa.RSAPrivateKey):
             self._private: Any = key
             self._public: Any = key.public_key()
-        elif hasattr(key, "public_numbers") and hasattr(key, "encrypt"):
+        elif isinstance(key, rsa.RSAPublicKey):
             self._private = None
             self._public = key
         else:
@@ -179,6 +181,17 @@ class RsaKeyWrapper:
         return f"RsaKeyWrapper(kid={self._kid!r}, algorithm={self._algorithm!r}, key={kind} {self._public.key_size}-bit)"
 
 
+def _answered(result: Any) -> Any:
+    """A client's result; TypeError for a coroutine (the asyncio client's), which the engine cannot await."""
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()  # never awaited: closed, so Python does not warn about it
+        raise TypeError("KeyVaultKeyWrapper needs the synchronous CryptographyClient "
+                        "(azure.keyvault.keys.crypto), not the asyncio one (azure.keyvault.keys.crypto.aio)")
+    return result
+
+
 class KeyVaultKeyWrapper:
     """A key-encryption key kept in Azure Key Vault (or a managed HSM), used through a client object.
 
@@ -190,7 +203,8 @@ class KeyVaultKeyWrapper:
     ``kid`` defaults to ``client.key_id`` (the versioned key URL, which the legacy clients stored
     too); ``algorithm`` is the wrapping algorithm's name (``RSA-OAEP``, ``RSA-OAEP-256``, or
     ``A256KW`` for a managed HSM's symmetric key), passed to the client as the plain string its
-    ``KeyWrapAlgorithm`` enum equals.
+    ``KeyWrapAlgorithm`` enum equals. The client is the synchronous one: the engine runs inside
+    the SDK's sync and async paths alike and never awaits a key (the asyncio client is refused).
     """
 
     __slots__ = ("_client", "_kid", "_algorithm")
@@ -208,11 +222,11 @@ class KeyVaultKeyWrapper:
 
     def wrap_key(self, key: bytes) -> bytes:
         """``key`` wrapped by the vault."""
-        return bytes(self._client.wrap_key(self._algorithm, bytes(key)).encrypted_key)
+        return bytes(_answered(self._client.wrap_key(self._algorithm, bytes(key))).encrypted_key)
 
     def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
         """``key`` unwrapped by the vault with ``algorithm`` (the one stored with the entity)."""
-        return bytes(self._client.unwrap_key(algorithm, bytes(key)).key)
+        return bytes(_answered(self._client.unwrap_key(algorithm, bytes(key))).key)
 
     def get_kid(self) -> str:
         """The key id stored with each entity."""

@@ -49,19 +49,22 @@ class TableEncryptionPolicy:
     its id; ``key_resolver`` finds the key of a key id when reading (tried first, as the legacy
     clients do). ``protocol`` is what new writes use: :data:`PROTOCOL_AUTHENTICATED` (the default)
     or :data:`PROTOCOL_LEGACY` for readers that only know the legacy format; both are always
-    read. ``encryption_resolver`` chooses the properties to encrypt; ``require_encryption``
+    read, unless ``allow_legacy_reads=False`` (once a table holds no 1.0 entities: it closes the
+    door to a downgrade, an entity rewritten in the unauthenticated format by whoever can write
+    the table). ``encryption_resolver`` chooses the properties to encrypt; ``require_encryption``
     refuses to read an entity that is not encrypted or write one that would not be.
 
     Immutable; its repr shows the key ids and the protocol, never key bytes.
     """
 
-    __slots__ = ("key", "key_resolver", "protocol", "encryption_resolver", "require_encryption")
+    __slots__ = ("key", "key_resolver", "protocol", "encryption_resolver", "require_encryption", "allow_legacy_reads")
 
     key: KeyEncryptionKey | None
     key_resolver: KeyResolver | None
     protocol: str
     encryption_resolver: EncryptionResolver | None
     require_encryption: bool
+    allow_legacy_reads: bool
 
     def __init__(
         self,
@@ -70,9 +73,13 @@ class TableEncryptionPolicy:
         protocol: str = PROTOCOL_AUTHENTICATED,
         encryption_resolver: EncryptionResolver | None = None,
         require_encryption: bool = False,
+        *,
+        allow_legacy_reads: bool = True,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise TableValidationError("protocol", f"an encryption protocol is one of {PROTOCOLS}", repr(protocol))
+        if protocol == PROTOCOL_LEGACY and not allow_legacy_reads:
+            raise TableValidationError("allow_legacy_reads", "a policy that writes protocol 1.0 reads it too")
         if key is not None:
             missing = [name for name in ("wrap_key", "unwrap_key", "get_kid", "get_key_wrap_algorithm")
                        if not callable(getattr(key, name, None))]
@@ -89,6 +96,7 @@ class TableEncryptionPolicy:
         set_field(self, "protocol", protocol)
         set_field(self, "encryption_resolver", encryption_resolver)
         set_field(self, "require_encryption", bool(require_encryption))
+        set_field(self, "allow_legacy_reads", bool(allow_legacy_reads))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"TableEncryptionPolicy is immutable (use replace() for a changed copy): {name}")
@@ -98,7 +106,7 @@ class TableEncryptionPolicy:
 
     def replace(self, **changes: object) -> TableEncryptionPolicy:
         """A copy with the given fields changed (``key``, ``key_resolver``, ``protocol``,
-        ``encryption_resolver``, ``require_encryption``)."""
+        ``encryption_resolver``, ``require_encryption``, ``allow_legacy_reads``)."""
         fields = {name: getattr(self, name) for name in self.__slots__}
         unknown = set(changes) - set(fields)
         if unknown:
@@ -123,6 +131,8 @@ class TableEncryptionPolicy:
             parts.append("encryption_resolver=<set>")
         if self.require_encryption:
             parts.append("require_encryption=True")
+        if not self.allow_legacy_reads:
+            parts.append("allow_legacy_reads=False")
         return f"TableEncryptionPolicy({', '.join(parts)})"
 
 

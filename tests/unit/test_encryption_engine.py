@@ -26,7 +26,9 @@ from tablesdk._encryption import (
     TableEncryptionPolicy,
     UnknownEncryptionProtocolError,
     decrypt_payload,
+    decrypt_payload_with_details,
     dict_key_resolver,
+    protocol_of,
     encrypt_payload,
     is_encrypted,
 )
@@ -140,6 +142,8 @@ def test_more_than_253_user_properties_are_refused(protocol: str) -> None:
     encrypt_payload(payload(**many), policy(protocol), names("p0"))  # 253 fit beside the metadata
     with pytest.raises(TableEncryptionError, match="253"):
         encrypt_payload(payload(**many, extra="x"), policy(protocol), names("p0"))
+    plain = payload(**many, extra="x", more="y")  # nothing chosen: written plain, the service's 255 apply
+    assert encrypt_payload(plain, policy(protocol), names()) is plain
 
 
 def test_an_encrypted_value_beyond_the_property_limit_is_refused() -> None:
@@ -220,6 +224,25 @@ def test_a_projection_without_an_encrypted_property_decrypts_the_rest(protocol: 
     encrypted = encrypt_payload(payload(a=SECRET, b="second"), policy(protocol), names("a", "b"))
     del encrypted.values["b"], encrypted.types["b"]
     assert decrypt_payload(encrypted, policy(protocol)).values == payload(a=SECRET).values
+
+
+@BOTH
+def test_a_null_for_an_encrypted_name_reads_as_a_null(protocol: str) -> None:
+    # a projection that names a property the entity lacks gets a null for it from the service
+    encrypted = encrypt_payload(payload(a=SECRET, b="second"), policy(protocol), names("a", "b"))
+    encrypted.values["b"] = None
+    decrypted = decrypt_payload(encrypted, policy(protocol))
+    assert decrypted.values["a"] == SECRET and decrypted.values["b"] is None
+
+
+def test_a_long_protocol_name_is_cut_in_the_message() -> None:
+    encrypted = encrypt_payload(payload(a=SECRET), policy(), names("a"))
+    metadata = json.loads(encrypted.values[METADATA_KEY])
+    metadata["EncryptionAgent"]["Protocol"] = "x" * 5000
+    encrypted.values[METADATA_KEY] = json.dumps(metadata)
+    with pytest.raises(UnknownEncryptionProtocolError) as caught:
+        decrypt_payload(encrypted, policy())
+    assert len(str(caught.value)) < 400
 
 
 @BOTH
@@ -361,3 +384,37 @@ def test_an_error_pickles_with_its_fields() -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is EncryptedDataError and str(copy) == str(error)
     assert (copy.partition_key, copy.row_key, copy.key_id, copy.property_name) == ("p", "r", "k", "a")
+
+
+@BOTH
+def test_the_details_say_how_an_entity_was_encrypted_for_a_re_encryption(protocol: str) -> None:
+    written = encrypt_payload(payload(a=SECRET, b="x", c="plain"), policy(protocol), names("b", "a"))
+    assert protocol_of(written) == protocol and protocol_of(payload(a="x")) is None
+    decrypted, details = decrypt_payload_with_details(written, policy(protocol))
+    assert details is not None and details == (protocol, "local-1", ("a", "b"))
+    again = encrypt_payload(decrypted, policy(PROTOCOL_AUTHENTICATED), names(*details.names))
+    assert protocol_of(again) == PROTOCOL_AUTHENTICATED
+    assert decrypt_payload(again, policy()).values == decrypted.values
+    assert decrypt_payload_with_details(payload(a="x"), policy()) == (payload(a="x"), None)
+
+
+def test_protocol_of_names_an_unknown_protocol_and_refuses_malformed_metadata() -> None:
+    written = encrypt_payload(payload(a=SECRET), policy(), names("a"))
+    written.values[METADATA_KEY] = json.dumps({"EncryptionAgent": {"Protocol": "9.9", "EncryptionAlgorithm": "X"}})
+    assert protocol_of(written) == "9.9"
+    written.values[METADATA_KEY] = "{"
+    with pytest.raises(EncryptedDataError):
+        protocol_of(written)
+
+
+def test_a_policy_can_refuse_to_read_protocol_1_0() -> None:
+    strict = policy(allow_legacy_reads=False)
+    legacy = encrypt_payload(payload(a=SECRET), policy(PROTOCOL_LEGACY), names("a"))
+    with pytest.raises(UnknownEncryptionProtocolError, match="allow_legacy_reads") as caught:
+        decrypt_payload(legacy, strict)
+    assert caught.value.key_id == "local-1"
+    authenticated = encrypt_payload(payload(a=SECRET), strict, names("a"))
+    assert decrypt_payload(authenticated, strict).values["a"] == SECRET
+    assert "allow_legacy_reads=False" in repr(strict)
+    with pytest.raises(ValueError):
+        strict.replace(protocol=PROTOCOL_LEGACY)

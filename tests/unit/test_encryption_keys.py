@@ -162,6 +162,30 @@ def test_a_key_vault_failure_is_an_encryption_key_error(rsa_key: Any) -> None:
     assert caught.value.key_id == "kv"
 
 
+def test_an_asyncio_key_vault_client_is_refused_clearly(rsa_key: Any) -> None:
+    class AsyncClient:
+        key_id = "kv"
+
+        async def wrap_key(self, algorithm: str, key: bytes) -> WrapResult:
+            raise AssertionError("never awaited")
+
+        async def unwrap_key(self, algorithm: str, encrypted_key: bytes) -> UnwrapResult:
+            raise AssertionError("never awaited")
+
+    key = KeyVaultKeyWrapper(AsyncClient())
+    with pytest.raises(TypeError, match="synchronous"):
+        key.wrap_key(bytes(32))
+    with pytest.raises(EncryptionKeyError, match="TypeError"):
+        encrypt_payload(payload(a="x"), TableEncryptionPolicy(key=key), names("a"))
+
+
+def test_an_ec_key_is_not_an_rsa_key() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    with pytest.raises(TableValidationError, match="RSAPrivateKey"):
+        RsaKeyWrapper(ec.generate_private_key(ec.SECP256R1()), "k")
+
+
 def test_the_key_vault_adapter_checks_its_client() -> None:
     with pytest.raises(TableValidationError):
         KeyVaultKeyWrapper(object(), "kid")
