@@ -66,6 +66,21 @@ if _TYPE_CHECKING:
     from ._pipeline._requests_sender import RequestsSender
     from ._clients._service import AccessPolicy, AnalyticsLogging, CorsRule, Metrics, ServiceProperties, ServiceStats
     from ._columns._arrow_since import next_watermark
+    from ._encryption import (
+        PROTOCOL_AUTHENTICATED,
+        PROTOCOL_LEGACY,
+        EncryptedDataError,
+        EncryptionKeyError,
+        EncryptionRequiredError,
+        KeyEncryptionKey,
+        KeyResolver,
+        KeyVaultKeyWrapper,
+        LocalKeyWrapper,
+        RsaKeyWrapper,
+        TableEncryptionError,
+        TableEncryptionPolicy,
+        UnknownEncryptionProtocolError,
+    )
 else:
     #: Public names whose module loads when one of them is first named (or when a call needs
     #: it), not by ``import tablesdk`` (start-up): the default sender brings requests and
@@ -76,6 +91,11 @@ else:
         "AccessPolicy": "._clients._service", "AnalyticsLogging": "._clients._service", "CorsRule": "._clients._service",
         "Metrics": "._clients._service", "ServiceProperties": "._clients._service", "ServiceStats": "._clients._service",
         "next_watermark": "._columns._arrow_since",
+        **dict.fromkeys((
+            "TableEncryptionPolicy", "KeyEncryptionKey", "KeyResolver", "LocalKeyWrapper", "RsaKeyWrapper",
+            "KeyVaultKeyWrapper", "PROTOCOL_LEGACY", "PROTOCOL_AUTHENTICATED", "TableEncryptionError",
+            "EncryptionKeyError", "EncryptedDataError", "UnknownEncryptionProtocolError", "EncryptionRequiredError",
+        ), "._encryption"),
     }
 
     def __getattr__(name: str) -> object:
@@ -127,6 +147,19 @@ __all__ = [
     "Watermark",
     "since_filter",
     "next_watermark",
+    "TableEncryptionPolicy",
+    "KeyEncryptionKey",
+    "KeyResolver",
+    "LocalKeyWrapper",
+    "RsaKeyWrapper",
+    "KeyVaultKeyWrapper",
+    "PROTOCOL_LEGACY",
+    "PROTOCOL_AUTHENTICATED",
+    "TableEncryptionError",
+    "EncryptionKeyError",
+    "EncryptedDataError",
+    "UnknownEncryptionProtocolError",
+    "EncryptionRequiredError",
     "ContinuationToken",
     "ResultSegment",
     "EmptyResultError",

@@ -23,6 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "polars": ("pyarrow>=14", "polars>=1.20"),
     "models": ("pydantic>=2", "attrs>=23"),
     "spark": ("pyspark>=4.1", "pyarrow>=14", "pandas>=2.1"),
+    "encryption": ("cryptography>=41",),
 }
 
 

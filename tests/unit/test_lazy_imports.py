@@ -18,7 +18,7 @@ from loopback import unused_port
 #: Top-level packages ``import tablesdk`` must not import.
 NOT_AT_IMPORT = (
     "lxml", "dateutil", "click", "rich", "aiohttp", "pyarrow", "pandas", "dask", "opentelemetry",
-    "requests", "urllib3", "ray", "polars", "duckdb", "pyspark", "py4j",
+    "requests", "urllib3", "ray", "polars", "duckdb", "pyspark", "py4j", "cryptography",
 )
 
 
