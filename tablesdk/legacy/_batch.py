@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import DynamicEntity, TableBatchOperation, TableOperation
 from ._convert import check_entity, to_sdk_entity
-from ._encryption import check_write
+from ._encryption import DEFAULT_ENCRYPTION_PROTOCOL, check_write, chosen_properties, encrypt_entity
 from ._errors import AzureBatchValidationError, legacy_errors
 
 _MAX_OPERATIONS = 100
@@ -24,6 +24,9 @@ class TableBatch:
 
     Each call checks its entity and converts it at once, as the old package did: a bad value,
     a second partition, a repeated RowKey or a 101st operation raises here, not at commit.
+    With a ``key_encryption_key`` the entities of inserts and replaces are encrypted as
+    :class:`TableService` encrypts them (in :attr:`encryption_protocol`, "1.0" by default); merges are
+    refused.
     """
 
     def __init__(
@@ -36,6 +39,8 @@ class TableBatch:
         self._require_encryption = require_encryption
         self._key_encryption_key = key_encryption_key
         self._encryption_resolver = encryption_resolver
+        #: The protocol of the entities this batch encrypts (a tablesdk addition; set before adding them).
+        self.encryption_protocol = DEFAULT_ENCRYPTION_PROTOCOL
 
     def insert_entity(self, entity: dict[str, Any]) -> None:
         """Add an insert of ``entity``."""
@@ -68,10 +73,15 @@ class TableBatch:
         self._add(TableOperation.insert_or_merge(self._converted(entity, merge=True)), entity)
 
     def _converted(self, entity: Any, *, merge: bool, etag: str | None = None) -> DynamicEntity:
-        check_entity(entity, encrypted=self._key_encryption_key is not None and not merge)
-        check_write(self._require_encryption, self._key_encryption_key, merge=merge)
+        key = self._key_encryption_key
+        check_entity(entity, encrypted=key is not None and not merge)
+        chosen = None
+        if check_write(self._require_encryption, key, merge=merge):
+            chosen = chosen_properties(entity, key, self._encryption_resolver)
         with legacy_errors():
             converted = to_sdk_entity(entity)
+        if chosen is not None:
+            converted = encrypt_entity(converted, chosen, key, self.encryption_protocol)
         converted.etag = etag
         return converted
 

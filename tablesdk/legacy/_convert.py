@@ -187,7 +187,7 @@ def _read_value(
     name: str, raw: Any, stated: str | None, partition_key: Any, row_key: Any, resolver: PropertyResolver | None,
 ) -> Any:
     edm = stated
-    if resolver is not None:
+    if resolver is not None and name not in _METADATA:  # the old package kept its resolvers off the metadata
         edm = resolver(partition_key, row_key, name, raw, edm)
         if edm and edm not in _EDM_NAMES:
             raise AzureException(f"Type not supported when sending data to the service: {edm}.")
@@ -209,11 +209,27 @@ def _read_value(
 
 
 _SYSTEM = ("PartitionKey", "RowKey", "Timestamp")
+_METADATA = frozenset({"_ClientEncryptionMetadata1", "_ClientEncryptionMetadata2"})
+
+
+def _decrypted_value(
+    name: str, value: str, stored: tuple[Any, SdkEdmType | None], partition_key: Any, row_key: Any,
+    resolver: PropertyResolver | None,
+) -> str:
+    """A decrypted property: its text, whatever a ``property_resolver`` says of the ciphertext it is
+    still asked about (the old package asked, refused a type that is not an EDM type, and kept the text)."""
+    if resolver is not None:
+        raw, stated = _wire_form(*stored)
+        edm = resolver(partition_key, row_key, name, raw, stated)
+        if edm and edm not in _EDM_NAMES:
+            raise AzureException(f"Type not supported when sending data to the service: {edm}.")
+    return value
 
 
 def to_legacy_entity(
     values: Mapping[str, Any], types: Mapping[str, SdkEdmType], etag: str | None,
     resolver: PropertyResolver | None = None, select: Sequence[str] | None = None,
+    decrypted: Mapping[str, tuple[Any, SdkEdmType | None]] | None = None,
 ) -> Entity:
     """The old package's :class:`Entity` for an entity tablesdk read (its values, types and ETag).
 
@@ -237,6 +253,9 @@ def to_legacy_entity(
             etag = "W/\"datetime'" + quote(text) + "'\""
     for name, value in values.items():
         if name in _SYSTEM:
+            continue
+        if decrypted and name in decrypted:
+            entity[name] = _decrypted_value(name, value, decrypted[name], partition_key, row_key, resolver)
             continue
         raw, stated = _wire_form(value, types.get(name))
         entity[name] = _read_value(name, raw, stated, partition_key, row_key, resolver)

@@ -90,9 +90,9 @@ class AzureSigningError(AzureException):
 
 
 class ClientEncryptionNotAvailableError(AzureException, NotImplementedError):
-    """Client-side encryption was asked for (``key_encryption_key``, ``key_resolver_function``
-    or ``require_encryption`` with a key) but this release of :mod:`tablesdk.legacy` cannot
-    encrypt or decrypt yet; nothing was sent, so no property was written in plain text."""
+    """No longer raised: :mod:`tablesdk.legacy` encrypts and decrypts (``key_encryption_key``,
+    ``key_resolver_function``) since client-side encryption joined tablesdk. Kept so that code
+    catching it still imports; an ``except`` clause naming it never runs."""
 
 
 _REASONS = {

@@ -28,7 +28,7 @@ from ._properties import (
     CorsRule, Logging, Metrics, ServiceProperties, ServiceStats, from_sdk_properties, from_sdk_stats,
     to_sdk_properties,
 )
-from ._encryption import check_entity_read, check_read, check_write
+from ._encryption import DEFAULT_ENCRYPTION_PROTOCOL, EntityReader, check_write, chosen_properties, encrypt_entity, read_columns
 from ._errors import AzureException, AzureSigningError, legacy_errors
 from ._models import AccessPolicy, Entity, ResourceTypes, AccountPermissions, Table, TablePayloadFormat, TablePermissions
 
@@ -97,9 +97,10 @@ class TableService:
     ``sender``...); :attr:`client` is the :class:`~tablesdk.CloudTableClient` that sends.
 
     ``key_encryption_key``, ``key_resolver_function``, ``encryption_resolver_function`` and
-    ``require_encryption`` are the old encryption settings: with a key or resolver set, reads
-    and writes raise :class:`~tablesdk.legacy.ClientEncryptionNotAvailableError` (nothing is
-    sent), since this release cannot encrypt.
+    ``require_encryption`` are the old client-side encryption settings, with the old rules (see
+    :mod:`tablesdk.legacy._encryption`). ``encryption_protocol`` is what new encrypted writes use:
+    ``"1.0"`` (the default, the format the old package and the other legacy clients read) or
+    :data:`tablesdk.PROTOCOL_AUTHENTICATED` (AES-GCM, read by tablesdk only); both are read.
     """
 
     def __init__(
@@ -142,6 +143,7 @@ class TableService:
         self.key_encryption_key: Any = None
         self.key_resolver_function: Callable[[str], Any] | None = None
         self.encryption_resolver_function: Callable[[str, str, str], bool] | None = None
+        self.encryption_protocol: str = DEFAULT_ENCRYPTION_PROTOCOL
 
     # ------------------------------------------------------------ construction
 
@@ -390,22 +392,22 @@ class TableService:
         """The entities matching ``filter`` (OData text), with the ``select`` properties (comma
         separated); the first page is read now, the rest while iterating. See :class:`ListGenerator`."""
         _require("table_name", table_name)
-        check_read(self.key_encryption_key, self.key_resolver_function)
         client, options = self._client_for(accept), _options(timeout)
-        columns = None if select is None or select.strip() == "*" else [part.strip() for part in select.split(",")]
-        require = self.require_encryption
+        columns = _columns(select)
+        asked = read_columns(columns, self.key_encryption_key, self.key_resolver_function)
 
         def fetch(marker: Mapping[str, str] | None, top: int | None) -> tuple[list[Entity], dict[str, str]]:
             token = _entity_token(marker)
             with legacy_errors():
                 payloads, following = client.query_entity_payloads(
-                    table_name, filter=filter, select=columns, top=top, continuation_token=token, options=options,
+                    table_name, filter=filter, select=asked, top=top, continuation_token=token, options=options,
                 )
+            reader = self._reader()  # each page with the settings of its time, as the old package read them
             entities = []
             for payload in payloads:
-                check_entity_read(require)
+                plain, decrypted = reader.read(payload)
                 entities.append(to_legacy_entity(
-                    payload.values, payload.types, payload.etag, property_resolver, columns
+                    plain.values, plain.types, plain.etag, property_resolver, columns, decrypted
                 ))
             return entities, _entity_marker(following)
 
@@ -420,22 +422,31 @@ class TableService:
         _require("table_name", table_name)
         _require("partition_key", partition_key)
         _require("row_key", row_key)
-        check_read(self.key_encryption_key, self.key_resolver_function)
-        columns = None if select is None or select.strip() == "*" else [part.strip() for part in select.split(",")]
+        columns = _columns(select)
+        asked = read_columns(columns, self.key_encryption_key, self.key_resolver_function)
         with legacy_errors():
             payload = self._client_for(accept).get_entity_payload(
-                table_name, partition_key, row_key, select=columns, options=_options(timeout)
+                table_name, partition_key, row_key, select=asked, options=_options(timeout)
             )
-        check_entity_read(self.require_encryption)
-        return to_legacy_entity(payload.values, payload.types, payload.etag, property_resolver, columns)
+        plain, decrypted = self._reader().read(payload)
+        return to_legacy_entity(plain.values, plain.types, plain.etag, property_resolver, columns, decrypted)
+
+    def _reader(self) -> EntityReader:
+        return EntityReader(self.require_encryption, self.key_encryption_key, self.key_resolver_function)
 
     # ------------------------------------------------------------ entities
 
     def _entity(self, entity: Any, *, merge: bool) -> Any:
-        check_entity(entity, encrypted=self.key_encryption_key is not None and not merge)
-        check_write(self.require_encryption, self.key_encryption_key, merge=merge)
+        key = self.key_encryption_key
+        check_entity(entity, encrypted=key is not None and not merge)
+        chosen = None
+        if check_write(self.require_encryption, key, merge=merge):
+            chosen = chosen_properties(entity, key, self.encryption_resolver_function)
         with legacy_errors():
-            return to_sdk_entity(entity)
+            converted = to_sdk_entity(entity)
+        if chosen is not None:
+            converted = encrypt_entity(converted, chosen, key, self.encryption_protocol)
+        return converted
 
     def insert_entity(self, table_name: str, entity: dict[str, Any], timeout: int | None = None) -> str | None:
         """Insert ``entity``; returns its ETag. :class:`AzureConflictHttpError` if it exists."""
@@ -507,6 +518,7 @@ class TableService:
         """``with service.batch(table) as batch:`` commits the operations added in the block when
         it ends normally (an exception in the block sends nothing)."""
         batch = TableBatch(self.require_encryption, self.key_encryption_key, self.encryption_resolver_function)
+        batch.encryption_protocol = self.encryption_protocol
         yield batch
         self.commit_batch(table_name, batch, timeout=timeout)
 
@@ -521,6 +533,10 @@ def _name_from(endpoint: str) -> str:
     if segment:
         return segment
     return host.split(".", 1)[0].split(":", 1)[0]
+
+
+def _columns(select: str | None) -> list[str] | None:
+    return None if select is None or select.strip() == "*" else [part.strip() for part in select.split(",")]
 
 
 def _entity_token(marker: Mapping[str, str] | None) -> ContinuationToken | None:

@@ -1,4 +1,4 @@
-"""tablesdk.legacy without a service: what it imports, its encryption guard, its errors, and that
+"""tablesdk.legacy without a service: what it imports, its client-side encryption, its errors, and that
 its calls go through tablesdk's client (retries, server timeouts, sender).
 
 The call-by-call comparison with the old package is tests/integration/test_legacy_differential.py.
@@ -198,47 +198,240 @@ def test_a_function_of_the_old_retry_context_is_refused() -> None:
 # ---------------------------------------------------------------- the encryption settings
 
 class KeyWrapper:
+    """A key-encryption key of the old protocol that wraps with a XOR (enough to test the calls)."""
+
+    def __init__(self, kid: str = "local:1") -> None:
+        self.kid = kid
+
     def wrap_key(self, key: bytes) -> bytes:
-        return key
+        return bytes(byte ^ 0x5A for byte in key)
 
     def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
-        return key
+        return bytes(byte ^ 0x5A for byte in key)
 
     def get_kid(self) -> str:
-        return "local:1"
+        return self.kid
 
     def get_key_wrap_algorithm(self) -> str:
-        return "none"
+        return "xor"
 
 
-ENTITY = {"PartitionKey": "p", "RowKey": "r", "Secret": EntityProperty(EdmType.STRING, "s", encrypt=True)}
+SECRET = "top secret text"
+ENTITY = {"PartitionKey": "p", "RowKey": "r", "Secret": EntityProperty(EdmType.STRING, SECRET, encrypt=True),
+          "Resolved": "chosen by the resolver", "Plain": "in clear"}
 
 
-@pytest.mark.parametrize("call", [
-    lambda svc: svc.insert_entity("tbl", ENTITY),
-    lambda svc: svc.update_entity("tbl", ENTITY),
-    lambda svc: svc.insert_or_replace_entity("tbl", ENTITY),
-    lambda svc: svc.get_entity("tbl", "p", "r"),
-    lambda svc: svc.query_entities("tbl"),
-    lambda svc: svc.batch("tbl").__enter__().insert_entity(ENTITY),
-])
-def test_a_key_encryption_key_refuses_before_anything_is_sent(call: Any) -> None:
+def body_payload(request: HttpRequest) -> Any:
+    """The entity a request sent, as the engine reads it."""
+    import base64
+
+    from tablesdk._entities._edm import EdmType as SdkEdmType
+    from tablesdk._entities._edm import EntityPayload
+
+    body = json.loads(request.body or b"{}")
+    values = {name: value for name, value in body.items() if not name.endswith("@odata.type")}
+    types = {name[:-len("@odata.type")]: SdkEdmType(value) for name, value in body.items() if name.endswith("@odata.type")}
+    for name, edm in types.items():
+        if edm is SdkEdmType.BINARY:
+            values[name] = base64.b64decode(values[name])
+    return EntityPayload(values, types)
+
+
+def answer_with(payload: Any) -> tuple[int, Any, dict[str, str]]:
+    """A Get Entity answer in minimal metadata for ``payload``."""
+    import base64
+
+    body: dict[str, Any] = {"odata.etag": 'W/"datetime\'2024-01-01T00%3A00%3A00Z\'"',
+                            "Timestamp": "2024-01-01T00:00:00Z"}
+    for name, value in payload.values.items():
+        if isinstance(value, bytes):
+            body[name], body[f"{name}@odata.type"] = base64.b64encode(value).decode("ascii"), "Edm.Binary"
+        else:
+            body[name] = value
+    return 200, body, {}
+
+
+WRITES = {
+    "insert": lambda svc: svc.insert_entity("tbl", ENTITY),
+    "update": lambda svc: svc.update_entity("tbl", ENTITY),
+    "insert_or_replace": lambda svc: svc.insert_or_replace_entity("tbl", ENTITY),
+}
+
+
+def encrypting_service(recorder: Recorder) -> TableService:
+    svc = service(recorder)
+    svc.key_encryption_key = KeyWrapper()
+    svc.encryption_resolver_function = lambda pk, rk, name: name == "Resolved"
+    return svc
+
+
+@pytest.mark.parametrize("call", sorted(WRITES))
+def test_a_key_encrypts_the_chosen_properties_in_protocol_1_0(call: str) -> None:
+    from tablesdk._encryption import TableEncryptionPolicy, decrypt_payload
+
+    recorder = Recorder()
+    WRITES[call](encrypting_service(recorder))
+    [request] = recorder.requests
+    assert SECRET.encode() not in (request.body or b"") and b"chosen by the resolver" not in (request.body or b"")
+    sent = body_payload(request)
+    assert json.loads(sent.values["_ClientEncryptionMetadata1"])["EncryptionAgent"] == {
+        "Protocol": "1.0", "EncryptionAlgorithm": "AES_CBC_256"}
+    assert sent.values["Plain"] == "in clear"
+    plain = decrypt_payload(sent, TableEncryptionPolicy(key=KeyWrapper()))
+    assert (plain.values["Secret"], plain.values["Resolved"]) == (SECRET, "chosen by the resolver")
+
+
+def test_a_batch_encrypts_as_the_service_does_and_can_use_the_authenticated_protocol() -> None:
+    from tablesdk._encryption import PROTOCOL_AUTHENTICATED
+
+    svc = encrypting_service(Recorder())
+    batch = svc.batch("tbl").__enter__()  # the batch the with block gives, not committed
+    assert batch.encryption_protocol == "1.0"
+    batch.insert_entity(ENTITY)
+    svc.encryption_protocol = PROTOCOL_AUTHENTICATED
+    later = svc.batch("tbl").__enter__()
+    later.insert_or_replace_entity(ENTITY)
+    for operations, protocol in ((batch.to_batch_operation(), "1.0"), (later.to_batch_operation(), PROTOCOL_AUTHENTICATED)):
+        [operation] = list(operations)
+        sent = operation.entity
+        assert sent["Secret"] != SECRET and sent.edm_type("Secret").value == "Edm.Binary"
+        assert json.loads(sent["_ClientEncryptionMetadata1"])["EncryptionAgent"]["Protocol"] == protocol
+
+
+def test_with_a_key_the_metadata_is_written_even_when_nothing_is_chosen() -> None:
     recorder = Recorder()
     svc = service(recorder)
     svc.key_encryption_key = KeyWrapper()
-    with pytest.raises(ClientEncryptionNotAvailableError, match="cannot .* encrypted entities yet") as raised:
-        call(svc)
-    assert isinstance(raised.value, NotImplementedError) and isinstance(raised.value, AzureException)
-    assert recorder.requests == []
+    svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r", "Plain": "x"})
+    sent = body_payload(recorder.requests[0])
+    assert sent.values["Plain"] == "x" and set(sent.values) >= {"_ClientEncryptionMetadata1", "_ClientEncryptionMetadata2"}
 
 
-def test_a_key_resolver_refuses_reads_before_anything_is_sent() -> None:
+@pytest.mark.parametrize(("value", "error", "message"), [
+    (5, ValueError, "Encryption is only supported for not None strings."),
+    (None, ValueError, "Encryption is only supported for not None strings."),
+    (EntityProperty(EdmType.INT32, 5, encrypt=True), ValueError, "Encryption is only supported for not None strings."),
+    (EntityProperty(EdmType.STRING, None, encrypt=True), ValueError, "Encryption is only supported for not None strings."),
+])
+def test_what_protocol_1_0_cannot_encrypt_is_refused_with_the_old_error(value: Any, error: Any, message: str) -> None:
+    recorder = Recorder()
+    svc = encrypting_service(recorder)
+    with pytest.raises(error) as raised:
+        svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r", "Resolved": value})
+    assert str(raised.value) == message and recorder.requests == []
+
+
+def test_a_resolver_choosing_a_key_is_refused_as_the_service_would_refuse_it() -> None:
     recorder = Recorder()
     svc = service(recorder)
-    svc.key_resolver_function = lambda kid: KeyWrapper()
-    with pytest.raises(ClientEncryptionNotAvailableError, match="key_resolver_function"):
-        svc.get_entity("tbl", "p", "r")
+    svc.key_encryption_key = KeyWrapper()
+    svc.encryption_resolver_function = lambda pk, rk, name: name == "RowKey"
+    with pytest.raises(AzureValidationError, match="keys cannot be encrypted") as raised:
+        svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r"})
+    assert raised.value.status_code == 400 and recorder.requests == []
+
+
+def test_a_key_without_wrap_key_is_refused_with_the_old_error() -> None:
+    class ReadOnly:
+        def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
+            return key
+
+        def get_kid(self) -> str:
+            return "k"
+
+    recorder = Recorder()
+    svc = service(recorder)
+    svc.key_encryption_key = ReadOnly()
+    with pytest.raises(AttributeError, match="^key encryption key does not define a complete interface. Value of "
+                       "wrap_key is either missing or invalid.$"):
+        svc.insert_entity("tbl", {"PartitionKey": "p", "RowKey": "r"})
     assert recorder.requests == []
+
+
+def test_a_select_asks_for_both_metadata_columns_when_decrypting() -> None:
+    from urllib.parse import unquote
+
+    recorder = Recorder((200, {"value": []}, {}), (200, {"value": []}, {}), (200, {"value": []}, {}))
+    svc = service(recorder)
+    list(svc.query_entities("tbl", select="Secret"))
+    svc.key_resolver_function = lambda kid: None
+    list(svc.query_entities("tbl", select="Secret"))
+    list(svc.query_entities("tbl", select="*"))
+    plain, decrypting, everything = (unquote(request.url) for request in recorder.requests)
+    assert "_ClientEncryptionMetadata" not in plain
+    assert "_ClientEncryptionMetadata1,_ClientEncryptionMetadata2" in decrypting
+    assert "select" not in everything
+
+
+def test_a_read_decrypts_and_a_failure_is_the_old_decryption_failed() -> None:
+    from tablesdk._encryption import EncryptionKeyError, TableEncryptionPolicy, encrypt_payload
+
+    from tablesdk._entities._edm import EntityPayload
+
+    stored = encrypt_payload(EntityPayload({"PartitionKey": "p", "RowKey": "r", "Secret": SECRET, "N": 1}, {}),
+                             TableEncryptionPolicy(key=KeyWrapper(), protocol="1.0"), lambda pk, rk, name: name == "Secret")
+    recorder = Recorder(*[answer_with(stored)] * 3)
+    svc = service(recorder)
+    svc.key_encryption_key = KeyWrapper()
+    got = svc.get_entity("tbl", "p", "r")
+    assert (got.Secret, got.N) == (SECRET, EntityProperty(EdmType.INT32, 1))
+    assert "_ClientEncryptionMetadata1" not in got
+    svc.key_encryption_key = None
+    svc.key_resolver_function = lambda kid: KeyWrapper("another")
+    with pytest.raises(AzureException) as raised:
+        svc.get_entity("tbl", "p", "r")
+    assert type(raised.value) is AzureException and str(raised.value) == "Decryption failed"
+    cause = raised.value.__cause__
+    assert isinstance(cause, EncryptionKeyError) and (cause.partition_key, cause.row_key, cause.key_id) == ("p", "r", "local:1")
+    assert SECRET not in repr(cause)
+    svc.key_resolver_function = None
+    got = svc.get_entity("tbl", "p", "r")  # no key: the ciphertext and metadata as they are stored
+    assert got.Secret.type == EdmType.BINARY and "_ClientEncryptionMetadata1" in got
+
+
+def test_a_key_needs_only_the_methods_of_the_call() -> None:
+    from tablesdk._encryption import TableEncryptionPolicy, decrypt_payload
+
+    class WriteOnly:
+        def wrap_key(self, key: bytes) -> bytes:
+            return KeyWrapper().wrap_key(key)
+
+        def get_kid(self) -> str:
+            return "local:1"
+
+        def get_key_wrap_algorithm(self) -> str:
+            return "xor"
+
+    class ReadOnly:
+        def unwrap_key(self, key: bytes, algorithm: str) -> bytes:
+            return KeyWrapper().unwrap_key(key, algorithm)
+
+        def get_kid(self) -> str:
+            return "local:1"
+
+    recorder = Recorder()
+    writer = service(recorder)
+    writer.key_encryption_key = WriteOnly()
+    writer.insert_entity("tbl", ENTITY)
+    sent = body_payload(recorder.requests[0])
+    assert decrypt_payload(sent, TableEncryptionPolicy(key=KeyWrapper())).values["Secret"] == SECRET
+    reader = service(Recorder(answer_with(sent)))
+    reader.key_encryption_key = ReadOnly()
+    assert reader.get_entity("tbl", "p", "r").Secret == SECRET
+
+
+def test_require_encryption_refuses_a_plain_entity_read_with_a_key() -> None:
+    recorder = Recorder(answer_with(type("P", (), {"values": {"PartitionKey": "p", "RowKey": "r", "N": "x"}})()))
+    svc = service(recorder)
+    svc.key_encryption_key, svc.require_encryption = KeyWrapper(), True
+    with pytest.raises(AzureException, match="^Decryption failed$"):
+        svc.get_entity("tbl", "p", "r")
+
+
+def test_client_encryption_not_available_error_is_still_importable_and_never_raised() -> None:
+    assert issubclass(ClientEncryptionNotAvailableError, AzureException)
+    source = (ROOT / "tablesdk" / "legacy").glob("*.py")
+    assert not [path.name for path in source if "raise ClientEncryptionNotAvailableError" in path.read_text()]
 
 
 def test_merges_with_a_key_are_refused_as_the_old_package_refused_them() -> None:
