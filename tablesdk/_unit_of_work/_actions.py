@@ -207,6 +207,13 @@ class TableOperation(Generic[R]):
         if payload is None:
             return TableResult(404, None, None)
         entity_type: type[Any] = self.entity_type or DynamicEntity
+        if "_ClientEncryptionMetadata1" in payload.values and encrypted_names(entity_type):
+            from .._encryption import EncryptionKeyError  # still encrypted: the call had no policy
+
+            raise EncryptionKeyError(
+                f"the entity is encrypted and {entity_type.__name__} has Encrypted fields, but the call has no "
+                "encryption_policy to decrypt it", partition_key=self.partition_key, row_key=self.row_key,
+            )
         entity: R = entity_from_payload(entity_type, payload)
         return TableResult(status, payload.etag, entity)
 

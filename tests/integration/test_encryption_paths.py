@@ -261,6 +261,10 @@ def test_client_batches_and_table_actions(client: CloudTableClient, encrypted: C
         client.get_table_reference(table).execute(
             TableOperation.insert(Patient(PartitionKey="t", RowKey="c", Name="C", Ward="w", Age=3))
         )
+    with pytest.raises(EncryptionKeyError):  # nor read
+        client.get_table_reference(table).execute(TableOperation.retrieve("t", "a", Patient))
+    raw_read = client.get_table_reference(table).execute(TableOperation.retrieve("t", "a"))
+    assert raw_read.entity is not None and isinstance(raw_read.entity["Name"], bytes)
 
 
 def test_echoed_inserts_come_back_decrypted(client: CloudTableClient, table: str) -> None:
