@@ -117,6 +117,11 @@ class EncryptionScope:
                 raise EncryptionRequiredError(
                     "encryption is required, and the call has no encryption_policy", partition_key=pk, row_key=rk
                 )
+            if self.resolver is not None:
+                raise EncryptionKeyError(
+                    "the call chooses properties to encrypt (encryption_resolver) but has no encryption_policy "
+                    "to encrypt them with", partition_key=pk, row_key=rk,
+                )
             return payload
         resolver = self.resolver
         if marked:
@@ -209,7 +214,7 @@ def scope_of(settings: RequestSettings, entity_type: Any = None) -> EncryptionSc
     if required is None:
         required = bool(policy.require_encryption) if policy is not None else False
     marked = entity_type is not None and bool(encrypted_names(entity_type))
-    if policy is None and not required and not marked:
+    if policy is None and not required and not marked and settings.encryption_resolver is None:
         return None
     resolver = settings.encryption_resolver
     if resolver is None and policy is not None:

@@ -902,7 +902,7 @@ def _scope_of(settings: RequestSettings, entity_type: Any = None) -> EncryptionS
     """The client-side encryption of a call sent with ``settings`` (``_encryption_scope.scope_of``),
     told without loading the engine when the call has none."""
     if settings.encryption_policy is None and not settings.require_encryption and (
-        entity_type is None or not encrypted_names(entity_type)
+        settings.encryption_resolver is None and (entity_type is None or not encrypted_names(entity_type))
     ):
         return None
     from ._encryption_scope import scope_of

@@ -177,4 +177,7 @@ def test_writes_refuse_before_sending() -> None:
     with pytest.raises(EncryptionRequiredError):
         client.insert_entity("Items", DynamicEntity(PartitionKey="p", RowKey="r", A="a"),
                              options=TableRequestOptions(encryption_policy=POLICY, require_encryption=True))
+    with pytest.raises(EncryptionKeyError, match="no encryption_policy"):  # properties chosen, no key to encrypt them
+        client.insert_entity("Items", DynamicEntity(PartitionKey="p", RowKey="r", A="a"),
+                             options=TableRequestOptions(encryption_resolver=resolver))
     assert requests == []
