@@ -295,6 +295,13 @@ def test_bulk_inserts_on_threads_encrypt_and_refuse_merges(
     assert_ciphertext(client, table, "z", "1", "S")
 
 
+def test_parallel_scans_decrypt(client: CloudTableClient, encrypted: CloudTableClient, table: str) -> None:
+    patients = [Patient(PartitionKey=f"p{n:02d}", RowKey="r", Name=f"n{n}", Ward="w", Age=n) for n in range(12)]
+    assert not encrypted.bulk_insert(table, patients).failed
+    read = encrypted.create_query(table, Patient).iter_parallel(workers=3, boundaries=["p04", "p08"])
+    assert sorted((p.Age, p.Name) for p in read) == [(n, f"n{n}") for n in range(12)]
+
+
 def test_arrow_columns_are_decrypted(client: CloudTableClient, encrypted: CloudTableClient, table: str) -> None:
     pytest.importorskip("pyarrow")
     for n in range(3):
@@ -303,6 +310,8 @@ def test_arrow_columns_are_decrypted(client: CloudTableClient, encrypted: CloudT
     assert columns.column("Name").to_pylist() == ["n0", "n1", "n2"]
     assert columns.column("Age").to_pylist() == [0, 1, 2]
     assert not set(METADATA_PROPERTIES) & set(columns.column_names)
+    pytest.importorskip("pandas")
+    assert list(encrypted.create_query(table, Patient).to_pandas()["Name"]) == ["n0", "n1", "n2"]
     raw = client.create_query(table).to_arrow()  # no policy: the ciphertext and the metadata, as stored
     assert set(METADATA_PROPERTIES) <= set(raw.column_names)
     assert encrypted.create_query(table).select("Name").to_arrow().column("Name").to_pylist() == ["n0", "n1", "n2"]
@@ -337,8 +346,14 @@ def test_the_async_client_context_and_bulk(
             await ctx.save_changes(SaveChangesOptions.REPLACE_ON_UPDATE)
             ctx.add_object(table, Patient(PartitionKey="x", RowKey="2", Name="Sam", Ward="w", Age=3))
             await ctx.save_changes(SaveChangesOptions.BATCH)
+            reference = crypto.get_table_reference(table)
+            await reference.execute(TableOperation.insert(Patient(PartitionKey="x", RowKey="3", Name="Tia", Ward="w",
+                                                                  Age=4)))
+            found = await reference.execute(TableOperation.retrieve("x", "3", Patient))
+            assert found.entity is not None and found.entity.Name == "Tia"
 
     asyncio.run(scenario())
     assert_ciphertext(client, table, "x", "1", "Name", "Age")
     assert_ciphertext(client, table, "y", "7", "Name", "Age")
     assert_ciphertext(client, table, "x", "2", "Name", "Age")
+    assert_ciphertext(client, table, "x", "3", "Name", "Age")
