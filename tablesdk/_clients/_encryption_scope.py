@@ -107,8 +107,9 @@ class EncryptionScope:
             return payload
         policy = self.policy
         if policy is None:
-            if marked & values.keys():
-                name = min(marked & values.keys())
+            given = [name for name in marked if values.get(name) is not None]  # a null has nothing to hide
+            if given:
+                name = min(given)
                 raise EncryptionKeyError(
                     f"the property {name!r} is Encrypted, but the call has no encryption_policy to encrypt it with",
                     partition_key=pk, row_key=rk, property_name=name,
