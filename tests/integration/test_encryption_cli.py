@@ -87,6 +87,10 @@ def test_export_import_and_copy(
     assert not any("_ClientEncryptionMetadata1" in row for row in rows)
     assert "cli-key" not in run_cli("export", source, "-", connection_string=cli_connection_string).stderr.decode()
 
+    assert '"Ada"' in ok(run_cli("get", source, "p", "1", *key, connection_string=cli_connection_string))
+    assert "Bob" in ok(run_cli("query", source, "--select", "Name", "-o", "jsonl", *key,
+                               connection_string=cli_connection_string))
+
     cipher = tmp_path / "cipher.jsonl"
     ok(run_cli("export", source, str(cipher), connection_string=cli_connection_string))
     assert all("_ClientEncryptionMetadata1" in json.loads(line) for line in cipher.read_text().splitlines())
