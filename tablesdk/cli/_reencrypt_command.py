@@ -43,8 +43,14 @@ def reencrypt_command(table: str, filter_: str | None, state_file: str | None, r
     elif os.path.exists(path):
         raise click.UsageError(f"the state file {path!r} exists: continue that run with --resume, or remove it")
     client = settings.client(encryption=False)  # entities as stored: the run decrypts each itself
-    with settings.progress_for(f"re-encrypting {table}") as progress:
-        state = reencrypt_table(client, table, policy, filter=filter_, state=state, state_path=path,
-                                progress=lambda now: progress.update(now.counts["scanned"]))
+    try:
+        with settings.progress_for(f"re-encrypting {table}") as progress:
+            state = reencrypt_table(client, table, policy, filter=filter_, state=state, state_path=path,
+                                    progress=lambda now: progress.update(now.counts["scanned"]))
+    except BaseException:
+        if os.path.exists(path):
+            click.echo(f"tablesdk: the re-encryption stopped; its place is in {path}: run the same command with "
+                       "--resume to continue it", err=True)
+        raise
     os.remove(path)
     click.echo(f"tablesdk: {summary(state)}", err=True)
