@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -85,14 +86,20 @@ def load_key_file(path: str, kid: str | None) -> tuple[bytes, str]:
 
 
 def key_file_secrets(path: str | None) -> list[str]:
-    """The texts of a key file that must never be shown (its key in base64 and as written)."""
+    """The texts of a key file that must never be shown (its key in base64 and as written); read
+    once per path (every line a command writes is redacted with them)."""
     if not path:
         return []
+    return list(_key_file_secrets(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _key_file_secrets(path: str) -> tuple[str, ...]:
     try:
         with open(path, "rb") as file:
             text = file.read(4096)
     except OSError:
-        return []
+        return ()
     found = [text.decode("latin-1").strip()]
     try:
         document = json.loads(text)
@@ -103,7 +110,7 @@ def key_file_secrets(path: str | None) -> list[str]:
     key = _key_bytes(text.strip()) if not text.strip().startswith(b"{") else None
     if key is not None:
         found.append(base64.b64encode(key).decode("ascii"))
-    return found
+    return tuple(found)
 
 
 def policy_from_options(
