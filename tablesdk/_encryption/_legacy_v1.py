@@ -15,6 +15,7 @@ writes use the authenticated protocol.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ._crypto import primitives
 
@@ -32,7 +33,7 @@ def property_iv(content_iv: bytes, partition_key: str, row_key: str, name: str, 
     return hashlib.sha256(content_iv + text.encode("utf-8")).digest()[:_BLOCK]
 
 
-def _cipher(key: bytes, iv: bytes) -> object:
+def _cipher(key: bytes, iv: bytes) -> Any:
     crypto = primitives()
     return crypto["Cipher"](crypto["algorithms"].AES(key), crypto["modes"].CBC(iv))
 
@@ -41,7 +42,7 @@ def encrypt_value(key: bytes, iv: bytes, plaintext: bytes) -> bytes:
     """``plaintext`` padded (PKCS7) and encrypted with AES-256-CBC."""
     pad = _BLOCK - len(plaintext) % _BLOCK  # PKCS7: 1 to 16 bytes, each the count
     padded = plaintext + bytes((pad,)) * pad
-    encryptor = _cipher(key, iv).encryptor()  # type: ignore[attr-defined]
+    encryptor = _cipher(key, iv).encryptor()
     encrypted: bytes = encryptor.update(padded) + encryptor.finalize()
     return encrypted
 
@@ -54,7 +55,7 @@ def decrypt_text(key: bytes, iv: bytes, ciphertext: bytes) -> str | None:
     """
     if not ciphertext or len(ciphertext) % _BLOCK:
         return None
-    decryptor = _cipher(key, iv).decryptor()  # type: ignore[attr-defined]
+    decryptor = _cipher(key, iv).decryptor()
     padded: bytes = decryptor.update(ciphertext) + decryptor.finalize()
     pad = padded[-1]
     if not 1 <= pad <= _BLOCK or padded[-pad:] != bytes((pad,)) * pad:
