@@ -27,6 +27,7 @@ from ._unit_of_work._merge import MergeOption
 from ._unit_of_work._save_plan import SaveChangesOptions
 from ._unit_of_work._tracking import EntityDescriptor, EntityStates
 from ._unit_of_work._tracking_context import UnsavedChangesWarning
+from ._core._cosmos import CosmosTimestampFilterWarning
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entities._entity import DynamicEntity, TableEntity, allow_unfilterable_names
 from ._entities._models import AsJson, ByValue, Chunked, Converter, Flatten, Json, StoredAs
@@ -102,6 +103,7 @@ __all__ = [
     "TableBatchOperation",
     "TableResult",
     "UnsavedChangesWarning",
+    "CosmosTimestampFilterWarning",
     "TableEntity",
     "DynamicEntity",
     "allow_unfilterable_names",

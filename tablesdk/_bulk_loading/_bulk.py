@@ -278,6 +278,8 @@ if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type 
         def api_version(self) -> str: ...
         @property
         def retry_policy(self) -> RetryPolicy: ...
+        @property
+        def max_batch_bytes(self) -> int: ...
 
 
 def is_column_data(data: object) -> bool:
@@ -614,7 +616,9 @@ def insert_call(
     validate_table_name(table)
     total = len(entities) if isinstance(entities, Sized) else None
     call = BulkCall(table, BulkKind(operation), bulk, bulk.policy(client.retry_policy), total)
-    sizer = BatchSizer(client.table_endpoint, table, operation, client.format, client.api_version)
+    sizer = BatchSizer(
+        client.table_endpoint, table, operation, client.format, client.api_version, client.max_batch_bytes
+    )
     return call, plan_inserts(entities, client.format, sizer, call.pauser(pause))
 
 

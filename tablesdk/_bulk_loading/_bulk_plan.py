@@ -59,8 +59,12 @@ class BatchSizer:
     ``Content-ID``. tests/unit/test_bulk.py checks the prediction byte for byte.
     """
 
-    def __init__(self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str) -> None:
+    def __init__(
+        self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str,
+        max_bytes: int = MAX_BATCH_BYTES,
+    ) -> None:
         self.table = table
+        self.max_bytes = max_bytes  # the service's batch limit (Cosmos DB's is smaller than Storage's)
         self.addressed = kind is not BatchOperationKind.INSERT  # the keys are in the inner URL
         ops = [_probe_operation(kind, table, row_key) for row_key in ("0", "1")]
         one = len(build_batch_request(base_url, ops[:1], fmt, api_version=api_version)[0])
@@ -136,13 +140,13 @@ def plan_inserts(
             group = groups[partition_key] = _Group(sizer.framing)
         body_size = len(item.body)
         cost = sizer.cost(partition_key, row_key, body_size, len(group.items) + 1)
-        if group.size + cost > MAX_BATCH_BYTES and group.items:
+        if group.size + cost > sizer.max_bytes and group.items:
             yield take(partition_key)
             group = groups[partition_key] = _Group(sizer.framing)
             cost = sizer.cost(partition_key, row_key, body_size, 1)
-        if group.size + cost > MAX_BATCH_BYTES:
+        if group.size + cost > sizer.max_bytes:
             del groups[partition_key]
-            yield index, entity, _too_large(group.size + cost)
+            yield index, entity, _too_large(group.size + cost, sizer.max_bytes)
             continue
         group.items.append(item)
         group.size += cost
@@ -165,7 +169,8 @@ def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValid
     )
 
 
-def _too_large(size: int) -> TableValidationError:
+def _too_large(size: int, limit: int = MAX_BATCH_BYTES) -> TableValidationError:
+    shown = "4 MiB" if limit == MAX_BATCH_BYTES else "2 MB (Cosmos DB)"
     return TableValidationError(
-        "entity", f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)", f"this entity alone makes a {size}-byte batch"
+        "entity", f"a batch body is at most {shown} ({limit} bytes)", f"this entity alone makes a {size}-byte batch"
     )

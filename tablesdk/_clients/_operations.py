@@ -23,7 +23,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from .._core._auth import check_token_credential, require_credential
+from .._core._cosmos import (
+    COSMOS_MAX_BATCH_BYTES,
+    CosmosTimestampFilterWarning,
+    check_cosmos_batch_size,
+    check_cosmos_keys,
+    check_cosmos_property_names,
+    cosmos_unsupported,
+    filter_names_timestamp,
+    timestamp_filter_message,
+)
 from .._formats._batch import (
+    MAX_BATCH_BYTES,
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
@@ -54,6 +65,7 @@ from .._core._errors import (
     TableValidationError,
     error_for_status,
     require_positive_seconds,
+    warn_the_caller,
 )
 from .._entities._filter import FilterLike, as_filter, prop, render_filter
 from .._formats import (
@@ -213,6 +225,18 @@ def path_can_carry_keys(table_name: str, partition_key: str, row_key: str) -> bo
     return len(entity_path(table_name, partition_key, row_key)) <= MAX_URI_SEGMENT_LENGTH
 
 
+#: Why table ACLs are refused on Cosmos DB (its API for Table FAQ).
+_NO_ACL = (
+    "Cosmos DB sets and manages the stored access policies of shared access signatures its own way "
+    "(in the Azure portal or its management API), not with the Table service's table ACL"
+)
+#: Why service properties are refused on Cosmos DB.
+_NO_PROPERTIES = (
+    "Cosmos DB does not support CORS, and configures analytics and logging its own way "
+    "(Azure Monitor), not with the Table service's properties"
+)
+
+
 def _not_found() -> ResourceNotFoundError:
     return ResourceNotFoundError("The specified resource does not exist.", status_code=404, error_code=TableErrorCode.RESOURCE_NOT_FOUND.value)
 
@@ -239,6 +263,13 @@ class ClientCore:
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
+        #: Whether this client talks to Cosmos DB's Table API (the account decides; see docs/cosmos.md).
+        self.is_cosmos = account.is_cosmos
+        if self.is_cosmos and self._format.name != "json":
+            raise TableValidationError(
+                "payload_format", "Cosmos DB's Table API speaks JSON only (it refuses Atom)",
+                f"got {payload_format!r}: leave payload_format at 'json', the default",
+            )
         require_credential(account.credential, account.account_name)
         self.account = account
         self.table_endpoint = account.table_endpoint.rstrip("/")
@@ -296,6 +327,23 @@ class ClientCore:
     def format(self) -> PayloadFormat:
         """The codec of :attr:`payload_format`."""
         return self._format
+
+    @property
+    def max_batch_bytes(self) -> int:
+        """The largest ``$batch`` body the service takes: 4 MiB, or 2 MB for Cosmos DB."""
+        return COSMOS_MAX_BATCH_BYTES if self.is_cosmos else MAX_BATCH_BYTES
+
+    def _check_cosmos_write(self, operation: BatchOperation) -> None:
+        """Cosmos DB's own limits on what a write sends (keys, reserved property names)."""
+        if operation.kind is BatchOperationKind.RETRIEVE:
+            return
+        check_cosmos_keys(operation.partition_key, operation.row_key)
+        if operation.payload is not None:
+            check_cosmos_property_names(operation.payload.values)
+
+    def _refuse_on_cosmos(self, operation: str, why: str) -> None:
+        if self.is_cosmos:
+            raise cosmos_unsupported(operation, why)
 
     # ------------------------------------------------------------ requests
 
@@ -437,6 +485,7 @@ class ClientCore:
         from ._service import parse_acl  # the service-level XML loads with its first call (start-up)
 
         validate_table_name(table_name)
+        self._refuse_on_cosmos("get_table_acl", _NO_ACL)
         response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
         return decoded(response, decoding(parse_acl))
 
@@ -446,6 +495,7 @@ class ClientCore:
         from ._service import serialize_acl
 
         validate_table_name(table_name)
+        self._refuse_on_cosmos("set_table_acl", _NO_ACL)
         body = serialize_acl(policies)
         yield Call(
             "PUT", table_name, query=[("comp", "acl")], body=body,
@@ -455,6 +505,7 @@ class ClientCore:
     def _f_get_service_properties(self, operation_context: OperationContext | None) -> Flow[ServiceProperties]:
         from ._service import parse_service_properties
 
+        self._refuse_on_cosmos("get_service_properties", _NO_PROPERTIES)
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
         )
@@ -465,6 +516,7 @@ class ClientCore:
     ) -> Flow[None]:
         from ._service import serialize_service_properties
 
+        self._refuse_on_cosmos("set_service_properties", _NO_PROPERTIES)
         body = serialize_service_properties(properties)
         yield Call(
             "PUT", "", query=[("restype", "service"), ("comp", "properties")], body=body,
@@ -474,6 +526,9 @@ class ClientCore:
     def _f_get_service_stats(self, operation_context: OperationContext | None) -> Flow[ServiceStats]:
         from ._service import parse_service_stats
 
+        self._refuse_on_cosmos(
+            "get_service_stats", "replication is part of every write in Cosmos DB, so it keeps no replication statistics"
+        )
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "stats")],
             operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,
@@ -509,6 +564,8 @@ class ClientCore:
         params: list[tuple[str, str]] = []
         if filter:
             params.append(("$filter", filter))
+            if self.is_cosmos and filter_names_timestamp(filter):
+                warn_the_caller(timestamp_filter_message(filter), CosmosTimestampFilterWarning)
         if top is not None:
             params.append(("$top", str(top)))
         if select:
@@ -634,6 +691,8 @@ class ClientCore:
         request_hook: RequestHook | None,
     ) -> Flow[BatchOperationResult]:
         kind = operation.kind
+        if self.is_cosmos:
+            self._check_cosmos_write(operation)
         if kind is not BatchOperationKind.INSERT and not path_can_carry_keys(
             operation.table, operation.partition_key, operation.row_key
         ):
@@ -684,9 +743,14 @@ class ClientCore:
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
     ) -> Flow[list[BatchOperationResult]]:
+        if self.is_cosmos:
+            for operation in operations:
+                self._check_cosmos_write(operation)
         body, content_type = build_batch_request(  # validates the batch first
             self.table_endpoint, operations, self._format, api_version=self.api_version
         )
+        if self.is_cosmos:
+            check_cosmos_batch_size(len(body))
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
         from .._formats._batch_answer import BatchAnswer  # with the first batch, not by ``import tablesdk`` (start-up)
