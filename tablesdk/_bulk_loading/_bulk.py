@@ -280,6 +280,8 @@ if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type 
         def retry_policy(self) -> RetryPolicy: ...
         @property
         def max_batch_bytes(self) -> int: ...
+        @property
+        def is_cosmos(self) -> bool: ...
 
 
 def is_column_data(data: object) -> bool:
@@ -617,7 +619,8 @@ def insert_call(
     total = len(entities) if isinstance(entities, Sized) else None
     call = BulkCall(table, BulkKind(operation), bulk, bulk.policy(client.retry_policy), total)
     sizer = BatchSizer(
-        client.table_endpoint, table, operation, client.format, client.api_version, client.max_batch_bytes
+        client.table_endpoint, table, operation, client.format, client.api_version, client.max_batch_bytes,
+        client.is_cosmos,
     )
     return call, plan_inserts(entities, client.format, sizer, call.pauser(pause))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._core._cosmos import check_cosmos_keys, check_cosmos_property_names
 from .._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import entity_to_payload
@@ -61,10 +62,11 @@ class BatchSizer:
 
     def __init__(
         self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str,
-        max_bytes: int = MAX_BATCH_BYTES,
+        max_bytes: int = MAX_BATCH_BYTES, cosmos: bool = False,
     ) -> None:
         self.table = table
         self.max_bytes = max_bytes  # the service's batch limit (Cosmos DB's is smaller than Storage's)
+        self.cosmos = cosmos  # each entity is checked against Cosmos DB's own limits too
         self.addressed = kind is not BatchOperationKind.INSERT  # the keys are in the inner URL
         ops = [_probe_operation(kind, table, row_key) for row_key in ("0", "1")]
         one = len(build_batch_request(base_url, ops[:1], fmt, api_version=api_version)[0])
@@ -126,6 +128,9 @@ def plan_inserts(
             pause()
         try:
             payload = entity_to_payload(entity)
+            if sizer.cosmos:
+                check_cosmos_keys(payload.values["PartitionKey"], payload.values["RowKey"])
+                check_cosmos_property_names(payload.values)
             item = BulkItem(index, entity, payload, fmt.serialize_entity(payload))
         except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
             yield index, entity, exc

@@ -333,6 +333,13 @@ class ClientCore:
         """The largest ``$batch`` body the service takes: 4 MiB, or 2 MB for Cosmos DB."""
         return COSMOS_MAX_BATCH_BYTES if self.is_cosmos else MAX_BATCH_BYTES
 
+    def check_writes(self, operations: Iterable[BatchOperation]) -> None:
+        """Refuse, before anything is sent, a write the service would refuse by limits of its own
+        (Cosmos DB's; nothing more for Azure Storage, whose rules every payload already met)."""
+        if self.is_cosmos:
+            for operation in operations:
+                self._check_cosmos_write(operation)
+
     def _check_cosmos_write(self, operation: BatchOperation) -> None:
         """Cosmos DB's own limits on what a write sends (keys, reserved property names)."""
         if operation.kind is BatchOperationKind.RETRIEVE:
@@ -743,9 +750,7 @@ class ClientCore:
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
     ) -> Flow[list[BatchOperationResult]]:
-        if self.is_cosmos:
-            for operation in operations:
-                self._check_cosmos_write(operation)
+        self.check_writes(operations)
         body, content_type = build_batch_request(  # validates the batch first
             self.table_endpoint, operations, self._format, api_version=self.api_version
         )

@@ -25,6 +25,7 @@ import pytest
 
 from tablesdk import (
     BatchOperation,
+    EdmType,
     BatchOperationKind,
     CloudStorageAccount,
     CosmosTimestampFilterWarning,
@@ -173,7 +174,7 @@ def test_atom_is_refused_when_the_client_is_made() -> None:
         CloudStorageAccount.parse(COSMOS).create_cloud_table_client(payload_format="atom", sender=sender)
     assert caught.value.field == "payload_format" and sender.requests == []
     with pytest.raises(TableValidationError, match="JSON only"):
-        run_async(COSMOS, lambda client: client.table_exists("T"), payload_format="atom")
+        run_async(COSMOS, lambda client: client.table_exists("Orders"), payload_format="atom")
     # Azure Storage still takes Atom (before 2015-12-11).
     CloudStorageAccount.parse(STORAGE).create_cloud_table_client(payload_format="atom", sender=sender)
 
@@ -184,10 +185,10 @@ def test_atom_is_refused_when_the_client_is_made() -> None:
 def long_row_key_writes(client: Any) -> Iterator[Callable[[], Any]]:
     too_long = "é" * 128  # 256 bytes in UTF-8, 128 characters
     entity = {"PartitionKey": "p", "RowKey": too_long, "Name": "x"}
-    yield lambda: client.insert_entity("T", dict(entity))
-    yield lambda: client.upsert_entity("T", dict(entity))
-    yield lambda: client.update_entity("T", dict(entity), etag="*")
-    yield lambda: client.delete_entity("T", partition_key="p", row_key=too_long, etag="*")
+    yield lambda: client.insert_entity("Orders", dict(entity))
+    yield lambda: client.upsert_entity("Orders", dict(entity))
+    yield lambda: client.update_entity("Orders", dict(entity), etag="*")
+    yield lambda: client.delete_entity("Orders", partition_key="p", row_key=too_long, etag="*")
 
 
 def test_row_keys_over_255_bytes_are_refused_before_sending() -> None:
@@ -198,28 +199,28 @@ def test_row_keys_over_255_bytes_are_refused_before_sending() -> None:
         assert caught.value.field == "RowKey" and "255 bytes" in caught.value.limit
         assert "got 256 bytes" in str(caught.value)
     assert sender.requests == []
-    client.insert_entity("T", {"PartitionKey": "p", "RowKey": "r" * 255})  # at the limit: sent
+    client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r" * 255})  # at the limit: sent
     assert len(sender.requests) == 1
 
 
 def test_azure_storage_keeps_its_own_key_limit() -> None:
     sender = MockSender(ok)
     client = CloudStorageAccount.parse(STORAGE).create_cloud_table_client(sender=sender)
-    client.insert_entity("T", {"PartitionKey": "p", "RowKey": "é" * 128})
+    client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "é" * 128})
     assert len(sender.requests) == 1
 
 
-@pytest.mark.parametrize("name", ["Id", "id", "ID", "rid", "etag", "ResourceId"])
+@pytest.mark.parametrize("name", ["Id", "id", "ID", "rid", "ETag", "Etag", "ResourceId"])
 def test_reserved_property_names_are_refused(name: str) -> None:
     client, sender = cosmos()
     with pytest.raises(TableValidationError, match="reserves the property names") as caught:
-        client.insert_entity("T", {"PartitionKey": "p", "RowKey": "r", name: 1})
+        client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r", name: 1})
     assert caught.value.field == name and sender.requests == []
 
 
 def test_names_that_only_contain_a_reserved_word_are_fine() -> None:
     client, sender = cosmos()
-    client.insert_entity("T", {"PartitionKey": "p", "RowKey": "r", "UserId": 1, "Identity": "x", "etags": 2})
+    client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r", "UserId": 1, "Identity": "x", "etags": 2})
     assert len(sender.requests) == 1
 
 
@@ -234,7 +235,7 @@ def big_entities(count: int) -> list[dict[str, Any]]:
 
 def insert_operations(entities: list[dict[str, Any]]) -> list[BatchOperation]:
     return [
-        BatchOperation(BatchOperationKind.INSERT, "T", entity["PartitionKey"], entity["RowKey"], _payload(entity))
+        BatchOperation(BatchOperationKind.INSERT, "Orders", entity["PartitionKey"], entity["RowKey"], _payload(entity), None)
         for entity in entities
     ]
 
@@ -265,11 +266,11 @@ def test_bulk_insert_plans_batches_of_at_most_2_mb() -> None:
     from tablesdk._bulk_loading._bulk import BulkOptions, insert_call
 
     def planned_sizes(client: Any) -> list[int]:
-        _, steps = insert_call(client, "T", big_entities(5), "insert", BulkOptions())
+        _, steps = insert_call(client, "Orders", big_entities(5), "insert", BulkOptions())
         sizes = []
         for step in steps:
             assert isinstance(step, list), step  # no entity failed
-            ops = [BatchOperation(BatchOperationKind.INSERT, "T", i.partition_key, i.row_key, i.payload) for i in step]
+            ops = [BatchOperation(BatchOperationKind.INSERT, "Orders", i.partition_key, i.row_key, i.payload, None) for i in step]
             from tablesdk._formats._batch import build_batch_request
 
             sizes.append(len(build_batch_request(client.table_endpoint, ops, client.format, api_version=client.api_version)[0]))
@@ -283,13 +284,13 @@ def test_bulk_insert_plans_batches_of_at_most_2_mb() -> None:
 
 def test_async_writes_are_checked_too() -> None:
     async def body(client: Any) -> None:
-        await client.insert_entity("T", {"PartitionKey": "p", "RowKey": "r" * 256})
+        await client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r" * 256})
 
     with pytest.raises(TableValidationError, match="255 bytes"):
         run_async(COSMOS, body)
 
     async def reserved(client: Any) -> None:
-        await client.upsert_entity("T", {"PartitionKey": "p", "RowKey": "r", "ResourceId": "x"})
+        await client.upsert_entity("Orders", {"PartitionKey": "p", "RowKey": "r", "ResourceId": "x"})
 
     with pytest.raises(TableValidationError, match="reserves"):
         run_async(COSMOS, reserved)
@@ -301,15 +302,41 @@ def test_async_writes_are_checked_too() -> None:
         run_async(COSMOS, batch)
 
 
-def test_context_saves_are_checked_before_anything_is_sent() -> None:
+@pytest.mark.parametrize("batch", [False, True])
+def test_context_saves_are_checked_before_anything_is_sent(batch: bool) -> None:
+    from tablesdk import SaveChangesOptions
+
     client, sender = cosmos()
     ctx = client.get_table_service_context()
-    ctx.add_object("T", {"PartitionKey": "p", "RowKey": "ok"})
-    ctx.add_object("T", {"PartitionKey": "p", "RowKey": "x" * 300})
-    with pytest.raises(Exception) as caught:
-        ctx.save_changes()
-    assert "255 bytes" in str(caught.value) or "255 bytes" in str(caught.value.__cause__)
-    assert all(request.body is None or b"x" * 300 not in request.body for request in sender.requests)
+    ctx.add_object("Orders", {"PartitionKey": "p", "RowKey": "ok"})
+    ctx.add_object("Orders", {"PartitionKey": "p", "RowKey": "x" * 300})
+    with pytest.raises(TableValidationError, match="255 bytes"):
+        ctx.save_changes(SaveChangesOptions.BATCH if batch else SaveChangesOptions.NONE)
+    assert sender.requests == []  # not even the valid change: a save is checked whole first
+
+
+def test_context_saves_are_checked_async() -> None:
+    async def body(client: Any) -> None:
+        ctx = client.get_table_service_context()
+        ctx.add_object("Orders", {"PartitionKey": "p", "RowKey": "1", "Id": 1})
+        await ctx.save_changes()
+
+    with pytest.raises(TableValidationError, match="reserves"):
+        run_async(COSMOS, body)
+
+
+def test_bulk_insert_reports_each_entity_over_cosmos_limits() -> None:
+    from tablesdk._bulk_loading._bulk import BulkOptions, insert_call
+
+    entities = [{"PartitionKey": "p", "RowKey": "1"}, {"PartitionKey": "p", "RowKey": "2", "rid": 1},
+                {"PartitionKey": "p", "RowKey": "r" * 256}, {"PartitionKey": "p", "RowKey": "4"}]
+    _, steps = insert_call(cosmos()[0], "Orders", entities, "insert", BulkOptions())
+    planned = list(steps)
+    failed = {step[0]: step[2] for step in planned if isinstance(step, tuple)}
+    batches = [[item.row_key for item in step] for step in planned if isinstance(step, list)]
+    assert sorted(failed) == [1, 2] and batches == [["1", "4"]]
+    assert isinstance(failed[1], TableValidationError) and failed[1].field == "rid"
+    assert isinstance(failed[2], TableValidationError) and failed[2].field == "RowKey"
 
 
 # ------------------------------------------------------------------ Storage-only calls
@@ -319,8 +346,8 @@ STORAGE_ONLY: list[tuple[str, Callable[[Any], Any]]] = [
     ("get_service_properties", lambda client: client.get_service_properties()),
     ("set_service_properties", lambda client: client.set_service_properties(ServiceProperties())),
     ("get_service_stats", lambda client: client.get_service_stats()),
-    ("get_table_acl", lambda client: client.get_table_acl("T")),
-    ("set_table_acl", lambda client: client.set_table_acl("T", {})),
+    ("get_table_acl", lambda client: client.get_table_acl("Orders")),
+    ("set_table_acl", lambda client: client.set_table_acl("Orders", {})),
 ]
 
 
@@ -361,10 +388,10 @@ def test_a_timestamp_filter_warns_on_cosmos() -> None:
     client, sender = cosmos()
     since = datetime(2022, 10, 24, 21, 50, 41, tzinfo=timezone.utc)
     with pytest.warns(CosmosTimestampFilterWarning, match="no entities") as caught:
-        list(client.create_query("T").where(prop("Timestamp") >= since))
+        list(client.create_query("Orders").where(prop("Timestamp") >= since))
     assert caught[0].filename == __file__  # points at the caller's line
     with pytest.warns(CosmosTimestampFilterWarning):
-        client.query_entity_payloads("T", filter="UserId eq 'u' and Timestamp ge datetime'2022-10-24T21:50:41Z'")
+        client.query_entity_payloads("Orders", filter="UserId eq 'u' and Timestamp ge datetime'2022-10-24T21:50:41Z'")
     assert len(sender.requests) == 2  # a warning, not a refusal: the query is still sent
 
 
@@ -373,14 +400,14 @@ def test_other_filters_and_storage_do_not_warn() -> None:
     storage = CloudStorageAccount.parse(STORAGE).create_cloud_table_client(sender=MockSender(ok))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        client.query_entity_payloads("T", filter="Name eq 'Timestamp'")
-        list(client.create_query("T").where(prop("Created") >= datetime(2024, 1, 1, tzinfo=timezone.utc)))
-        storage.query_entity_payloads("T", filter="Timestamp ge datetime'2022-10-24T21:50:41Z'")
+        client.query_entity_payloads("Orders", filter="Name eq 'Timestamp'")
+        list(client.create_query("Orders").where(prop("Created") >= datetime(2024, 1, 1, tzinfo=timezone.utc)))
+        storage.query_entity_payloads("Orders", filter="Timestamp ge datetime'2022-10-24T21:50:41Z'")
 
 
 def test_a_timestamp_filter_warns_on_cosmos_async() -> None:
     async def body(client: Any) -> Any:
-        return await client.query_entity_payloads("T", filter="Timestamp gt datetime'2024-01-01T00:00:00Z'")
+        return await client.query_entity_payloads("Orders", filter="Timestamp gt datetime'2024-01-01T00:00:00Z'")
 
     with pytest.warns(CosmosTimestampFilterWarning):
         run_async(COSMOS, body)
@@ -407,21 +434,21 @@ class ScopeRecorder:
 def test_entra_id_tokens_are_asked_for_cosmos_dbs_audience() -> None:
     recorder = ScopeRecorder()
     account = CloudStorageAccount("acct", "https://acct.table.cosmos.azure.com", recorder)
-    account.create_cloud_table_client(sender=MockSender(ok)).table_exists("T")
+    account.create_cloud_table_client(sender=MockSender(ok)).table_exists("Orders")
     assert recorder.scopes == [("https://cosmos.azure.com/.default",)]
 
 
 def test_token_audience_still_overrides_on_cosmos() -> None:
     recorder = ScopeRecorder()
     account = CloudStorageAccount("acct", "https://acct.table.cosmos.azure.com", recorder)
-    account.create_cloud_table_client(sender=MockSender(ok), token_audience="https://cosmos.azure.us").table_exists("T")
+    account.create_cloud_table_client(sender=MockSender(ok), token_audience="https://cosmos.azure.us").table_exists("Orders")
     assert recorder.scopes == [("https://cosmos.azure.us/.default",)]
 
 
 def test_an_account_level_audience_other_than_storages_is_kept() -> None:
     recorder = ScopeRecorder()
     account = CloudStorageAccount("acct", "https://acct.table.cosmos.azure.com", recorder, token_audience="api://custom")
-    account.create_cloud_table_client(sender=MockSender(ok)).table_exists("T")
+    account.create_cloud_table_client(sender=MockSender(ok)).table_exists("Orders")
     assert recorder.scopes == [("api://custom/.default",)]
 
 
@@ -432,10 +459,10 @@ def test_entra_id_tokens_for_cosmos_async_and_storage_unchanged() -> None:
     async def main() -> None:
         account = CloudStorageAccount("acct", "https://acct.table.cosmos.azure.com", recorder)
         async with account.create_async_cloud_table_client(sender=AsyncMock(inner)) as client:
-            await client.table_exists("T")
+            await client.table_exists("Orders")
         storage = CloudStorageAccount("acct", "https://acct.table.core.windows.net", recorder)
         async with storage.create_async_cloud_table_client(sender=AsyncMock(inner)) as client:
-            await client.table_exists("T")
+            await client.table_exists("Orders")
 
     asyncio.run(main())
     assert recorder.scopes == [("https://cosmos.azure.com/.default",), ("https://storage.azure.com/.default",)]
@@ -458,7 +485,7 @@ def test_429_is_retried_after_the_wait_cosmos_asks_by_default() -> None:
     assert isinstance(client.retry_policy, ExponentialRetry)
     slept: list[float] = []
     client.transport._sleep = slept.append
-    client.insert_entity("T", {"PartitionKey": "p", "RowKey": "r"})
+    client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r"})
     assert len(sender.requests) == 2 and slept == [5.0]  # the ask, longer than the first back-off
 
 
@@ -469,7 +496,7 @@ def test_a_throttle_wait_past_the_deadline_ends_the_call_at_once() -> None:
     client.transport._sleep = slept.append
     client.transport._clock = lambda: now[0]
     with pytest.raises(RequestTimeoutError, match="deadline") as caught:
-        client.insert_entity("T", {"PartitionKey": "p", "RowKey": "r"})
+        client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r"})
     assert slept == [] and len(sender.requests) == 1
     assert isinstance(caught.value.__cause__, ServerBusyError)
     assert caught.value.__cause__.headers["x-ms-retry-after-ms"] == "30000"
@@ -480,7 +507,7 @@ def test_cosmos_error_bodies_are_read_as_the_tables_are() -> None:
         404, error_body("ResourceNotFound", "Message: {\"Errors\":[\"Resource Not Found\"]}\r\nActivityId: 1"), JSON,
     ))
     with pytest.raises(ResourceNotFoundError) as caught:
-        client.get_entity("T", "p", "r")
+        client.get_entity("Orders", "p", "r")
     assert caught.value.error_code == "ResourceNotFound" and "Resource Not Found" in caught.value.message
 
 
@@ -501,14 +528,14 @@ def paged(request: HttpRequest) -> HttpResponse:
 
 def test_opaque_continuation_tokens_are_followed_verbatim() -> None:
     client, sender = cosmos(paged)
-    rows = [entity.row_key for entity in client.create_query("T")]
+    rows = [entity.RowKey for entity in client.create_query("Orders")]
     assert rows == ["1", "2"] and len(sender.requests) == 2
 
 
 def test_opaque_continuation_tokens_are_followed_verbatim_async() -> None:
     async def body(client: Any) -> list[str]:
-        first, token = await client.query_entity_payloads("T")
-        second, last = await client.query_entity_payloads("T", continuation_token=token)
+        first, token = await client.query_entity_payloads("Orders")
+        second, last = await client.query_entity_payloads("Orders", continuation_token=token)
         assert last is None
         return [payload.values["RowKey"] for payload in first + second]
 
@@ -518,6 +545,6 @@ def test_opaque_continuation_tokens_are_followed_verbatim_async() -> None:
 
 def test_entity_properties_round_trip_as_on_storage() -> None:
     client, sender = cosmos()
-    client.insert_entity("T", {"PartitionKey": "p", "RowKey": "r", "Big": EntityProperty(2**40, "Edm.Int64")})
+    client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r", "Big": EntityProperty(2**40, EdmType.INT64)})
     body = json.loads(sender.requests[0].body or b"{}")
     assert body["Big"] == str(2**40) and body["Big@odata.type"] == "Edm.Int64"
