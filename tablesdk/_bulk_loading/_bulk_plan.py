@@ -62,10 +62,11 @@ class BatchSizer:
 
     def __init__(
         self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str,
-        max_bytes: int = MAX_BATCH_BYTES, cosmos: bool = False,
+        max_bytes: int | None = None, cosmos: bool = False,
     ) -> None:
         self.table = table
-        self.max_bytes = max_bytes  # the service's batch limit (Cosmos DB's is smaller than Storage's)
+        # The service's batch limit: the format's (4 MiB), or a smaller one (Cosmos DB's 2 MB).
+        self.max_bytes = MAX_BATCH_BYTES if max_bytes is None else min(max_bytes, MAX_BATCH_BYTES)
         self.cosmos = cosmos  # each entity is checked against Cosmos DB's own limits too
         self.addressed = kind is not BatchOperationKind.INSERT  # the keys are in the inner URL
         ops = [_probe_operation(kind, table, row_key) for row_key in ("0", "1")]
@@ -174,7 +175,7 @@ def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValid
     )
 
 
-def _too_large(size: int, limit: int = MAX_BATCH_BYTES) -> TableValidationError:
+def _too_large(size: int, limit: int) -> TableValidationError:
     shown = "4 MiB" if limit == MAX_BATCH_BYTES else "2 MB (Cosmos DB)"
     return TableValidationError(
         "entity", f"a batch body is at most {shown} ({limit} bytes)", f"this entity alone makes a {size}-byte batch"
