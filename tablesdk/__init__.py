@@ -56,7 +56,7 @@ from ._queries._keys import datetime_from_reverse_ticks, fixed_width_key, revers
 from ._queries._parallel import find_partition_boundaries
 from ._queries._query import EmptyResultError, TableQuery
 from ._queries._watermark import Changes, Watermark, since_filter
-from ._pipeline._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
+from ._pipeline._retry import CosmosRetry, ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
 from ._unit_of_work._table import CloudTable, TableContext
 from ._unit_of_work._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._pipeline._transport import OperationContext, ResponseReceived, RetryDecision
@@ -141,6 +141,7 @@ __all__ = [
     "NoRetry",
     "LinearRetry",
     "ExponentialRetry",
+    "CosmosRetry",
     "RetryPolicy",
     "is_retryable",
     "server_delay",

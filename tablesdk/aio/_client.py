@@ -27,7 +27,7 @@ from .._queries._page_stream import segment_results, stream_pages_async
 from .._queries._pager import PageRequest, Pager
 from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .._core._cosmos import client_credential
-from .._pipeline._retry import RetryPolicy
+from .._pipeline._retry import CosmosRetry, RetryPolicy
 from .._pipeline._settings import DEFAULT_TIMEOUT, client_settings
 from .._pipeline._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
@@ -85,7 +85,7 @@ class AsyncCloudTableClient(ClientCore):
         super().__init__(
             account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
             echo_content=echo_content, settings=client_settings(
-                retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
+                retry_policy=retry_policy or (CosmosRetry() if account.is_cosmos else None), timeout=timeout, server_timeout=server_timeout,
                 operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
             ),
         )

@@ -28,10 +28,12 @@ from tablesdk import (
     EdmType,
     BatchOperationKind,
     CloudStorageAccount,
+    CosmosRetry,
     CosmosTimestampFilterWarning,
     EntityProperty,
     ExponentialRetry,
     MockSender,
+    NoRetry,
     RequestTimeoutError,
     ResourceNotFoundError,
     ServerBusyError,
@@ -479,14 +481,45 @@ def throttled(wait_ms: str) -> HttpResponse:
     )
 
 
-def test_429_is_retried_after_the_wait_cosmos_asks_by_default() -> None:
-    answers = [throttled("5000")]
+def test_429_is_retried_after_exactly_the_wait_cosmos_asks_by_default() -> None:
+    answers = [throttled("20"), throttled("150"), throttled("5000")]
     client, sender = cosmos(lambda request: answers.pop(0) if answers else ok(request))
-    assert isinstance(client.retry_policy, ExponentialRetry)
+    assert client.retry_policy == CosmosRetry()
     slept: list[float] = []
     client.transport._sleep = slept.append
     client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r"})
-    assert len(sender.requests) == 2 and slept == [5.0]  # the ask, longer than the first back-off
+    assert len(sender.requests) == 4 and slept == [0.02, 0.15, 5.0]  # the asks, no back-off of its own
+
+
+def test_throttles_are_retried_nine_times_then_raised() -> None:
+    client, sender = cosmos(lambda request: throttled("10"))
+    client.transport._sleep = lambda seconds: None
+    with pytest.raises(ServerBusyError) as caught:
+        client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r"})
+    assert len(sender.requests) == 10 and caught.value.status_code == 429
+    assert caught.value.error_code == "TooManyRequests"
+
+
+def test_a_429_without_a_wait_and_other_errors_take_the_storage_back_off() -> None:
+    policy = CosmosRetry()
+    bare_429 = ServerBusyError("busy", status_code=429)
+    busy_503 = ServerBusyError("busy", status_code=503)
+    assert policy.retry_after(1, bare_429) == 3.0 and policy.retry_after(1, busy_503) == 3.0
+    assert policy.retry_after(4, busy_503) is None  # ExponentialRetry's 3 retries
+    assert CosmosRetry(2, others=NoRetry()).retry_after(1, busy_503) is None
+    with pytest.raises(ValueError, match="others must be a retry policy"):
+        CosmosRetry(others=3)  # type: ignore[arg-type]
+
+
+def test_a_given_retry_policy_is_kept_and_storage_keeps_its_default() -> None:
+    assert cosmos(retry_policy=NoRetry())[0].retry_policy == NoRetry()
+    storage = CloudStorageAccount.parse(STORAGE).create_cloud_table_client(sender=MockSender(ok))
+    assert isinstance(storage.retry_policy, ExponentialRetry)
+
+    async def body(client: Any) -> Any:
+        return client.retry_policy
+
+    assert run_async(COSMOS, body)[0] == CosmosRetry()
 
 
 def test_a_throttle_wait_past_the_deadline_ends_the_call_at_once() -> None:
