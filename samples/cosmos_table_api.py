@@ -20,6 +20,7 @@ from tablesdk import (
     HttpRequest,
     HttpResponse,
     MockSender,
+    OperationContext,
     TableValidationError,
     prop,
 )
@@ -51,9 +52,16 @@ def main() -> None:
     print(f"{account.table_endpoint}: Cosmos DB? {account.is_cosmos}")
     sender = MockSender(RecordedCosmos())
     with account.create_cloud_table_client(sender=sender) as client:
-        client.transport._sleep = lambda seconds: print(f"throttled: waiting {seconds:.1f} s as asked")  # type: ignore[attr-defined]
+        print(f"default retry policy: {client.retry_policy!r}")
+        throttles = OperationContext()
+        throttles.retrying.append(lambda decision: print(
+            f"attempt {decision.attempt}: {decision.error.status_code}, waiting {decision.delay} s "
+            f"(asked for {decision.server_delay} s)"
+        ))
         now = datetime.now(timezone.utc)
-        client.upsert_entity("Orders", {"PartitionKey": "2024", "RowKey": "1", "UpdatedAt": now})
+        client.upsert_entity(
+            "Orders", {"PartitionKey": "2024", "RowKey": "1", "UpdatedAt": now}, operation_context=throttles
+        )
         print(f"written after {len(sender.requests)} attempts")
 
         for entity in ({"PartitionKey": "2024", "RowKey": "r" * 300}, {"PartitionKey": "2024", "RowKey": "2", "Id": 7}):

@@ -581,3 +581,14 @@ def test_entity_properties_round_trip_as_on_storage() -> None:
     client.insert_entity("Orders", {"PartitionKey": "p", "RowKey": "r", "Big": EntityProperty(2**40, EdmType.INT64)})
     body = json.loads(sender.requests[0].body or b"{}")
     assert body["Big"] == str(2**40) and body["Big@odata.type"] == "Edm.Int64"
+
+
+def test_the_sample_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    """samples/cosmos_table_api.py needs no account and resolves no name (the fixture above)."""
+    import runpy
+    from pathlib import Path
+
+    runpy.run_path(str(Path(__file__).resolve().parents[2] / "samples" / "cosmos_table_api.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "Cosmos DB? True" in out and "written after 2 attempts" in out
+    assert out.count("refused before sending") == 3 and "warned: " in out
