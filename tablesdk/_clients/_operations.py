@@ -333,7 +333,7 @@ class ClientCore:
         """The largest ``$batch`` body the service takes: 4 MiB, or 2 MB for Cosmos DB."""
         return COSMOS_MAX_BATCH_BYTES if self.is_cosmos else MAX_BATCH_BYTES
 
-    def check_writes(self, operations: Iterable[BatchOperation]) -> None:
+    def _check_writes(self, operations: Iterable[BatchOperation]) -> None:
         """Refuse, before anything is sent, a write the service would refuse by limits of its own
         (Cosmos DB's; nothing more for Azure Storage, whose rules every payload already met)."""
         if self.is_cosmos:
@@ -750,7 +750,7 @@ class ClientCore:
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
     ) -> Flow[list[BatchOperationResult]]:
-        self.check_writes(operations)
+        self._check_writes(operations)
         body, content_type = build_batch_request(  # validates the batch first
             self.table_endpoint, operations, self._format, api_version=self.api_version
         )

@@ -240,7 +240,7 @@ class TrackingContext(Generic[ClientT]):
         run = SavePlan.start(
             self._identities, options, echo_content=self.echo_content, writing_entity=self.writing_entity
         )
-        client.check_writes(run.operations)  # the service's own limits (Cosmos DB's), before any request
+        client._check_writes(run.operations)  # the service's own limits (Cosmos DB's), before any request
         hook = self._request_hook()
         if run.is_batch:
             if run.operations:
