@@ -615,7 +615,7 @@ def insert_call(
     operation = BULK_MODES.get(mode) if isinstance(mode, str) else None
     if operation is None:
         raise ValueError(f"mode must be one of {sorted(BULK_MODES)}, not {mode!r}")
-    validate_table_name(table)
+    validate_table_name(table, cosmos=client.is_cosmos)
     total = len(entities) if isinstance(entities, Sized) else None
     call = BulkCall(table, BulkKind(operation), bulk, bulk.policy(client.retry_policy), total)
     sizer = BatchSizer(

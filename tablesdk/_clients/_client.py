@@ -400,7 +400,7 @@ class CloudTableClient(ClientCore):
         without a class it is a ``TableQuery[DynamicEntity]``. Its requests are sent with
         ``options`` (as :meth:`TableQuery.with_options`).
         """
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         return TableQuery(self, table_name, entity_type, options=options)
 
     def get_table_reference(self, table_name: str) -> CloudTable:

@@ -410,7 +410,7 @@ class ClientCore:
     # ------------------------------------------------------------ tables
 
     def _f_create_table(self, table_name: str, operation_context: OperationContext | None) -> Flow[None]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         yield Call(
             "POST", "Tables", body=self._format.serialize_table(table_name),
             headers=self._prefer_headers(False), operation_context=operation_context,
@@ -432,7 +432,7 @@ class ClientCore:
         return True
 
     def _f_delete_table(self, table_name: str, operation_context: OperationContext | None) -> Flow[None]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         yield Call("DELETE", f"Tables('{table_name}')", operation_context=operation_context)
 
     def _f_delete_table_if_exists(self, table_name: str, operation_context: OperationContext | None) -> Flow[bool]:
@@ -445,7 +445,7 @@ class ClientCore:
         return True
 
     def _f_table_exists(self, table_name: str, operation_context: OperationContext | None) -> Flow[bool]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         try:
             yield Call("GET", f"Tables('{table_name}')", operation_context=operation_context)
         except ResourceNotFoundError:
@@ -491,7 +491,7 @@ class ClientCore:
     ) -> Flow[dict[str, AccessPolicy]]:
         from ._service import parse_acl  # the service-level XML loads with its first call (start-up)
 
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         self._refuse_on_cosmos("get_table_acl", _NO_ACL)
         response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
         return decoded(response, decoding(parse_acl))
@@ -501,7 +501,7 @@ class ClientCore:
     ) -> Flow[None]:
         from ._service import serialize_acl
 
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         self._refuse_on_cosmos("set_table_acl", _NO_ACL)
         body = serialize_acl(policies)
         yield Call(
@@ -798,7 +798,7 @@ class ClientCore:
         etag: str | None,
         operation_context: OperationContext | None,
     ) -> Flow[str | None]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         payload = entity_to_payload(entity)
         operation = BatchOperation(
             kind, table_name, payload.values["PartitionKey"], payload.values["RowKey"], payload, etag

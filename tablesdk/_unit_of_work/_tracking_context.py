@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["TrackingContext", "ResolveType", "UnsavedChangesWarning"]
 
 #: The client a context sends through: ``CloudTableClient`` or ``AsyncCloudTableClient``.
-ClientT = TypeVar("ClientT")
+ClientT = TypeVar("ClientT", bound="ClientCore")
 
 #: ``resolve_type``: (table, PartitionKey, RowKey, properties) -> the class of a queried entity.
 ResolveType = Callable[[str, str, str, dict[str, Any]], type]
@@ -93,7 +93,7 @@ class TrackingContext(Generic[ClientT]):
         self.sending_request: list[Callable[[SendingRequest], None]] = []
         self.reading_entity: list[ReadingEntity] = []
         self.writing_entity: list[WritingEntity] = []
-        self._identities = IdentityMap()
+        self._identities = IdentityMap(cosmos=client.is_cosmos)
         self._busy = threading.Lock()
         self._busy_owner: object = None
         self._busy_what: str | None = None

@@ -341,6 +341,49 @@ def test_bulk_insert_reports_each_entity_over_cosmos_limits() -> None:
     assert isinstance(failed[2], TableValidationError) and failed[2].field == "RowKey"
 
 
+# ------------------------------------------------------------------ table names
+
+
+COSMOS_NAMES = ["my-table", "orders_2024", "a", "v1.2~x", "T" * 255]
+
+
+@pytest.mark.parametrize("name", COSMOS_NAMES)
+def test_cosmos_table_names_are_wider_than_storages(name: str) -> None:
+    """Cosmos DB takes 1-255 characters (not '/', '\\', '#', '?', a trailing space): a table made in
+    its portal as 'my-table' must be reachable from every face."""
+    client, sender = cosmos()
+    assert client.table_exists(name) is True
+    client.insert_entity(name, {"PartitionKey": "p", "RowKey": "r"})
+    list(client.create_query(name))
+    client.get_table_reference(name)
+    ctx = client.get_table_service_context()
+    ctx.add_object(name, {"PartitionKey": "p", "RowKey": "r2"})
+    list(ctx.create_query(name))
+    assert len(sender.requests) == 4 and all(
+        request.url.endswith((f"/{name}()", f"/Tables('{name}')", f"/{name}")) for request in sender.requests
+    )
+    storage = CloudStorageAccount.parse(STORAGE).create_cloud_table_client(sender=MockSender(ok))
+    if not (name.isalnum() and 3 <= len(name) <= 63):
+        with pytest.raises(TableValidationError):
+            storage.table_exists(name)
+
+
+@pytest.mark.parametrize("name", ["", "T" * 256, "a/b", "a#b", "a?b", "a\\b", "trailing ", "it's", "spa ce"])
+def test_table_names_cosmos_refuses_or_tablesdk_cannot_address(name: str) -> None:
+    client, sender = cosmos()
+    with pytest.raises(TableValidationError) as caught:
+        client.table_exists(name)
+    assert caught.value.field == "table" and sender.requests == []
+
+
+def test_cosmos_table_names_async() -> None:
+    async def body(client: Any) -> Any:
+        await client.insert_entity("my-table", {"PartitionKey": "p", "RowKey": "r"})
+        return [entity async for entity in client.create_query("my-table")]
+
+    assert run_async(COSMOS, body)[0] == []
+
+
 # ------------------------------------------------------------------ Storage-only calls
 
 
