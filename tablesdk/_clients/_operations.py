@@ -316,6 +316,12 @@ class ClientCore:
 
     def _check_secondary(self, mode: str) -> None:
         if mode != "primary_only":
+            if self.account.is_cosmos:
+                raise TableValidationError(
+                    "location_mode", "Cosmos DB's Table API has no read-only secondary endpoint: leave it at "
+                    "'primary_only' (Cosmos DB replicates to the account's regions and routes reads itself)",
+                    repr(mode),
+                )
             self.account.secondary_table_endpoint  # noqa: B018 - raises when the endpoint has no secondary
 
     @property
@@ -388,6 +394,7 @@ class ClientCore:
         mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", mode or self.location_mode)
         if mode == "primary_only" or method.upper() not in _READ_METHODS:
             return ()
+        self._check_secondary(mode)  # a call's options may ask for a secondary Cosmos DB does not have
         if not url.startswith(self.table_endpoint + "/"):
             return ()  # a hook sent it elsewhere
         secondary = self.account.secondary_table_endpoint + url[len(self.table_endpoint):]

@@ -635,3 +635,19 @@ def test_the_sample_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "Cosmos DB? True" in out and "written after 2 attempts" in out
     assert out.count("refused before sending") == 3 and "warned: " in out
+
+
+def test_no_secondary_reads_on_cosmos() -> None:
+    """Cosmos DB has no '-secondary' endpoint (its FAQ: it replicates to the account's regions and
+    routes reads itself): asking for one is refused, never sent to a host that does not exist."""
+    from tablesdk import TableRequestOptions
+
+    with pytest.raises(TableValidationError, match="no read-only secondary") as caught:
+        cosmos(location_mode="primary_then_secondary")
+    assert caught.value.field == "location_mode"
+    client, sender = cosmos()
+    with pytest.raises(TableValidationError, match="no read-only secondary"):
+        client.location_mode = "secondary_only"
+    with pytest.raises(TableValidationError, match="no read-only secondary"):
+        client.table_exists("Orders", options=TableRequestOptions(location_mode="secondary_only"))
+    assert sender.requests == [] and client.location_mode == "primary_only"
