@@ -239,6 +239,8 @@ class CloudStorageAccount:
     ``*.table.cosmosdb.azure.com``, the Cosmos DB emulator on ``localhost:8081`` or its
     well-known key); ``True`` or ``False`` decide for an endpoint that cannot tell (a custom
     domain). Clients of a Cosmos DB account follow its documented differences (docs/cosmos.md).
+    A connection string cannot say ``cosmos=``: pass it to :meth:`parse` again (it is not part of
+    the equality of two accounts, which compares what a connection string holds).
 
     The keyword-only fields record how a connection string described the
     account, so that :meth:`to_connection_string` gives back an equivalent one.
