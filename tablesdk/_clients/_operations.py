@@ -225,18 +225,6 @@ def path_can_carry_keys(table_name: str, partition_key: str, row_key: str) -> bo
     return len(entity_path(table_name, partition_key, row_key)) <= MAX_URI_SEGMENT_LENGTH
 
 
-#: Why table ACLs are refused on Cosmos DB (its API for Table FAQ).
-_NO_ACL = (
-    "Cosmos DB sets and manages the stored access policies of shared access signatures its own way "
-    "(in the Azure portal or its management API), not with the Table service's table ACL"
-)
-#: Why service properties are refused on Cosmos DB.
-_NO_PROPERTIES = (
-    "Cosmos DB does not support CORS, and configures analytics and logging its own way "
-    "(Azure Monitor), not with the Table service's properties"
-)
-
-
 def _not_found() -> ResourceNotFoundError:
     return ResourceNotFoundError("The specified resource does not exist.", status_code=404, error_code=TableErrorCode.RESOURCE_NOT_FOUND.value)
 
@@ -316,7 +304,7 @@ class ClientCore:
 
     def _check_secondary(self, mode: str) -> None:
         if mode != "primary_only":
-            if self.account.is_cosmos:
+            if self.is_cosmos:
                 raise TableValidationError(
                     "location_mode", "Cosmos DB's Table API has no read-only secondary endpoint: leave it at "
                     "'primary_only' (Cosmos DB replicates to the account's regions and routes reads itself)",
@@ -354,9 +342,9 @@ class ClientCore:
         if operation.payload is not None:
             check_cosmos_property_names(operation.payload.values)
 
-    def _refuse_on_cosmos(self, operation: str, why: str) -> None:
+    def _refuse_on_cosmos(self, operation: str) -> None:
         if self.is_cosmos:
-            raise cosmos_unsupported(operation, why)
+            raise cosmos_unsupported(operation)
 
     # ------------------------------------------------------------ requests
 
@@ -499,7 +487,7 @@ class ClientCore:
         from ._service import parse_acl  # the service-level XML loads with its first call (start-up)
 
         validate_table_name(table_name, cosmos=self.is_cosmos)
-        self._refuse_on_cosmos("get_table_acl", _NO_ACL)
+        self._refuse_on_cosmos("get_table_acl")
         response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
         return decoded(response, decoding(parse_acl))
 
@@ -509,7 +497,7 @@ class ClientCore:
         from ._service import serialize_acl
 
         validate_table_name(table_name, cosmos=self.is_cosmos)
-        self._refuse_on_cosmos("set_table_acl", _NO_ACL)
+        self._refuse_on_cosmos("set_table_acl")
         body = serialize_acl(policies)
         yield Call(
             "PUT", table_name, query=[("comp", "acl")], body=body,
@@ -519,7 +507,7 @@ class ClientCore:
     def _f_get_service_properties(self, operation_context: OperationContext | None) -> Flow[ServiceProperties]:
         from ._service import parse_service_properties
 
-        self._refuse_on_cosmos("get_service_properties", _NO_PROPERTIES)
+        self._refuse_on_cosmos("get_service_properties")
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
         )
@@ -530,7 +518,7 @@ class ClientCore:
     ) -> Flow[None]:
         from ._service import serialize_service_properties
 
-        self._refuse_on_cosmos("set_service_properties", _NO_PROPERTIES)
+        self._refuse_on_cosmos("set_service_properties")
         body = serialize_service_properties(properties)
         yield Call(
             "PUT", "", query=[("restype", "service"), ("comp", "properties")], body=body,
@@ -540,9 +528,7 @@ class ClientCore:
     def _f_get_service_stats(self, operation_context: OperationContext | None) -> Flow[ServiceStats]:
         from ._service import parse_service_stats
 
-        self._refuse_on_cosmos(
-            "get_service_stats", "replication is part of every write in Cosmos DB, so it keeps no replication statistics"
-        )
+        self._refuse_on_cosmos("get_service_stats")
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "stats")],
             operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,

@@ -43,6 +43,7 @@ __all__ = [
     "check_cosmos_property_names",
     "check_cosmos_batch_size",
     "cosmos_unsupported",
+    "COSMOS_UNSUPPORTED",
     "filter_names_timestamp",
     "timestamp_filter_message",
     "cosmos_credential",
@@ -135,9 +136,30 @@ def check_cosmos_batch_size(size: int) -> None:
         )
 
 
-def cosmos_unsupported(operation: str, why: str) -> NotImplementedError:
-    """The error of a Storage-only call made to Cosmos DB (raised before anything is sent)."""
-    return NotImplementedError(f"{operation} is not supported by Cosmos DB's Table API: {why}")
+_NO_ACL = (
+    "Cosmos DB sets and manages the stored access policies of shared access signatures its own way "
+    "(in the Azure portal or its management API), not with the Table service's table ACL"
+)
+_NO_PROPERTIES = (
+    "Cosmos DB does not support CORS, and configures analytics and logging its own way "
+    "(Azure Monitor), not with the Table service's properties"
+)
+#: The Table service calls Cosmos DB does not serve (its API for Table FAQ), and why.
+COSMOS_UNSUPPORTED = {
+    "get_table_acl": _NO_ACL,
+    "set_table_acl": _NO_ACL,
+    "get_service_properties": _NO_PROPERTIES,
+    "set_service_properties": _NO_PROPERTIES,
+    "get_service_stats": "replication is part of every write in Cosmos DB, so it keeps no replication statistics",
+}
+
+
+def cosmos_unsupported(operation: str) -> NotImplementedError:
+    """The error of a Storage-only call (one of :data:`COSMOS_UNSUPPORTED`) made to Cosmos DB,
+    raised before anything is sent."""
+    return NotImplementedError(
+        f"{operation} is not supported by Cosmos DB's Table API: {COSMOS_UNSUPPORTED[operation]}"
+    )
 
 
 def filter_names_timestamp(filter_text: str) -> bool:
