@@ -534,6 +534,21 @@ def test_429_is_retried_after_exactly_the_wait_cosmos_asks_by_default() -> None:
     assert len(sender.requests) == 4 and slept == [0.02, 0.15, 5.0]  # the asks, no back-off of its own
 
 
+def test_429_is_retried_after_exactly_the_wait_cosmos_asks_async() -> None:
+    answers = [throttled("20"), throttled("1500")]
+    slept: list[float] = []
+
+    async def record(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def body(client: Any) -> None:
+        client.transport._sleep = record
+        await client.upsert_entity("Orders", {"PartitionKey": "p", "RowKey": "r"})
+
+    _, sender = run_async(COSMOS, body, lambda request: answers.pop(0) if answers else ok(request))
+    assert len(sender.requests) == 3 and slept == [0.02, 1.5]
+
+
 def test_throttles_are_retried_nine_times_then_raised() -> None:
     client, sender = cosmos(lambda request: throttled("10"))
     client.transport._sleep = lambda seconds: None
