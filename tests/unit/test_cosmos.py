@@ -666,3 +666,14 @@ def test_no_secondary_reads_on_cosmos() -> None:
     with pytest.raises(TableValidationError, match="no read-only secondary"):
         client.table_exists("Orders", options=TableRequestOptions(location_mode="secondary_only"))
     assert sender.requests == [] and client.location_mode == "primary_only"
+
+
+def test_an_opaque_token_survives_being_saved_and_resumed() -> None:
+    from tablesdk import ContinuationToken
+
+    client, sender = cosmos(paged)
+    _, token = client.query_entity_payloads("Orders")
+    assert token is not None
+    resumed = ContinuationToken.from_string(token.to_string())
+    page, last = client.query_entity_payloads("Orders", continuation_token=resumed)
+    assert [payload.values["RowKey"] for payload in page] == ["2"] and last is None
