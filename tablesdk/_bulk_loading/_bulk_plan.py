@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .._core._cosmos import check_cosmos_keys, check_cosmos_property_names
+from .._core._cosmos import check_cosmos_write
 from .._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import entity_to_payload
@@ -130,8 +130,7 @@ def plan_inserts(
         try:
             payload = entity_to_payload(entity)
             if sizer.cosmos:
-                check_cosmos_keys(payload.values["PartitionKey"], payload.values["RowKey"])
-                check_cosmos_property_names(payload.values)
+                check_cosmos_write(payload.values["PartitionKey"], payload.values["RowKey"], payload.values)
             item = BulkItem(index, entity, payload, fmt.serialize_entity(payload))
         except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
             yield index, entity, exc

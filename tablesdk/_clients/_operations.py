@@ -24,14 +24,8 @@ from urllib.parse import quote
 
 from .._core._auth import check_token_credential, require_credential
 from .._core._cosmos import (
-    COSMOS_MAX_BATCH_BYTES,
-    CosmosTimestampFilterWarning,
-    check_cosmos_batch_size,
-    check_cosmos_keys,
-    check_cosmos_property_names,
-    cosmos_unsupported,
-    filter_names_timestamp,
-    timestamp_filter_message,
+    COSMOS_MAX_BATCH_BYTES, CosmosTimestampFilterWarning, check_cosmos_batch_size, check_cosmos_write, cosmos_unsupported,
+    filter_names_timestamp, timestamp_filter_message,
 )
 from .._formats._batch import (
     MAX_BATCH_BYTES,
@@ -331,16 +325,9 @@ class ClientCore:
         """Refuse, before anything is sent, a write the service would refuse by limits of its own
         (Cosmos DB's; nothing more for Azure Storage, whose rules every payload already met)."""
         if self.is_cosmos:
-            for operation in operations:
-                self._check_cosmos_write(operation)
-
-    def _check_cosmos_write(self, operation: BatchOperation) -> None:
-        """Cosmos DB's own limits on what a write sends (keys, reserved property names)."""
-        if operation.kind is BatchOperationKind.RETRIEVE:
-            return
-        check_cosmos_keys(operation.partition_key, operation.row_key)
-        if operation.payload is not None:
-            check_cosmos_property_names(operation.payload.values)
+            for op in operations:
+                if op.kind is not BatchOperationKind.RETRIEVE:
+                    check_cosmos_write(op.partition_key, op.row_key, op.payload.values if op.payload is not None else ())
 
     def _refuse_on_cosmos(self, operation: str) -> None:
         if self.is_cosmos:
@@ -691,8 +678,7 @@ class ClientCore:
         request_hook: RequestHook | None,
     ) -> Flow[BatchOperationResult]:
         kind = operation.kind
-        if self.is_cosmos:
-            self._check_cosmos_write(operation)
+        self._check_writes((operation,))
         if kind is not BatchOperationKind.INSERT and not path_can_carry_keys(
             operation.table, operation.partition_key, operation.row_key
         ):

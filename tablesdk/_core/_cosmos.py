@@ -41,6 +41,7 @@ __all__ = [
     "is_cosmos_endpoint",
     "check_cosmos_keys",
     "check_cosmos_property_names",
+    "check_cosmos_write",
     "check_cosmos_batch_size",
     "cosmos_unsupported",
     "COSMOS_UNSUPPORTED",
@@ -125,6 +126,12 @@ def check_cosmos_property_names(names: Iterable[str]) -> None:
                 name, "Cosmos DB's Table API reserves the property names Id, rid, etag and ResourceId "
                 "(in any case): rename the property",
             )
+
+
+def check_cosmos_write(partition_key: str, row_key: str, property_names: Iterable[str]) -> None:
+    """Cosmos DB's own limits on one write: its RowKey and its property names."""
+    check_cosmos_keys(partition_key, row_key)
+    check_cosmos_property_names(property_names)
 
 
 def check_cosmos_batch_size(size: int) -> None:
