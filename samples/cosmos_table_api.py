@@ -42,7 +42,8 @@ class RecordedCosmos:
             return MockSender.response(200, json.dumps({"value": []}), {"Content-Type": "application/json"})
         if not self.throttled:
             self.throttled = True
-            body = {"odata.error": {"code": "TooManyRequests", "message": {"lang": "en-us", "value": "Request rate is large"}}}
+            message = {"lang": "en-us", "value": "Request rate is large"}
+            body = {"odata.error": {"code": "TooManyRequests", "message": message}}
             return MockSender.response(429, json.dumps(body), {"x-ms-retry-after-ms": "100"})
         return MockSender.response(204, headers={"ETag": 'W/"datetime\'2024-01-01T00%3A00%3A00Z\'"'})
 

@@ -327,7 +327,8 @@ class ClientCore:
         if self.is_cosmos:
             for op in operations:
                 if op.kind is not BatchOperationKind.RETRIEVE:
-                    check_cosmos_write(op.partition_key, op.row_key, op.payload.values if op.payload is not None else ())
+                    names = op.payload.values if op.payload is not None else ()
+                    check_cosmos_write(op.partition_key, op.row_key, names)
 
     def _refuse_on_cosmos(self, operation: str) -> None:
         if self.is_cosmos:
