@@ -189,6 +189,15 @@ class CompiledQuery(Generic[E]):
 R = TypeVar("R")
 
 
+def source_is_cosmos(source: object) -> bool:
+    """Whether a query's source (a client, or a context through its client) is of a Cosmos DB
+    account, whose table names follow Cosmos DB's rule."""
+    cosmos = getattr(source, "is_cosmos", None)
+    if cosmos is None:
+        cosmos = getattr(getattr(source, "client", None), "is_cosmos", None)
+    return cosmos is True
+
+
 class TableQuery(Generic[E]):
     """An immutable query over one table, materialising ``entity_type``.
 
@@ -217,7 +226,7 @@ class TableQuery(Generic[E]):
         read_ahead: ReadAhead = "auto",
         options: TableRequestOptions | None = None,
     ) -> None:
-        validate_table_name(table)
+        validate_table_name(table, cosmos=source_is_cosmos(source))
         self._source: QuerySource[E] = source
         self._table: str = table
         self._entity_type: type[E] = entity_type
