@@ -16,6 +16,10 @@ where the service answers them exactly as Spark would; every other one stays wit
 DataFrame, the last one whose filters were pushed, and reuses it for every later scan of that
 frame, filtered or not.
 
+Incremental reads: the ``since`` option takes a :class:`~tablesdk.ChangeWindow`'s text, whose upper
+end is fixed before the read, so that every action on the frame reads the same rows and the
+driver knows the next watermark (``window.next_watermark``) without them.
+
 Writing: each Spark partition's Arrow batches go through the bulk engine
 (:meth:`~tablesdk.CloudTableClient.write_arrow`); the commit messages carry each partition's
 counts and the keys of every entity not written, and the job fails with
