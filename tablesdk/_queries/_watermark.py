@@ -233,7 +233,8 @@ class ChangeWindow:
     returns the same rows (but for rows deleted or updated meanwhile, whose new versions are above
     ``until``), and :attr:`next_watermark` is known before a row is read.
 
-    ``until`` defaults to now by this machine's clock minus ``since.overlap``: a row that commits
+    ``until`` (a datetime, an :class:`EdmDateTime` with its 100 ns digit; naive means UTC)
+    defaults to now by this machine's clock minus ``since.overlap``: a row that commits
     while the read runs has a Timestamp above it and comes with the next read (the guarantee of
     :class:`Watermark`: rows visible more than ``overlap`` after their Timestamp can be missed).
     It is never below ``since``'s floor (then the window is empty). Keep the window with
