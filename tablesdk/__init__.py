@@ -55,6 +55,7 @@ from ._queries._continuation import ContinuationToken, ResultSegment
 from ._queries._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from ._queries._parallel import find_partition_boundaries
 from ._queries._query import EmptyResultError, TableQuery
+from ._queries._watermark import ChangeWindow
 from ._queries._watermark import Changes, Watermark, since_filter
 from ._pipeline._retry import CosmosRetry, ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
 from ._unit_of_work._table import CloudTable, TableContext
@@ -147,6 +148,7 @@ __all__ = [
     "TableQuery",
     "Changes",
     "Watermark",
+    "ChangeWindow",
     "since_filter",
     "next_watermark",
     "TableEncryptionPolicy",

@@ -227,6 +227,15 @@ class AsyncTableQuery(Generic[E]):
                 yield entity
             del page  # release this page before the next request
 
+    def changes(self, since: Watermark) -> AsyncChanges[E]:
+        """``async for`` over the entities changed after ``since`` (:meth:`tablesdk.TableQuery.changes`):
+        the iterator's ``watermark`` is the next one once it is exhausted."""
+        from .._queries._watermark import entity_changes
+
+        condition, tracker, deliver = entity_changes(since)
+        query = self if condition is None else self.where(condition)
+        return AsyncChanges(query.__aiter__(), tracker, deliver)
+
     def _pages(
         self, *, read_ahead: ReadAhead | None = None, decode: Callable[[FetchedPage], P] | None = None
     ) -> AsyncIterator[tuple[Any, ContinuationToken | None]]:
