@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import statistics
 import subprocess
@@ -232,6 +233,7 @@ class Contender:
     idle_rate: float = 0.0  # CPU seconds per wall second of its processes when idle
     task_threads: dict[int, list[int]] = field(default_factory=dict)  # the threads that run its tasks
     samples: dict[int, list[Sample]] = field(default_factory=dict)
+    shares: list[float] = field(default_factory=list)  # core_share() before each repetition of its phase
 
 
 def measure(contender: Contender, table: str, size: int, emulator_pid: int) -> Sample:
@@ -244,6 +246,16 @@ def measure(contender: Contender, table: str, size: int, emulator_pid: int) -> S
     sample = Sample(cpu_delta(before, after), emu1 - emu0, wall, tasks)
     contender.samples.setdefault(size, []).append(sample)
     return sample
+
+
+def core_share(seconds: float = 1.0) -> float:
+    """The share of a core one more runnable thread gets now: a busy loop in its own process, its CPU over
+    the wall time (1.0 on an idle machine; less where other work competes for the cores)."""
+    loop = f"import time\nend = time.perf_counter() + {seconds}\nwhile time.perf_counter() < end: pass\n" \
+           "print(time.process_time())"
+    wall0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-S", "-c", loop], capture_output=True, text=True, check=True)
+    return float(done.stdout) / (time.perf_counter() - wall0)
 
 
 def idle_rate(seconds: float, emulator_pid: int) -> float:
@@ -335,7 +347,8 @@ def spark_engine(conn: str, workers: int, ranges: int) -> Iterator[dict[str, Cal
     session = (
         SparkSession.builder.master(f"local[{workers}]").appName("tablesdk-distributed-cost")
         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -403,6 +416,9 @@ def main() -> int:
                     phase.extend(Contender(name, runs[name], rate, threads) for name in wanted)
                     print(f"{engine} started; idle {rate * 1000:.1f} ms CPU a second", file=sys.stderr, flush=True)
                 for rep in range(args.repeat):
+                    share = core_share()
+                    for contender in phase:
+                        contender.shares.append(share)
                     for size in (small, large):
                         for contender in phase:
                             measure(contender, tables[size], size, emulator_pid)
@@ -410,6 +426,7 @@ def main() -> int:
             contenders.extend(phase)
     print(f"after: {uptime()}")
     report(contenders, small, large, args)
+    model_check(contenders, large, args.workers)
     return 0
 
 
@@ -451,6 +468,36 @@ def report(contenders: list[Contender], small: int, large: int, args: argparse.N
         fixed = low - slope * small
         print(f"| {contender.name} | {fixed * 1000:.0f} | {slope * 1e6:.1f} | {contender.idle_rate * 1000:.1f} "
               f"| {slope / base_slope:.2f} |")
+
+
+def model_check(contenders: list[Contender], size: int, workers: int) -> None:
+    """The wall-clock rate each contender should reach from its CPU per entity, next to the one it did.
+
+    Each resource that works one thread at a time gets ``a`` of a core (the busy loop's share,
+    measured before each repetition): the emulator (one thread under its GIL) serves at most
+    ``a / s`` entities a second (``s`` its CPU per entity), this process at most ``a / d``, and the
+    ``W`` worker processes at most ``W x a / w``; the read reaches the smallest. The 2 cores bound
+    the sum: ``2 x a / (s + d + w)`` (every process of the read and the emulator sharing them).
+    Serial reads decode in this process (``d``), reading ahead of the emulator (one thread each).
+    """
+    print(f"\nModel check, {size:,} entities: predicted against measured entities/s (medians)\n")
+    print("| contender | core share a | bound: emulator a/s | driver a/d | workers W a/w | 2 cores 2a/(s+d+w) "
+          "| predicted | measured | measured / predicted |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for contender in contenders:
+        runs = contender.samples[size]
+        share = statistics.median(contender.shares)
+        emulator = statistics.median(s.emulator for s in runs) / size
+        driver = statistics.median(s.groups.get("driver", 0.0) for s in runs) / size
+        rest = statistics.median(s.total - s.groups.get("driver", 0.0) for s in runs) / size
+        parallel = 1 if contender.name.startswith("serial") else workers
+        bounds = [share / emulator, share / driver, parallel * share / rest if rest > 0 else math.inf,
+                  2 * share / (emulator + driver + rest)]
+        predicted = min(bounds)
+        measured = statistics.median(size / s.wall for s in runs)
+        shown = " | ".join("-" if math.isinf(b) else f"{b:,.0f}" for b in bounds)
+        print(f"| {contender.name} | {share:.2f} | {shown} | {predicted:,.0f} | {measured:,.0f} "
+              f"| {measured / predicted:.2f} |")
 
 
 if __name__ == "__main__":
