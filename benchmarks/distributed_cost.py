@@ -233,29 +233,36 @@ class Contender:
     idle_rate: float = 0.0  # CPU seconds per wall second of its processes when idle
     task_threads: dict[int, list[int]] = field(default_factory=dict)  # the threads that run its tasks
     samples: dict[int, list[Sample]] = field(default_factory=dict)
-    shares: list[float] = field(default_factory=list)  # core_share() before each repetition of its phase
+    shares: dict[int, list[float]] = field(default_factory=dict)  # core_share() during each read, by size
 
 
 def measure(contender: Contender, table: str, size: int, emulator_pid: int) -> Sample:
-    before, emu0, wall0 = tree_cpu({emulator_pid}), emulator_cpu(emulator_pid), time.perf_counter()
-    tasks0 = thread_cpu(contender.task_threads)
-    count = contender.run(table, size)
-    wall, after, emu1 = time.perf_counter() - wall0, tree_cpu({emulator_pid}), emulator_cpu(emulator_pid)
-    tasks = thread_cpu(contender.task_threads) - tasks0
+    with core_share() as (loop_pid, share):
+        skip = {emulator_pid, loop_pid}
+        before, emu0, wall0 = tree_cpu(skip), emulator_cpu(emulator_pid), time.perf_counter()
+        tasks0 = thread_cpu(contender.task_threads)
+        count = contender.run(table, size)
+        wall, after, emu1 = time.perf_counter() - wall0, tree_cpu(skip), emulator_cpu(emulator_pid)
+        tasks = thread_cpu(contender.task_threads) - tasks0
+        contender.shares.setdefault(size, []).append(share())
     assert count == size, f"{contender.name}: read {count} of {size}"
     sample = Sample(cpu_delta(before, after), emu1 - emu0, wall, tasks)
     contender.samples.setdefault(size, []).append(sample)
     return sample
 
 
-def core_share(seconds: float = 1.0) -> float:
-    """The share of a core one more runnable thread gets now: a busy loop in its own process, its CPU over
-    the wall time (1.0 on an idle machine; less where other work competes for the cores)."""
-    loop = f"import time\nend = time.perf_counter() + {seconds}\nwhile time.perf_counter() < end: pass\n" \
-           "print(time.process_time())"
-    wall0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-S", "-c", loop], capture_output=True, text=True, check=True)
-    return float(done.stdout) / (time.perf_counter() - wall0)
+@contextlib.contextmanager
+def core_share() -> Iterator[tuple[int, Callable[[], float]]]:
+    """A busy loop in its own process while the block runs; gives its pid and a function answering the
+    share of a core it got since the block began (1.0 on an idle machine): what one runnable thread of
+    the read got, with other work and the read's own processes competing for the cores."""
+    loop = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    cpu0, wall0 = emulator_cpu(loop.pid), time.perf_counter()
+    try:
+        yield loop.pid, lambda: (emulator_cpu(loop.pid) - cpu0) / (time.perf_counter() - wall0)
+    finally:
+        loop.kill()
+        loop.wait()
 
 
 def idle_rate(seconds: float, emulator_pid: int) -> float:
@@ -416,9 +423,6 @@ def main() -> int:
                     phase.extend(Contender(name, runs[name], rate, threads) for name in wanted)
                     print(f"{engine} started; idle {rate * 1000:.1f} ms CPU a second", file=sys.stderr, flush=True)
                 for rep in range(args.repeat):
-                    share = core_share()
-                    for contender in phase:
-                        contender.shares.append(share)
                     for size in (small, large):
                         for contender in phase:
                             measure(contender, tables[size], size, emulator_pid)
@@ -473,26 +477,25 @@ def report(contenders: list[Contender], small: int, large: int, args: argparse.N
 def model_check(contenders: list[Contender], size: int, workers: int) -> None:
     """The wall-clock rate each contender should reach from its CPU per entity, next to the one it did.
 
-    Each resource that works one thread at a time gets ``a`` of a core (the busy loop's share,
-    measured before each repetition): the emulator (one thread under its GIL) serves at most
+    Each resource that works one thread at a time gets ``a`` of a core (the share a busy loop in its
+    own process got during the same read, other work and the read's own processes competing): the emulator (one thread under its GIL) serves at most
     ``a / s`` entities a second (``s`` its CPU per entity), this process at most ``a / d``, and the
-    ``W`` worker processes at most ``W x a / w``; the read reaches the smallest. The 2 cores bound
-    the sum: ``2 x a / (s + d + w)`` (every process of the read and the emulator sharing them).
+    ``W`` worker processes at most ``W x a / w``; the read reaches the smallest (the busy loop takes
+    its share from the read too: about one runnable thread more than the read's own).
     Serial reads decode in this process (``d``), reading ahead of the emulator (one thread each).
     """
     print(f"\nModel check, {size:,} entities: predicted against measured entities/s (medians)\n")
-    print("| contender | core share a | bound: emulator a/s | driver a/d | workers W a/w | 2 cores 2a/(s+d+w) "
+    print("| contender | core share a | bound: emulator a/s | driver a/d | workers W a/w "
           "| predicted | measured | measured / predicted |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for contender in contenders:
         runs = contender.samples[size]
-        share = statistics.median(contender.shares)
+        share = statistics.median(contender.shares[size])
         emulator = statistics.median(s.emulator for s in runs) / size
         driver = statistics.median(s.groups.get("driver", 0.0) for s in runs) / size
         rest = statistics.median(s.total - s.groups.get("driver", 0.0) for s in runs) / size
         parallel = 1 if contender.name.startswith("serial") else workers
-        bounds = [share / emulator, share / driver, parallel * share / rest if rest > 0 else math.inf,
-                  2 * share / (emulator + driver + rest)]
+        bounds = [share / emulator, share / driver, parallel * share / rest if rest > 0 else math.inf]
         predicted = min(bounds)
         measured = statistics.median(size / s.wall for s in runs)
         shown = " | ".join("-" if math.isinf(b) else f"{b:,.0f}" for b in bounds)
