@@ -35,7 +35,8 @@ conversion of Arrow batches to rows, its threads), ``daemons`` (Ray's GCS, rayle
 agents) and ``workers`` (Dask's worker and nanny processes, Ray's worker processes,
 Spark's Python daemon and workers). The engines' idle cost (their daemons' heartbeats)
 is measured over ``--idle`` seconds before the reads and reported as a rate; the totals
-include it, a second ratio leaves it out. For Dask the CPU of the threads that run the
+include it, a second ratio leaves it out (the engine's idle rate times the read's wall time
+taken off, against the serial read with no engine started). For Dask the CPU of the threads that run the
 tasks (``/proc/PID/task/TID``) is shown apart from the rest of the worker processes (their
 event loop, heartbeats, profiler and nanny): the first is our read and Dask's task wrapper,
 the second the engine's own. The serial read of each phase runs with that engine idle
@@ -45,13 +46,16 @@ phase without an engine gives the serial read alone.
 Per contender and size: client CPU µs/entity (all groups), the ratio to the serial read
 of the same repetition (median of the per-repetition ratios), the emulator's CPU
 µs/entity, wall seconds; then the fixed cost and the slope (µs per entity) of each
-contender from the two sizes: ``cpu(N) = fixed + slope x N``. The machine (nproc,
-``uptime`` before and after) comes first.
+contender from the two sizes: ``cpu(N) = fixed + slope x N``; last, a check of a model
+(:func:`model_check`) of each read's rate from its CPU per entity and the share of a core a
+busy loop got during the same read. The machine (nproc, ``uptime`` before and after) comes
+first.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import contextlib
 import logging
 import math
@@ -269,9 +273,7 @@ def idle_rate(seconds: float, emulator_pid: int) -> float:
     before, wall0 = tree_cpu({emulator_pid}), time.perf_counter()
     time.sleep(seconds)
     after, wall = tree_cpu({emulator_pid}), time.perf_counter() - wall0
-    groups = cpu_delta(before, after)
-    groups.pop("driver", None)  # this process sleeping: its own idle threads are the engine's too, but tiny
-    return sum(groups.values()) / wall
+    return sum(cpu_delta(before, after).values()) / wall  # this process's share is the engine's threads in it
 
 
 def serial(conn: str) -> Callable[[str, int], int]:
@@ -394,6 +396,7 @@ def main() -> int:
     parser.add_argument("--ranges", type=int, default=8, help="PartitionKey ranges (tasks) of a read")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (Dask), CPUs (Ray), local[W] (Spark)")
     parser.add_argument("--idle", type=float, default=3.0, help="seconds of idle engines measured for their idle cost")
+    parser.add_argument("--json", help="write every sample to this file as well")
     parser.add_argument("--engines", nargs="+", default=["dask", "dask-gather", "ray", "ray-gather",
                                                          "spark", "spark-gather"])
     args = parser.parse_args()
@@ -431,6 +434,12 @@ def main() -> int:
     print(f"after: {uptime()}")
     report(contenders, small, large, args)
     model_check(contenders, large, args.workers)
+    if args.json:
+        Path(args.json).write_text(json.dumps([
+            {"name": c.name, "idle_rate": c.idle_rate, "shares": c.shares,
+             "samples": {size: [vars(sample) for sample in runs] for size, runs in c.samples.items()}}
+            for c in contenders
+        ], indent=1))
     return 0
 
 
@@ -438,9 +447,10 @@ def report(contenders: list[Contender], small: int, large: int, args: argparse.N
     """Per size, each contender against the serial read of its own phase (same repetition), then fixed cost and slope."""
     print(f"\n{args.ranges} ranges, {args.workers} workers, {args.repeat} repetitions; CPU in µs per entity, medians\n")
     print("| contender | entities | client CPU (all processes) | driver | workers | (of which task threads) | jvm | daemons "
-          "| x serial, per rep (median) | x serial less idle | emulator CPU | wall s |")
+          "| x serial, per rep (median) | idle cost removed, x serial alone | emulator CPU | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     base: Contender | None = None
+    alone = contenders[0]  # the serial read with no engine started
     for size in (small, large):
         for contender in contenders:
             if contender.name.startswith("serial"):
@@ -453,7 +463,7 @@ def report(contenders: list[Contender], small: int, large: int, args: argparse.N
 
             serial_cpu = [s.total for s in base.samples[size]]
             found = [s.total / b for s, b in zip(runs, serial_cpu)]
-            less = [(s.total - contender.idle_rate * s.wall) / b for s, b in zip(runs, serial_cpu)]
+            less = [(s.total - contender.idle_rate * s.wall) / b.total for s, b in zip(runs, alone.samples[size])]
             ratios = ", ".join(f"{r:.2f}" for r in found) + f" ({statistics.median(found):.2f})"
             print(f"| {contender.name} | {size:,} | {per(lambda s: s.total)} | {per(lambda s: s.groups.get('driver', 0))} "
                   f"| {per(lambda s: s.groups.get('workers', 0))} | {per(lambda s: s.tasks) if contender.task_threads else '-'} "
