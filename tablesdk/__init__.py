@@ -27,6 +27,7 @@ from ._unit_of_work._merge import MergeOption
 from ._unit_of_work._save_plan import SaveChangesOptions
 from ._unit_of_work._tracking import EntityDescriptor, EntityStates
 from ._unit_of_work._tracking_context import UnsavedChangesWarning
+from ._core._cosmos import CosmosTimestampFilterWarning
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entities._entity import DynamicEntity, TableEntity, allow_unfilterable_names
 from ._entities._models import AsJson, ByValue, Chunked, Converter, Encrypted, Flatten, Json, StoredAs
@@ -54,8 +55,9 @@ from ._queries._continuation import ContinuationToken, ResultSegment
 from ._queries._keys import datetime_from_reverse_ticks, fixed_width_key, reverse_ticks
 from ._queries._parallel import find_partition_boundaries
 from ._queries._query import EmptyResultError, TableQuery
+from ._queries._watermark import ChangeWindow
 from ._queries._watermark import Changes, Watermark, since_filter
-from ._pipeline._retry import ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
+from ._pipeline._retry import CosmosRetry, ExponentialRetry, LinearRetry, NoRetry, RetryPolicy, is_retryable, server_delay
 from ._unit_of_work._table import CloudTable, TableContext
 from ._unit_of_work._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._pipeline._transport import OperationContext, ResponseReceived, RetryDecision
@@ -122,6 +124,7 @@ __all__ = [
     "TableBatchOperation",
     "TableResult",
     "UnsavedChangesWarning",
+    "CosmosTimestampFilterWarning",
     "TableEntity",
     "DynamicEntity",
     "allow_unfilterable_names",
@@ -146,6 +149,7 @@ __all__ = [
     "TableQuery",
     "Changes",
     "Watermark",
+    "ChangeWindow",
     "since_filter",
     "next_watermark",
     "TableEncryptionPolicy",
@@ -173,6 +177,7 @@ __all__ = [
     "NoRetry",
     "LinearRetry",
     "ExponentialRetry",
+    "CosmosRetry",
     "RetryPolicy",
     "is_retryable",
     "server_delay",

@@ -24,7 +24,7 @@ from typing import Any
 
 from ._columns._arrow import guids_as_uuid, is_uuid_type, pandas_types_mapper
 from ._columns._arrow_fit import edm_type_overrides
-from ._queries._watermark import Watermark
+from ._queries._watermark import ChangeWindow, Watermark
 from ._columns._engines import (
     DEFAULT_PARTITIONS,
     KEY_CEILING,
@@ -71,7 +71,7 @@ def read_table(
     sample_size: int = 1000,
     payload_format: str = "json",
     operation_deadline: float | None = None,
-    since: Watermark | None = None,
+    since: Watermark | ChangeWindow | None = None,
 ) -> Any:
     """The entities of ``table`` as a ``dask.dataframe.DataFrame`` indexed by PartitionKey.
 
@@ -89,7 +89,8 @@ def read_table(
     ``operation_deadline``: past it the read raises :class:`~tablesdk.RequestTimeoutError`.
     ``since`` (a :class:`~tablesdk.Watermark`) reads only the rows changed after it, each with its
     ``odata.etag`` column; :func:`~tablesdk.next_watermark` makes the next watermark from the rows
-    (docs/data.md, "Incremental reads").
+    (docs/data.md, "Incremental reads"). A :class:`~tablesdk.ChangeWindow` as ``since`` reads the rows
+    inside it, every time the frame is computed, and its ``next_watermark`` is the next watermark.
     """
     import dask.dataframe as dd
     import pyarrow as pa

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty
-from ._columns._engines import RangePlan, RangeSpec, plan_ranges, read_range
+from ._columns._engines import RangePlan, RangeSpec, change_window, plan_ranges, read_range
 from ._core._extras import require_extra
 from ._entities._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
 from ._pipeline._options import TableRequestOptions
 from ._pipeline._retry import RetryPolicy
+from ._queries._watermark import ChangeWindow
 
 if TYPE_CHECKING:
     import polars
@@ -321,8 +322,10 @@ def _frames(
     pushed = None
     if predicate is not None:
         types = {field.name: edm for field in plan.schema if (edm := edm_type_of_field(field)) is not None}
-        base = plan.specs[0].filter
+        base, window = plan.specs[0].filter, plan.specs[0].since
         budget = MAX_FILTER_COMPARISONS - _RANGE_COMPARISONS - (count_comparisons(base) if base else 0)
+        if isinstance(window, ChangeWindow):
+            budget -= count_comparisons(window.filter())
         found = service_filter(predicate, types, budget)
         pushed = None if found is None else found.render()
     specs: list[RangeSpec] = [spec.narrowed(wanted, pushed) for spec in plan.specs]
@@ -366,6 +369,7 @@ def scan_table(
     max_workers: int = 4,
     payload_format: str = "json",
     operation_deadline: float | None = None,
+    since: ChangeWindow | None = None,
 ) -> polars.LazyFrame:
     """The entities of ``table`` as a ``polars.LazyFrame``; nothing but the probes and a sample is read
     until it is collected.
@@ -379,12 +383,16 @@ def scan_table(
     ``$select``, and what :func:`service_filter` can express of its filter becomes ``$filter``;
     Polars applies the whole filter to the rows that arrive. ``operation_deadline`` (seconds,
     default none) bounds each request, retries included, as the client's ``operation_deadline``.
+    ``since`` (a :class:`~tablesdk.ChangeWindow`) reads only the rows changed inside it, with their
+    ``odata.etag`` column: the same rows each time the frame is collected, and the window's
+    ``next_watermark`` is the watermark after them (docs/data.md, "Incremental reads").
     """
     from polars.io.plugins import register_io_source
 
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=partitions, boundaries=boundaries,
         schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
+        since=change_window(since),
     )
 
     def source(with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None) -> Iterator[Any]:
@@ -407,12 +415,13 @@ def read_table(
     max_workers: int = 4,
     payload_format: str = "json",
     operation_deadline: float | None = None,
+    since: ChangeWindow | None = None,
 ) -> polars.DataFrame:
     """:func:`scan_table` with the same parameters, collected: the table as a ``polars.DataFrame``."""
     return scan_table(
         connection_string, table, filter=filter, columns=columns, partitions=partitions, boundaries=boundaries,
         schema=schema, sample_size=sample_size, max_workers=max_workers, payload_format=payload_format,
-        operation_deadline=operation_deadline,
+        operation_deadline=operation_deadline, since=since,
     ).collect()
 
 

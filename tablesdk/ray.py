@@ -27,6 +27,7 @@ from ._entities._edm import EdmType
 from ._columns._engines import (
     ConnectionSecret,
     Failures,
+    change_window,
     RangePlan,
     RangeSpec,
     TableWriteError,
@@ -37,6 +38,7 @@ from ._columns._engines import (
 )
 from ._core._extras import require_extra
 from ._entities._filter import Filter
+from ._queries._watermark import ChangeWindow
 from ._pipeline._options import TableRequestOptions
 from ._pipeline._retry import RetryPolicy
 
@@ -125,6 +127,7 @@ def read_table(
     sample_size: int = 1000,
     payload_format: str = "json",
     operation_deadline: float | None = None,
+    since: ChangeWindow | None = None,
 ) -> ray.data.Dataset:
     """The entities of ``table`` as a ``ray.data.Dataset`` of Arrow blocks, one read task per PartitionKey range.
 
@@ -139,12 +142,17 @@ def read_table(
     then). Nothing is read but the probes and the sample until the Dataset is consumed; the
     Dataset's rows come in no particular order. ``operation_deadline`` (seconds, default none)
     bounds each request, retries included, as the client's ``operation_deadline``.
+
+    ``since`` (a :class:`~tablesdk.ChangeWindow`) reads only the rows changed inside it, each with
+    its ``odata.etag`` column: the same rows each time the Dataset is consumed, and the window's
+    ``next_watermark`` is the watermark after them (docs/data.md, "Incremental reads").
     """
     import ray.data
 
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=parallelism, boundaries=boundaries,
         schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
+        since=change_window(since),
     )
     # One block count per range: Ray would otherwise split each range's blocks into its default count.
     dataset: ray.data.Dataset = ray.data.read_datasource(_datasource(plan), override_num_blocks=len(plan.specs))

@@ -16,6 +16,10 @@ where the service answers them exactly as Spark would; every other one stays wit
 DataFrame, the last one whose filters were pushed, and reuses it for every later scan of that
 frame, filtered or not.
 
+Incremental reads: the ``since`` option takes a :class:`~tablesdk.ChangeWindow`'s text, whose upper
+end is fixed before the read, so that every action on the frame reads the same rows and the
+driver knows the next watermark (``window.next_watermark``) without them.
+
 Writing: each Spark partition's Arrow batches go through the bulk engine
 (:meth:`~tablesdk.CloudTableClient.write_arrow`); the commit messages carry each partition's
 counts and the keys of every entity not written, and the job fails with
@@ -52,6 +56,7 @@ from pyspark.sql.types import (  # noqa: E402
 from ._core._account import CloudStorageAccount  # noqa: E402
 from ._columns._arrow import ETAG_COLUMN, edm_type_of_field  # noqa: E402
 from ._columns._arrow_fit import edm_type_overrides  # noqa: E402
+from ._columns._arrow_since import in_window  # noqa: E402
 from ._bulk_loading._bulk import BulkMode  # noqa: E402
 from ._clients._client import CloudTableClient  # noqa: E402
 from ._entities._edm import EdmType, format_datetime  # noqa: E402
@@ -61,6 +66,7 @@ from ._core._errors import SchemaConflictError, TableServiceError, TableValidati
 from ._entities._filter import Filter, Or, count_comparisons, prop  # noqa: E402
 from ._queries._parallel import find_partition_boundaries  # noqa: E402
 from ._queries._query import TableQuery  # noqa: E402
+from ._queries._watermark import ChangeWindow  # noqa: E402
 
 __all__ = ["SHORT_NAME", "AzureTablesDataSource", "TableWriteError", "register", "service_filter"]
 
@@ -72,6 +78,8 @@ SECRET_OPTIONS = "connectionString|accountKey|sasToken|sharedAccessSignature"
 SECRET_TEXT = r"(?i)(?:AccountKey|SharedAccessSignature)=[^;\s'\"]*|\bsig=[^&;\s'\"]*"
 #: The Table service's most comparisons in one ``$filter``; two go to a range's PartitionKey bounds.
 _FILTER_BUDGET = 15 - 2
+#: The columns an incremental read asks for beside the properties: the keys and Timestamp (the ETag always comes).
+_CHANGE_KEYS = ("PartitionKey", "RowKey", "Timestamp")
 #: Characters below which Spark's string order (code points) and the service's (UTF-16 code units)
 #: agree for any value compared with the literal.
 _ORDER_SAFE_BELOW = 0xE000
@@ -207,7 +215,10 @@ class AzureTablesDataSource(sds.DataSource):
     sample page, default 1000), ``edmTypes`` (JSON: each column's EDM type, for filters and writes),
     ``truncateDateTimes`` (``true``: a DateTime's 100 ns digit may be dropped in a timestamp
     column), ``pushFilters`` (``true``: Spark's filters become ``$filter``; see docs/data.md for
-    the one read plan Spark keeps per loaded frame), ``operationDeadline`` (seconds per request); writing: ``writeMode``
+    the one read plan Spark keeps per loaded frame), ``operationDeadline`` (seconds per request),
+    ``since`` (a :class:`~tablesdk.ChangeWindow`'s :meth:`~tablesdk.ChangeWindow.to_string`: only the
+    rows changed inside it, the same ones each time the frame is computed; the window's
+    ``next_watermark`` is the watermark after them); writing: ``writeMode``
     (``insert``, ``merge`` or ``replace``), ``maxWorkers`` (default 8), ``edmTypes``.
     """
 
@@ -298,6 +309,11 @@ class _Reader(sds.DataSourceReader):
         }
         self.pushed: list[str] = []
         self.truncate = options.flag("truncateDateTimes")
+        since = options.text("since")
+        #: The change window of an incremental read (the ``since`` option), or None.
+        self.window = None if since is None else ChangeWindow.from_string(since)
+        if self.window is not None and self.select:  # the window's rows are told apart by keys, Timestamp, ETag
+            self.select = (*self.select, *(name for name in _CHANGE_KEYS if name not in self.select))
 
     def partitions(self) -> list[sds.InputPartition]:
         boundaries = self.options.json_value("boundaries", list)
@@ -312,6 +328,8 @@ class _Reader(sds.DataSourceReader):
 
     def _query(self, client: CloudTableClient) -> TableQuery[DynamicEntity]:
         query = _base_query(client, self.options, self.select)
+        if self.window is not None:
+            query = query.where(self.window.filter())
         for text in self.pushed:
             query = query.where(text)
         return query
@@ -327,7 +345,9 @@ class _Reader(sds.DataSourceReader):
                 query = query.where(prop("PartitionKey") >= partition.low)
             if partition.high is not None:
                 query = query.where(prop("PartitionKey") < partition.high)
-            for batch in query.iter_arrow_batches():
+            for batch in query.iter_arrow_batches(with_etag=self.window is not None):
+                if self.window is not None:
+                    batch = in_window(batch, self.window, False)
                 if batch.num_rows:
                     yield self._spark_batch(batch, target)
 
@@ -370,6 +390,8 @@ class _PushingReader(_Reader):
         (and the ones only narrowed by the service) are returned, for Spark to apply."""
         raw = self.options.text("filter")
         budget = _FILTER_BUDGET - (count_comparisons(raw) if raw else 0)
+        if self.window is not None:
+            budget -= count_comparisons(self.window.filter())
         for spark_filter in filters:
             found = service_filter(spark_filter, self.spark_types, self.edm_types)
             if found is None:

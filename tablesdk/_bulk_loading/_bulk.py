@@ -280,6 +280,10 @@ if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type 
         def api_version(self) -> str: ...
         @property
         def retry_policy(self) -> RetryPolicy: ...
+        @property
+        def max_batch_bytes(self) -> int: ...
+        @property
+        def is_cosmos(self) -> bool: ...
         def _encryption(self, options: TableRequestOptions | None, entity_type: Any = None) -> EncryptionScope | None: ...
 
 
@@ -614,10 +618,13 @@ def insert_call(
     operation = BULK_MODES.get(mode) if isinstance(mode, str) else None
     if operation is None:
         raise ValueError(f"mode must be one of {sorted(BULK_MODES)}, not {mode!r}")
-    validate_table_name(table)
+    validate_table_name(table, cosmos=client.is_cosmos)
     total = len(entities) if isinstance(entities, Sized) else None
     call = BulkCall(table, BulkKind(operation), bulk, bulk.policy(client.retry_policy), total)
-    sizer = BatchSizer(client.table_endpoint, table, operation, client.format, client.api_version)
+    sizer = BatchSizer(
+        client.table_endpoint, table, operation, client.format, client.api_version, client.max_batch_bytes,
+        client.is_cosmos,
+    )
     encryption = client._encryption(bulk.options)
     return call, plan_inserts(entities, client.format, sizer, call.pauser(pause), encryption, operation)
 

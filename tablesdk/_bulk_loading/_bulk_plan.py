@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .._core._cosmos import check_cosmos_write
 from .._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import encrypted_names, entity_to_payload
@@ -62,8 +63,14 @@ class BatchSizer:
     ``Content-ID``. tests/unit/test_bulk.py checks the prediction byte for byte.
     """
 
-    def __init__(self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str) -> None:
+    def __init__(
+        self, base_url: str, table: str, kind: BatchOperationKind, fmt: PayloadFormat, api_version: str,
+        max_bytes: int | None = None, cosmos: bool = False,
+    ) -> None:
         self.table = table
+        # The service's batch limit: the format's (4 MiB), or a smaller one (Cosmos DB's 2 MB).
+        self.max_bytes = MAX_BATCH_BYTES if max_bytes is None else min(max_bytes, MAX_BATCH_BYTES)
+        self.cosmos = cosmos  # each entity is checked against Cosmos DB's own limits too
         self.addressed = kind is not BatchOperationKind.INSERT  # the keys are in the inner URL
         ops = [_probe_operation(kind, table, row_key) for row_key in ("0", "1")]
         one = len(build_batch_request(base_url, ops[:1], fmt, api_version=api_version)[0])
@@ -133,6 +140,8 @@ def plan_inserts(
             marked = encrypted_names(type(entity))
             if encryption is not None or marked:
                 payload = (encryption or NO_ENCRYPTION).encrypt(payload, marked, kind)
+            if sizer.cosmos:  # what is sent: encrypted, with its metadata
+                check_cosmos_write(payload.values["PartitionKey"], payload.values["RowKey"], payload.values)
             item = BulkItem(index, entity, payload, fmt.serialize_entity(payload))
         except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised
             yield index, entity, exc
@@ -147,13 +156,13 @@ def plan_inserts(
             group = groups[partition_key] = _Group(sizer.framing)
         body_size = len(item.body)
         cost = sizer.cost(partition_key, row_key, body_size, len(group.items) + 1)
-        if group.size + cost > MAX_BATCH_BYTES and group.items:
+        if group.size + cost > sizer.max_bytes and group.items:
             yield take(partition_key)
             group = groups[partition_key] = _Group(sizer.framing)
             cost = sizer.cost(partition_key, row_key, body_size, 1)
-        if group.size + cost > MAX_BATCH_BYTES:
+        if group.size + cost > sizer.max_bytes:
             del groups[partition_key]
-            yield index, entity, _too_large(group.size + cost)
+            yield index, entity, _too_large(group.size + cost, sizer.max_bytes)
             continue
         group.items.append(item)
         group.size += cost
@@ -176,7 +185,8 @@ def _duplicate_error(partition_key: str, row_key: str, first: int) -> TableValid
     )
 
 
-def _too_large(size: int) -> TableValidationError:
+def _too_large(size: int, limit: int) -> TableValidationError:
+    shown = "4 MiB" if limit == MAX_BATCH_BYTES else "2 MB (Cosmos DB)"
     return TableValidationError(
-        "entity", f"a batch body is at most 4 MiB ({MAX_BATCH_BYTES} bytes)", f"this entity alone makes a {size}-byte batch"
+        "entity", f"a batch body is at most {shown} ({limit} bytes)", f"this entity alone makes a {size}-byte batch"
     )

@@ -80,7 +80,7 @@ def count_entities(
 
     ``progress(counted, None)`` is called after each page.
     """
-    validate_table_name(table)
+    validate_table_name(table, cosmos=client.is_cosmos)
     count = 0
     for page in scan_pages(client, key_query(client.create_query(table, options=options), filter, parameters)):
         count += len(page)
@@ -116,7 +116,7 @@ def page_deletes(page: list[EntityPayload], first_index: int) -> Iterator[list[B
 
 def delete_call(client: BulkTarget, table: str, conditional: bool, bulk: BulkOptions) -> BulkCall:
     """The bulk call of a delete (refusing bad arguments before any request)."""
-    validate_table_name(table)
+    validate_table_name(table, cosmos=client.is_cosmos)
     if not isinstance(conditional, bool):
         raise TableValidationError("conditional", "conditional is a bool", f"got {type(conditional).__name__}")
     return BulkCall(table, BulkKind(DELETE, conditional), bulk, bulk.policy(client.retry_policy), None)

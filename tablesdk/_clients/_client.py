@@ -41,8 +41,8 @@ from .._pipeline._options import TableRequestOptions, check_options
 from .._queries._page_stream import segment_results, stream_pages
 from .._queries._pager import PageRequest, Pager
 from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from .._core._auth import with_token_audience
-from .._pipeline._retry import RetryPolicy
+from .._core._cosmos import client_credential
+from .._pipeline._retry import CosmosRetry, RetryPolicy
 from .._pipeline._http import DEFAULT_MAX_RESPONSE_BYTES, RequestHook, Sender, SendingRequest
 from .._pipeline._settings import DEFAULT_TIMEOUT, client_settings
 from .._pipeline._transport import HttpResponse, OperationContext, Timeout, Transport
@@ -108,7 +108,9 @@ class CloudTableClient(ClientCore):
 
     ``token_audience`` makes an Entra ID token credential ask for ``<audience>/.default``
     instead of ``https://storage.azure.com/.default`` (``https://cosmos.azure.com`` for
-    Cosmos DB's Table API, a sovereign cloud's audience); the account is not changed.
+    Cosmos DB's Table API, a sovereign cloud's audience); the account is not changed. A client of a
+    Cosmos DB account (:attr:`CloudStorageAccount.is_cosmos`) asks for ``https://cosmos.azure.com``
+    by itself, and follows Cosmos DB's documented differences (docs/cosmos.md).
     """
 
     #: Queries from this client may run pages on several threads at once (one pooled,
@@ -137,11 +139,11 @@ class CloudTableClient(ClientCore):
         token_audience: str | None = None,
         encryption_policy: TableEncryptionPolicy | None = None,
     ) -> None:
-        credential = with_token_audience(account.credential, token_audience)
+        credential = client_credential(account.credential, token_audience, account.is_cosmos)
         super().__init__(
             account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
             echo_content=echo_content, settings=client_settings(
-                retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
+                retry_policy=retry_policy or (CosmosRetry() if account.is_cosmos else None), timeout=timeout, server_timeout=server_timeout,
                 operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
                 encryption_policy=encryption_policy,
             ),
@@ -405,7 +407,7 @@ class CloudTableClient(ClientCore):
         without a class it is a ``TableQuery[DynamicEntity]``. Its requests are sent with
         ``options`` (as :meth:`TableQuery.with_options`).
         """
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         return TableQuery(self, table_name, entity_type, options=options)
 
     def get_table_reference(self, table_name: str) -> CloudTable:

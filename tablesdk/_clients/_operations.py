@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 from .._core._auth import check_token_credential, require_credential
+from .._core._cosmos import (
+    COSMOS_MAX_BATCH_BYTES, CosmosTimestampFilterWarning, check_cosmos_batch_size, check_cosmos_write, cosmos_unsupported,
+    filter_names_timestamp, timestamp_filter_message,
+)
 from .._formats._batch import (
+    MAX_BATCH_BYTES,
     BatchOperation,
     BatchOperationKind,
     BatchOperationResult,
@@ -55,6 +60,7 @@ from .._core._errors import (
     TableValidationError,
     error_for_status,
     require_positive_seconds,
+    warn_the_caller,
 )
 from .._entities._filter import FilterLike, as_filter, prop, render_filter
 from .._formats import (
@@ -242,6 +248,13 @@ class ClientCore:
     ) -> None:
         options: dict[str, Any] = {"metadata": json_metadata} if payload_format == "json" else {}
         self._format: PayloadFormat = get_format(payload_format, **options)
+        #: Whether this client talks to Cosmos DB's Table API (the account decides; see docs/cosmos.md).
+        self.is_cosmos = account.is_cosmos
+        if self.is_cosmos and self._format.name != "json":
+            raise TableValidationError(
+                "payload_format", "Cosmos DB's Table API speaks JSON only (it refuses Atom)",
+                f"got {payload_format!r}: leave payload_format at 'json', the default",
+            )
         require_credential(account.credential, account.account_name)
         self.account = account
         self.table_endpoint = account.table_endpoint.rstrip("/")
@@ -288,6 +301,12 @@ class ClientCore:
 
     def _check_secondary(self, mode: str) -> None:
         if mode != "primary_only":
+            if self.is_cosmos:
+                raise TableValidationError(
+                    "location_mode", "Cosmos DB's Table API has no read-only secondary endpoint: leave it at "
+                    "'primary_only' (Cosmos DB replicates to the account's regions and routes reads itself)",
+                    repr(mode),
+                )
             self.account.secondary_table_endpoint  # noqa: B018 - raises when the endpoint has no secondary
 
     @property
@@ -317,6 +336,24 @@ class ClientCore:
     def format(self) -> PayloadFormat:
         """The codec of :attr:`payload_format`."""
         return self._format
+
+    @property
+    def max_batch_bytes(self) -> int:
+        """The largest ``$batch`` body the service takes: 4 MiB, or 2 MB for Cosmos DB."""
+        return COSMOS_MAX_BATCH_BYTES if self.is_cosmos else MAX_BATCH_BYTES
+
+    def _check_writes(self, operations: Iterable[BatchOperation]) -> None:
+        """Refuse, before anything is sent, a write the service would refuse by limits of its own
+        (Cosmos DB's; nothing more for Azure Storage, whose rules every payload already met)."""
+        if self.is_cosmos:
+            for op in operations:
+                if op.kind is not BatchOperationKind.RETRIEVE:
+                    names = op.payload.values if op.payload is not None else ()
+                    check_cosmos_write(op.partition_key, op.row_key, names)
+
+    def _refuse_on_cosmos(self, operation: str) -> None:
+        if self.is_cosmos:
+            raise cosmos_unsupported(operation)
 
     # ------------------------------------------------------------ requests
 
@@ -354,6 +391,7 @@ class ClientCore:
         mode = {"primary": "primary_only", "secondary": "secondary_only"}.get(pinned or "", mode or self.location_mode)
         if mode == "primary_only" or method.upper() not in _READ_METHODS:
             return ()
+        self._check_secondary(mode)  # a call's options may ask for a secondary Cosmos DB does not have
         if not url.startswith(self.table_endpoint + "/"):
             return ()  # a hook sent it elsewhere
         secondary = self.account.secondary_table_endpoint + url[len(self.table_endpoint):]
@@ -376,7 +414,7 @@ class ClientCore:
     # ------------------------------------------------------------ tables
 
     def _f_create_table(self, table_name: str, operation_context: OperationContext | None) -> Flow[None]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         yield Call(
             "POST", "Tables", body=self._format.serialize_table(table_name),
             headers=self._prefer_headers(False), operation_context=operation_context,
@@ -398,7 +436,7 @@ class ClientCore:
         return True
 
     def _f_delete_table(self, table_name: str, operation_context: OperationContext | None) -> Flow[None]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         yield Call("DELETE", f"Tables('{table_name}')", operation_context=operation_context)
 
     def _f_delete_table_if_exists(self, table_name: str, operation_context: OperationContext | None) -> Flow[bool]:
@@ -411,7 +449,7 @@ class ClientCore:
         return True
 
     def _f_table_exists(self, table_name: str, operation_context: OperationContext | None) -> Flow[bool]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         try:
             yield Call("GET", f"Tables('{table_name}')", operation_context=operation_context)
         except ResourceNotFoundError:
@@ -457,7 +495,8 @@ class ClientCore:
     ) -> Flow[dict[str, AccessPolicy]]:
         from ._service import parse_acl  # the service-level XML loads with its first call (start-up)
 
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
+        self._refuse_on_cosmos("get_table_acl")
         response = yield Call("GET", table_name, query=[("comp", "acl")], operation_context=operation_context)
         return decoded(response, decoding(parse_acl))
 
@@ -466,7 +505,8 @@ class ClientCore:
     ) -> Flow[None]:
         from ._service import serialize_acl
 
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
+        self._refuse_on_cosmos("set_table_acl")
         body = serialize_acl(policies)
         yield Call(
             "PUT", table_name, query=[("comp", "acl")], body=body,
@@ -476,6 +516,7 @@ class ClientCore:
     def _f_get_service_properties(self, operation_context: OperationContext | None) -> Flow[ServiceProperties]:
         from ._service import parse_service_properties
 
+        self._refuse_on_cosmos("get_service_properties")
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "properties")], operation_context=operation_context
         )
@@ -486,6 +527,7 @@ class ClientCore:
     ) -> Flow[None]:
         from ._service import serialize_service_properties
 
+        self._refuse_on_cosmos("set_service_properties")
         body = serialize_service_properties(properties)
         yield Call(
             "PUT", "", query=[("restype", "service"), ("comp", "properties")], body=body,
@@ -495,6 +537,7 @@ class ClientCore:
     def _f_get_service_stats(self, operation_context: OperationContext | None) -> Flow[ServiceStats]:
         from ._service import parse_service_stats
 
+        self._refuse_on_cosmos("get_service_stats")
         response = yield Call(
             "GET", "", query=[("restype", "service"), ("comp", "stats")],
             operation_context=operation_context, endpoint=self.account.secondary_table_endpoint,
@@ -534,6 +577,8 @@ class ClientCore:
         params: list[tuple[str, str]] = []
         if filter:
             params.append(("$filter", filter))
+            if self.is_cosmos and filter_names_timestamp(filter):
+                warn_the_caller(timestamp_filter_message(filter), CosmosTimestampFilterWarning)
         if top is not None:
             params.append(("$top", str(top)))
         if select:
@@ -683,6 +728,7 @@ class ClientCore:
         request_hook: RequestHook | None,
     ) -> Flow[BatchOperationResult]:
         kind = operation.kind
+        self._check_writes((operation,))
         if kind is not BatchOperationKind.INSERT and not path_can_carry_keys(
             operation.table, operation.partition_key, operation.row_key
         ):
@@ -737,9 +783,12 @@ class ClientCore:
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
     ) -> Flow[list[BatchOperationResult]]:
+        self._check_writes(operations)
         body, content_type = build_batch_request(  # validates the batch first
             self.table_endpoint, operations, self._format, api_version=self.api_version
         )
+        if self.is_cosmos:
+            check_cosmos_batch_size(len(body))
         # The answer is parsed by the transport's check, so that a change set refused inside
         # the 202 is retried and flagged ambiguous by the retry loop like any error answer.
         from .._formats._batch_answer import BatchAnswer  # with the first batch, not by ``import tablesdk`` (start-up)
@@ -802,7 +851,7 @@ class ClientCore:
         operation_context: OperationContext | None,
         options: TableRequestOptions | None = None,
     ) -> Flow[str | None]:
-        validate_table_name(table_name)
+        validate_table_name(table_name, cosmos=self.is_cosmos)
         payload = entity_to_payload(entity)
         encryption, marked = self._encryption(options), encrypted_names(type(entity))
         if encryption is not None or marked:

@@ -14,11 +14,13 @@ from typing import Any
 
 from .._core._errors import TableValidationError
 from .._queries._query import TableQuery
-from .._queries._watermark import WATERMARK_METADATA_KEY, Changes, ChangeTracker, Watermark, since_filter, ticks_of
+from .._queries._watermark import (
+    WATERMARK_METADATA_KEY, Changes, ChangeTracker, ChangeWindow, Watermark, since_filter, ticks_of,
+)
 from ._arrow import ETAG_COLUMN, BatchBuilder, TypeConflict, _pyarrow, columns_query, scan_batches, table_of_batches
 
 __all__ = ["iter_change_batches", "changes_to_arrow", "with_watermark", "next_watermark",
-           "CHANGE_COLUMNS"]
+           "CHANGE_COLUMNS", "in_window"]
 
 _NEEDED = ("PartitionKey", "RowKey", "Timestamp")
 #: The columns an incremental read's rows need beside the PartitionKey: to tell versions apart.
@@ -61,6 +63,34 @@ def deduplicated(batch: Any, tracker: ChangeTracker, with_etag: bool) -> Any:
     if not all(mask):
         batch = batch.filter(pa.array(mask, type=pa.bool_()))
     if not with_etag:
+        batch = batch.drop_columns([ETAG_COLUMN])
+    return batch
+
+
+def in_window(batch: Any, window: ChangeWindow, with_etag: bool) -> Any:
+    """``batch`` (read with ``window.filter()`` and its ETags) without the rows outside the window or
+    seen before (:meth:`ChangeWindow.keep`); the ETag column dropped unless ``with_etag``."""
+    pa = _pyarrow()
+    import pyarrow.compute as pc
+
+    if batch.num_rows:
+        nanos = batch.column("Timestamp").cast(pa.timestamp("ns", "UTC")).cast(pa.int64())
+        if window.since.seen:
+            keep = window.keep
+            mask = pa.array([
+                keep(pk, rk, etag, ns // 100) for pk, rk, etag, ns in zip(
+                    batch.column("PartitionKey").to_pylist(), batch.column("RowKey").to_pylist(),
+                    batch.column(ETAG_COLUMN).to_pylist(), nanos.to_pylist(),
+                )
+            ], type=pa.bool_())
+        else:  # bounds only: one comparison per row in Arrow (100 ns ticks times 100 are nanoseconds)
+            mask = pc.less_equal(nanos, window.until_ticks * 100)
+            floor = window.since.floor_ticks
+            if floor is not None:
+                mask = pc.and_(mask, pc.greater(nanos, floor * 100))
+        if not pc.all(mask).as_py():
+            batch = batch.filter(mask)
+    if not with_etag and ETAG_COLUMN in batch.schema.names:
         batch = batch.drop_columns([ETAG_COLUMN])
     return batch
 

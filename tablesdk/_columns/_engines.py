@@ -33,7 +33,7 @@ from .._core._errors import TableServiceError, require_positive_seconds
 from .._entities._filter import Filter, prop
 from .._queries._parallel import find_partition_boundaries
 from .._queries._query import TableQuery
-from .._queries._watermark import Watermark
+from .._queries._watermark import ChangeWindow, Watermark
 
 __all__ = [
     "ConnectionSecret", "RangePlan", "RangeSpec", "TableWriteError", "iter_range_batches", "plan_ranges",
@@ -88,7 +88,8 @@ class RangeSpec:
     (``low`` included, ``high`` excluded; None: open), the schema every range is read with
     (``strict``: a property the schema lacks raises, as when it came from a sample) and the
     deadline of each request (the client's ``operation_deadline``); with ``since``, only the rows
-    changed after that watermark (and each row's ETag, which the next watermark needs)."""
+    changed after that watermark or inside that window (and each row's ETag, which telling
+    versions apart needs)."""
 
     connection: ConnectionSecret
     payload_format: str
@@ -100,11 +101,14 @@ class RangeSpec:
     schema: Any
     strict: bool
     operation_deadline: float | None = None
-    since: Watermark | None = None
+    since: Watermark | ChangeWindow | None = None
 
     def query(self, client: CloudTableClient) -> TableQuery[DynamicEntity]:
-        """The range's query on ``client``: the read's filter and columns, then the range's keys."""
+        """The range's query on ``client``: the read's filter and columns, the change window's
+        Timestamps, then the range's keys."""
         query = base_query(client, self.table, self.filter, self.select)
+        if isinstance(self.since, ChangeWindow):
+            query = query.where(self.since.filter())
         if self.low is not None:
             query = query.where(prop("PartitionKey") >= self.low)
         if self.high is not None:
@@ -167,14 +171,14 @@ def plan_ranges(
     sample_size: int = 1000,
     payload_format: str = "json",
     operation_deadline: float | None = None,
-    since: Watermark | None = None,
+    since: Watermark | ChangeWindow | None = None,
 ) -> RangePlan:
     """Cut ``table`` into PartitionKey ranges at ``boundaries`` or into about ``partitions``
     (default :data:`DEFAULT_PARTITIONS`) found by :func:`~tablesdk.find_partition_boundaries`;
     the schema is ``schema`` or a sample page's (``sample_size`` entities at most), with the keys
     first; every request of the plan and of the ranges has ``operation_deadline`` (seconds, None:
-    none); with ``since``, every range reads only the rows changed after that watermark, with their
-    ETags. Reads only the probes and the sample."""
+    none); with ``since``, every range reads only the rows changed after that watermark (or inside
+    that :class:`~tablesdk.ChangeWindow`), with their ETags. Reads only the probes and the sample."""
     if operation_deadline is not None:
         require_positive_seconds("operation_deadline", operation_deadline)
     connection = ConnectionSecret(connection_string)
@@ -203,6 +207,20 @@ def plan_ranges(
         for low, high in zip(bounds[:-1], bounds[1:])
     )
     return RangePlan(specs, tuple(points), schema)
+
+
+def change_window(since: object) -> ChangeWindow | None:
+    """``since`` of an engine whose reads may run again (Ray, Polars), checked: a
+    :class:`~tablesdk.ChangeWindow` or None. A bare :class:`~tablesdk.Watermark` is refused: the
+    read's upper end must be fixed before it starts for its next watermark to be known."""
+    if since is None or isinstance(since, ChangeWindow):
+        return since
+    if isinstance(since, Watermark):
+        raise TypeError(
+            "since= takes a ChangeWindow here: window = tablesdk.ChangeWindow(watermark), then read with "
+            "since=window; window.next_watermark is the watermark after the read"
+        )
+    raise TypeError(f"since= takes a ChangeWindow, not {type(since).__name__}")
 
 
 def sample_schema(query: TableQuery[DynamicEntity]) -> Any:
@@ -236,22 +254,30 @@ def with_keys(schema: Any) -> Any:
 
 
 def iter_range_batches(spec: RangeSpec) -> Iterator[Any]:
-    """The range's rows, one ``pyarrow.RecordBatch`` of the spec's schema per page."""
+    """The range's rows, one ``pyarrow.RecordBatch`` of the spec's schema per page (with a
+    :class:`~tablesdk.ChangeWindow`, the rows inside it and their ETags)."""
     import pyarrow.compute as pc
 
+    from ._arrow_since import in_window
+
+    window = spec.since if isinstance(spec.since, ChangeWindow) else None
     with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
-        for batch in iter_query_batches(spec.query(client), schema=spec.schema, strict=spec.strict):
+        query = spec.query(client)
+        for batch in iter_query_batches(query, schema=spec.schema, strict=spec.strict, with_etag=window is not None):
+            if window is not None:
+                batch = in_window(batch, window, True)
             if spec.high is None and batch.num_rows and pc.max(batch.column("PartitionKey")).as_py() >= KEY_CEILING:
                 raise ValueError("a PartitionKey starts with U+10FFFF: above the last range (KEY_CEILING)")
             yield batch
 
 
 def read_range(spec: RangeSpec) -> Any:
-    """The range's rows as one ``pyarrow.Table`` of the spec's schema (with ``since``: the rows changed
-    after it, the range's next watermark in the table's metadata)."""
+    """The range's rows as one ``pyarrow.Table`` of the spec's schema (with a :class:`~tablesdk.Watermark`
+    as ``since``: the rows changed after it, the range's next watermark in the table's metadata; with a
+    :class:`~tablesdk.ChangeWindow`: the rows inside it)."""
     import pyarrow as pa
 
-    if spec.since is None:
+    if not isinstance(spec.since, Watermark):
         return pa.Table.from_batches(list(iter_range_batches(spec)), schema=spec.schema)
     import pyarrow.compute as pc
 

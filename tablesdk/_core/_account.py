@@ -32,8 +32,10 @@ from ._auth import (
     TableCredential,
     TokenCredential,
     _check_account_name,
+    _KeyCredential,
     with_token_audience,
 )
+from ._cosmos import is_cosmos_endpoint
 
 if TYPE_CHECKING:
     # client.py is written in parallel; "unused-ignore" keeps this line clean once it lands.
@@ -232,6 +234,14 @@ class CloudStorageAccount:
     ``https://cosmos.azure.com`` for Cosmos DB's Table API, a sovereign cloud's storage
     audience); ``token_audience`` with any other credential is refused.
 
+    ``cosmos`` says whether the endpoint is Azure Cosmos DB's Table API: ``None`` (default)
+    recognises it from the endpoint (``*.table.cosmos.azure.com``,
+    ``*.table.cosmosdb.azure.com``, the Cosmos DB emulator on ``localhost:8081`` or its
+    well-known key); ``True`` or ``False`` decide for an endpoint that cannot tell (a custom
+    domain). Clients of a Cosmos DB account follow its documented differences (docs/cosmos.md).
+    A connection string cannot say ``cosmos=``: pass it to :meth:`parse` again (it is not part of
+    the equality of two accounts, which compares what a connection string holds).
+
     The keyword-only fields record how a connection string described the
     account, so that :meth:`to_connection_string` gives back an equivalent one.
     """
@@ -244,6 +254,7 @@ class CloudStorageAccount:
         "_endpoint_suffix",
         "_use_development_storage",
         "_proxy_uri",
+        "_cosmos",
     )
 
     def __init__(
@@ -257,8 +268,11 @@ class CloudStorageAccount:
         use_development_storage: bool = False,
         development_storage_proxy_uri: str | None = None,
         token_audience: str | None = None,
+        cosmos: bool | None = None,
     ) -> None:
         _check_account_name(account_name)
+        if cosmos is not None and not isinstance(cosmos, bool):
+            raise ValueError(f"cosmos: must be True, False or None (recognise it from the endpoint), got {cosmos!r}")
         if not isinstance(table_endpoint, str) or not table_endpoint:
             raise ValueError("table_endpoint: must be a non-empty URL")
         if credential is not None and not isinstance(credential, TableCredential):
@@ -277,6 +291,10 @@ class CloudStorageAccount:
         self._endpoint_suffix = endpoint_suffix
         self._use_development_storage = bool(use_development_storage)
         self._proxy_uri = development_storage_proxy_uri
+        if cosmos is None:
+            key = credential.account_key if isinstance(credential, _KeyCredential) else None
+            cosmos = is_cosmos_endpoint(self._table_endpoint, key)
+        self._cosmos = cosmos
 
     # ------------------------------------------------------------ properties
 
@@ -329,6 +347,11 @@ class CloudStorageAccount:
         return self._proxy_uri
 
     @property
+    def is_cosmos(self) -> bool:
+        """True when the endpoint is Azure Cosmos DB's Table API (recognised, or ``cosmos=True``)."""
+        return self._cosmos
+
+    @property
     def is_development_storage(self) -> bool:
         """True for an account made by ``UseDevelopmentStorage=true`` / :meth:`development_storage_account`."""
         return self._use_development_storage
@@ -359,8 +382,10 @@ class CloudStorageAccount:
         )
 
     @classmethod
-    def parse(cls, connection_string: str) -> CloudStorageAccount:
-        """Read a connection string; raise ValueError naming the offending key."""
+    def parse(cls, connection_string: str, *, cosmos: bool | None = None) -> CloudStorageAccount:
+        """Read a connection string; raise ValueError naming the offending key.
+
+        ``cosmos``: as for the constructor (None recognises Cosmos DB from the TableEndpoint)."""
         settings = _split(connection_string)
         for ignored in _IGNORED_KEYS:
             settings.pop(ignored, None)
@@ -386,6 +411,7 @@ class CloudStorageAccount:
             _credential(name, key, sas),
             default_endpoints_protocol=protocol,
             endpoint_suffix=suffix,
+            cosmos=cosmos,
         )
 
     # ------------------------------------------------------------ output

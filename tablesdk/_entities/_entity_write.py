@@ -150,10 +150,28 @@ def _check_property_name(name: Any) -> None:
         raise TableValidationError(name, "is a system property; set it as an attribute, not as a custom property")
 
 
-def validate_table_name(name: Any) -> None:
-    """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables'."""
+#: What a Cosmos DB table name may hold here: Cosmos DB takes 1-255 characters without '/', '\\',
+#: '#', '?' or a trailing space; tablesdk takes the URL-safe ones among them (letters, digits,
+#: '-', '_', '.', '~'), which the request paths and OData key literals carry unescaped.
+_COSMOS_TABLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
+MAX_COSMOS_TABLE_NAME_LENGTH = 255
+
+
+def validate_table_name(name: Any, *, cosmos: bool = False) -> None:
+    """Check a table name: 3-63 alphanumerics starting with a letter, not 'tables' (Azure Storage);
+    with ``cosmos``, Cosmos DB's wider rule: 1-255 letters, digits, '-', '_', '.' or '~'."""
     if not isinstance(name, str):
         raise TableValidationError("table", "table names must be str", f"got {type(name).__name__}")
+    if cosmos:
+        if not 1 <= len(name) <= MAX_COSMOS_TABLE_NAME_LENGTH:
+            raise TableValidationError("table", "Cosmos DB table names are 1 to 255 characters", f"{name!r} has {len(name)}")
+        if not _COSMOS_TABLE_CHARS.issuperset(name):
+            raise TableValidationError(
+                "table", "Cosmos DB table names here are letters, digits, '-', '_', '.' and '~' "
+                "(Cosmos DB refuses '/', '\\', '#', '?' and a trailing space; tablesdk does not address others)",
+                repr(name),
+            )
+        return
     if not (3 <= len(name) <= 63):
         raise TableValidationError("table", "table names are 3 to 63 characters", f"{name!r} has {len(name)}")
     if not (name.isascii() and name.isalnum() and name[0].isalpha()):

@@ -71,6 +71,8 @@ __all__ = [
     "honours_server_delay",
     "MAX_SERVER_DELAY_SECONDS",
     "SERVER_DELAY_STATUSES",
+    "CosmosRetry",
+    "COSMOS_THROTTLE_RETRY_COUNT",
 ]
 
 #: Retries after the first attempt (the Storage Client Library's ``DefaultClientRetryCount``).
@@ -398,3 +400,58 @@ class ExponentialRetry:
             f"ExponentialRetry(count={self._count!r}, delta_seconds={self._delta!r}, "
             f"min_backoff={self._min!r}, max_backoff={self._max!r}{extra})"
         )
+
+
+#: Retries of a throttled request under :class:`CosmosRetry` (the Cosmos DB SDKs' default).
+COSMOS_THROTTLE_RETRY_COUNT = 9
+
+
+class CosmosRetry:
+    """The default policy of a client of a Cosmos DB account: throttling handled as Cosmos DB's
+    own SDKs do, every other failure by ``others`` (``ExponentialRetry()`` unless given).
+
+    Cosmos DB throttles routinely (a 429 when a table's provisioned throughput is used up) and
+    says in ``x-ms-retry-after-ms`` how long to wait, usually milliseconds. A 429 that says so
+    is retried up to ``throttle_count`` times (9, the Cosmos DB SDKs' default), after exactly
+    that wait (the policy asks for none of its own; the transport waits the server's ask,
+    capped by :data:`MAX_SERVER_DELAY_SECONDS` and the client's ``operation_deadline``, which
+    bounds the total as the Cosmos DB SDKs' 30-second cap does theirs). A 429 without a wait,
+    and every other error, goes to ``others``.
+    """
+
+    honour_server_delay = True
+
+    def __init__(self, throttle_count: int = COSMOS_THROTTLE_RETRY_COUNT, others: RetryPolicy | None = None) -> None:
+        self._throttle_count = _check_count(throttle_count, "throttle_count")
+        if others is not None and not isinstance(others, RetryPolicy):
+            raise ValueError(f"others must be a retry policy (an object with retry_after), got {type(others).__name__}")
+        self._others: RetryPolicy = others if others is not None else ExponentialRetry()
+
+    @property
+    def throttle_count(self) -> int:
+        """Maximum number of retries of a throttled request that says how long to wait."""
+        return self._throttle_count
+
+    @property
+    def others(self) -> RetryPolicy:
+        """The policy of every other failure."""
+        return self._others
+
+    def retry_after(self, attempt: int, error: BaseException) -> float | None:
+        """No wait of its own for a throttled answer that asks for one (the transport waits the
+        ask), None past ``throttle_count``; ``others`` decides anything else."""
+        _check_attempt(attempt)
+        if isinstance(error, TableServiceError) and error.status_code == 429 and server_delay(error) is not None:
+            return 0.0 if attempt <= self._throttle_count else None
+        return self._others.retry_after(attempt, error)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CosmosRetry):
+            return NotImplemented
+        return (self._throttle_count, self._others) == (other._throttle_count, other._others)
+
+    def __hash__(self) -> int:
+        return hash((CosmosRetry, self._throttle_count))
+
+    def __repr__(self) -> str:
+        return f"CosmosRetry(throttle_count={self._throttle_count!r}, others={self._others!r})"

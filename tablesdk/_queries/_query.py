@@ -191,6 +191,15 @@ class CompiledQuery(Generic[E]):
 R = TypeVar("R")
 
 
+def source_is_cosmos(source: object) -> bool:
+    """Whether a query's source (a client, or a context through its client) is of a Cosmos DB
+    account, whose table names follow Cosmos DB's rule."""
+    cosmos = getattr(source, "is_cosmos", None)
+    if cosmos is None:
+        cosmos = getattr(getattr(source, "client", None), "is_cosmos", None)
+    return cosmos is True
+
+
 class TableQuery(Generic[E]):
     """An immutable query over one table, materialising ``entity_type``.
 
@@ -219,7 +228,7 @@ class TableQuery(Generic[E]):
         read_ahead: ReadAhead = "auto",
         options: TableRequestOptions | None = None,
     ) -> None:
-        validate_table_name(table)
+        validate_table_name(table, cosmos=source_is_cosmos(source))
         self._source: QuerySource[E] = source
         self._table: str = table
         self._entity_type: type[E] = entity_type
@@ -480,20 +489,10 @@ class TableQuery(Generic[E]):
         """Iterate the entities changed after ``since`` (a :class:`~tablesdk.Watermark`): the rows above
         its floor that an earlier read did not deliver; the iterator's ``watermark`` is the next one
         once it is exhausted. The entities need their keys, ETag and Timestamp (not a ``resolve()`` query)."""
-        from .._entities._entity_access import entity_etag, entity_keys, entity_timestamp
-        from ._watermark import ChangeTracker, since_filter, ticks_of
+        from ._watermark import entity_changes
 
-        tracker = ChangeTracker(since)
-        condition = since_filter(since)
+        condition, tracker, deliver = entity_changes(since)
         query = self if condition is None else self.where(condition)
-
-        def deliver(entity: E) -> E | None:
-            pk, rk = entity_keys(entity)
-            etag, stamp = entity_etag(entity), entity_timestamp(entity)
-            if etag is None or not isinstance(stamp, datetime):
-                raise TypeError("changes() needs entities that keep their ETag and Timestamp")
-            return entity if tracker.keep(pk, rk, etag, ticks_of(stamp)) else None
-
         return Changes(iter(query), tracker, deliver)
 
     # -- parallel scans over PartitionKey ranges

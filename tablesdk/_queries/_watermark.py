@@ -31,7 +31,7 @@ from .._core._errors import TableValidationError
 from .._entities._edm import EdmDateTime, format_datetime, parse_datetime
 from .._entities._filter import Filter, prop
 
-__all__ = ["Watermark", "Changes", "AsyncChanges", "ChangeTracker", "since_filter", "DEFAULT_OVERLAP", "WATERMARK_METADATA_KEY"]
+__all__ = ["Watermark", "ChangeWindow", "Changes", "AsyncChanges", "ChangeTracker", "since_filter", "DEFAULT_OVERLAP", "WATERMARK_METADATA_KEY"]
 
 #: How far below the newest Timestamp read the next read starts again, unless a watermark says otherwise.
 DEFAULT_OVERLAP = timedelta(seconds=5)
@@ -226,6 +226,101 @@ def since_filter(since: Watermark | None) -> Filter | None:
     return None if floor is None else prop("Timestamp") > floor
 
 
+class ChangeWindow:
+    """An incremental read whose upper end is fixed before it starts: the rows changed after
+    ``since`` whose Timestamp is at or below ``until`` (100 ns precision). For engines whose reads
+    run elsewhere and may run again (Spark, Ray, a Polars ``LazyFrame``): every run of the read
+    returns the same rows (but for rows deleted or updated meanwhile, whose new versions are above
+    ``until``), and :attr:`next_watermark` is known before a row is read.
+
+    ``until`` (a datetime, an :class:`EdmDateTime` with its 100 ns digit; naive means UTC)
+    defaults to now by this machine's clock minus ``since.overlap``: a row that commits
+    while the read runs has a Timestamp above it and comes with the next read (the guarantee of
+    :class:`Watermark`: rows visible more than ``overlap`` after their Timestamp can be missed).
+    It is never below ``since``'s floor (then the window is empty). Keep the window with
+    :meth:`to_string` / :meth:`from_string` (a Spark option).
+    """
+
+    __slots__ = ("since", "_until")
+
+    def __init__(self, since: Watermark, until: datetime | None = None) -> None:
+        if not isinstance(since, Watermark):
+            raise TypeError(f"a ChangeWindow starts at a Watermark, not {type(since).__name__}")
+        if until is not None and not isinstance(until, datetime):
+            raise TableValidationError("until", "the end of a change window is a datetime", repr(until))
+        ticks = time.time_ns() // 100 - _overlap_ticks(since.overlap) if until is None else ticks_of(until)
+        floor = since.floor_ticks
+        self.since = since
+        self._until = ticks if floor is None or ticks > floor else floor
+
+    @property
+    def until(self) -> EdmDateTime:
+        """The newest Timestamp the read returns (100 ns precision)."""
+        return datetime_of_ticks(self._until)
+
+    @property
+    def until_ticks(self) -> int:
+        """:attr:`until` as 100 ns ticks since the Unix epoch."""
+        return self._until
+
+    @property
+    def next_watermark(self) -> Watermark:
+        """The watermark after the read: floor :attr:`until`; the rows ``since`` had seen above it stay seen."""
+        seen = {
+            identity: ticks for identity, ticks in self.since._seen_ticks.items() if ticks is None or ticks > self._until
+        }
+        result = Watermark(None, overlap=self.since.overlap, seen=seen)
+        result._floor = self._until
+        return result
+
+    def filter(self) -> Filter:
+        """The ``$filter`` of the window: ``Timestamp gt`` the floor (as :func:`since_filter`) and
+        ``Timestamp le`` :attr:`until`, all seven digits."""
+        upper: Filter = prop("Timestamp") <= self.until
+        lower = since_filter(self.since)
+        return upper if lower is None else lower & upper
+
+    def keep(self, partition_key: str, row_key: str, etag: str, ticks: int) -> bool:
+        """Whether a row the filter returned is delivered: inside the window (checked again here,
+        for a service that compares Timestamps more coarsely) and not seen by ``since``."""
+        floor = self.since.floor_ticks
+        if ticks > self._until or (floor is not None and ticks <= floor):
+            return False
+        return (partition_key, row_key, etag) not in self.since.seen
+
+    def to_string(self) -> str:
+        """A JSON text of the window (``since``'s :meth:`Watermark.to_string` and ``until``)."""
+        return json.dumps({"since": json.loads(self.since.to_string()), "until": format_datetime(self.until)},
+                          ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_string(cls, text: str) -> ChangeWindow:
+        """The window of :meth:`to_string`'s text."""
+        try:
+            data: Any = json.loads(text) if isinstance(text, str) else None
+            if not isinstance(data, dict) or set(data) != {"since", "until"}:
+                raise ValueError("not a change window")
+            since = Watermark.from_string(json.dumps(data["since"]))
+            until = parse_datetime(data["until"])
+        except (ValueError, TypeError, TableValidationError) as exc:
+            raise TableValidationError(
+                "since", "the text of ChangeWindow(watermark).to_string(): the read's upper end is fixed before "
+                "it starts, so that its next watermark is known", str(exc)[:200],
+            ) from None
+        return cls(since, until)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChangeWindow):
+            return NotImplemented
+        return (self.since, self._until) == (other.since, other._until)
+
+    def __hash__(self) -> int:
+        return hash((self.since, self._until))
+
+    def __repr__(self) -> str:
+        return f"ChangeWindow(since={self.since!r}, until={format_datetime(self.until)})"
+
+
 class ChangeTracker:
     """One incremental read's bookkeeping: which rows to deliver, and the watermark after the read.
 
@@ -289,6 +384,26 @@ class ChangeTracker:
 
 
 T = TypeVar("T")
+
+
+def entity_changes(since: Watermark) -> tuple[Filter | None, ChangeTracker, Callable[[T], T | None]]:
+    """What an incremental read of entities needs, for a query of either flavour: the filter to AND
+    with the query (None: a first read), the tracker of the next watermark, and the function that
+    hands an entity on (or None: delivered by an earlier read). The entities need their keys, ETag
+    and Timestamp."""
+    from .._entities._entity_access import entity_etag, entity_keys, entity_timestamp
+
+    tracker = ChangeTracker(since)
+    condition = since_filter(since)
+
+    def deliver(entity: T) -> T | None:
+        pk, rk = entity_keys(entity)
+        etag, stamp = entity_etag(entity), entity_timestamp(entity)
+        if etag is None or not isinstance(stamp, datetime):
+            raise TypeError("changes() needs entities that keep their ETag and Timestamp")
+        return entity if tracker.keep(pk, rk, etag, ticks_of(stamp)) else None
+
+    return condition, tracker, deliver
 
 
 class Changes(Iterator[T]):

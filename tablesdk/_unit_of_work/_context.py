@@ -155,7 +155,7 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
 
         Typed by the entity class: ``create_query("Blogs", Blog)`` is a ``TableQuery[Blog]``.
         """
-        validate_table_name(table)
+        validate_table_name(table, cosmos=self.client.is_cosmos)
         return TableQuery(self, table, entity_type)
 
     @overload

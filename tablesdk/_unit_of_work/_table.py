@@ -47,7 +47,7 @@ class CloudTable:
     def __init__(self, client: CloudTableClient, name: str) -> None:
         from .._entities._entity import validate_table_name
 
-        validate_table_name(name)
+        validate_table_name(name, cosmos=client.is_cosmos)
         self.client = client
         self.name = name
 

@@ -317,7 +317,8 @@ class IdentityMap:
     :meth:`track_page` and :meth:`forget` change them, so the two stay in step.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, cosmos: bool = False) -> None:
+        self.cosmos = cosmos  # table names follow Cosmos DB's rule (the context's client is Cosmos DB's)
         self.by_object: dict[int, EntityDescriptor] = {}
         self.by_identity: dict[Identity, EntityDescriptor] = {}
         #: The descriptors whose state is pending (ADDED, MODIFIED, DELETED), kept by their own
@@ -363,7 +364,7 @@ class IdentityMap:
         pk, rk = entity_keys(entity)
         if not from_service:
             check_entity(entity)
-            validate_table_name(table)
+            validate_table_name(table, cosmos=self.cosmos)
             validate_key("PartitionKey", pk)
             validate_key("RowKey", rk)
         if id(entity) in self.by_object:

@@ -94,7 +94,8 @@ class TrackingContext(Generic[ClientT]):
         self.sending_request: list[Callable[[SendingRequest], None]] = []
         self.reading_entity: list[ReadingEntity] = []
         self.writing_entity: list[WritingEntity] = []
-        self._identities = IdentityMap()
+        # Table names follow Cosmos DB's rule for a Cosmos DB client (a test's stand-in may have no flag).
+        self._identities = IdentityMap(cosmos=getattr(client, "is_cosmos", False) is True)
         self._busy = threading.Lock()
         self._busy_owner: object = None
         self._busy_what: str | None = None
@@ -244,6 +245,7 @@ class TrackingContext(Generic[ClientT]):
             self._identities, options, echo_content=self.echo_content, writing_entity=self.writing_entity,
             encryption=client._encryption(request_options),
         )
+        client._check_writes(run.operations)  # the service's own limits (Cosmos DB's), before any request
         hook = self._request_hook()
         if run.is_batch:
             if run.sent:

@@ -26,8 +26,8 @@ from .._pipeline._options import TableRequestOptions, check_options
 from .._queries._page_stream import segment_results, stream_pages_async
 from .._queries._pager import PageRequest, Pager
 from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
-from .._core._auth import with_token_audience
-from .._pipeline._retry import RetryPolicy
+from .._core._cosmos import client_credential
+from .._pipeline._retry import CosmosRetry, RetryPolicy
 from .._pipeline._settings import DEFAULT_TIMEOUT, client_settings
 from .._pipeline._transport import OperationContext, Timeout
 from ._transport import AsyncTransport
@@ -84,11 +84,11 @@ class AsyncCloudTableClient(ClientCore):
         token_audience: str | None = None,
         encryption_policy: TableEncryptionPolicy | None = None,
     ) -> None:
-        credential = with_token_audience(account.credential, token_audience)
+        credential = client_credential(account.credential, token_audience, account.is_cosmos)
         super().__init__(
             account, payload_format=payload_format, api_version=api_version, json_metadata=json_metadata,
             echo_content=echo_content, settings=client_settings(
-                retry_policy=retry_policy, timeout=timeout, server_timeout=server_timeout,
+                retry_policy=retry_policy or (CosmosRetry() if account.is_cosmos else None), timeout=timeout, server_timeout=server_timeout,
                 operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
                 encryption_policy=encryption_policy,
             ),

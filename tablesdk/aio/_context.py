@@ -140,7 +140,7 @@ class AsyncTableServiceContext(TrackingContext["AsyncCloudTableClient"]):
 
     def create_query(self, table: str, entity_type: type[Any] = DynamicEntity) -> AsyncTableQuery[Any]:
         """An async query over ``table`` whose results this context tracks per :attr:`merge_option`."""
-        validate_table_name(table)
+        validate_table_name(table, cosmos=self.client.is_cosmos)
         return AsyncTableQuery(self, table, entity_type)
 
     @overload

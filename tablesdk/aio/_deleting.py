@@ -58,7 +58,7 @@ async def count_entities(
     options: TableRequestOptions | None = None,
 ) -> int:
     """How many entities of ``table`` match ``filter`` (:func:`tablesdk._bulk_loading._deleting.count_entities`)."""
-    validate_table_name(table)
+    validate_table_name(table, cosmos=client.is_cosmos)
     count = 0
     async for page in _scan_pages(client, _key_query(client, table, filter, parameters, options)):
         count += len(page)

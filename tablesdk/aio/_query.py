@@ -30,7 +30,7 @@ from .._core._errors import require_positive_int
 from .._pipeline._options import TableRequestOptions
 from .._queries._page_stream import ReadAhead, segment_results, stream_pages_async
 from .._queries._pager import PageRequest, Pager, Sliceable
-from .._queries._query import EmptyResultError, TableQuery
+from .._queries._query import EmptyResultError, TableQuery, source_is_cosmos
 from .._queries._watermark import WATERMARK_METADATA_KEY, AsyncChanges, Watermark
 
 from .._core._tracing import trace_public_methods
@@ -48,7 +48,13 @@ class AsyncQuerySource(Protocol[E]):
 
 
 class _AwaitOnly:
-    """The sync source of the description an async query holds: iterating it is a mistake."""
+    """The sync source of the description an async query holds: iterating it is a mistake.
+    ``is_cosmos``: whether the async source is of a Cosmos DB account (its table names)."""
+
+    __slots__ = ("is_cosmos",)
+
+    def __init__(self, is_cosmos: bool = False) -> None:
+        self.is_cosmos = is_cosmos
 
     def execute_query_segment(
         self, query: TableQuery[Any], continuation_token: ContinuationToken | None, top: int | None
@@ -57,6 +63,7 @@ class _AwaitOnly:
 
 
 _AWAIT_ONLY = _AwaitOnly()
+_AWAIT_ONLY_COSMOS = _AwaitOnly(is_cosmos=True)
 
 
 R = TypeVar("R")
@@ -88,7 +95,7 @@ class AsyncTableQuery(Generic[E]):
     ) -> None:
         self._source: AsyncQuerySource[E] = source
         self._query: TableQuery[E] = TableQuery(
-            _AWAIT_ONLY, table, entity_type, filter=filter, take=take, select=select, page_size=page_size,
+            _AWAIT_ONLY_COSMOS if source_is_cosmos(source) else _AWAIT_ONLY, table, entity_type, filter=filter, take=take, select=select, page_size=page_size,
             read_ahead=read_ahead, options=options,
         )
 
@@ -219,6 +226,15 @@ class AsyncTableQuery(Generic[E]):
             for entity in page:
                 yield entity
             del page  # release this page before the next request
+
+    def changes(self, since: Watermark) -> AsyncChanges[E]:
+        """``async for`` over the entities changed after ``since`` (:meth:`tablesdk.TableQuery.changes`):
+        the iterator's ``watermark`` is the next one once it is exhausted."""
+        from .._queries._watermark import entity_changes
+
+        condition, tracker, deliver = entity_changes(since)
+        query = self if condition is None else self.where(condition)
+        return AsyncChanges(query.__aiter__(), tracker, deliver)
 
     def _pages(
         self, *, read_ahead: ReadAhead | None = None, decode: Callable[[FetchedPage], P] | None = None

@@ -40,7 +40,7 @@ class AsyncCloudTable:
     :class:`tablesdk.CloudTable`, awaitable."""
 
     def __init__(self, client: AsyncCloudTableClient, name: str) -> None:
-        validate_table_name(name)
+        validate_table_name(name, cosmos=client.is_cosmos)
         self.client = client
         self.name = name
 

@@ -108,3 +108,56 @@ def test_a_long_read_keeps_only_the_rows_near_its_newest(monkeypatch: pytest.Mon
         assert len(tracker._recent) <= 16
     mark = tracker.watermark()
     assert mark.floor_ticks == T + 980 and mark.seen == {("p", "099", "e")}
+
+
+def test_a_change_window_is_bounded_at_both_ends_with_seven_digits() -> None:
+    from tablesdk import ChangeWindow
+
+    window = ChangeWindow(Watermark.at(datetime_of_ticks(T)), until=datetime_of_ticks(T + 5))
+    assert window.filter().render() == (
+        "Timestamp gt datetime'2026-01-02T03:04:05.1234567Z' and Timestamp le datetime'2026-01-02T03:04:05.1234572Z'"
+    )
+    assert ChangeWindow(Watermark.start(), until=datetime_of_ticks(T)).filter().render() == (
+        "Timestamp le datetime'2026-01-02T03:04:05.1234567Z'"
+    )
+    # At the floor: out; a tick above: in; at until: in; a tick above until: out (the next window's).
+    assert [window.keep("p", "r", "e", ticks) for ticks in (T, T + 1, T + 5, T + 6)] == [False, True, True, False]
+    assert window.until_ticks == T + 5 and window.until.ticks_remainder == 2
+
+
+def test_a_change_window_knows_its_next_watermark_before_the_read() -> None:
+    from tablesdk import ChangeWindow
+
+    since = Watermark(datetime_of_ticks(T), overlap=timedelta(seconds=1),
+                      seen={("p", "old", "e1"): T + 2, ("p", "late", "e2"): T + 9, ("p", "unknown", "e3"): None})
+    window = ChangeWindow(since, until=datetime_of_ticks(T + 4))
+    assert not window.keep("p", "old", "e1", T + 2)  # seen: same keys and ETag
+    assert window.keep("p", "old", "e9", T + 3)  # a new version of it
+    after = window.next_watermark
+    assert after.floor_ticks == T + 4 and after.overlap == timedelta(seconds=1)
+    assert after.seen == {("p", "late", "e2"), ("p", "unknown", "e3")}  # those below the new floor are dropped
+    assert ChangeWindow.from_string(window.to_string()) == window
+    # An upper end below the floor is the floor: an empty window, the watermark unchanged.
+    empty = ChangeWindow(since, until=datetime_of_ticks(T - 100))
+    assert empty.until_ticks == T and empty.next_watermark.floor_ticks == T
+
+
+def test_a_change_window_ends_the_overlap_before_now_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from tablesdk import ChangeWindow
+
+    monkeypatch.setattr(time, "time_ns", lambda: (T + 50_000_000) * 100)  # five seconds after T
+    assert ChangeWindow(Watermark.start(overlap=timedelta(seconds=2))).until_ticks == T + 30_000_000
+    assert ChangeWindow(Watermark.start()).until_ticks == T  # the default overlap: five seconds
+
+
+@pytest.mark.parametrize("text", ['{"floor":null}', "2026-01-02T03:04:05Z", '{"since":{},"until":"x"}', "[]"])
+def test_the_text_of_a_change_window_is_checked(text: str) -> None:
+    from tablesdk import ChangeWindow
+
+    with pytest.raises(TableValidationError, match="ChangeWindow") as caught:
+        ChangeWindow.from_string(text)
+    assert caught.value.field == "since"
+    with pytest.raises(TypeError, match="Watermark"):
+        ChangeWindow("2026-01-02T03:04:05Z")  # type: ignore[arg-type]
