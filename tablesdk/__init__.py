@@ -30,7 +30,7 @@ from ._unit_of_work._tracking_context import UnsavedChangesWarning
 from ._core._cosmos import CosmosTimestampFilterWarning
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entities._entity import DynamicEntity, TableEntity, allow_unfilterable_names
-from ._entities._models import AsJson, ByValue, Chunked, Converter, Flatten, Json, StoredAs
+from ._entities._models import AsJson, ByValue, Chunked, Converter, Encrypted, Flatten, Json, StoredAs
 from ._core._errors import (
     AuthenticationError,
     BatchError,
@@ -133,6 +133,7 @@ __all__ = [
     "StoredAs",
     "ByValue",
     "Chunked",
+    "Encrypted",
     "Flatten",
     "Json",
     "AsJson",

@@ -267,6 +267,8 @@ class BulkOptions:
 
 
 if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type checker needs it
+    from .._clients._encryption_scope import EncryptionScope
+
     class BulkTarget(Protocol):
         """What the engine reads of a client (sync or async) to plan a call."""
 
@@ -282,6 +284,7 @@ if TYPE_CHECKING:  # a Protocol class costs its making at import; only the type 
         def max_batch_bytes(self) -> int: ...
         @property
         def is_cosmos(self) -> bool: ...
+        def _encryption(self, options: TableRequestOptions | None, entity_type: Any = None) -> EncryptionScope | None: ...
 
 
 def is_column_data(data: object) -> bool:
@@ -622,7 +625,8 @@ def insert_call(
         client.table_endpoint, table, operation, client.format, client.api_version, client.max_batch_bytes,
         client.is_cosmos,
     )
-    return call, plan_inserts(entities, client.format, sizer, call.pauser(pause))
+    encryption = client._encryption(bulk.options)
+    return call, plan_inserts(entities, client.format, sizer, call.pauser(pause), encryption, operation)
 
 
 # ---------------------------------------------------------------- the thread driver

@@ -10,14 +10,17 @@ entity that failed before sending (a :data:`Refused` triple);
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core._cosmos import check_cosmos_write
 from .._formats._batch import MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, BatchOperation, BatchOperationKind, build_batch_request, entity_path
 from .._entities._edm import EdmType, EntityPayload
-from .._entities._entity import entity_to_payload
+from .._entities._entity import encrypted_names, entity_to_payload
 from .._core._errors import TableValidationError
 from .._formats import PayloadFormat
+
+if TYPE_CHECKING:
+    from .._clients._encryption_scope import EncryptionScope
 
 __all__ = [
     "MAX_BUFFERED_BYTES", "MAX_BUFFERED_ENTITIES", "BatchSizer", "BulkItem", "Refused", "Step", "plan_inserts",
@@ -103,7 +106,8 @@ class _Group:
 
 
 def plan_inserts(
-    entities: Iterable[Any], fmt: PayloadFormat, sizer: BatchSizer, pause: Callable[[], object] | None = None
+    entities: Iterable[Any], fmt: PayloadFormat, sizer: BatchSizer, pause: Callable[[], object] | None = None,
+    encryption: EncryptionScope | None = None, kind: BatchOperationKind | None = None,
 ) -> Iterator[Step]:
     """Read ``entities`` once and yield, in turn, each batch to send (a list of items of one
     partition that fits both batch limits) and each entity that failed before sending.
@@ -112,8 +116,12 @@ def plan_inserts(
     and are sent as they are. Partial per-partition groups wait for more entities of their
     partition, up to :data:`MAX_BUFFERED_ENTITIES` / :data:`MAX_BUFFERED_BYTES` in total
     (then the oldest group is yielded early). ``pause`` is called every eight entities
-    (the thread driver hands the interpreter to its workers there).
+    (the thread driver hands the interpreter to its workers there). ``encryption`` (the call's
+    client-side encryption) encrypts each payload before it is measured, for operations of
+    ``kind`` (an encrypted entity cannot be merged); an entity it refuses fails before sending.
     """
+    from .._clients._encryption_scope import NO_ENCRYPTION
+
     seen: dict[tuple[str, str], int] = {}
     groups: dict[str, _Group] = {}  # PartitionKey -> entities waiting for a batch, oldest group first
     buffered = [0, 0]  # entities, bytes
@@ -129,7 +137,10 @@ def plan_inserts(
             pause()
         try:
             payload = entity_to_payload(entity)
-            if sizer.cosmos:
+            marked = encrypted_names(type(entity))
+            if encryption is not None or marked:
+                payload = (encryption or NO_ENCRYPTION).encrypt(payload, marked, kind)
+            if sizer.cosmos:  # what is sent: encrypted, with its metadata
                 check_cosmos_write(payload.values["PartitionKey"], payload.values["RowKey"], payload.values)
             item = BulkItem(index, entity, payload, fmt.serialize_entity(payload))
         except Exception as exc:  # noqa: BLE001 - an invalid entity is reported, not raised

@@ -49,6 +49,7 @@ from .._pipeline._transport import HttpResponse, OperationContext, Timeout, Tran
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from .._encryption import TableEncryptionPolicy
     from concurrent.futures import Executor
 
     from .._core._account import CloudStorageAccount
@@ -101,6 +102,10 @@ class CloudTableClient(ClientCore):
     sender, so it is fixed when the client is made (a custom ``sender`` takes its own).
     Credentials in a proxy URL never appear in a repr, a log line or an error.
 
+    ``encryption_policy`` (a :class:`~tablesdk.TableEncryptionPolicy`) encrypts the entities this
+    client writes and decrypts those it reads, on every path (settable; a call's
+    ``TableRequestOptions(encryption_policy=...)`` overrides it): see docs/encryption.md.
+
     ``token_audience`` makes an Entra ID token credential ask for ``<audience>/.default``
     instead of ``https://storage.azure.com/.default`` (``https://cosmos.azure.com`` for
     Cosmos DB's Table API, a sovereign cloud's audience); the account is not changed. A client of a
@@ -132,6 +137,7 @@ class CloudTableClient(ClientCore):
         user_agent: str | None = None,
         proxies: Mapping[str, str] | None = None,
         token_audience: str | None = None,
+        encryption_policy: TableEncryptionPolicy | None = None,
     ) -> None:
         credential = client_credential(account.credential, token_audience, account.is_cosmos)
         super().__init__(
@@ -139,6 +145,7 @@ class CloudTableClient(ClientCore):
             echo_content=echo_content, settings=client_settings(
                 retry_policy=retry_policy or (CosmosRetry() if account.is_cosmos else None), timeout=timeout, server_timeout=server_timeout,
                 operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
+                encryption_policy=encryption_policy,
             ),
         )
         self._transport = Transport(
@@ -430,7 +437,8 @@ class CloudTableClient(ClientCore):
     ) -> tuple[list[EntityPayload], ContinuationToken | None]:
         """One page of Query Entities as payloads, with the token of the next page."""
         return self._run(self._f_page_payloads(self._f_fetch_entity_page(
-            table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
+            table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook,
+            options=options,
         )), options)
 
     def get_entity_payload(
@@ -450,7 +458,7 @@ class CloudTableClient(ClientCore):
         Keys the URL path cannot carry are looked up with a ``$filter`` query.
         """
         return self._run(self._f_get_entity_payload(
-            table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook
+            table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook, options=options,
         ), options)
 
     def query_page_payloads(
@@ -509,8 +517,13 @@ class CloudTableClient(ClientCore):
 
         Operations on keys the URL path cannot carry go out as a one-operation
         entity group transaction instead (same semantics, different address).
+        Under client-side encryption the payload is encrypted by the call's resolver (an
+        operation carries no entity class, so no ``Encrypted[...]`` fields) unless it is
+        encrypted already; a retrieved entity is decrypted.
         """
-        return self._run(self._f_execute_operation(operation, retry_policy, operation_context, request_hook), options)
+        return self._run(self._f_execute_operation(
+            self._encrypted_operations([operation], options)[0], retry_policy, operation_context, request_hook,
+        ), options)
 
     def execute_batch(
         self,
@@ -526,7 +539,9 @@ class CloudTableClient(ClientCore):
         Limits are checked before sending. A refused transaction raises
         :class:`~tablesdk._core._errors.BatchError` with the failing operation's index.
         """
-        return self._run(self._f_execute_batch(operations, retry_policy, operation_context, request_hook), options)
+        return self._run(self._f_execute_batch(
+            self._encrypted_operations(operations, options), retry_policy, operation_context, request_hook,
+        ), options)
 
     def bulk_insert(
         self,
@@ -678,7 +693,8 @@ class CloudTableClient(ClientCore):
     ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         return self._run(
-            self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context), options
+            self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context, options),
+            options
         )
 
     def insert_entity(
@@ -686,7 +702,7 @@ class CloudTableClient(ClientCore):
         *, operation_context: OperationContext | None = None, options: TableRequestOptions | None = None
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
-        return self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context), options)
+        return self._run(self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context, options), options)
 
     def update_entity(
         self,
@@ -702,7 +718,7 @@ class CloudTableClient(ClientCore):
 
         ``etag`` defaults to ``entity.etag``; pass ``"*"`` for an unconditional write.
         """
-        return self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context), options)
+        return self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context, options), options)
 
     def upsert_entity(
         self,
@@ -714,7 +730,7 @@ class CloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> str | None:
         """Insert or merge (default) / insert or replace an entity."""
-        return self._run(self._f_upsert_entity(table_name, entity, mode, operation_context), options)
+        return self._run(self._f_upsert_entity(table_name, entity, mode, operation_context, options), options)
 
     def delete_entity(
         self,

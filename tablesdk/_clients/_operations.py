@@ -19,7 +19,7 @@ the flows themselves.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 from .._core._auth import check_token_credential, require_credential
@@ -45,6 +45,7 @@ from .._entities._entity import (
     EntityObject,
     entity_from_payload,
     entity_to_payload,
+    encrypted_names,
     validate_key,
     validate_table_name,
 )
@@ -76,6 +77,8 @@ from .._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
     from .._core._account import CloudStorageAccount
+    from .._encryption import TableEncryptionPolicy
+    from ._encryption_scope import EncryptionScope
     from ._service import AccessPolicy, ServiceProperties, ServiceStats
 
 __all__ = [
@@ -305,6 +308,24 @@ class ClientCore:
                     repr(mode),
                 )
             self.account.secondary_table_endpoint  # noqa: B018 - raises when the endpoint has no secondary
+
+    @property
+    def encryption_policy(self) -> TableEncryptionPolicy | None:
+        """The client-side encryption of every operation of this client (a
+        :class:`~tablesdk.TableEncryptionPolicy`), or None (settable; a call's
+        ``TableRequestOptions(encryption_policy=...)`` overrides it)."""
+        policy: Any = self._settings.encryption_policy
+        return cast("TableEncryptionPolicy | None", policy)
+
+    @encryption_policy.setter
+    def encryption_policy(self, policy: TableEncryptionPolicy | None) -> None:
+        self._settings = self._settings.replace(encryption_policy=policy)
+
+    def _encryption(self, options: TableRequestOptions | None, entity_type: Any = None) -> EncryptionScope | None:
+        """The client-side encryption of a call made with ``options`` (None: none), for entities of
+        ``entity_type`` (a class with ``Encrypted[...]`` fields always has one, which refuses to read
+        them without a policy)."""
+        return _scope_of(self._settings.merged(options), entity_type)
 
     @property
     def payload_format(self) -> str:
@@ -545,10 +566,14 @@ class ClientCore:
         request_hook: RequestHook | None,
         *,
         select_text: str | None = None,
+        options: TableRequestOptions | None = None,
+        entity_type: Any = None,
     ) -> Flow[FetchedPage]:
         """The HTTP stage of one Query Entities page: the answer, its body not decoded, and the
         next page's token (from the headers, so the next request can start before decoding).
-        ``select_text``: the ``$select`` of ``select`` made already (a compiled query's)."""
+        ``select_text``: the ``$select`` of ``select`` made already (a compiled query's).
+        ``options``: the call's request options (their encryption adds the metadata properties to a
+        projection), ``entity_type`` the class the entities are read into."""
         params: list[tuple[str, str]] = []
         if filter:
             params.append(("$filter", filter))
@@ -557,6 +582,9 @@ class ClientCore:
         if top is not None:
             params.append(("$top", str(top)))
         if select:
+            projection = None if _keys_only(select) else self._encryption(options, entity_type)
+            if projection is not None and projection.reads_metadata:
+                select_text = ",".join(projection.with_metadata_columns(_with_keys(select)))
             params.append(("$select", select_text or ",".join(_with_keys(select))))
         if continuation_token is not None:
             if continuation_token.next_partition_key is not None:
@@ -575,7 +603,10 @@ class ClientCore:
         if npk or nrk:
             token = ContinuationToken(next_partition_key=npk, next_row_key=nrk,
                                       target_location=self._answered_from(response, call))
-        return FetchedPage(token, response, selected=tuple(select) if select else None)
+        return FetchedPage(
+            token, response, selected=tuple(select) if select else None,
+            encryption=None if select and _keys_only(select) else _scope_of(self._settings_for(call), entity_type),
+        )
 
     def _decode_page(self, fetched: FetchedPage) -> EntityPage:
         """The decode stage of a page: its entities read from the body (no I/O; the caller's thread)."""
@@ -583,9 +614,11 @@ class ClientCore:
         if response is None:
             assert fetched.page is not None, "a FetchedPage holds a response or a page"
             return fetched.page
-        return decoded(
+        page = decoded(
             response, lambda body: require_page_keys(self._format.parse_entity_page(body), body, fetched.selected)
         )
+        encryption: EncryptionScope | None = fetched.encryption
+        return page if encryption is None else encryption.decrypt_page(page)
 
     def _f_get_entity_payload(
         self,
@@ -596,13 +629,19 @@ class ClientCore:
         retry_policy: RetryPolicy | None,
         operation_context: OperationContext | None,
         request_hook: RequestHook | None,
+        *,
+        options: TableRequestOptions | None = None,
+        entity_type: Any = None,
     ) -> Flow[EntityPayload]:
+        """The entity of these keys as a payload, decrypted by the call's encryption (``options``,
+        the client's default; ``entity_type`` the class it is read into)."""
         validate_key("PartitionKey", partition_key)
         validate_key("RowKey", row_key)
         if not path_can_carry_keys(table_name, partition_key, row_key):
             expr = (prop("PartitionKey") == partition_key) & (prop("RowKey") == row_key)
             fetched = yield from self._f_fetch_entity_page(
-                table_name, expr.render(), select, None, None, retry_policy, operation_context, request_hook
+                table_name, expr.render(), select, None, None, retry_policy, operation_context, request_hook,
+                options=options, entity_type=entity_type,
             )
 
             def the_entity(body: bytes) -> EntityPayload | None:
@@ -618,14 +657,22 @@ class ClientCore:
             if found is None:
                 raise _not_found()
             return found
-        params = [("$select", ",".join(_with_keys(select)))] if select else []
-        response = yield Call(
+        projection = _with_keys(select) if select else ()
+        if projection and not _keys_only(projection):
+            reading = self._encryption(options, entity_type)
+            if reading is not None and reading.reads_metadata:
+                projection = reading.with_metadata_columns(projection)
+        params = [("$select", ",".join(projection))] if projection else []
+        call = Call(
             "GET", entity_path(table_name, partition_key, row_key), query=params,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
-        return decoded(response, lambda body: require_entity(
+        response = yield call
+        payload = decoded(response, lambda body: require_entity(
             _one_entity(self._format, body, response.etag, select), partition_key, row_key, body
         ))
+        encryption = None if projection and _keys_only(projection) else _scope_of(self._settings_for(call), entity_type)
+        return payload if encryption is None else encryption.decrypt(payload)
 
     def _f_fetch_page(
         self,
@@ -646,7 +693,8 @@ class ClientCore:
         if keys is not None and continuation_token is None:
             try:
                 payload = yield from self._f_get_entity_payload(
-                    query.table, keys[0], keys[1], query.select_columns, None, None, request_hook
+                    query.table, keys[0], keys[1], query.select_columns, None, None, request_hook,
+                    options=query.request_options, entity_type=query.entity_type,
                 )
             except ResourceNotFoundError as exc:
                 missing_table = exc.error_code == TableErrorCode.TABLE_NOT_FOUND
@@ -656,7 +704,8 @@ class ClientCore:
             return FetchedPage(None, page=EntityPage.of([payload]))
         return (yield from self._f_fetch_entity_page(
             query.table, compiled.filter_text, query.select_columns, top, continuation_token, None, None,
-            request_hook, select_text=compiled.select_text,
+            request_hook, select_text=compiled.select_text, options=query.request_options,
+            entity_type=query.entity_type,
         ))
 
     def _f_execute_query_segment(
@@ -685,13 +734,17 @@ class ClientCore:
         ):
             return (yield from self._f_by_other_address(operation, retry_policy, operation_context, request_hook))
         method, path, headers, body = self._operation_request(operation)
-        response = yield Call(
+        call = Call(
             method, path, headers=headers, body=body,
             retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
         )
+        response = yield call
         payload_out: EntityPayload | None = None
         if response.body and response.status in (200, 201):
             payload_out = decoded(response, lambda body: _one_entity(self._format, body, response.etag))
+            echoed = _scope_of(self._settings_for(call))
+            if echoed is not None:  # the entity as sent: its encrypted properties come back encrypted
+                payload_out = echoed.decrypt(payload_out)
         etag = response.etag or (payload_out.etag if payload_out else None)
         return BatchOperationResult(0, response.status, etag, payload_out, dict(response.headers))
 
@@ -742,16 +795,33 @@ class ClientCore:
 
         answer = BatchAnswer(operations, self._format)
         annotate({"tablesdk.batch.operation_count": len(operations)})
+        call = Call(
+            "POST", "$batch", headers={"Content-Type": content_type}, body=body,
+            retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
+            check=answer, read_only=answer.read_only,
+        )
         try:
-            yield Call(
-                "POST", "$batch", headers={"Content-Type": content_type}, body=body,
-                retry_policy=retry_policy, operation_context=operation_context, request_hook=request_hook,
-                check=answer, read_only=answer.read_only,
-            )
+            yield call
         except BatchError as error:
             annotate({"tablesdk.batch.failed_index": error.failed_index})
             raise
-        return answer.results
+        results = answer.results
+        encryption = _scope_of(self._settings_for(call))
+        if encryption is not None:  # a point query's entity, an insert's echo
+            for result in results:
+                if result.payload is not None:
+                    result.payload = encryption.decrypt(result.payload)
+        return results
+
+    def _encrypted_operations(
+        self, operations: Sequence[BatchOperation], options: TableRequestOptions | None
+    ) -> Sequence[BatchOperation]:
+        """``operations`` (built by the caller) encrypted by the client-side encryption of a call
+        with ``options``; an operation whose payload is encrypted already is sent as it is."""
+        encryption = self._encryption(options)
+        if encryption is None:
+            return operations
+        return [encryption.encrypt_operation(operation) for operation in operations]
 
     # ------------------------------------------------------------ conveniences
 
@@ -763,9 +833,11 @@ class ClientCore:
         entity_type: type[Any],
         select: Sequence[str] | None,
         operation_context: OperationContext | None,
+        options: TableRequestOptions | None = None,
     ) -> Flow[AnyEntity]:
         payload = yield from self._f_get_entity_payload(
-            table_name, partition_key, row_key, select, None, operation_context, None
+            table_name, partition_key, row_key, select, None, operation_context, None,
+            options=options, entity_type=entity_type,
         )
         entity: AnyEntity = entity_from_payload(entity_type, payload)
         return entity
@@ -777,9 +849,15 @@ class ClientCore:
         entity: EntityObject,
         etag: str | None,
         operation_context: OperationContext | None,
+        options: TableRequestOptions | None = None,
     ) -> Flow[str | None]:
         validate_table_name(table_name, cosmos=self.is_cosmos)
         payload = entity_to_payload(entity)
+        encryption, marked = self._encryption(options), encrypted_names(type(entity))
+        if encryption is not None or marked:
+            from ._encryption_scope import NO_ENCRYPTION
+
+            payload = (encryption or NO_ENCRYPTION).encrypt(payload, marked, kind)
         operation = BatchOperation(
             kind, table_name, payload.values["PartitionKey"], payload.values["RowKey"], payload, etag
         )
@@ -795,19 +873,23 @@ class ClientCore:
         mode: str,
         etag: str | None,
         operation_context: OperationContext | None,
+        options: TableRequestOptions | None = None,
     ) -> Flow[str | None]:
         kind = {"merge": BatchOperationKind.MERGE, "replace": BatchOperationKind.UPDATE}.get(mode)
         if kind is None:
             raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
-        return (yield from self._f_write(kind, table_name, entity, etag or entity_etag(entity), operation_context))
+        return (yield from self._f_write(
+            kind, table_name, entity, etag or entity_etag(entity), operation_context, options
+        ))
 
     def _f_upsert_entity(
-        self, table_name: str, entity: EntityObject, mode: str, operation_context: OperationContext | None
+        self, table_name: str, entity: EntityObject, mode: str, operation_context: OperationContext | None,
+        options: TableRequestOptions | None = None,
     ) -> Flow[str | None]:
         kind = {"merge": BatchOperationKind.INSERT_OR_MERGE, "replace": BatchOperationKind.INSERT_OR_REPLACE}.get(mode)
         if kind is None:
             raise ValueError(f"mode must be 'merge' or 'replace', not {mode!r}")
-        return (yield from self._f_write(kind, table_name, entity, None, operation_context))
+        return (yield from self._f_write(kind, table_name, entity, None, operation_context, options))
 
     def _f_delete_entity(
         self,
@@ -863,6 +945,27 @@ def _one_entity(
 def _with_keys(select: Iterable[str]) -> tuple[str, ...]:
     """A projection always brings back the keys and Timestamp, so results stay addressable."""
     return with_keys(tuple(select))
+
+
+def _scope_of(settings: RequestSettings, entity_type: Any = None) -> EncryptionScope | None:
+    """The client-side encryption of a call sent with ``settings`` (``_encryption_scope.scope_of``),
+    told without loading the engine when the call has none."""
+    if settings.encryption_policy is None and not settings.require_encryption and (
+        settings.encryption_resolver is None and (entity_type is None or not encrypted_names(entity_type))
+    ):
+        return None
+    from ._encryption_scope import scope_of
+
+    return scope_of(settings, entity_type)
+
+
+def _keys_only(select: Iterable[str]) -> bool:
+    """Whether a projection reads only the keys and Timestamp: nothing encrypted can be in it (a
+    key scan of a delete or count needs neither the metadata nor a key)."""
+    return all(name in _SYSTEM_NAMES for name in select)
+
+
+_SYSTEM_NAMES = frozenset({"PartitionKey", "RowKey", "Timestamp"})
 
 
 def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:

@@ -334,8 +334,9 @@ class BatchBuilder:
     def page_batch(self, fetched: FetchedPage, decode: Callable[[FetchedPage], EntityPage]) -> Any:
         """The record batch of a fetched page: a JSON page's columns straight from its body when
         they agree with the scan so far (:mod:`tablesdk._columns._arrow_json`), else :meth:`batch` of the
-        page the client decodes."""
-        if fetched.response is not None:
+        page the client decodes. A page read under client-side encryption is always decoded by the
+        client, which decrypts it (its columns are the decrypted values)."""
+        if fetched.response is not None and fetched.encryption is None:
             if self._json_reader is None:
                 from ._arrow_json import JsonColumnsReader
 

@@ -33,7 +33,9 @@ from ._entity_read import (
     entity_reader,
     page_reader,
     read_page,
+    encrypted_names,
     refuse_chunked_filter,
+    refuse_encrypted_filter,
     with_chunked_parts,
 )
 from ._entity_write import (
@@ -58,6 +60,8 @@ __all__ = [
     "page_reader",
     "ResolvedType",
     "refuse_chunked_filter",
+    "refuse_encrypted_filter",
+    "encrypted_names",
     "with_chunked_parts",
     "validate_key",
     "validate_property_name",

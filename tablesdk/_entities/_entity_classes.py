@@ -25,7 +25,7 @@ from ._edm import (
 from .._core._errors import TableValidationError
 from ._filter import PropertyRef
 from ._model_values import dynamic_to_wire
-from ._models import ChunkPlan, Converter, NestedPlan, chunk_plan, field_plan, nested_kind
+from ._models import ChunkPlan, Converter, NestedPlan, chunk_plan, encrypted_field, field_plan, nested_kind
 
 from ._entity_write import (
     SYSTEM_PROPERTIES,
@@ -171,6 +171,8 @@ class TableEntity(_TypedConstructor):
     #: The declared property (stored name) each further stored property belongs to: a Chunked one's
     #: parts, a nested object's leaves and presence markers.
     __parts__: ClassVar[dict[str, str]] = {}
+    #: The stored names of the ``Encrypted[...]`` declared properties (encrypted on the client).
+    __encrypted__: ClassVar[frozenset[str]] = frozenset()
     #: How an instance is written: :func:`~tablesdk._entities._entity_write.entity_to_payload` calls
     #: the rules a class names here (the write module knows the classes by this alone).
     __payload__ = staticmethod(declared_payload)
@@ -201,6 +203,7 @@ class TableEntity(_TypedConstructor):
         converters = dict(getattr(cls, "__converters__", {}))
         chunked = dict(getattr(cls, "__chunked__", {}))
         nested = dict(getattr(cls, "__nested__", {}))
+        encrypted = set(getattr(cls, "__encrypted__", ()))
         for name, hint in hints.items():
             if name in ("PartitionKey", "RowKey", "Timestamp", "etag", "extra_properties"):
                 if typing.get_origin(hint) is typing.Annotated:
@@ -214,6 +217,15 @@ class TableEntity(_TypedConstructor):
             else:
                 edm_type, stored, converter = field_plan(cls.__name__, name, hint)
             chunk = chunk_plan(cls.__name__, name, stored, hint, edm_type) if flattened is None else None
+            if encrypted_field(cls.__name__, name, hint, chunk):
+                if flattened is not None:
+                    raise TypeError(
+                        f"{cls.__name__}.{name}: a nested object is stored as several properties; "
+                        "it cannot be Encrypted"
+                    )
+                encrypted.add(stored)
+            else:
+                encrypted.discard(stored)
             for part in chunk.names if chunk else (stored,):
                 validate_property_name(part)
             current = cls.__dict__.get(name)
@@ -223,6 +235,7 @@ class TableEntity(_TypedConstructor):
                 declared.pop(inherited.name, None)  # redeclared under another stored name
                 renamed.pop(inherited.name, None)
                 converters.pop(inherited.name, None)
+                encrypted.discard(inherited.name)
             chunked.pop(stored, None)
             nested.pop(stored, None)
             if chunk is not None:
@@ -264,6 +277,7 @@ class TableEntity(_TypedConstructor):
         cls.__chunked__ = chunked
         cls.__nested__ = nested
         cls.__parts__ = parts
+        cls.__encrypted__ = frozenset(encrypted)
 
     def __init__(
         self,

@@ -439,3 +439,43 @@ def refuse_chunked_filter(entity_type: Any, node: Filter) -> None:
                 field, "a Chunked property is stored in parts, so no $filter can compare it",
                 f"the filter names {hit!r}; filter on another property",
             )
+
+
+def encrypted_names(entity_type: Any) -> frozenset[str]:
+    """The stored names of the ``Encrypted[...]`` properties of ``entity_type`` (a TableEntity
+    subclass or model class, or a resolved query's class; anything else has none). Every write
+    asks: a class's answer is kept (a class's fields are fixed when it is made)."""
+    if isinstance(entity_type, type):
+        found = _ENCRYPTED_BY_CLASS.get(entity_type)
+        if found is not None:
+            return found
+    base = getattr(entity_type, "base", entity_type)
+    if not isinstance(base, type):
+        return _NONE_ENCRYPTED
+    if issubclass(base, TableEntity):
+        found = base.__encrypted__
+    else:
+        adapter = adapter_for(base)
+        found = adapter.encrypted if adapter is not None else _NONE_ENCRYPTED
+    if isinstance(entity_type, type):
+        _ENCRYPTED_BY_CLASS[entity_type] = found
+    return found
+
+
+_NONE_ENCRYPTED: frozenset[str] = frozenset()
+#: :func:`encrypted_names` of each class met.
+_ENCRYPTED_BY_CLASS: dict[Any, frozenset[str]] = {}
+
+
+def refuse_encrypted_filter(entity_type: Any, node: Filter) -> None:
+    """Raise :class:`TableValidationError` naming the property when filter ``node`` compares an
+    ``Encrypted[...]`` property of ``entity_type``: the service holds only its ciphertext."""
+    encrypted = encrypted_names(entity_type)
+    if not encrypted:
+        return
+    hit = sorted(encrypted & filter_property_names(node))
+    if hit:
+        raise TableValidationError(
+            hit[0], "an Encrypted property is stored as ciphertext, so no $filter can compare it",
+            "filter on another property, or on the decrypted values after reading",
+        )

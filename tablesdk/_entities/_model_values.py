@@ -30,6 +30,8 @@ __all__ = [
     "Chunked",
     "ChunkPlan",
     "Converter",
+    "Encrypted",
+    "EncryptedMarker",
     "Json",
     "date_converter",
     "decimal_converter",
@@ -198,6 +200,20 @@ def _split_text(text: str) -> list[str]:
 
 #: ``Json[list[str]]``: a field stored as JSON text; to a type checker it is a ``list[str]``.
 Json = Annotated[T, AsJson]
+
+
+class EncryptedMarker:
+    """Marker: ``Annotated[str, EncryptedMarker]`` (written ``Encrypted[str]``) encrypts the field on
+    the client whenever the call has an encryption policy, and refuses to write it without one.
+
+    Protocol 1.0 (the legacy clients') encrypts only strings; the authenticated protocol any
+    type. The property is stored as Edm.Binary, so no ``$filter`` can compare it (refused when
+    the query is built) and it cannot be ``Chunked``. See docs/encryption.md.
+    """
+
+
+#: ``Encrypted[str]``: a field encrypted on the client; to a type checker it is a ``str``.
+Encrypted = Annotated[T, EncryptedMarker]
 
 
 def strip_optional(hint: Any) -> Any:

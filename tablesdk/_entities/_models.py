@@ -35,6 +35,8 @@ from ._model_values import (
     ChunkPlan,
     Chunked,
     Converter,
+    Encrypted,
+    EncryptedMarker,
     Json,
     date_converter,
     decimal_converter,
@@ -50,6 +52,7 @@ __all__ = [
     "Chunked",
     "ChunkPlan",
     "Converter",
+    "Encrypted",
     "StoredAs",
     "ByValue",
     "ModelField",
@@ -61,6 +64,7 @@ __all__ = [
     "adapter_for",
     "chunk_plan",
     "edm_type_of_annotation",
+    "encrypted_field",
     "field_plan",
     "nested_kind",
 ]
@@ -155,6 +159,19 @@ def chunk_plan(owner: str, name: str, stored: str, hint: Any, edm_type: EdmType)
     return None
 
 
+def encrypted_field(owner: str, name: str, hint: Any, chunk: ChunkPlan | None) -> bool:
+    """Whether a field annotated ``hint`` is ``Encrypted[...]`` (in any ``Annotated`` layer); a TypeError
+    when it is also ``Chunked`` (each part would be encrypted on its own and outgrow 64 KiB)."""
+    hint = _strip_optional(hint)
+    while typing.get_origin(hint) is typing.Annotated:
+        if any(extra is EncryptedMarker for extra in hint.__metadata__):
+            if chunk is not None:
+                raise TypeError(f"{owner}.{name}: a field cannot be both Encrypted and Chunked")
+            return True
+        hint = _strip_optional(typing.get_args(hint)[0])
+    return False
+
+
 def edm_type_of_annotation(owner: str, name: str, hint: Any) -> EdmType:
     """The EDM type a property annotated ``hint`` declares (``Annotated[..., EdmType.X]`` wins)."""
     hint = _strip_optional(hint)
@@ -182,12 +199,12 @@ class ModelField:
     a leaf) and ``optional`` whether its annotation admits None.
     """
 
-    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node", "optional", "chunk")
+    __slots__ = ("name", "stored", "edm_type", "converter", "path", "steps", "node", "optional", "chunk", "encrypted")
 
     def __init__(
         self, name: str, stored: str, edm_type: EdmType, converter: Converter[Any] | None,
         path: str = "", steps: tuple[tuple[str, bool], ...] = (), node: _Node | None = None,
-        optional: bool = True, chunk: ChunkPlan | None = None,
+        optional: bool = True, chunk: ChunkPlan | None = None, encrypted: bool = False,
     ) -> None:
         self.name = name
         self.stored = stored
@@ -199,6 +216,8 @@ class ModelField:
         self.optional = optional
         #: How a Chunked leaf is split into properties (None: one property).
         self.chunk = chunk
+        #: Whether the leaf is ``Encrypted[...]``: encrypted on the client.
+        self.encrypted = encrypted
 
     def __repr__(self) -> str:
         return f"ModelField({self.path!r}, stored={self.stored!r}, {self.edm_type})"
@@ -484,6 +503,11 @@ def _plan_fields(
         inner, optional, markers = _unwrap(hint)
         nested = _nested_kind(inner)
         if nested is not None:
+            if any(marker is EncryptedMarker for marker in markers):
+                raise TypeError(
+                    f"{owner}.{here}: a nested object is stored as several properties; mark its fields "
+                    "Encrypted[...] rather than the object"
+                )
             if inner in stack:
                 chain = " -> ".join(c.__name__ for c in (*stack, inner))
                 raise TypeError(
@@ -502,7 +526,8 @@ def _plan_fields(
             continue
         edm_type, stored, converter = field_plan(f"{owner}.{path}" if path else owner, name, hint)
         chunk = chunk_plan(owner, here, prefix + stored, hint, edm_type)
-        leaf = ModelField(name, prefix + stored, edm_type, converter, here, where, chunk=chunk)
+        encrypted = encrypted_field(owner, here, hint, chunk)
+        leaf = ModelField(name, prefix + stored, edm_type, converter, here, where, chunk=chunk, encrypted=encrypted)
         fields.append(leaf)
         leaves.append(leaf)
     return fields, leaves
@@ -535,7 +560,7 @@ class ModelAdapter:
 
     __slots__ = (
         "cls", "kind", "fields", "leaves", "by_stored", "paths", "markers", "etag_field", "timestamp_field",
-        "chunked", "parts", "_node", "_flat", "_extras_nodes",
+        "chunked", "parts", "encrypted", "_node", "_flat", "_extras_nodes",
     )
 
     def __init__(self, cls: type, kind: str, hints: dict[str, Any], names: list[str]) -> None:
@@ -569,6 +594,8 @@ class ModelAdapter:
         self.chunked = {f.stored: f.chunk.names for f in leaves if f.chunk is not None}
         #: The first part's stored name of each further part of a Chunked leaf, by the part's name.
         self.parts = {part: first for first, names in self.chunked.items() for part in names[1:]}
+        #: The stored names of the ``Encrypted[...]`` leaves.
+        self.encrypted = frozenset(f.stored for f in leaves if f.encrypted)
         #: The nodes that keep undeclared fields, the longest prefix first (the one that claims a name).
         self._extras_nodes = sorted((n for n in nodes if n.extras), key=lambda n: -len(n.prefix))
         self._flat = all(f.node is None and f.chunk is None for f in fields) and not self._extras_nodes

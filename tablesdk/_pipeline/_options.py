@@ -9,6 +9,13 @@ the fields that are set override the client's defaults (its
 them; :meth:`RequestSettings.merged <tablesdk._pipeline._settings.RequestSettings.merged>` is where.
 The client is never changed.
 
+Client-side encryption is set the same way: ``encryption_policy`` (a
+:class:`~tablesdk.TableEncryptionPolicy`: the key, the key resolver, the protocol of new writes),
+``encryption_resolver(partition_key, row_key, name) -> bool`` (which properties are encrypted,
+over the policy's own) and ``require_encryption`` (refuse to read or write an entity that is not
+encrypted). None keeps the client's (its ``encryption_policy=``). This layer knows the policy only
+by what it reads of it (:class:`EncryptionPolicyLike`): the engine sits above it.
+
 The payload format is not a request option: the codec (JSON or Atom), the API
 version that goes with it and the headers built from them belong to the client,
 and a query's continuation or a context's ETags are only meaningful in one format.
@@ -17,14 +24,24 @@ and a query's continuation or a context's ETags are only meaningful in one forma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from .._core._errors import require_positive_int, require_positive_seconds
 from ._http import Timeout
 from ._retry import RetryPolicy
-from ._settings import LOCATION_MODES, check_location_mode, check_retry_policy, check_timeout, resolve_retry_policy
+from ._settings import (
+    LOCATION_MODES,
+    EncryptionPolicyLike,
+    check_encryption_policy,
+    check_encryption_resolver,
+    check_location_mode,
+    check_retry_policy,
+    check_timeout,
+    resolve_retry_policy,
+)
 
-__all__ = ["TableRequestOptions", "LOCATION_MODES", "check_options", "resolve_retry_policy"]
+__all__ = ["TableRequestOptions", "LOCATION_MODES", "EncryptionPolicyLike", "check_options", "resolve_retry_policy"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +55,13 @@ class TableRequestOptions:
     requests; ``location_mode`` is where its reads go (one of
     :data:`LOCATION_MODES`; writes always go to the primary). Checked when built.
 
+    ``encryption_policy`` encrypts the call's writes and decrypts its reads (a
+    :class:`~tablesdk.TableEncryptionPolicy`; see docs/encryption.md); ``encryption_resolver``
+    chooses the properties to encrypt, ``(partition_key, row_key, name) -> bool``, over the policy's
+    (the properties an entity class marks ``Encrypted[...]`` are encrypted either way);
+    ``require_encryption`` refuses to write an entity with no encrypted property or to read one
+    that is not encrypted (over the policy's own setting).
+
     An explicit ``retry_policy=`` argument of an operation wins over the one here.
     """
 
@@ -46,6 +70,9 @@ class TableRequestOptions:
     deadline: float | None = None
     retry_policy: RetryPolicy | None = None
     location_mode: str | None = None
+    encryption_policy: EncryptionPolicyLike | None = None
+    encryption_resolver: Callable[[str, str, str], bool] | None = None
+    require_encryption: bool | None = None
 
     def __post_init__(self) -> None:
         if self.server_timeout is not None:
@@ -58,6 +85,12 @@ class TableRequestOptions:
             check_retry_policy(self.retry_policy)
         if self.location_mode is not None:
             check_location_mode(self.location_mode)
+        if self.encryption_policy is not None:
+            check_encryption_policy(self.encryption_policy)
+        if self.encryption_resolver is not None:
+            check_encryption_resolver(self.encryption_resolver)
+        if self.require_encryption is not None and not isinstance(self.require_encryption, bool):
+            raise TypeError(f"require_encryption must be a bool or None, not {type(self.require_encryption).__name__}")
 
 
 def check_options(options: Any) -> TableRequestOptions | None:

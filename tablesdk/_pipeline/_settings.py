@@ -9,6 +9,10 @@ the asyncio :class:`~tablesdk.aio._transport.AsyncTransport` read the same value
 settings of their own. :meth:`RequestSettings.merged` is the one place where a call's options and an
 explicit ``retry_policy=`` argument override the client's defaults.
 
+The client's default client-side encryption (its ``encryption_policy=``) is one of these settings
+too, with a call's ``encryption_resolver`` and ``require_encryption``: the transport never reads
+them, the operations do (through :meth:`RequestSettings.merged`, as every other setting).
+
 The value is checked when built and never changes: a client's settable ``retry_policy``,
 ``operation_deadline`` and ``location_mode`` replace the client's value with a new one
 (:meth:`RequestSettings.replace`), so a request already under way keeps the settings it
@@ -23,7 +27,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core._errors import TableValidationError, require_positive_int, require_positive_seconds
 from ._http import Timeout
@@ -31,8 +36,6 @@ from ._retry import ExponentialRetry, RetryPolicy
 from .._version import __version__
 
 if TYPE_CHECKING:
-    from typing import Protocol
-
     class TableRequestOptions(Protocol):
         """The fields of :class:`tablesdk._pipeline._options.TableRequestOptions` merged here (it imports this module)."""
 
@@ -46,12 +49,21 @@ if TYPE_CHECKING:
         def retry_policy(self) -> RetryPolicy | None: ...
         @property
         def location_mode(self) -> str | None: ...
+        @property
+        def encryption_policy(self) -> EncryptionPolicyLike | None: ...
+        @property
+        def encryption_resolver(self) -> Callable[[str, str, str], bool] | None: ...
+        @property
+        def require_encryption(self) -> bool | None: ...
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_USER_AGENT",
+    "EncryptionPolicyLike",
     "LOCATION_MODES",
     "RequestSettings",
+    "check_encryption_policy",
+    "check_encryption_resolver",
     "check_location_mode",
     "check_retry_policy",
     "check_timeout",
@@ -69,6 +81,36 @@ DEFAULT_USER_AGENT = f"tablesdk/{__version__}"
 #: Where reads go: the primary only (default), the primary with retries alternating to the
 #: read-only secondary of an RA-GRS account, or the secondary only. Writes always go to the primary.
 LOCATION_MODES = ("primary_only", "primary_then_secondary", "secondary_only")
+
+
+class EncryptionPolicyLike(Protocol):
+    """What the request settings read of a :class:`~tablesdk.TableEncryptionPolicy` (the engine, which
+    sits above this layer, defines the class; a policy is held here and handed up unread)."""
+
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def require_encryption(self) -> bool: ...
+    @property
+    def encryption_resolver(self) -> Callable[[str, str, str], bool] | None: ...
+
+
+def check_encryption_policy(policy: object, name: str = "encryption_policy") -> EncryptionPolicyLike:
+    """``policy`` when it is an encryption policy (a :class:`~tablesdk.TableEncryptionPolicy`); TypeError otherwise."""
+    if not all(hasattr(policy, attribute) for attribute in ("protocol", "require_encryption", "encryption_resolver")):
+        raise TypeError(f"{name} must be a TableEncryptionPolicy, not {type(policy).__name__}")
+    result: EncryptionPolicyLike = policy  # type: ignore[assignment]
+    return result
+
+
+def check_encryption_resolver(resolver: object) -> Callable[[str, str, str], bool]:
+    """``resolver`` when it is callable, ``(partition_key, row_key, name) -> bool``; TypeError otherwise."""
+    if not callable(resolver):
+        raise TypeError(
+            f"encryption_resolver must be a callable (partition_key, row_key, name) -> bool, not {type(resolver).__name__}"
+        )
+    result: Callable[[str, str, str], bool] = resolver
+    return result
 
 
 def user_agent_header(application: str | None) -> str:
@@ -177,11 +219,17 @@ class RequestSettings:
     across all its retries (the client's ``operation_deadline``); ``retry_policy`` decides
     the retries (``ExponentialRetry()`` when None); ``location_mode`` is where reads go (one of
     :data:`LOCATION_MODES`); ``user_agent`` is the whole ``User-Agent`` header value.
+    ``encryption_policy`` (or None) encrypts writes and decrypts reads, ``encryption_resolver``
+    (or None: the policy's) chooses the properties encrypted, ``require_encryption`` (or None: the
+    policy's) refuses what is not encrypted; none of them is read by the transport.
     """
 
     # A plain class, not a dataclass: each dataclass costs ``import tablesdk`` about 0.5 ms (start-up).
 
-    __slots__ = ("timeout", "server_timeout", "deadline", "retry_policy", "location_mode", "user_agent")
+    __slots__ = (
+        "timeout", "server_timeout", "deadline", "retry_policy", "location_mode", "user_agent",
+        "encryption_policy", "encryption_resolver", "require_encryption",
+    )
 
     timeout: Timeout
     server_timeout: int | None
@@ -189,6 +237,9 @@ class RequestSettings:
     retry_policy: RetryPolicy
     location_mode: str
     user_agent: str
+    encryption_policy: EncryptionPolicyLike | None
+    encryption_resolver: Callable[[str, str, str], bool] | None
+    require_encryption: bool | None
 
     def __init__(
         self,
@@ -199,6 +250,9 @@ class RequestSettings:
         retry_policy: RetryPolicy | None = None,
         location_mode: str = "primary_only",
         user_agent: str = DEFAULT_USER_AGENT,
+        encryption_policy: EncryptionPolicyLike | None = None,
+        encryption_resolver: Callable[[str, str, str], bool] | None = None,
+        require_encryption: bool | None = None,
     ) -> None:
         if server_timeout is not None:
             require_positive_int("server_timeout", server_timeout, " (seconds)")
@@ -211,11 +265,15 @@ class RequestSettings:
             check_retry_policy(retry_policy) if retry_policy is not None else ExponentialRetry(),
             check_location_mode(location_mode),
             user_agent,
+            check_encryption_policy(encryption_policy) if encryption_policy is not None else None,
+            check_encryption_resolver(encryption_resolver) if encryption_resolver is not None else None,
+            require_encryption,
         )
 
     def _set(
         self, timeout: Timeout, server_timeout: int | None, deadline: float | None, retry_policy: RetryPolicy,
-        location_mode: str, user_agent: str,
+        location_mode: str, user_agent: str, encryption_policy: EncryptionPolicyLike | None = None,
+        encryption_resolver: Callable[[str, str, str], bool] | None = None, require_encryption: bool | None = None,
     ) -> None:
         setter = object.__setattr__
         setter(self, "timeout", timeout)
@@ -224,14 +282,21 @@ class RequestSettings:
         setter(self, "retry_policy", retry_policy)
         setter(self, "location_mode", location_mode)
         setter(self, "user_agent", user_agent)
+        setter(self, "encryption_policy", encryption_policy)
+        setter(self, "encryption_resolver", encryption_resolver)
+        setter(self, "require_encryption", require_encryption)
 
     def _with(
         self, timeout: Timeout, server_timeout: int | None, deadline: float | None, retry_policy: RetryPolicy,
-        location_mode: str,
+        location_mode: str, encryption_policy: EncryptionPolicyLike | None = None,
+        encryption_resolver: Callable[[str, str, str], bool] | None = None, require_encryption: bool | None = None,
     ) -> RequestSettings:
         """A copy with these values, which are checked already (a request's options are checked when built)."""
         settings: RequestSettings = object.__new__(RequestSettings)
-        settings._set(timeout, server_timeout, deadline, retry_policy, location_mode, self.user_agent)
+        settings._set(
+            timeout, server_timeout, deadline, retry_policy, location_mode, self.user_agent,
+            encryption_policy, encryption_resolver, require_encryption,
+        )
         return settings
 
     def replace(self, **changes: Any) -> RequestSettings:
@@ -248,13 +313,19 @@ class RequestSettings:
         if options is None:
             if policy is self.retry_policy:
                 return self
-            return self._with(self.timeout, self.server_timeout, self.deadline, policy, self.location_mode)
+            return self._with(
+                self.timeout, self.server_timeout, self.deadline, policy, self.location_mode,
+                self.encryption_policy, self.encryption_resolver, self.require_encryption,
+            )
         return self._with(
             options.timeout if options.timeout is not None else self.timeout,
             options.server_timeout if options.server_timeout is not None else self.server_timeout,
             options.deadline if options.deadline is not None else self.deadline,
             policy,
             options.location_mode if options.location_mode is not None else self.location_mode,
+            options.encryption_policy if options.encryption_policy is not None else self.encryption_policy,
+            options.encryption_resolver if options.encryption_resolver is not None else self.encryption_resolver,
+            options.require_encryption if options.require_encryption is not None else self.require_encryption,
         )
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -284,6 +355,7 @@ def client_settings(
     operation_deadline: float | None,
     location_mode: str,
     user_agent: str | None,
+    encryption_policy: EncryptionPolicyLike | None = None,
 ) -> RequestSettings:
     """The settings of a client of either flavour made with these constructor arguments:
     ``ExponentialRetry()`` when ``retry_policy`` is None, ``user_agent`` the application's token
@@ -292,5 +364,5 @@ def client_settings(
         require_positive_seconds("operation_deadline", operation_deadline)
     return RequestSettings(
         timeout=timeout, server_timeout=server_timeout, deadline=operation_deadline, retry_policy=retry_policy,
-        location_mode=location_mode, user_agent=user_agent_header(user_agent),
+        location_mode=location_mode, user_agent=user_agent_header(user_agent), encryption_policy=encryption_policy,
     )

@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .._entities._edm import EntityPage
 from .._pipeline._http import HttpResponse
@@ -123,18 +123,22 @@ class FetchedPage:
     the next page can be sent while this one is decoded. ``response`` holds
     the undecoded body; a page read whole in its one request (a point query)
     is in ``page`` instead, with ``response`` None. ``selected`` is the request's
-    ``$select`` (the only properties the service may answer as null).
+    ``$select`` (the only properties the service may answer as null). ``encryption`` is the
+    client-side encryption of the call that read it (the operations layer's ``EncryptionScope``,
+    None when none), which decrypts the entities of ``response`` when they are decoded (those of
+    ``page`` are decrypted already).
     """
 
     # A plain class, not a dataclass: each dataclass costs ``import tablesdk`` about 0.5 ms (start-up).
 
-    __slots__ = ("continuation_token", "response", "page", "selected")
+    __slots__ = ("continuation_token", "response", "page", "selected", "encryption")
 
     def __init__(
         self, continuation_token: ContinuationToken | None, response: HttpResponse | None = None,
-        page: EntityPage | None = None, selected: tuple[str, ...] | None = None,
+        page: EntityPage | None = None, selected: tuple[str, ...] | None = None, encryption: Any = None,
     ) -> None:
         self.continuation_token = continuation_token
         self.response = response
         self.page = page
         self.selected = selected
+        self.encryption = encryption

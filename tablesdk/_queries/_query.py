@@ -40,7 +40,9 @@ from typing import Any, Generic, Protocol, TypeVar, cast, overload, runtime_chec
 
 from ._continuation import ContinuationToken, FetchedPage, ResultSegment
 from .._entities._edm import EdmType, EntityPage
-from .._entities._entity import E, ResolvedType, page_reader, refuse_chunked_filter, validate_table_name, with_chunked_parts
+from .._entities._entity import (
+    E, ResolvedType, page_reader, refuse_chunked_filter, refuse_encrypted_filter, validate_table_name, with_chunked_parts,
+)
 from .._core._errors import TableValidationError, require_positive_int
 from .._entities._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from .._entities._filter_params import bind_parameters
@@ -328,6 +330,7 @@ class TableQuery(Generic[E]):
             expr = bind_parameters(expr, parameters, getattr(self._entity_type, "__declared__", None))
         node = as_filter(expr)
         refuse_chunked_filter(self._entity_type, node)
+        refuse_encrypted_filter(self._entity_type, node)
         combined = node if self._filter is None else self._filter & node
         return self._replace(filter=combined)
 

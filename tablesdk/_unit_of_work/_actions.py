@@ -16,13 +16,16 @@ from __future__ import annotations
 import typing
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._entities._edm import EntityPayload
-from .._entities._entity import DynamicEntity, entity_from_payload, entity_to_payload
+from .._entities._entity import DynamicEntity, encrypted_names, entity_from_payload, entity_to_payload
 from .._entities._entity_access import check_entity, entity_etag, entity_keys, set_entity_etag
 from .._core._errors import TableValidationError
+
+if TYPE_CHECKING:
+    from .._clients._encryption_scope import EncryptionScope
 
 __all__ = [
     "TableBatchOperation", "TableOperation", "TableResult", "MAX_BATCH_OPERATIONS", "require_batch", "require_operation",
@@ -157,8 +160,10 @@ class TableOperation(Generic[R]):
 
     # ------------------------------------------------------------ execution support
 
-    def to_batch_operation(self, table: str) -> BatchOperation:
-        """This action on ``table`` as the client's operation, from the entity's values now."""
+    def to_batch_operation(self, table: str, encryption: EncryptionScope | None = None) -> BatchOperation:
+        """This action on ``table`` as the client's operation, from the entity's values now, encrypted
+        by ``encryption`` (the call's client-side encryption; the entity class's ``Encrypted[...]``
+        fields are refused without one)."""
         if self.kind is BatchOperationKind.RETRIEVE:
             return BatchOperation(self.kind, table, self.partition_key, self.row_key, None, None)
         entity = self.entity
@@ -177,7 +182,15 @@ class TableOperation(Generic[R]):
                 f"TableOperation.{_FACTORY[self.kind]} is conditional on the entity's ETag",
                 "execute an insert or retrieve first, or set entity.etag = '*' to write unconditionally",
             )
-        return BatchOperation(self.kind, table, partition_key, row_key, payload, etag, self.echo_content)
+        operation = BatchOperation(self.kind, table, partition_key, row_key, payload, etag, self.echo_content)
+        if payload is None:
+            return operation
+        marked = encrypted_names(type(entity))
+        if encryption is None and not marked:
+            return operation
+        from .._clients._encryption_scope import NO_ENCRYPTION
+
+        return (encryption or NO_ENCRYPTION).encrypt_operation(operation, marked)
 
     def result(self, answer: BatchOperationResult) -> TableResult[R]:
         """The :class:`TableResult` of this action for the service's ``answer``; updates the entity's ETag."""
@@ -194,6 +207,13 @@ class TableOperation(Generic[R]):
         if payload is None:
             return TableResult(404, None, None)
         entity_type: type[Any] = self.entity_type or DynamicEntity
+        if "_ClientEncryptionMetadata1" in payload.values and encrypted_names(entity_type):
+            from .._encryption import EncryptionKeyError  # still encrypted: the call had no policy
+
+            raise EncryptionKeyError(
+                f"the entity is encrypted and {entity_type.__name__} has Encrypted fields, but the call has no "
+                "encryption_policy to decrypt it", partition_key=self.partition_key, row_key=self.row_key,
+            )
         entity: R = entity_from_payload(entity_type, payload)
         return TableResult(status, payload.etag, entity)
 
@@ -368,11 +388,12 @@ class TableBatchOperation(Generic[R]):
         """Add ``TableOperation.retrieve(...)`` (only into an empty batch)."""
         self.add(TableOperation.retrieve(partition_key, row_key, entity_type, select=select))
 
-    def to_batch_operations(self, table: str) -> list[BatchOperation]:
-        """The client's operations for executing this batch on ``table`` (an empty batch is refused)."""
+    def to_batch_operations(self, table: str, encryption: EncryptionScope | None = None) -> list[BatchOperation]:
+        """The client's operations for executing this batch on ``table`` (an empty batch is refused),
+        encrypted by ``encryption``."""
         if not self._operations:
             raise TableValidationError("batch", "a batch needs at least one operation")
-        return [operation.to_batch_operation(table) for operation in self._operations]
+        return [operation.to_batch_operation(table, encryption) for operation in self._operations]
 
     def results(self, answers: Sequence[BatchOperationResult]) -> list[TableResult[R]]:
         """One :class:`TableResult` per operation, in order, from the service's answers."""

@@ -139,7 +139,7 @@ class TableServiceContext(TrackingContext["CloudTableClient"]):
     ) -> DataServiceResponse:
         with self._exclusive("save_changes"):
             return self.client._run(
-                self._f_save(self.client, options, retry_policy, operation_context), request_options
+                self._f_save(self.client, options, retry_policy, operation_context, request_options), request_options
             )
 
     # ------------------------------------------------------------ queries

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from enum import Flag
+from typing import TYPE_CHECKING
 
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._entities._edm import EntityProperty
-from .._entities._entity import entity_to_payload
+from .._entities._entity import encrypted_names, entity_to_payload
 from .._entities._entity_access import entity_keys, loose_properties
 from .._core._errors import BatchError, ResponseDecodeError, TableServiceError
 from ._save_outcome import DataServiceRequestError, DataServiceResponse, OperationResponse
 from ._tracking import Entity, EntityDescriptor, EntityStates, IdentityMap, WritingEntity
+
+if TYPE_CHECKING:
+    from .._clients._encryption_scope import EncryptionScope
 
 __all__ = ["SaveChangesOptions", "SavePlan"]
 
@@ -45,8 +49,9 @@ class SavePlan:
     outcome does to its descriptor.
 
     :meth:`start` checks the options and builds (so validates) the request of every pending
-    change before anything is sent. The sync and async contexts then send :attr:`operations`
-    as one batch (then :meth:`batch_succeeded` or :meth:`batch_failed`) or one by one from
+    change before anything is sent. The sync and async contexts then send :attr:`sent`
+    (:attr:`operations` as they go on the wire: encrypted by the save's client-side encryption,
+    while :attr:`operations` keep the plaintext each descriptor's snapshot takes) as one batch (then :meth:`batch_succeeded` or :meth:`batch_failed`) or one by one from
     :meth:`to_send` (then :meth:`succeeded` or :meth:`failed` for each), and finally
     :meth:`finish`. A change is applied to its descriptor only when its success is
     reported, so a save interrupted mid-way (an exception, a cancelled task) leaves every
@@ -59,10 +64,13 @@ class SavePlan:
         pending: list[EntityDescriptor],
         operations: list[BatchOperation],
         options: SaveChangesOptions,
+        sent: list[BatchOperation] | None = None,
     ) -> None:
         self.identities = identities
         self.pending = pending
         self.operations = operations
+        #: The operations as sent (encrypted where the save encrypts); ``operations`` when nothing is.
+        self.sent = operations if sent is None else sent
         self.is_batch = SaveChangesOptions.BATCH in options
         self.continue_on_error = SaveChangesOptions.CONTINUE_ON_ERROR in options
         self.responses = [OperationResponse(d.entity, d.table, op.kind.name) for d, op in zip(pending, operations)]
@@ -77,15 +85,19 @@ class SavePlan:
         *,
         echo_content: bool,
         writing_entity: Sequence[WritingEntity],
+        encryption: EncryptionScope | None = None,
     ) -> SavePlan:
         """The plan for the pending changes of ``identities``: ValueError, before anything is
-        sent, for invalid ``options`` or a change that cannot be written."""
+        sent, for invalid ``options`` or a change that cannot be written; a
+        :class:`~tablesdk.TableEncryptionError` for a change ``encryption`` (the save's client-side
+        encryption) refuses, such as a merge of an encrypted entity."""
         if SaveChangesOptions.BATCH in options and SaveChangesOptions.CONTINUE_ON_ERROR in options:
             raise ValueError("SaveChangesOptions.BATCH cannot be combined with CONTINUE_ON_ERROR")
         replace = SaveChangesOptions.REPLACE_ON_UPDATE in options
         pending = identities.pending()
         operations = [_operation_for(d, replace, echo_content, writing_entity) for d in pending]
-        return cls(identities, pending, operations, options)
+        sent = _encrypted(pending, operations, encryption)
+        return cls(identities, pending, operations, options, sent)
 
     def to_send(self) -> Iterator[tuple[int, BatchOperation]]:
         """The changes to send one by one, in order; stops after a failure unless continuing on errors."""
@@ -93,7 +105,7 @@ class SavePlan:
             if self._stopped:
                 return
             self.responses[index].sent = True
-            yield index, operation
+            yield index, self.sent[index]
 
     def succeeded(self, index: int, result: BatchOperationResult) -> None:
         """Change ``index`` was applied by the service."""
@@ -172,6 +184,21 @@ class SavePlan:
 
 
 _MERGING_KINDS = frozenset({BatchOperationKind.MERGE, BatchOperationKind.INSERT_OR_MERGE})
+
+
+def _encrypted(
+    pending: list[EntityDescriptor], operations: list[BatchOperation], encryption: EncryptionScope | None
+) -> list[BatchOperation] | None:
+    """The operations as sent under ``encryption`` (None: as they are). A class's ``Encrypted[...]``
+    fields are refused without a policy, so they are looked at even with no encryption."""
+    marked = [encrypted_names(type(descriptor.entity)) for descriptor in pending]
+    if encryption is None and not any(marked):
+        return None
+    from .._clients._encryption_scope import NO_ENCRYPTION
+
+    scope = encryption or NO_ENCRYPTION
+    sent = [scope.encrypt_operation(operation, names) for operation, names in zip(operations, marked)]
+    return None if all(new is old for new, old in zip(sent, operations)) else sent
 
 _NO_ETAG = (
     "cannot {action} (PartitionKey={pk!r}, RowKey={rk!r}) without an ETag: the entity was never read "

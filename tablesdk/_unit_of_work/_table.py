@@ -121,7 +121,8 @@ class CloudTable:
                 return operation.retrieved(None)
             return operation.retrieved(payload)
         answer = self.client.execute_operation(
-            operation.to_batch_operation(self.name), operation_context=operation_context, options=options
+            operation.to_batch_operation(self.name, self.client._encryption(options)),
+            operation_context=operation_context, options=options,
         )
         return operation.result(answer)
 
@@ -141,7 +142,7 @@ class CloudTable:
         """
         batch = require_batch(batch, "CloudTable.execute_batch")
         answers = self.client.execute_batch(
-            batch.to_batch_operations(self.name), retry_policy=retry_policy,
+            batch.to_batch_operations(self.name, self.client._encryption(options)), retry_policy=retry_policy,
             operation_context=operation_context, options=options
         )
         return batch.results(answers)

@@ -24,6 +24,7 @@ from .._entities._entity_access import entity_etag
 from .._core._errors import BatchError, ResourceNotFoundError, TableServiceError, warn_the_caller
 from ._merge import MergeOption, refresh_tracked
 from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
+from .._pipeline._options import TableRequestOptions
 from .._pipeline._retry import RetryPolicy
 from ._save_outcome import DataServiceResponse
 from ._save_plan import SaveChangesOptions, SavePlan
@@ -236,17 +237,20 @@ class TrackingContext(Generic[ClientT]):
         options: SaveChangesOptions,
         retry_policy: RetryPolicy,
         operation_context: OperationContext | None,
+        request_options: TableRequestOptions | None = None,
     ) -> Flow[DataServiceResponse]:
-        """Send every pending change (one batch, or one request each) and apply the outcomes."""
+        """Send every pending change (one batch, or one request each) and apply the outcomes
+        (encrypted by the client-side encryption of ``request_options``, over the client's)."""
         run = SavePlan.start(
-            self._identities, options, echo_content=self.echo_content, writing_entity=self.writing_entity
+            self._identities, options, echo_content=self.echo_content, writing_entity=self.writing_entity,
+            encryption=client._encryption(request_options),
         )
         client._check_writes(run.operations)  # the service's own limits (Cosmos DB's), before any request
         hook = self._request_hook()
         if run.is_batch:
-            if run.operations:
+            if run.sent:
                 try:
-                    results = yield from client._f_execute_batch(run.operations, retry_policy, operation_context, hook)
+                    results = yield from client._f_execute_batch(run.sent, retry_policy, operation_context, hook)
                 except TableServiceError as exc:
                     run.batch_failed(exc)
                 else:

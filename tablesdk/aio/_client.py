@@ -35,6 +35,7 @@ from ._query import AsyncTableQuery
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
+    from .._encryption import TableEncryptionPolicy
     from .._core._account import CloudStorageAccount
     from .._clients._service import AccessPolicy, ServiceProperties, ServiceStats
     from ._sender import AsyncSender
@@ -52,7 +53,8 @@ class AsyncCloudTableClient(ClientCore):
     Takes the options of :class:`tablesdk.CloudTableClient` (``payload_format``,
     ``api_version``, ``retry_policy``, ``timeout``, ``server_timeout``,
     ``operation_deadline``, ``json_metadata``, ``echo_content``, ``trust_env``,
-    ``max_response_bytes``, ``location_mode``, ``user_agent``, ``proxies``, ``token_audience``).
+    ``max_response_bytes``, ``location_mode``, ``user_agent``, ``proxies``, ``token_audience``,
+    ``encryption_policy``).
     ``pool_size`` (default 100)
     bounds the open connections, and requests beyond it wait for a free one;
     ``sender`` replaces the HTTP layer (an :class:`~tablesdk.aio.AiohttpSender`
@@ -80,6 +82,7 @@ class AsyncCloudTableClient(ClientCore):
         user_agent: str | None = None,
         proxies: Mapping[str, str] | None = None,
         token_audience: str | None = None,
+        encryption_policy: TableEncryptionPolicy | None = None,
     ) -> None:
         credential = client_credential(account.credential, token_audience, account.is_cosmos)
         super().__init__(
@@ -87,6 +90,7 @@ class AsyncCloudTableClient(ClientCore):
             echo_content=echo_content, settings=client_settings(
                 retry_policy=retry_policy or (CosmosRetry() if account.is_cosmos else None), timeout=timeout, server_timeout=server_timeout,
                 operation_deadline=operation_deadline, location_mode=location_mode, user_agent=user_agent,
+                encryption_policy=encryption_policy,
             ),
         )
         self._transport = AsyncTransport(
@@ -290,7 +294,8 @@ class AsyncCloudTableClient(ClientCore):
     ) -> tuple[list[EntityPayload], ContinuationToken | None]:
         """One page of Query Entities as payloads, with the token of the next page."""
         return await self._run(self._f_page_payloads(self._f_fetch_entity_page(
-            table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook
+            table_name, filter, select, top, continuation_token, retry_policy, operation_context, request_hook,
+            options=options,
         )), options)
 
     async def get_entity_payload(
@@ -307,7 +312,7 @@ class AsyncCloudTableClient(ClientCore):
     ) -> EntityPayload:
         """One entity by its keys; :class:`~tablesdk._core._errors.ResourceNotFoundError` if absent."""
         return await self._run(self._f_get_entity_payload(
-            table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook
+            table_name, partition_key, row_key, select, retry_policy, operation_context, request_hook, options=options,
         ), options)
 
     async def query_page_payloads(
@@ -357,7 +362,9 @@ class AsyncCloudTableClient(ClientCore):
     ) -> BatchOperationResult:
         """Send one entity operation as its own request (:meth:`tablesdk.CloudTableClient.execute_operation`)."""
         return await self._run(
-            self._f_execute_operation(operation, retry_policy, operation_context, request_hook), options
+            self._f_execute_operation(
+                self._encrypted_operations([operation], options)[0], retry_policy, operation_context, request_hook,
+            ), options,
         )
 
     async def execute_batch(
@@ -372,7 +379,9 @@ class AsyncCloudTableClient(ClientCore):
         """Send ``operations`` as one entity group transaction (all or nothing); a refusal raises
         :class:`~tablesdk._core._errors.BatchError` with the failing operation's index."""
         return await self._run(
-            self._f_execute_batch(operations, retry_policy, operation_context, request_hook), options
+            self._f_execute_batch(
+                self._encrypted_operations(operations, options), retry_policy, operation_context, request_hook,
+            ), options,
         )
 
     async def bulk_insert(
@@ -504,7 +513,8 @@ class AsyncCloudTableClient(ClientCore):
     ) -> Any:
         """One entity by its keys, materialised as ``entity_type`` (untracked)."""
         return await self._run(
-            self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context), options
+            self._f_get_entity(table_name, partition_key, row_key, entity_type, select, operation_context, options),
+            options
         )
 
     async def insert_entity(
@@ -513,7 +523,7 @@ class AsyncCloudTableClient(ClientCore):
     ) -> str | None:
         """Insert one entity; returns its new ETag (also set on ``entity.etag``)."""
         return await self._run(
-            self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context), options
+            self._f_write(BatchOperationKind.INSERT, table_name, entity, None, operation_context, options), options
         )
 
     async def update_entity(
@@ -527,7 +537,7 @@ class AsyncCloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> str | None:
         """Merge (default) or replace an existing entity, conditional on ``etag`` (default ``entity.etag``)."""
-        return await self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context), options)
+        return await self._run(self._f_update_entity(table_name, entity, mode, etag, operation_context, options), options)
 
     async def upsert_entity(
         self,
@@ -539,7 +549,7 @@ class AsyncCloudTableClient(ClientCore):
         options: TableRequestOptions | None = None,
     ) -> str | None:
         """Insert or merge (default) / insert or replace an entity."""
-        return await self._run(self._f_upsert_entity(table_name, entity, mode, operation_context), options)
+        return await self._run(self._f_upsert_entity(table_name, entity, mode, operation_context, options), options)
 
     async def delete_entity(
         self,

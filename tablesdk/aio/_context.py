@@ -127,7 +127,7 @@ class AsyncTableServiceContext(TrackingContext["AsyncCloudTableClient"]):
     ) -> DataServiceResponse:
         with self._exclusive("save_changes"):
             return await self.client._run(
-                self._f_save(self.client, options, retry_policy, operation_context), request_options
+                self._f_save(self.client, options, retry_policy, operation_context, request_options), request_options
             )
 
     # ------------------------------------------------------------ queries

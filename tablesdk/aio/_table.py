@@ -115,7 +115,8 @@ class AsyncCloudTable:
                 return operation.retrieved(None)
             return operation.retrieved(payload)
         answer = await self.client.execute_operation(
-            operation.to_batch_operation(self.name), operation_context=operation_context, options=options
+            operation.to_batch_operation(self.name, self.client._encryption(options)),
+            operation_context=operation_context, options=options,
         )
         return operation.result(answer)
 
@@ -132,7 +133,7 @@ class AsyncCloudTable:
         Anything but a :class:`~tablesdk.TableBatchOperation` is refused with a TypeError, before sending."""
         batch = require_batch(batch, "AsyncCloudTable.execute_batch")
         answers = await self.client.execute_batch(
-            batch.to_batch_operations(self.name), retry_policy=retry_policy,
+            batch.to_batch_operations(self.name, self.client._encryption(options)), retry_policy=retry_policy,
             operation_context=operation_context, options=options
         )
         return batch.results(answers)

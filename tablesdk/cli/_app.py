@@ -22,6 +22,7 @@ from .._clients._client import CloudTableClient
 from .._entities._entity import DynamicEntity, entity_from_payload
 from .._core._errors import ConnectionFailedError, TableServiceError, TableValidationError
 from ._files import FILE_FORMATS, PARQUET, parse_entity_text, payload_json
+from ._reencrypt_command import reencrypt_command
 from ._options import (
     IMPORT_MODES, CommandGroup, Settings, TablesdkCommand, deprecated_spelling, enable_debug, global_options,
 )
@@ -731,17 +732,17 @@ def copy_command(source: str, destination: str, to_connection_string: str | None
                  filter_: str | None, select: str | None, mode: str, create_table: bool, rejects: str | None,
                  skip_existing: bool, workers: int, overwrite: bool) -> int:
     """Copy the entities of table SOURCE (matching --filter) into table DESTINATION, streaming."""
-    from ._transfer import ImportSummary, build_query, copy_entities
+    from ._transfer import ImportSummary, build_query, copy_entities, with_encryption_metadata
 
     settings = _settings()
     _check_skip_existing(skip_existing, mode)
-    source_client = settings.client()
+    source_client = settings.client(encryption=False)  # a copy keeps ciphertext as it is stored
     target_account = None
     if to_connection_string:
         settings.other_connection_strings.append(to_connection_string)  # its secrets are redacted too
         target_account = CloudStorageAccount.parse(to_connection_string)
     target = settings.client(target_account, to_format)
-    query = build_query(source_client, source, filter_, _select(select))
+    query = build_query(source_client, source, filter_, with_encryption_metadata(_select(select)))
     with _open_rejects(rejects, overwrite) as rejects_file:  # refused (an existing file) before anything is done
         if create_table:
             target.create_table_if_not_exists(destination)
@@ -790,6 +791,9 @@ def serve_command(devstore_args: tuple[str, ...]) -> int:
     from ..devstore.__main__ import main as devstore_main
 
     return devstore_main(list(devstore_args), prog="tablesdk serve")
+
+
+cli.add_command(reencrypt_command, "reencrypt")
 
 
 def run(argv: list[str] | None = None) -> int:

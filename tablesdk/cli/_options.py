@@ -22,7 +22,11 @@ from .._clients._client import CloudTableClient
 from .._core._errors import require_positive_seconds
 from .._pipeline._retry import ExponentialRetry, NoRetry
 from .._core._redaction import redact_text
+from ._encryption_options import ENCRYPTION_OPTIONS, key_file_secrets, policy_from_options
 from ._progress import Progress, progress_wanted
+
+if TYPE_CHECKING:
+    from .._encryption import TableEncryptionPolicy
 
 __all__ = [
     "IMPORT_MODES", "CommandGroup", "Settings", "TablesdkCommand", "deprecated_spelling", "enable_debug", "global_options",
@@ -48,6 +52,11 @@ class Settings:
     progress: bool | None = None
     retries: int | None = None
     deadline: float | None = None
+    encryption_key_file: str | None = None
+    encryption_key_id: str | None = None
+    encryption_protocol: str | None = None
+    encrypt_properties: str | None = None
+    require_encryption: bool | None = None
     #: The options of the command being run (what an error line may suggest); None before one runs.
     command_options: frozenset[str] | None = None
     #: The command being run, as typed after ``tablesdk`` (``tables list``); None before one runs.
@@ -67,6 +76,7 @@ class Settings:
             for field_ in (token or "").lstrip("?").split("&"):
                 if field_.lower().startswith("sig="):
                     found.extend((field_[4:], unquote(field_[4:])))
+        found.extend(key_file_secrets(self.encryption_key_file))
         return [secret for secret in found if secret and len(secret) >= 4]
 
     def redact(self, text: str) -> str:
@@ -95,9 +105,22 @@ class Settings:
             "--account-name with --account-key or --sas-token, or --dev for the local emulator"
         )
 
-    def client(self, account: CloudStorageAccount | None = None, payload_format: str | None = None) -> CloudTableClient:
-        """A client for ``account`` (default: the options' account), closed when the command ends."""
+    def encryption_policy(self) -> TableEncryptionPolicy | None:
+        """The client-side encryption the options describe (``--encryption-key-file`` ...), or None."""
+        return policy_from_options(
+            self.encryption_key_file, self.encryption_key_id, self.encryption_protocol, self.encrypt_properties,
+            bool(self.require_encryption),
+        )
+
+    def client(
+        self, account: CloudStorageAccount | None = None, payload_format: str | None = None, *, encryption: bool = True
+    ) -> CloudTableClient:
+        """A client for ``account`` (default: the options' account), closed when the command ends; with
+        the options' encryption policy as its default unless ``encryption`` is False (it reads and
+        writes entities as stored)."""
         options: dict[str, Any] = {"api_version": self.api_version}
+        if encryption:
+            options["encryption_policy"] = self.encryption_policy()
         if self.retries is not None:
             options["retry_policy"] = ExponentialRetry(self.retries) if self.retries else NoRetry()
         if self.deadline is not None:
@@ -183,6 +206,7 @@ _GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--progress/--no-progress", "progress"), {"default": None,
                                                 "help": "Show progress on stderr (default: when it is a terminal)."}),
     (("--debug",), {"is_flag": True, "help": "Log requests and show tracebacks on stderr (secrets removed)."}),
+    *ENCRYPTION_OPTIONS,
 )
 #: Before the command, only: the group's defaults and the environment variable.
 _GROUP_ONLY: dict[str, dict[str, Any]] = {

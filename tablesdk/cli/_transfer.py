@@ -373,6 +373,29 @@ def import_entities(
     return summary
 
 
+#: The properties of client-side encryption's metadata (``tablesdk._encryption.METADATA_PROPERTIES``,
+#: named here so that a copy without encryption loads nothing of the engine).
+_METADATA = ("_ClientEncryptionMetadata1", "_ClientEncryptionMetadata2")
+
+
+def with_encryption_metadata(select: tuple[str, ...]) -> tuple[str, ...]:
+    """A copy's projection with the metadata of client-side encryption: a copy keeps an encrypted
+    entity's ciphertext, which its metadata must go with to stay readable."""
+    return tuple(dict.fromkeys((*select, *_METADATA))) if select else select
+
+
+def without_null_metadata(payload: EntityPayload) -> EntityPayload:
+    """``payload`` without the metadata a projection asked for and the entity does not have (nulls)."""
+    values = payload.values
+    if not any(name in values and values[name] is None for name in _METADATA):
+        return payload
+    return EntityPayload(
+        {name: value for name, value in values.items() if not (name in _METADATA and value is None)},
+        {name: edm for name, edm in payload.types.items() if not (name in _METADATA and values.get(name) is None)},
+        payload.etag,
+    )
+
+
 def copy_entities(
     source: CloudTableClient,
     query: TableQuery[Any],
@@ -390,7 +413,7 @@ def copy_entities(
     def lines() -> Iterator[EntityLine]:
         for payloads, _ in pages(source, query):
             for payload in payloads:
-                yield 0, entity_from_payload(DynamicEntity, payload), ""
+                yield 0, entity_from_payload(DynamicEntity, without_null_metadata(payload)), ""
 
     return import_entities(target, table, lines(), mode, progress, summary, workers=workers,
                            skip_existing=skip_existing)

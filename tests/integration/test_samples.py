@@ -36,6 +36,18 @@ def test_todo_sample(target: str, connection_string: str) -> None:
     assert "all steps passed" in result.stdout
 
 
+def test_encryption_sample(target: str, connection_string: str) -> None:
+    env = {**os.environ, "AZURE_STORAGE_CONNECTION_STRING": connection_string, "PYTHONPATH": str(ROOT)}
+    payload_format = target.rsplit("-", 1)[1]
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "samples" / "encryption.py"), "--format", payload_format],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "refused: an encrypted entity cannot be merged" in result.stdout
+    assert "0002 Alan Turing: 4 visits" in result.stdout and "all steps passed" in result.stdout
+
+
 def test_readme_quick_start_runs(devstore_connection_string: str) -> None:
     import re
 

@@ -13,7 +13,7 @@ from tablesdk import TableErrorCode
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Exported values that are data, not classes or functions (documented in their module by comments).
-DATA_NAMES = {"__version__", "Int64", "Timeout", "Json", "KeyResolver", "PROTOCOL_LEGACY", "PROTOCOL_AUTHENTICATED"}
+DATA_NAMES = {"__version__", "Int64", "Timeout", "Json", "Encrypted", "KeyResolver", "PROTOCOL_LEGACY", "PROTOCOL_AUTHENTICATED"}
 
 
 def documented_surface() -> set[str]:
