@@ -129,3 +129,20 @@ def test_polars_without_a_policy_refuses(conn: str, encrypted: str) -> None:
     lazy = tpolars.scan_table(conn, encrypted, schema=pa.schema([("Secret", pa.binary())]))
     with pytest.raises(Exception, match="encryption_policy="):  # Polars wraps a source's error in its own
         lazy.select("Secret").collect()
+
+
+def test_dask_incremental_reads_decrypt_or_refuse(conn: str, client: CloudTableClient, encrypted: str) -> None:
+    import pyarrow as pa
+
+    from tablesdk import Watermark
+
+    with dask.config.set(scheduler="sync"):
+        changed = tdask.read_table(conn, encrypted, boundaries=["p4"], since=Watermark.start(),
+                                   encryption_policy=POLICY).compute().reset_index()
+        assert rows_of(changed) == decrypted_rows(client, encrypted)
+        assert "_ClientEncryptionMetadata1" not in changed.columns
+        stored = client.create_query(encrypted).to_arrow().schema  # as stored: Secret Binary, and the metadata
+        given = pa.schema([field for field in stored if not field.name.startswith("_ClientEncryption")])
+        blind = tdask.read_table(conn, encrypted, boundaries=["p4"], since=Watermark.start(), schema=given)
+        with pytest.raises(EncryptionKeyError, match="encryption_policy="):
+            blind.compute()
