@@ -35,6 +35,7 @@ __all__ = [
     "scrub",
     "scrub_error",
     "scrub_headers",
+    "shorten",
     "strip_query",
 ]
 
@@ -345,6 +346,24 @@ def scrub(text: str, secrets: SecretPattern | None) -> str:
     if secrets is not None:
         text = secrets.sub(_REDACTED, text)
     return redact_marked(text)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``...``, at a space.
+
+    A cut inside a word is moved to the space before it: a server may echo a secret bare
+    (no marker names it) and only a pattern of the whole secret finds it, so a cut through
+    it would leave its start behind, out of reach of every pattern. Every secret is one word
+    (none holds a space; a form-decoded ``+`` is a space, so redact before cutting where the
+    attempt's secrets are known).
+    """
+    if len(text) <= limit:
+        return text
+    end = limit - 3
+    if not text[end].isspace():
+        while end > 0 and not text[end - 1].isspace():
+            end -= 1
+    return text[:end].rstrip() + "..."
 
 
 def _scrubbed(value: object, secrets: SecretPattern | None) -> object:
