@@ -249,7 +249,7 @@ def parse_error_body(
     The service answers some errors in XML whatever format was asked for (and
     some with an empty body), so the body is sniffed, not trusted to match the
     request. The ``RequestId:``/``Time:`` trailer is removed from the message, and
-    ``secrets`` (the attempt's) from both.
+    ``secrets`` (the attempt's) from the excerpt of a body in neither format.
     """
     from .errors import parse_error_body as _parse
 

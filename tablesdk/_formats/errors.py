@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from .._core._redaction import SecretPattern, scrub, shorten
+from .._core._redaction import SecretPattern, redact_marked, scrub, shorten
 from .._core._patterns import pattern_on_first_use
 
 __all__ = ["parse_error_body", "strip_trailer", "body_excerpt", "MAX_TEXT_EXCERPT", "MAX_DECODE_EXCERPT"]
@@ -115,8 +115,8 @@ def parse_error_body(
 
     An empty body gives ``(None, "")``; an unrecognised one ``(None, excerpt)``
     where the excerpt is the body's text without markup, at most
-    :data:`MAX_TEXT_EXCERPT` characters. ``secrets`` (the attempt's) are removed from
-    the code and message, and from an excerpt before it is cut.
+    :data:`MAX_TEXT_EXCERPT` characters, from which ``secrets`` (the attempt's) are
+    removed before it is cut.
     """
     try:
         if isinstance(body, str):
@@ -141,8 +141,9 @@ def parse_error_body(
             result = _from_xml(stripped)
         if result is not None:
             # The code and message are the server's words: they may echo the request's URL or headers.
+            # (The attempt's secrets leave them with the rest of the error: nothing here cuts them.)
             code, message = result
-            return (scrub(code, secrets) if code else code, scrub(message, secrets))
+            return (redact_marked(code) if code else code, redact_marked(message))
         return (None, _excerpt(stripped, secrets=secrets))
     except Exception:  # noqa: BLE001 - an error parser must not mask the error it describes
         return (None, "")
