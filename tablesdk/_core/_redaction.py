@@ -62,9 +62,15 @@ _EQUALS = r"(?:=|%(?:25)*3d|\\u003d)"
 _SPACE = r"(?:[ \t]|\+|%(?:25)*20)"
 _SIG = "".join(_letter(c) for c in "sig")
 _AUTHORIZATION = rf"{_START}authorization[\"']?\s*(?::|=|%(?:25)*3a|%(?:25)*3d)\s*[\"']?"
+# A character reference, as XML or HTML may write a reserved character (``&#43;``, ``&#x2B;``).
+_CHAR_REF = r"&#(?:[0-9]{1,7}|x[0-9a-f]{1,6});"
 # A credential (bearer token, Shared Key ``account:signature``), escaped or not: never holds a
 # space, a quote or markup.
-_CREDENTIAL = r"[^\s'\"<>,;&]+"
+_CREDENTIAL = rf"(?:[^\s'\"<>,;&]|{_CHAR_REF})+"
+# A character of base64 in either alphabet ('+' and '/', or '-' and '_'), possibly escaped
+# (percent, JSON's ``\/`` and ``\u002b``, a character reference), and its padding.
+_BASE64_CHAR = r"(?:[a-z0-9+/_-]|%(?:25)*(?:2[bdf]|5f)|\\/|\\u00(?:2[bdf]|5f)|&#(?:0*(?:43|45|47|95)|x0*(?:2[bdf]|5f));)"
+_BASE64_PAD = r"(?:=|%(?:25)*3d|\\u003d|&#(?:0*61|x0*3d);)"
 
 # Every spelling of a secret that announces itself, compiled case-insensitively. Each
 # alternative's first group is what is kept; the rest of the match is the secret.
@@ -77,21 +83,21 @@ _MARKED_SECRET = pattern_on_first_use(
         # An Authorization value alone: the credential after its scheme.
         rf"({_START}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
         # A connection string's account key.
-        rf"({_START}accountkey\s*{_EQUALS})[^\s'\"<>;&]*",
+        rf"({_START}accountkey\s*{_EQUALS})(?:[^\s'\"<>;&]|{_CHAR_REF})*",
         # A SAS ``sig`` parameter, its name and '=' in any case and escaping, in a URL that may itself be escaped.
-        rf"({_START}{_SIG}{_EQUALS})[^&#\s'\"<>)]*",
+        rf"({_START}{_SIG}{_EQUALS})(?:[^&#\s'\"<>)]|{_CHAR_REF})*",
         # ``sig`` as a JSON member or an XML element.
         rf"(\"{_SIG}\"\s*:\s*\")[^\"]*",
         rf"(<{_SIG}>)[^<]*",
         # An account key alone: 64 bytes in base64 (86 characters and '=='), possibly escaped.
-        r"()(?<![a-z0-9+/%])(?:[a-z0-9+/]|%(?:25)*2[bf]){86}(?:=|%(?:25)*3d){2}",
+        rf"()(?<![a-z0-9+/%]){_BASE64_CHAR}{{86}}{_BASE64_PAD}{{2}}",
     ]),
     re.IGNORECASE,
 )
 # A cheap first look (a few substring tests, where a regular expression costs tens of
 # microseconds per answer's headers): a text that holds none of these words, lower-cased and
 # with its escapes undone, holds no marked secret.
-_MARKER_WORDS = ("sig", "bearer", "sharedkey", "authorization", "accountkey", "==")
+_MARKER_WORDS = ("sig", "bearer", "sharedkey", "authorization", "accountkey", "==", "&#61;", "&#x3d;")
 # An escaped letter, digit or '=' (or an escaped '%', the start of a second escape): only a
 # text holding one can hide a word, or a secret's letters and digits, from a substring test.
 # Two patterns, each starting with one literal character, which re scans for quickly. Applied to
@@ -328,16 +334,39 @@ def _escape_of(ch: str) -> str:
     return f"(?:%|%25)(?:{_hex_digit(high)})(?:{_hex_digit(low)})"
 
 
+#: What else a server may write for these characters of a secret: form encoding's space for '+',
+#: the URL-safe base64 alphabet ('-' and '_'), JSON's ``\/``.
+_OTHER_SPELLINGS = {"+": ["-", " "], "/": ["_", r"\\/"]}
+
+
+def _reserved_spellings(ch: str) -> str:
+    """``ch`` (not a letter or digit) as itself, percent-escaped, JSON's ``\\u`` escape, a
+    character reference in decimal or hex, or one of its :data:`_OTHER_SPELLINGS`."""
+    forms = _escapings(ch)
+    for other in _OTHER_SPELLINGS.get(ch, []):
+        forms += _escapings(other) if len(other) == 1 else [other]
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _escapings(ch: str) -> list[str]:
+    code = ord(ch)
+    return [re.escape(ch), _escape_of(ch), rf"\\u{code:04x}", rf"&#0*{code};", rf"&#x0*{code:x};"]
+
+
 def _any_escaping(secret: str) -> str:
+    # Base64's padding may be left off (the URL-safe alphabet often is).
+    body = secret.rstrip("=")
     parts: list[str] = []
-    for ch in secret:
+    for ch in body:
         if ord(ch) >= 256:
             parts.append(re.escape(ch))
         elif ch.isascii() and ch.isalnum():  # itself, or escaped by a server that escapes everything
             parts.append(f"(?:{ch}|{_escape_of(ch)})")
         else:
-            space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
-            parts.append(f"(?:{re.escape(ch)}|{_escape_of(ch)}{space})")
+            parts.append(_reserved_spellings(ch))
+    padding = len(secret) - len(body)
+    if padding:
+        parts.append(f"{_reserved_spellings('=')}{{0,{padding}}}")
     return "".join(parts)
 
 

@@ -79,26 +79,57 @@ def _escape(ch: str, lower_hex: bool, twice: bool) -> str:
     return f"%25{code}" if twice else f"%{code}"
 
 
-@st.composite
-def escaped(draw: st.DrawFn, text: str, *, alnum_too: bool = True) -> str:
-    """``text`` with none, its reserved characters, or every character percent-escaped
-    (hex digits in either case, possibly escaped twice: ``%252B``)."""
-    mode = draw(st.sampled_from(["none", "reserved", "all", "some"] if alnum_too else ["none", "reserved"]))
-    lower_hex = draw(st.booleans())
-    twice = draw(st.booleans())
+#: How a server may write a character that is neither a letter nor a digit, besides percent-escaping it:
+#: JSON's ``\/`` (and ``\u002B``, as .NET's encoder writes '+'), or an XML/HTML character reference.
+MARKUP_ESCAPES = ["json-slash", "json-unicode", "xml-decimal", "xml-hex"]
+
+
+def _markup_escape(ch: str, how: str, lower_hex: bool) -> str:
+    code = f"{ord(ch):04x}" if lower_hex else f"{ord(ch):04X}"
+    if how == "json-slash":
+        return "\\/" if ch == "/" else ch
+    if how == "json-unicode":
+        return f"\\u{code}"
+    if how == "xml-decimal":
+        return f"&#{ord(ch)};"
+    return f"&#x{code.lstrip('0')};"
+
+
+def _url_safe(text: str, padded: bool) -> str:
+    """``text`` in the URL-safe base64 alphabet ('-' and '_' for '+' and '/'), padded or not."""
+    text = text.replace("+", "-").replace("/", "_")
+    return text if padded else text.rstrip("=")
+
+
+def _escaped(text: str, mode: str, lower_hex: bool, twice: bool, picks: list[bool] | None = None) -> str:
     if mode == "none":
         return text
-    if mode == "some":
-        picks = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text)))
-    else:
+    if mode in MARKUP_ESCAPES:
+        return "".join(c if c.isalnum() else _markup_escape(c, mode, lower_hex) for c in text)
+    if picks is None:
         picks = [mode == "all" or not c.isalnum() for c in text]
     return "".join(_escape(c, lower_hex, twice) if pick else c for c, pick in zip(text, picks))
 
 
 @st.composite
+def escaped(draw: st.DrawFn, text: str, *, alnum_too: bool = True) -> str:
+    """``text`` with none, its reserved characters, or every character percent-escaped
+    (hex digits in either case, possibly escaped twice: ``%252B``), or its reserved
+    characters escaped as JSON or XML may write them."""
+    modes = ["none", "reserved", "all", "some", *MARKUP_ESCAPES] if alnum_too else ["none", "reserved"]
+    mode = draw(st.sampled_from(modes))
+    lower_hex = draw(st.booleans())
+    twice = draw(st.booleans())
+    picks = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text))) if mode == "some" else None
+    return _escaped(text, mode, lower_hex, twice, picks)
+
+
+@st.composite
 def secret_form(draw: st.DrawFn, secret: str) -> str:
-    """How a server may write ``secret`` back: escaped, then case-folded (a server that
-    upper-cases its whole message), or case-folded only."""
+    """How a server may write ``secret`` back: in either base64 alphabet, escaped, then
+    case-folded (a server that upper-cases its whole message), or case-folded only."""
+    if draw(st.booleans()):
+        secret = _url_safe(secret, padded=draw(st.booleans()))
     text = draw(escaped(secret))
     return draw(case_folded(text)) if draw(st.booleans()) else text
 
@@ -162,8 +193,11 @@ def cases(draw: st.DrawFn) -> Case:
 
     # Drawn now, applied to the request's own secret when the server answers.
     bare_shape = draw(st.sampled_from(["alone", "quoted", "in-words"]))
-    escape_mode = draw(st.sampled_from(["none", "reserved", "all"]))
+    escape_mode = draw(st.sampled_from(["none", "reserved", "all", *MARKUP_ESCAPES]))
+    alphabet = draw(st.sampled_from(["standard", "url-safe", "url-safe-unpadded"]))
     lower_hex, twice = draw(st.booleans()), draw(st.booleans())
+    key_form = _url_safe(key, padded=True) if alphabet != "standard" else key
+    key_form = _escaped(key_form, escape_mode if escape_mode in MARKUP_ESCAPES else "none", lower_hex, False)
     fold = draw(st.sampled_from(["as-is", "upper", "lower"]))
     sig_before, sig_after = draw(sig_parameter())
     auth_before = draw(authorization_line("Bearer" if kind == "bearer" else "SharedKey"))
@@ -174,12 +208,14 @@ def cases(draw: st.DrawFn) -> Case:
         "foreign-key": draw(st.sampled_from([
             f"AccountKey={key}", f"accountkey={quote(key, safe='')}", f"ACCOUNTKEY%3D{quote(key, safe='')}",
             f"the key {key} is wrong", f"DefaultEndpointsProtocol=https;AccountName={ACCOUNT};AccountKey={key};",
+            f"AccountKey={key_form}", f"the key {key_form} is wrong",
         ])),
     }
 
     def form(secret: str) -> str:
-        picks = [escape_mode == "all" or (escape_mode == "reserved" and not c.isalnum()) for c in secret]
-        text = "".join(_escape(c, lower_hex, twice) if pick else c for c, pick in zip(secret, picks))
+        if alphabet != "standard":
+            secret = _url_safe(secret, padded=alphabet == "url-safe")
+        text = _escaped(secret, escape_mode, lower_hex, twice)
         return text.upper() if fold == "upper" else text.lower() if fold == "lower" else text
 
     def echo(request: HttpRequest) -> str:
@@ -378,13 +414,15 @@ _unicode_escape = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
 def _normalised(text: str) -> str:
-    """``text`` with every escaping undone, lower-cased: what a reader could recover."""
+    """``text`` with every escaping undone, lower-cased, in the standard base64 alphabet:
+    what a reader could recover."""
     for _ in range(4):
         decoded = html.unescape(_unicode_escape.sub(lambda m: chr(int(m.group(1), 16)), unquote(text)))
+        decoded = decoded.replace("\\/", "/")
         if decoded == text:
             break
         text = decoded
-    return text.lower()
+    return text.lower().replace("-", "+").replace("_", "/")
 
 
 def _windows(secret: str) -> set[str]:
@@ -463,6 +501,12 @@ SPELLINGS = [
     f"bearer {TOKEN}", f"BEARER {TOKEN}", f"Bearer%20{TOKEN}", f"authorization: Bearer {TOKEN}",
     f"Authorization: SharedKey account:{SIG}", f"AUTHORIZATION={TOKEN}", f'"Authorization": "Bearer {TOKEN}"',
     f"AccountKey={KEY};EndpointSuffix=core.windows.net", f"the key {quote(KEY, safe='')} is wrong",
+    # The URL-safe base64 alphabet, JSON's escapes, character references.
+    f"?sig={_url_safe(SIG, padded=False)}", f"&sig={_escaped(SIG, 'xml-decimal', False, False)}&se=2099",
+    f"bearer {_escaped(SIG, 'xml-hex', True, False)}", f"Authorization: Bearer {_escaped(SIG, 'json-unicode', False, False)}",
+    f"AccountKey={_escaped(KEY, 'xml-hex', False, False)};", f"the key {_url_safe(KEY, padded=True)} is wrong",
+    f"the key {_escaped(KEY, 'json-slash', False, False)} is wrong",
+    f"the key {_escaped(_url_safe(KEY, padded=True), 'json-unicode', True, False)} is wrong",
 ]
 
 
