@@ -70,34 +70,54 @@ _CREDENTIAL = rf"(?:[^\s'\"<>,;&]|{_CHAR_REF})+"
 # A character of base64 in either alphabet ('+' and '/', or '-' and '_'), possibly escaped
 # (percent, JSON's ``\/`` and ``\u002b``, a character reference), and its padding.
 _BASE64_CHAR = r"(?:[a-z0-9+/_-]|%(?:25)*(?:2[bdf]|5f)|\\/|\\u00(?:2[bdf]|5f)|&#(?:0*(?:43|45|47|95)|x0*(?:2[bdf]|5f));)"
-_BASE64_PAD = r"(?:=|%(?:25)*3d|\\u003d|&#(?:0*61|x0*3d);)"
+_BASE64_PAD = r"(?:=|%(?:25)*3d|\\u003d|&#(?:61|x3d);)"
 
-# Every spelling of a secret that announces itself, compiled case-insensitively. Each
-# alternative's first group is what is kept; the rest of the match is the secret.
-_MARKED_SECRET = pattern_on_first_use(
-    "|".join([
-        # An Authorization header echoed with its name: the credential after a known scheme,
-        # else the whole value (an unknown scheme and its credential).
+# Every spelling of a secret that announces itself, each with the words (lower-cased, escapes
+# undone) that a text holding it must hold. Each alternative's first group is what is kept; the rest
+# of the match is the secret.
+_MARKED_ALTERNATIVES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    # An Authorization header echoed with its name: the credential after a known scheme,
+    # else the whole value (an unknown scheme and its credential).
+    (("authorization",), (
         rf"({_AUTHORIZATION}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
         rf"({_AUTHORIZATION})(?:[^\s'\"<>,;&]+{_SPACE}+)?{_CREDENTIAL}",
-        # An Authorization value alone: the credential after its scheme.
-        rf"({_START}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
-        # A connection string's account key.
-        rf"({_START}accountkey\s*{_EQUALS})(?:[^\s'\"<>;&]|{_CHAR_REF})*",
+    )),
+    # An Authorization value alone: the credential after its scheme.
+    (("bearer", "sharedkey"), (rf"({_START}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",)),
+    # A connection string's account key.
+    (("accountkey",), (rf"({_START}accountkey\s*{_EQUALS})(?:[^\s'\"<>;&]|{_CHAR_REF})*",)),
+    (("sig",), (
         # A SAS ``sig`` parameter, its name and '=' in any case and escaping, in a URL that may itself be escaped.
         rf"({_START}{_SIG}{_EQUALS})(?:[^&#\s'\"<>)]|{_CHAR_REF})*",
         # ``sig`` as a JSON member or an XML element.
         rf"(\"{_SIG}\"\s*:\s*\")[^\"]*",
         rf"(<{_SIG}>)[^<]*",
-        # An account key alone: 64 bytes in base64 (86 characters and '=='), possibly escaped.
-        rf"()(?<![a-z0-9+/%]){_BASE64_CHAR}{{86}}{_BASE64_PAD}{{2}}",
-    ]),
-    re.IGNORECASE,
+    )),
+    # An account key alone: 64 bytes in base64 (86 characters and '=='), possibly escaped.
+    (("==", "&#61;", "&#x3d;"), (rf"()(?<![a-z0-9+/%]){_BASE64_CHAR}{{86}}{_BASE64_PAD}{{2}}",)),
 )
-# A cheap first look (a few substring tests, where a regular expression costs tens of
-# microseconds per answer's headers): a text that holds none of these words, lower-cased and
-# with its escapes undone, holds no marked secret.
-_MARKER_WORDS = ("sig", "bearer", "sharedkey", "authorization", "accountkey", "==", "&#61;", "&#x3d;")
+# A pattern of the alternatives a text may hold, by which of their words it holds (a bit each),
+# compiled case-insensitively on first use: the alternatives cost time at every position of the
+# text, and most texts that hold one word ("Authorization header", "signature") hold no other.
+_marked_patterns: dict[int, re.Pattern[str]] = {}
+#: Every alternative's words: a text that holds none of them (the common case, one test) holds no marked secret.
+_MARKER_WORDS = tuple(word for words, _ in _MARKED_ALTERNATIVES for word in words)
+
+
+def _marked_pattern(readings: list[str]) -> re.Pattern[str] | None:
+    """The pattern of the announced secrets a text whose :func:`_readings` are ``readings`` may
+    hold (a cheap first look: a few substring tests), or None when it holds none."""
+    if not any(word in reading for reading in readings for word in _MARKER_WORDS):
+        return None
+    present = 0
+    for bit, (words, _) in enumerate(_MARKED_ALTERNATIVES):
+        if any(word in reading for reading in readings for word in words):
+            present |= 1 << bit
+    pattern = _marked_patterns.get(present)
+    if pattern is None:
+        chosen = [alt for bit, (_, alts) in enumerate(_MARKED_ALTERNATIVES) if present >> bit & 1 for alt in alts]
+        pattern = _marked_patterns[present] = re.compile("|".join(chosen), re.IGNORECASE)
+    return pattern
 # An escaped letter, digit or '=' (or an escaped '%', the start of a second escape): only a
 # text holding one can hide a word, or a secret's letters and digits, from a substring test.
 # Two patterns, each starting with one literal character, which re scans for quickly. Applied to
@@ -131,10 +151,6 @@ def _readings(text: str) -> list[str]:
     return readings
 
 
-def _may_hold_marker(readings: list[str]) -> bool:
-    return any(word in reading for reading in readings for word in _MARKER_WORDS)
-
-
 def _keep_marker(match: re.Match[str]) -> str:
     return next(group for group in match.groups() if group is not None) + _REDACTED
 
@@ -148,9 +164,8 @@ def redact_marked(text: str) -> str:
     another URL) or JSON-escaped; an account key is also recognised alone (86 base64
     characters and ``==``). The name is kept, so the reader sees what was hidden.
     """
-    if not text or not _may_hold_marker(_readings(text)):
-        return text
-    return _MARKED_SECRET().sub(_keep_marker, text)
+    pattern = _marked_pattern(_readings(text)) if text else None
+    return text if pattern is None else pattern.sub(_keep_marker, text)
 
 
 def redact_url(url: str) -> str:
@@ -429,7 +444,7 @@ def scrub_headers(headers: MutableMapping[str, str], secrets: SecretPattern | No
     # One look at all the values first: an answer almost never echoes a secret, and neither
     # a secret's letters-and-digits run nor a marker can span the line break between two values.
     readings = _readings("\n".join(headers.values()))
-    if not _may_hold_marker(readings) and (secrets is None or not secrets._holds_needle(readings)):
+    if _marked_pattern(readings) is None and (secrets is None or not secrets._holds_needle(readings)):
         return
     for name, value in list(headers.items()):
         cleaned = scrub(value, secrets)
