@@ -38,7 +38,20 @@ T = TypeVar("T")
 Table = TypeVar("Table")
 
 
-def _face_of(operation: Callable[..., Any], face: Callable[..., Any], owner: str, doc: str) -> None:
+#: The docstrings of the table objects' faces made from the client's methods (both flavours).
+FACE_DOCS = {
+    "query_entity_payloads": "One page of Query Entities as payloads, with the token of the next page.",
+    "get_entity_payload": "One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent.",
+    "bulk_insert": "Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity\n"
+    "        group transactions (see the client's ``bulk_insert``).",
+    "delete_entities": "Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``).",
+    "count_entities": "How many entities of this table match ``filter``, reading only their keys.",
+    "write_arrow": "Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``).",
+    "write_pandas": "Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``).",
+}
+
+
+def _face_of(operation: Callable[..., Any], face: Callable[..., Any], owner: str, doc: str | None) -> None:
     """Give ``face`` the name of ``operation`` and its signature without the table's name
     (``self`` kept), for ``help()``, ``inspect`` and the tests that compare the two."""
     signature = inspect.signature(operation)
@@ -46,15 +59,16 @@ def _face_of(operation: Callable[..., Any], face: Callable[..., Any], owner: str
     face.__signature__ = signature.replace(parameters=[parameters[0], *parameters[2:]])  # type: ignore[attr-defined]
     face.__name__ = operation.__name__
     face.__qualname__ = f"{owner}.{operation.__name__}"
-    face.__doc__ = doc
+    face.__doc__ = FACE_DOCS[operation.__name__] if doc is None else doc
 
 
 def on_this_table(
-    operation: Callable[Concatenate[Any, str, P], T], owner: str, doc: str
+    operation: Callable[Concatenate[Any, str, P], T], owner: str, doc: str | None = None
 ) -> Callable[Concatenate[Table, P], T]:
     """The table object's face of the client's ``operation`` (which takes the table's name
     first): the same parameters but that one, passed on to the table's client, so the
-    client's signature is written once. ``doc`` is the face's own docstring."""
+    client's signature is written once. ``doc`` is the face's own docstring (by default
+    its entry in :data:`FACE_DOCS`)."""
     name = operation.__name__
 
     def face(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -66,7 +80,7 @@ def on_this_table(
 
 
 def on_this_table_async(
-    operation: Callable[Concatenate[Any, str, P], Awaitable[T]], owner: str, doc: str
+    operation: Callable[Concatenate[Any, str, P], Awaitable[T]], owner: str, doc: str | None = None
 ) -> Callable[Concatenate[Table, P], Awaitable[T]]:
     """:func:`on_this_table` for a client whose operations are awaited."""
     name = operation.__name__
@@ -207,35 +221,13 @@ class CloudTable:
         """A new context bound to this table (its methods take no table argument)."""
         return TableContext(self.client.get_table_service_context(**options), self.name)
 
-    query_entity_payloads = on_this_table(
-        CloudTableClient.query_entity_payloads, "CloudTable",
-        """One page of Query Entities as payloads, with the token of the next page.""",
-    )
-    get_entity_payload = on_this_table(
-        CloudTableClient.get_entity_payload, "CloudTable",
-        """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent.""",
-    )
-    bulk_insert = on_this_table(
-        CloudTableClient.bulk_insert, "CloudTable",
-        """Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity
-        group transactions (see the client's ``bulk_insert``).""",
-    )
-    delete_entities = on_this_table(
-        CloudTableClient.delete_entities, "CloudTable",
-        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``).""",
-    )
-    count_entities = on_this_table(
-        CloudTableClient.count_entities, "CloudTable",
-        """How many entities of this table match ``filter``, reading only their keys.""",
-    )
-    write_arrow = on_this_table(
-        CloudTableClient.write_arrow, "CloudTable",
-        """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``).""",
-    )
-    write_pandas = on_this_table(
-        CloudTableClient.write_pandas, "CloudTable",
-        """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``).""",
-    )
+    query_entity_payloads = on_this_table(CloudTableClient.query_entity_payloads, "CloudTable")
+    get_entity_payload = on_this_table(CloudTableClient.get_entity_payload, "CloudTable")
+    bulk_insert = on_this_table(CloudTableClient.bulk_insert, "CloudTable")
+    delete_entities = on_this_table(CloudTableClient.delete_entities, "CloudTable")
+    count_entities = on_this_table(CloudTableClient.count_entities, "CloudTable")
+    write_arrow = on_this_table(CloudTableClient.write_arrow, "CloudTable")
+    write_pandas = on_this_table(CloudTableClient.write_pandas, "CloudTable")
 
     @overload
     def get_entity(

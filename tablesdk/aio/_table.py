@@ -15,7 +15,7 @@ from .._entities._entity import AnyEntity, DynamicEntity, E, EntityObject, valid
 from .._core._errors import ResourceNotFoundError
 from .._pipeline._options import TableRequestOptions
 from .._pipeline._retry import RetryPolicy
-from .._unit_of_work._table import is_missing_entity, on_this_table_async
+from .._unit_of_work._table import FACE_DOCS, is_missing_entity, on_this_table_async
 from .._pipeline._transport import OperationContext
 from ._client import AsyncCloudTableClient
 from ._query import AsyncTableQuery
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from ._context import AsyncTableServiceContext
 
 __all__ = ["AsyncCloudTable", "AsyncTableContext"]
+
+_MAX_WORKERS_NOTE = " (``max_workers``: the deprecated spelling of ``max_concurrency``)."
 
 
 class AsyncCloudTable:
@@ -152,34 +154,16 @@ class AsyncCloudTable:
         """A new async context bound to this table (its methods take no table argument)."""
         return AsyncTableContext(self.client.get_table_service_context(**options), self.name)
 
-    query_entity_payloads = on_this_table_async(
-        AsyncCloudTableClient.query_entity_payloads, "AsyncCloudTable",
-        """One page of Query Entities as payloads, with the token of the next page.""",
-    )
-    get_entity_payload = on_this_table_async(
-        AsyncCloudTableClient.get_entity_payload, "AsyncCloudTable",
-        """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent.""",
-    )
-    bulk_insert = on_this_table_async(
-        AsyncCloudTableClient.bulk_insert, "AsyncCloudTable",
-        """Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity
-        group transactions (see the client's ``bulk_insert``).""",
-    )
-    delete_entities = on_this_table_async(
-        AsyncCloudTableClient.delete_entities, "AsyncCloudTable",
-        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``).""",
-    )
-    count_entities = on_this_table_async(
-        AsyncCloudTableClient.count_entities, "AsyncCloudTable",
-        """How many entities of this table match ``filter``, reading only their keys.""",
-    )
+    query_entity_payloads = on_this_table_async(AsyncCloudTableClient.query_entity_payloads, "AsyncCloudTable")
+    get_entity_payload = on_this_table_async(AsyncCloudTableClient.get_entity_payload, "AsyncCloudTable")
+    bulk_insert = on_this_table_async(AsyncCloudTableClient.bulk_insert, "AsyncCloudTable")
+    delete_entities = on_this_table_async(AsyncCloudTableClient.delete_entities, "AsyncCloudTable")
+    count_entities = on_this_table_async(AsyncCloudTableClient.count_entities, "AsyncCloudTable")
     write_arrow = on_this_table_async(
-        AsyncCloudTableClient.write_arrow, "AsyncCloudTable",
-        """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``) (``max_workers``: the deprecated spelling of ``max_concurrency``).""",
+        AsyncCloudTableClient.write_arrow, "AsyncCloudTable", FACE_DOCS["write_arrow"][:-1] + _MAX_WORKERS_NOTE
     )
     write_pandas = on_this_table_async(
-        AsyncCloudTableClient.write_pandas, "AsyncCloudTable",
-        """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``) (``max_workers``: the deprecated spelling of ``max_concurrency``).""",
+        AsyncCloudTableClient.write_pandas, "AsyncCloudTable", FACE_DOCS["write_pandas"][:-1] + _MAX_WORKERS_NOTE
     )
 
     @overload
