@@ -3,7 +3,8 @@
 A hostile (or merely careless) server may copy what it received into its answer: into the
 error code (the body's code element or ``x-ms-error-code``), the message, the request id, a
 batch's inner answer. It may upper- or lower-case it, percent-escape some or every character
-(once or twice), or quote a SAS URL that is itself percent-encoded. Generated here: the
+(once or twice), write it in the URL-safe base64 alphabet, escape its reserved characters as
+JSON (``\\/``, ``\\u002B``) or XML (``&#43;``) do, or quote a SAS URL that is itself percent-encoded. Generated here: the
 attempt's own secrets (the SAS ``sig``, the bearer token, the Shared Key signature) and
 secrets the client never sent (a ``sig=`` parameter, a bearer token, an ``Authorization:``
 line, an ``AccountKey=``), each in such a variant, in each place an error is built from.
