@@ -982,7 +982,7 @@ def _table_filter(prefix: str | None, filter: FilterLike | None) -> str | None:
 
 def error_from_response(response: HttpResponse) -> TableServiceError:
     """The per-status error of an answer with status >= 300 (the transport's ``error_parser``)."""
-    code, message = parse_error_body(response.body, response.headers.get("Content-Type"))
+    code, message = parse_error_body(response.body, response.headers.get("Content-Type"), response.attempt_secrets)
     header_code = response.headers.get("x-ms-error-code")
     return error_for_status(
         response.status,
