@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from .._core._errors import TableValidationError
-from .._queries._query import TableQuery
+from .._queries._query import TableQuery, refuse_cosmos_since
 from .._queries._watermark import (
     WATERMARK_METADATA_KEY, Changes, ChangeTracker, ChangeWindow, Watermark, since_filter, ticks_of,
 )
@@ -28,7 +28,8 @@ CHANGE_COLUMNS = ("RowKey", "Timestamp", ETAG_COLUMN)
 
 
 def changes_query(query: TableQuery[Any], since: Watermark) -> TableQuery[Any]:
-    """``query`` narrowed to the rows above ``since``'s floor."""
+    """``query`` narrowed to the rows above ``since``'s floor (refused on Cosmos DB, before sending)."""
+    refuse_cosmos_since(query.source)
     condition = since_filter(since)
     return query if condition is None else query.where(condition)
 

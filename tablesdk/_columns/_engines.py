@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._core._account import CloudStorageAccount
+from .._core._cosmos import cosmos_since_refused
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, iter_query_batches
 from .._bulk_loading._bulk import BulkMode, BulkOptions, insert_entities
 from .._clients._client import CloudTableClient
@@ -185,6 +186,8 @@ def plan_ranges(
     filter_text = as_filter_text(filter)
     select = tuple(columns) if columns else None
     with connection.client(payload_format, operation_deadline) as client:
+        if since is not None and client.is_cosmos:
+            raise cosmos_since_refused()
         query = base_query(client, table, filter_text, select)
         if boundaries is None:
             boundaries = find_partition_boundaries(query, partitions or DEFAULT_PARTITIONS)

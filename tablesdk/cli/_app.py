@@ -573,6 +573,10 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
     changes = _changes_since(since, since_state, spec.file_format, resume)
     client = settings.client()
+    if changes is not None and client.is_cosmos:
+        from .._core._cosmos import cosmos_since_refused
+
+        raise cosmos_since_refused("--since-state" if since_state is not None else "--since")
     check = NumberFilterCheck(client, table, filter_)
     try:
         with settings.progress_for(f"exporting {table}") as progress:
