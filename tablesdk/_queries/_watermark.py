@@ -51,7 +51,16 @@ def ticks_of(value: datetime) -> int:
         value = value.replace(tzinfo=timezone.utc)
     delta = value - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return micros * 10 + (value.ticks_remainder if isinstance(value, EdmDateTime) else 0)
+    if isinstance(value, EdmDateTime):
+        return micros * 10 + value.ticks_remainder
+    # A pandas Timestamp (what a frame's Timestamp column holds) keeps nanoseconds beyond the
+    # microseconds: the service's seventh digit is among them.
+    nanoseconds = getattr(value, "nanosecond", 0)
+    return micros * 10 + (nanoseconds // 100 if isinstance(nanoseconds, int) else 0)
+
+
+#: 0001-01-01T00:00:00Z, the first Edm.DateTime, as ticks since the Unix epoch.
+_FIRST_TICKS = -62_135_596_800 * 10_000_000
 
 
 def datetime_of_ticks(ticks: int) -> EdmDateTime:
@@ -182,7 +191,7 @@ class Watermark:
             ):
                 raise ValueError("seen rows are three strings and a Timestamp in ticks")
             floor = None if floor_text is None else parse_datetime(floor_text)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             raise TableValidationError("since", "not the text of Watermark.to_string()", str(exc)) from None
         return cls(floor, overlap=overlap, seen=seen)
 
@@ -248,7 +257,10 @@ class ChangeWindow:
             raise TypeError(f"a ChangeWindow starts at a Watermark, not {type(since).__name__}")
         if until is not None and not isinstance(until, datetime):
             raise TableValidationError("until", "the end of a change window is a datetime", repr(until))
-        ticks = time.time_ns() // 100 - _overlap_ticks(since.overlap) if until is None else ticks_of(until)
+        if until is None:  # never before the first day of the calendar, whatever the overlap
+            ticks = max(time.time_ns() // 100 - _overlap_ticks(since.overlap), _FIRST_TICKS)
+        else:
+            ticks = ticks_of(until)
         floor = since.floor_ticks
         self.since = since
         self._until = ticks if floor is None or ticks > floor else floor
@@ -302,7 +314,7 @@ class ChangeWindow:
                 raise ValueError("not a change window")
             since = Watermark.from_string(json.dumps(data["since"]))
             until = parse_datetime(data["until"])
-        except (ValueError, TypeError, TableValidationError) as exc:
+        except (ValueError, TypeError, OverflowError, TableValidationError) as exc:
             raise TableValidationError(
                 "since", "the text of ChangeWindow(watermark).to_string(): the read's upper end is fixed before "
                 "it starts, so that its next watermark is known", str(exc)[:200],

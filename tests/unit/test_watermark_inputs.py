@@ -1,0 +1,36 @@
+"""Watermarks and change windows given edge inputs: pandas Timestamps (nanoseconds), texts that
+are not a watermark's, the ends of the calendar."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tablesdk import ChangeWindow, TableValidationError, Watermark, since_filter
+
+
+def test_a_pandas_timestamp_keeps_its_seventh_digit() -> None:
+    pd = pytest.importorskip("pandas")
+    # The newest Timestamp of a frame read with to_pandas(): nanoseconds, the service's 100 ns digit in them.
+    newest = pd.Timestamp("2026-01-02T03:04:05.1234567Z")
+    assert str(since_filter(Watermark.at(newest))) == "Timestamp gt datetime'2026-01-02T03:04:05.1234567Z'"
+    assert Watermark.at(newest) == Watermark.at("2026-01-02T03:04:05.1234567Z")
+    window = ChangeWindow(Watermark.start(), until=pd.Timestamp("2026-01-03T00:00:00.0000003"))  # naive: UTC
+    assert window.until_ticks == ChangeWindow(Watermark.start(), until=datetime(2026, 1, 3, tzinfo=timezone.utc)).until_ticks + 3
+
+
+@pytest.mark.parametrize("overlap", ["1e300", "-1e300", "Infinity"])
+def test_a_watermark_text_with_an_impossible_overlap_is_a_validation_error(overlap: str) -> None:
+    text = f'{{"version":1,"floor":null,"overlap_seconds":{overlap},"seen":[]}}'
+    with pytest.raises(TableValidationError) as exc:
+        Watermark.from_string(text)
+    assert exc.value.field in ("since", "overlap")
+    with pytest.raises(TableValidationError):
+        ChangeWindow.from_string(f'{{"since":{text},"until":"2026-01-01T00:00:00Z"}}')
+
+
+def test_a_default_window_never_ends_before_the_calendar() -> None:
+    window = ChangeWindow(Watermark.start(overlap=timedelta(days=999_999)))
+    assert window.until.year == 1
+    assert ChangeWindow.from_string(window.to_string()) == window
