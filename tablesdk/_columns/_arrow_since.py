@@ -157,6 +157,11 @@ def next_watermark(since: Watermark, rows: Any, *, started: datetime) -> Waterma
     datetime taken before the read, such as before ``compute()``)."""
     if not isinstance(started, datetime):
         raise TypeError(f"started is a datetime, not {type(started).__name__}")
+    if started.tzinfo is None or started.utcoffset() is None:
+        raise TableValidationError(
+            "started", "an aware datetime, such as datetime.now(timezone.utc) taken before the read",
+            "a naive one would be read as UTC, and datetime.now() is local time",
+        )
     pa = _pyarrow()
     if not isinstance(rows, (pa.Table, pa.RecordBatch)):
         frame = rows.reset_index() if "PartitionKey" not in rows.columns else rows

@@ -34,3 +34,17 @@ def test_a_default_window_never_ends_before_the_calendar() -> None:
     window = ChangeWindow(Watermark.start(overlap=timedelta(days=999_999)))
     assert window.until.year == 1
     assert ChangeWindow.from_string(window.to_string()) == window
+
+
+def test_next_watermark_refuses_a_naive_start() -> None:
+    # datetime.now() is this machine's local time; read as UTC it moves the start by the zone's
+    # offset, and a start later than the read's lets the next floor pass rows committed meanwhile.
+    pa = pytest.importorskip("pyarrow")
+    from tablesdk import next_watermark
+
+    rows = pa.table({"PartitionKey": pa.array([], pa.string()), "RowKey": pa.array([], pa.string()),
+                     "Timestamp": pa.array([], pa.timestamp("ns", "UTC")), "odata.etag": pa.array([], pa.string())})
+    with pytest.raises(TableValidationError) as exc:
+        next_watermark(Watermark.start(), rows, started=datetime.now())
+    assert exc.value.field == "started" and "timezone.utc" in str(exc.value)
+    assert next_watermark(Watermark.start(), rows, started=datetime.now(timezone.utc)) == Watermark.start()
