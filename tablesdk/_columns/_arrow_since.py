@@ -15,7 +15,8 @@ from typing import Any
 from .._core._errors import TableValidationError
 from .._queries._query import TableQuery, refuse_cosmos_since
 from .._queries._watermark import (
-    WATERMARK_METADATA_KEY, Changes, ChangeTracker, ChangeWindow, Watermark, since_filter, ticks_of,
+    WATERMARK_METADATA_KEY, Changes, ChangeTracker, ChangeWindow, Watermark, refuse_partial_read, since_filter,
+    ticks_of,
 )
 from ._arrow import ETAG_COLUMN, BatchBuilder, TypeConflict, _pyarrow, columns_query, scan_batches, table_of_batches
 
@@ -30,6 +31,7 @@ CHANGE_COLUMNS = ("RowKey", "Timestamp", ETAG_COLUMN)
 def changes_query(query: TableQuery[Any], since: Watermark) -> TableQuery[Any]:
     """``query`` narrowed to the rows above ``since``'s floor (refused on Cosmos DB, before sending)."""
     refuse_cosmos_since(query.source)
+    refuse_partial_read(query.take_count)
     condition = since_filter(since)
     return query if condition is None else query.where(condition)
 

@@ -394,8 +394,29 @@ class ChangeTracker:
         result._floor = floor
         return result
 
+    def watermark_so_far(self) -> Watermark:
+        """The watermark of a read that stopped before its end: the floor stays ``since``'s (pages
+        come in key order, so a row not reached yet can be older than every row read), and the rows
+        read so far are seen, so the next read skips them and reads the rest."""
+        seen = dict(self.since._seen_ticks)
+        seen.update(self._recent)
+        result = Watermark(None, overlap=self.since.overlap, seen=seen)
+        result._floor = self.since.floor_ticks
+        return result
+
 
 T = TypeVar("T")
+
+
+def refuse_partial_read(take: int | None) -> None:
+    """Refuse ``take()`` on an incremental read: a read cut short in key order may pass over rows older
+    than those it returns, which the next watermark's floor would then skip for good."""
+    if take is not None:
+        raise TableValidationError(
+            "take", "an incremental read (since=, changes()) reads every changed row: take() would leave rows "
+            "older than those returned behind the next watermark (read in batches with iter_arrow_batches instead)",
+            f"take({take})",
+        )
 
 
 def entity_changes(since: Watermark) -> tuple[Filter | None, ChangeTracker, Callable[[T], T | None]]:
@@ -421,26 +442,35 @@ def entity_changes(since: Watermark) -> tuple[Filter | None, ChangeTracker, Call
 class Changes(Iterator[T]):
     """The results of an incremental read (entities of :meth:`TableQuery.changes`, record batches of
     ``iter_arrow_batches(since=...)``), with the next watermark: :attr:`watermark` covers what was
-    handed out so far, the whole read's once the iterator is exhausted."""
+    handed out so far, the whole read's once the iterator is exhausted. Before then its floor stays
+    where the read started (rows are read in key order, not Timestamp order, so a row not reached
+    yet can be older than every row handed out): the next read skips the rows handed out and reads
+    the rest."""
 
     def __init__(self, items: Iterator[Any], tracker: ChangeTracker, deliver: Callable[[Any], T | None]) -> None:
         self._items = items
         self._tracker = tracker
         self._deliver = deliver
+        self._exhausted = False
 
     def __iter__(self) -> Changes[T]:
         return self
 
     def __next__(self) -> T:
         while True:
-            delivered = self._deliver(next(self._items))
+            try:
+                item = next(self._items)
+            except StopIteration:
+                self._exhausted = True
+                raise
+            delivered = self._deliver(item)
             if delivered is not None:
                 return delivered
 
     @property
     def watermark(self) -> Watermark:
         """The watermark to pass as ``since=`` to the next read."""
-        return self._tracker.watermark()
+        return self._tracker.watermark() if self._exhausted else self._tracker.watermark_so_far()
 
 
 class AsyncChanges(AsyncIterator[T]):
@@ -450,17 +480,23 @@ class AsyncChanges(AsyncIterator[T]):
         self._items = items
         self._tracker = tracker
         self._deliver = deliver
+        self._exhausted = False
 
     def __aiter__(self) -> AsyncChanges[T]:
         return self
 
     async def __anext__(self) -> T:
         while True:
-            delivered = self._deliver(await self._items.__anext__())
+            try:
+                item = await self._items.__anext__()
+            except StopAsyncIteration:
+                self._exhausted = True
+                raise
+            delivered = self._deliver(item)
             if delivered is not None:
                 return delivered
 
     @property
     def watermark(self) -> Watermark:
-        """The watermark to pass as ``since=`` to the next read."""
-        return self._tracker.watermark()
+        """The watermark to pass as ``since=`` to the next read (see :class:`Changes`)."""
+        return self._tracker.watermark() if self._exhausted else self._tracker.watermark_so_far()
