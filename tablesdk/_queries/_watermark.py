@@ -246,7 +246,8 @@ class ChangeWindow:
     defaults to now by this machine's clock minus ``since.overlap``: a row that commits
     while the read runs has a Timestamp above it and comes with the next read (the guarantee of
     :class:`Watermark`: rows visible more than ``overlap`` after their Timestamp can be missed).
-    It is never below ``since``'s floor (then the window is empty). Keep the window with
+    It is never below ``since``'s floor (then the window is empty), and a given one later than now
+    (beyond ``since.overlap``, the allowance for clock error) is refused. Keep the window with
     :meth:`to_string` / :meth:`from_string` (a Spark option).
     """
 
@@ -257,10 +258,23 @@ class ChangeWindow:
             raise TypeError(f"a ChangeWindow starts at a Watermark, not {type(since).__name__}")
         if until is not None and not isinstance(until, datetime):
             raise TableValidationError("until", "the end of a change window is a datetime", repr(until))
+        now = time.time_ns() // 100
         if until is None:  # never before the first day of the calendar, whatever the overlap
-            ticks = max(time.time_ns() // 100 - _overlap_ticks(since.overlap), _FIRST_TICKS)
+            ticks = max(now - _overlap_ticks(since.overlap), _FIRST_TICKS)
         else:
             ticks = ticks_of(until)
+            # Beyond the overlap (the allowance for clock error), a row written after the read with
+            # a Timestamp at or below until is missed by the read and skipped by the next.
+            if ticks > now + _overlap_ticks(since.overlap):
+                raise TableValidationError(
+                    "until", "at most now, by this machine's clock (within the watermark's overlap): a row written "
+                    "after the read with a Timestamp at or below until would be missed by this read and the next",
+                    f"got {format_datetime(datetime_of_ticks(ticks))}; a naive datetime is read as UTC, so take "
+                    "datetime.now(timezone.utc), not datetime.now()",
+                )
+        self._set(since, ticks)
+
+    def _set(self, since: Watermark, ticks: int) -> None:
         floor = since.floor_ticks
         self.since = since
         self._until = ticks if floor is None or ticks > floor else floor
@@ -319,7 +333,10 @@ class ChangeWindow:
                 "since", "the text of ChangeWindow(watermark).to_string(): the read's upper end is fixed before "
                 "it starts, so that its next watermark is known", str(exc)[:200],
             ) from None
-        return cls(since, until)
+        # Taken as it was made: the machine that reads it (a Spark worker) may keep another time.
+        window = cls.__new__(cls)
+        window._set(since, ticks_of(until))
+        return window
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChangeWindow):
