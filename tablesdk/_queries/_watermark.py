@@ -73,6 +73,14 @@ def datetime_of_ticks(ticks: int) -> EdmDateTime:
     )
 
 
+def _shown(text: str) -> str:
+    """``text`` for an error when it may be a mistyped Edm.DateTime; else only its length, so that a
+    secret given in its place by mistake (a connection string, a SAS) never reaches the message."""
+    if len(text) <= 40 and not any(char in text for char in "=;&?"):
+        return repr(text)
+    return f"a text of {len(text)} characters, not shown"
+
+
 def _overlap_ticks(overlap: timedelta) -> int:
     if not isinstance(overlap, timedelta) or overlap < timedelta(0):
         raise TableValidationError("overlap", "the overlap is a timedelta of zero or more", repr(overlap))
@@ -127,7 +135,7 @@ class Watermark:
                 timestamp = parse_datetime(timestamp.strip())
             except ValueError:
                 raise TableValidationError(
-                    "since", "a watermark is an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z", repr(timestamp)
+                    "since", "a watermark is an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z", _shown(timestamp)
                 ) from None
         return cls(timestamp, overlap=overlap)
 
