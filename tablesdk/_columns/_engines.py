@@ -182,6 +182,9 @@ def plan_ranges(
     that :class:`~tablesdk.ChangeWindow`), with their ETags. Reads only the probes and the sample."""
     if operation_deadline is not None:
         require_positive_seconds("operation_deadline", operation_deadline)
+    if since is not None and not isinstance(since, (Watermark, ChangeWindow)):
+        raise TypeError(f"since= takes a Watermark (Watermark.at, Watermark.from_string) or a ChangeWindow, "
+                        f"not {type(since).__name__}")
     connection = ConnectionSecret(connection_string)
     filter_text = as_filter_text(filter)
     select = tuple(columns) if columns else None
