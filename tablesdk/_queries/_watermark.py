@@ -131,11 +131,12 @@ class Watermark:
         """Rows changed strictly after ``timestamp`` (a datetime, an :class:`EdmDateTime` with its 100 ns
         digit, or Edm.DateTime text with up to seven fractional digits; naive means UTC)."""
         if isinstance(timestamp, str):
+            text = timestamp
             try:
-                timestamp = parse_datetime(timestamp.strip())
+                timestamp = parse_datetime(text.strip())
             except ValueError:
                 raise TableValidationError(
-                    "since", "a watermark is an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z", _shown(timestamp)
+                    "since", "a watermark is an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z", _shown(text)
                 ) from None
         return cls(timestamp, overlap=overlap)
 
