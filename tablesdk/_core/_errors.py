@@ -310,10 +310,15 @@ class TableValidationError(ValueError):
     def __init__(self, field: str, limit: str, detail: str = "") -> None:
         self.field = field
         self.limit = limit
+        self._detail = detail
         text = f"{field}: {limit}"
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its fields, so that it crosses a process boundary (a Dask, Ray or Spark task's error).
+        return (type(self), (self.field, self.limit, self._detail), self.__dict__)
 
 
 _BY_STATUS: dict[int, type[TableServiceError]] = {

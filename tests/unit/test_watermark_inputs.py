@@ -90,3 +90,13 @@ def test_short_secrets_are_not_echoed_either(text: str) -> None:
     with pytest.raises(TableValidationError) as typo:
         Watermark.at("2024-13-01T00:00:00Z")
     assert "2024-13-01T00:00:00Z" in str(typo.value)   # a mistyped date is shown, to be fixed
+
+
+def test_a_validation_error_crosses_a_process_boundary() -> None:
+    # Dask, Ray and Spark hand a task's error back to the driver by pickle.
+    import pickle
+
+    error = TableValidationError("since", "a limit", "a detail")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is TableValidationError and str(copy) == str(error)
+    assert (copy.field, copy.limit) == ("since", "a limit")
