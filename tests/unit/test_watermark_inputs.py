@@ -100,3 +100,16 @@ def test_a_validation_error_crosses_a_process_boundary() -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is TableValidationError and str(copy) == str(error)
     assert (copy.field, copy.limit) == ("since", "a limit")
+
+
+def test_a_schema_conflict_crosses_a_process_boundary() -> None:
+    # Raised inside a range read, which runs in a Dask, Ray or Spark task.
+    import pickle
+
+    from tablesdk import SchemaConflictError
+
+    error = SchemaConflictError("V holds Int32 and String", property_name="V", types=("Edm.Int32", "Edm.String"),
+                                keys=("a", "1"))
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is SchemaConflictError and str(copy) == str(error)
+    assert (copy.property_name, copy.types, copy.keys) == ("V", ("Edm.Int32", "Edm.String"), ("a", "1"))
