@@ -494,10 +494,11 @@ class TableQuery(Generic[E]):
         """Iterate the entities changed after ``since`` (a :class:`~tablesdk.Watermark`): the rows above
         its floor that an earlier read did not deliver; the iterator's ``watermark`` is the next one
         once it is exhausted. The entities need their keys, ETag and Timestamp (not a ``resolve()`` query)."""
-        from ._watermark import entity_changes, refuse_partial_read
+        from ._watermark import entity_changes, refuse_partial_read, refuse_resolved_changes
 
         refuse_cosmos_since(self.source)
         refuse_partial_read(self.take_count)
+        refuse_resolved_changes(self.entity_type)
         condition, tracker, deliver = entity_changes(since)
         query = self if condition is None else self.where(condition)
         return Changes(iter(query), tracker, deliver)

@@ -445,6 +445,14 @@ def refuse_partial_read(take: int | None) -> None:
         )
 
 
+def refuse_resolved_changes(entity_type: object) -> None:
+    """Refuse ``changes()`` of a ``resolve()`` query before sending: its results keep no ETag and
+    Timestamp, which telling a row's versions apart needs."""
+    if getattr(entity_type, "resolver", None) is not None:
+        raise TypeError("changes() needs entities that keep their ETag and Timestamp, not a resolve() query's "
+                        "results: read the changes, then resolve each entity")
+
+
 def entity_changes(since: Watermark) -> tuple[Filter | None, ChangeTracker, Callable[[T], T | None]]:
     """What an incremental read of entities needs, for a query of either flavour: the filter to AND
     with the query (None: a first read), the tracker of the next watermark, and the function that

@@ -230,10 +230,11 @@ class AsyncTableQuery(Generic[E]):
     def changes(self, since: Watermark) -> AsyncChanges[E]:
         """``async for`` over the entities changed after ``since`` (:meth:`tablesdk.TableQuery.changes`):
         the iterator's ``watermark`` is the next one once it is exhausted."""
-        from .._queries._watermark import entity_changes, refuse_partial_read
+        from .._queries._watermark import entity_changes, refuse_partial_read, refuse_resolved_changes
 
         refuse_cosmos_since(self._query.source)
         refuse_partial_read(self._query.take_count)
+        refuse_resolved_changes(self._query.entity_type)
         condition, tracker, deliver = entity_changes(since)
         query = self if condition is None else self.where(condition)
         return AsyncChanges(query.__aiter__(), tracker, deliver)

@@ -113,3 +113,33 @@ def test_a_schema_conflict_crosses_a_process_boundary() -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is SchemaConflictError and str(copy) == str(error)
     assert (copy.property_name, copy.types, copy.keys) == ("V", ("Edm.Int32", "Edm.String"), ("a", "1"))
+
+
+def test_changes_of_a_resolve_query_are_refused_before_sending() -> None:
+    # A resolver's results keep no ETag or Timestamp, which telling versions apart needs.
+    import asyncio
+
+    from tablesdk import CloudStorageAccount, MockSender
+
+    def never(request: object) -> object:
+        raise AssertionError("sent")
+
+    account = CloudStorageAccount.parse("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5")
+    client = account.create_cloud_table_client(sender=MockSender(never))  # type: ignore[arg-type]
+    query = client.create_query("Orders").resolve(lambda pk, rk, ts, props, etag: rk)
+    with pytest.raises(TypeError, match="resolve"):
+        query.changes(Watermark.start())
+
+    class Never:
+        async def send(self, request: object, timeout: object) -> object:
+            raise AssertionError("sent")
+
+        async def close(self) -> None:
+            pass
+
+    async def main() -> None:
+        async with account.create_async_cloud_table_client(sender=Never()) as aclient:  # type: ignore[arg-type]
+            aclient.create_query("Orders").resolve(lambda pk, rk, ts, props, etag: rk).changes(Watermark.start())
+
+    with pytest.raises(TypeError, match="resolve"):
+        asyncio.run(main())
