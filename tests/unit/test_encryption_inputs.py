@@ -26,8 +26,6 @@ def test_a_local_key_takes_bytes_like_objects() -> None:
         assert wrapper.unwrap_key(LocalKeyWrapper(secret, kid="k").wrap_key(bytes(32)), "A256KW") == bytes(32)
 
 
-@pytest.mark.xfail(strict=True, reason="TableEncryptionPolicy's immutable __setattr__ breaks pickle's slot state: "
-                   "it needs a __reduce__ that rebuilds it from its fields (tablesdk/_encryption/_policy.py)")
 def test_a_policy_pickles_like_its_keys() -> None:
     # An engine that reads on workers (Dask, Ray, Spark) ships what a read needs by pickle; the
     # keys pickle, so a policy of module-level resolvers must too.
