@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-__all__ = ["Part", "MultipartError", "boundary_of", "split_parts", "parse_http_request", "SubResponse",
-           "write_batch_response"]
+__all__ = ["Part", "MultipartError", "boundary_of", "split_parts", "parse_http_request", "body_within",
+           "operation_shape", "SubResponse", "write_batch_response"]
 
 
 class MultipartError(ValueError):
@@ -138,10 +138,62 @@ def parse_http_request(data: bytes) -> tuple[str, str, dict[str, str], bytes]:
         raise MultipartError(f"malformed request line {request_line[:80]!r}")
     head, body = _split_head(data[line_end + 1:])
     headers = _parse_headers(head)
-    length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) <= len(body):
-        body = body[: int(length)]
-    return pieces[0].upper(), pieces[1], headers, body
+    return pieces[0].upper(), pieces[1], headers, body_within(body, headers.get("content-length"))
+
+
+#: The header lines that differ from one operation of a change set to the next (a client numbers
+#: its operations, and each body has its own length).
+_VARYING_LINE = re.compile(rb"^(content-length|content-id)[ \t]*:([^\r\n]*)(?:\r?\n|\Z)",
+                           re.IGNORECASE | re.MULTILINE)
+#: Those names anywhere else (a line the pattern above does not take as theirs).
+_VARYING_NAME = re.compile(rb"content-(?:length|id)", re.IGNORECASE)
+
+
+def operation_shape(data: bytes) -> tuple[bytes, str | None, str | None, bytes] | None:
+    """(shape, Content-ID, Content-Length, rest) of an ``application/http`` part, or None.
+
+    The shape is the part's request line and header lines without its Content-ID and
+    Content-Length lines: two parts of one shape read (:func:`parse_http_request`) as the same
+    method, URL and headers but for those two values, and ``rest`` is what follows the
+    blank line (before :func:`body_within`). None for a part this reading does not cover
+    (no blank line, folded lines, Content-ID or Content-Length given twice or in a line of
+    another form): read it whole.
+    """
+    data = data.lstrip(b"\r\n")
+    blank = _BLANK_LINE.search(data)
+    if blank is None:
+        return None
+    head = data[: blank.start()]
+    line_end = head.find(b"\n") + 1
+    if not line_end:
+        return head, None, None, data[blank.end():]
+    fields = head[line_end:]
+    if b"\n " in fields or b"\n\t" in fields or fields.startswith((b" ", b"\t")):
+        return None
+    pieces = _VARYING_LINE.split(fields)
+    content_id = content_length = None
+    if len(pieces) > 1:
+        for index in range(1, len(pieces), 3):
+            value = pieces[index + 1].decode("latin-1").strip()
+            if pieces[index].lower() == b"content-id":
+                if content_id is not None:
+                    return None
+                content_id = value
+            else:
+                if content_length is not None:
+                    return None
+                content_length = value
+        fields = b"".join(pieces[::3])
+    if _VARYING_NAME.search(fields):
+        return None
+    return head[:line_end] + fields, content_id, content_length, data[blank.end():]
+
+
+def body_within(body: bytes, length: str | None) -> bytes:
+    """An operation's body cut to its Content-Length, when it gives one that fits."""
+    if length is not None and length.isascii() and length.isdigit() and int(length) <= len(body):
+        return body[: int(length)]
+    return body
 
 
 @dataclass

@@ -354,6 +354,9 @@ def _json_untyped(name: str, value: Any) -> tuple[str, Any]:
 def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tuple[Any, Any, Props]:
     """(PartitionKey, RowKey, properties) from a JSON entity object.
 
+    Read by the plan of its member names (:func:`_planned_entity`) when it has one, else
+    member by member (:func:`_read_json_entity`, which also gives every error).
+
     Keys are returned as found (None when absent) for the caller to check;
     ``odata.*`` members and Timestamp are ignored; null values are dropped, as
     the service does not store nulls. A key typed other than Edm.String is
@@ -361,6 +364,114 @@ def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tu
     upserts, whose keys are the URL's), ignored: the service answers those 204
     and keeps the keys as the URL's strings.
     """
+    planned = _planned_entity(obj)
+    return planned if planned is not None else _read_json_entity(obj, keys_from_url)
+
+
+class _EntityPlan:
+    """How to read the entities whose members have given names, in a given order: the
+    members that annotate a type, and for each tuple of the types they name, the
+    properties to read with their types (None: the JSON value's own)."""
+
+    __slots__ = ("annotations", "names", "typed")
+
+    def __init__(self, annotations: tuple[str, ...], names: tuple[str, ...]) -> None:
+        self.annotations = annotations
+        self.names = names
+        self.typed: dict[tuple[Any, ...], tuple[tuple[str, str | None], ...]] = {}
+
+
+#: Plans by the members' names in order (None: read member by member); cleared when full.
+_PLANS: dict[tuple[str, ...], _EntityPlan | None] = {}
+_MAX_PLANS = 512
+_EDM_CONSTANTS = {name: name for name in EDM_TYPES}
+
+
+def _entity_plan(members: tuple[str, ...]) -> _EntityPlan | None:
+    """The plan of entities with these member names, or None when a name needs the full reading
+    (an invalid property name, a typed key)."""
+    annotations: list[str] = []
+    names: list[str] = []
+    for key in members:
+        if "@" in key:
+            prop, _, annotation = key.partition("@")
+            if annotation == "odata.type":
+                if prop in ("PartitionKey", "RowKey"):
+                    return None
+                annotations.append(key)
+            continue
+        if key in _NOT_PROPERTIES or key.startswith("odata."):
+            continue
+        if len(key) > MAX_NAME_LENGTH or not key.isidentifier():
+            return None
+        names.append(key)
+    return _EntityPlan(tuple(annotations), tuple(names))
+
+
+def _typed_names(plan: _EntityPlan, types: tuple[Any, ...]) -> tuple[tuple[str, str | None], ...] | None:
+    """The properties of ``plan`` with the types its annotations name, or None when one names none."""
+    if not all(value.__class__ is str and value in EDM_TYPES for value in types):
+        return None
+    declared = {key.partition("@")[0]: _EDM_CONSTANTS[value] for key, value in zip(plan.annotations, types)}
+    return tuple((name, declared.get(name)) for name in plan.names)
+
+
+def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
+    """(PartitionKey, RowKey, properties) of an entity read by its plan, or None: no plan, or a
+    value to refuse (the member-by-member reading finds the error the service gives)."""
+    members = tuple(obj)
+    plan = _PLANS.get(members)
+    if plan is None:
+        if members in _PLANS:
+            return None
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[members] = _entity_plan(members)
+        if plan is None:
+            return None
+    try:
+        types = tuple(map(obj.__getitem__, plan.annotations))
+        typed_names = plan.typed.get(types)
+    except TypeError:  # an annotation that is no string
+        return None
+    if typed_names is None:
+        typed_names = _typed_names(plan, types)
+        if typed_names is None:
+            return None
+        if len(plan.typed) < _MAX_PLANS:
+            plan.typed[types] = typed_names
+    props: Props = {}
+    try:
+        for name, edm in typed_names:
+            value = obj[name]
+            kind = value.__class__
+            if kind is str and (edm is None or edm is STRING):
+                if 4 * len(value) > MAX_VALUE_BYTES:
+                    check_value_size(STRING, value)
+                props[name] = (STRING, value)
+            elif value is None:
+                continue
+            elif edm is None:
+                if kind is int and INT32_MIN <= value <= INT32_MAX:
+                    props[name] = (INT32, value)
+                elif kind is bool:
+                    props[name] = (BOOLEAN, value)
+                elif kind is float:
+                    props[name] = _json_untyped(name, value)
+                else:
+                    return None
+            else:
+                typed = _json_typed(name, edm, value)
+                if edm is BINARY:
+                    check_value_size(*typed)
+                props[name] = typed
+    except ServiceError:
+        return None
+    return obj.get("PartitionKey"), obj.get("RowKey"), props
+
+
+def _read_json_entity(obj: dict[str, Any], keys_from_url: bool) -> tuple[Any, Any, Props]:
+    """:func:`parse_json_entity` member by member: any entity, and every error."""
     pk: Any = obj.get("PartitionKey")
     rk: Any = obj.get("RowKey")
     props: Props = {}
