@@ -22,6 +22,9 @@ class MultipartError(ValueError):
 
 @dataclass
 class Part:
+    """One part of a multipart body; parts with equal header blocks share one ``headers``
+    (read them, do not change them)."""
+
     headers: dict[str, str]
     body: bytes
 
@@ -66,7 +69,17 @@ def _parse_headers(block: bytes) -> dict[str, str]:
     return headers
 
 
-_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
+def _blank_line(data: bytes) -> tuple[int, int] | None:
+    """(start, end) of the first blank line (``\\r?\\n\\r?\\n``), found with ``bytes.find``: a regular
+    expression with no literal start is tried at every byte, the most of a part's cost."""
+    lf_lf, lf_crlf = data.find(b"\n\n"), data.find(b"\n\r\n")
+    if lf_lf < 0 and lf_crlf < 0:
+        return None
+    if lf_crlf < 0 or 0 <= lf_lf < lf_crlf:
+        at, end = lf_lf, lf_lf + 2
+    else:
+        at, end = lf_crlf, lf_crlf + 3
+    return (at - 1 if at and data[at - 1] == 0x0D else at), end
 
 
 def _split_head(data: bytes) -> tuple[bytes, bytes]:
@@ -75,10 +88,10 @@ def _split_head(data: bytes) -> tuple[bytes, bytes]:
         return b"", data[2:]  # no headers at all
     if data.startswith(b"\n"):
         return b"", data[1:]
-    m = _BLANK_LINE.search(data)
-    if m is None:
+    blank = _blank_line(data)
+    if blank is None:
         return data, b""
-    return data[: m.start()], data[m.end():]
+    return data[: blank[0]], data[blank[1]:]
 
 
 def _delimiters(body: bytes, boundary: bytes) -> list[tuple[int, int, bool]]:
@@ -119,10 +132,14 @@ def split_parts(body: bytes, boundary: str) -> list[Part]:
     if not delimiters[-1][2]:
         raise MultipartError("the multipart body has no closing boundary")
     parts: list[Part] = []
+    read: dict[bytes, dict[str, str]] = {}  # the parts of a change set repeat one header block
     for this, nxt in zip(delimiters, delimiters[1:]):
         chunk = body[this[1]: nxt[0]]
         head, content = _split_head(chunk)
-        parts.append(Part(_parse_headers(head), content))
+        headers = read.get(head)
+        if headers is None:
+            headers = read[head] = _parse_headers(head)
+        parts.append(Part(headers, content))
     return parts
 
 
@@ -141,12 +158,9 @@ def parse_http_request(data: bytes) -> tuple[str, str, dict[str, str], bytes]:
     return pieces[0].upper(), pieces[1], headers, body_within(body, headers.get("content-length"))
 
 
-#: The header lines that differ from one operation of a change set to the next (a client numbers
+#: The header names that differ from one operation of a change set to the next (a client numbers
 #: its operations, and each body has its own length).
-_VARYING_LINE = re.compile(rb"^(content-length|content-id)[ \t]*:([^\r\n]*)(?:\r?\n|\Z)",
-                           re.IGNORECASE | re.MULTILINE)
-#: Those names anywhere else (a line the pattern above does not take as theirs).
-_VARYING_NAME = re.compile(rb"content-(?:length|id)", re.IGNORECASE)
+_VARYING = (b"content-id", b"content-length")
 
 
 def operation_shape(data: bytes) -> tuple[bytes, str | None, str | None, bytes] | None:
@@ -160,33 +174,35 @@ def operation_shape(data: bytes) -> tuple[bytes, str | None, str | None, bytes] 
     another form): read it whole.
     """
     data = data.lstrip(b"\r\n")
-    blank = _BLANK_LINE.search(data)
+    blank = _blank_line(data)
     if blank is None:
         return None
-    head = data[: blank.start()]
+    head, rest = data[: blank[0]], data[blank[1]:]
     line_end = head.find(b"\n") + 1
     if not line_end:
-        return head, None, None, data[blank.end():]
+        return head, None, None, rest
     fields = head[line_end:]
     if b"\n " in fields or b"\n\t" in fields or fields.startswith((b" ", b"\t")):
         return None
-    pieces = _VARYING_LINE.split(fields)
-    content_id = content_length = None
-    if len(pieces) > 1:
-        for index in range(1, len(pieces), 3):
-            value = pieces[index + 1].decode("latin-1").strip()
-            if pieces[index].lower() == b"content-id":
-                if content_id is not None:
-                    return None
-                content_id = value
-            else:
-                if content_length is not None:
-                    return None
-                content_length = value
-        fields = b"".join(pieces[::3])
-    if _VARYING_NAME.search(fields):
+    lowered = fields.lower()
+    if b"content-id" not in lowered and b"content-length" not in lowered:
+        return head, None, None, rest
+    values: dict[bytes, str] = {}
+    kept: list[bytes] = []
+    for line in fields.split(b"\n"):
+        name, colon, value = line.partition(b":")
+        name = name.rstrip(b" \t").lower()
+        if name not in _VARYING:
+            kept.append(line)
+            continue
+        if not colon or name in values or b"\r" in value.removesuffix(b"\r"):
+            return None
+        values[name] = value.decode("latin-1").strip()
+    fields = b"\n".join(kept)
+    lowered = fields.lower()
+    if b"content-id" in lowered or b"content-length" in lowered:  # in a line of another form
         return None
-    return head[:line_end] + fields, content_id, content_length, data[blank.end():]
+    return head[:line_end] + fields, values.get(b"content-id"), values.get(b"content-length"), rest
 
 
 def body_within(body: bytes, length: str | None) -> bytes:

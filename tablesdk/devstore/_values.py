@@ -264,6 +264,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 #: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` without building an encoder per call.
 COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
+_JSON_SPACE = " \t\n\r"
+
 #: One decoder for every body (``json.loads`` with a hook builds a new decoder per call).
 _BODY_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
 
@@ -275,8 +277,14 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
     text and could not be written back.
     """
     try:
-        text = body.decode("utf-8-sig")
-        obj = _BODY_DECODER.decode(text)
+        text = body.decode("utf-8")
+        if text.startswith("\ufeff"):  # what "utf-8-sig" drops, without its Python-level decoder
+            text = text[1:]
+        # JSONDecoder.decode without its two regular-expression matches: JSON's whitespace is these four
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+        obj, end = _BODY_DECODER.raw_decode(text, start)
+        if text[end:].strip(_JSON_SPACE):
+            raise ValueError("extra data")
     except ServiceError:
         raise
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
@@ -754,12 +762,34 @@ def json_property_items(props: Props, annotate: bool, select: Iterable[str] | No
     return items
 
 
+def _b64_text(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+#: How json_fragment writes a value of each type that carries its annotation (Double: non-finite only).
+_ANNOTATED_WRITERS: dict[str, Any] = {INT64: str, DATETIME: wire_datetime, GUID: str, BINARY: _b64_text}
+
+
 def json_fragment(props: Props) -> str:
-    """The minimal-metadata JSON members of the properties, without braces (stored for fast scans)."""
+    """The minimal-metadata JSON members of the properties, without braces (stored for fast scans):
+    :func:`json_property_items` with annotations, written straight into one object."""
     if not props:
         return ""
-    text = COMPACT_JSON(dict(json_property_items(props, True)))
-    return text[1:-1]
+    members: dict[str, Any] = {}
+    for name, (edm, value) in props.items():
+        if edm is STRING or edm is INT32 or edm is BOOLEAN:
+            members[name] = value
+        elif edm is DOUBLE:
+            value, needs = _json_double(value)
+            if needs:
+                members[name + "@odata.type"] = edm
+            members[name] = value
+        elif edm in _ANNOTATED_WRITERS:
+            members[name + "@odata.type"] = edm
+            members[name] = _ANNOTATED_WRITERS[edm](value)
+        else:  # a type name that is not the module's constant (equal text): the general writer
+            members.update(json_property_items({name: (edm, value)}, True))
+    return COMPACT_JSON(members)[1:-1]
 
 
 # ------------------------------------------------------------------ Atom responses

@@ -59,6 +59,18 @@ def test_an_operation_reads_as_its_shape_says(request_line: bytes, lines: list[b
     assert read_body == body_within(rest, content_length)
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([b"\r", b"\n", b"a", b"\r\n"]), max_size=12))
+def test_the_first_blank_line_is_the_patterns(pieces: list[bytes]) -> None:
+    import re
+
+    from tablesdk.devstore._multipart import _blank_line
+
+    data = b"".join(pieces)
+    found = re.search(rb"\r?\n\r?\n", data)
+    assert _blank_line(data) == (None if found is None else found.span())
+
+
 def test_a_content_length_of_other_digits_is_no_length() -> None:
     """``str.isdigit`` takes a superscript two, which ``int`` does not read: not a length."""
     assert parse_http_request(b"POST /t HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n{}")[3] == b"{}"
@@ -130,3 +142,20 @@ def test_a_plan_reads_each_entity_with_its_own_types() -> None:
     with pytest.raises(ServiceError) as info:
         parse_json_entity({**shape, "V@odata.type": "Edm.Int32", "V": "x"})
     assert info.value.code == "InvalidInput"
+
+
+def test_stored_members_are_the_general_writers_for_either_spelling_of_a_type() -> None:
+    """json_fragment writes the module's type constants itself and hands other text equal to
+    them to json_property_items: both give the members the general writer gives."""
+    from tablesdk.devstore._values import COMPACT_JSON, json_fragment, json_property_items
+
+    entity = {"S": "s", "I": 5, "D": 2.0, "B": True, "N": "NaN", "N@odata.type": "Edm.Double",
+              "L": "7", "L@odata.type": "Edm.Int64", "T": "2024-01-02T03:04:05.1000000Z",
+              "T@odata.type": "Edm.DateTime", "G": "1B4E28BA-2FA1-11D2-883F-0016D3CCA427",
+              "G@odata.type": "Edm.Guid", "X": "AP8=", "X@odata.type": "Edm.Binary"}
+    props = parse_json_entity({"PartitionKey": "p", "RowKey": "r", **entity})[2]
+    spelled = {name: ("".join(edm), value) for name, (edm, value) in props.items()}  # equal text, other objects
+    expected = COMPACT_JSON(dict(json_property_items(props, True)))[1:-1]
+    assert json_fragment(props) == expected
+    assert json_fragment(spelled) == expected
+    assert json.loads("{" + expected + "}")["T"] == "2024-01-02T03:04:05.1Z"
