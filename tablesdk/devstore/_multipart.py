@@ -185,24 +185,31 @@ def operation_shape(data: bytes) -> tuple[bytes, str | None, str | None, bytes] 
     if b"\n " in fields or b"\n\t" in fields or fields.startswith((b" ", b"\t")):
         return None
     lowered = fields.lower()
-    if b"content-id" not in lowered and b"content-length" not in lowered:
-        return head, None, None, rest
-    values: dict[bytes, str] = {}
-    kept: list[bytes] = []
-    for line in fields.split(b"\n"):
-        name, colon, value = line.partition(b":")
-        name = name.rstrip(b" \t").lower()
-        if name not in _VARYING:
-            kept.append(line)
+    values: list[str | None] = []
+    cuts: list[tuple[int, int]] = []
+    for name in _VARYING:
+        at = lowered.find(name)
+        if at < 0:
+            values.append(None)
             continue
-        if not colon or name in values or b"\r" in value.removesuffix(b"\r"):
+        if (at and lowered[at - 1] != 0x0A) or lowered.find(name, at + 1) >= 0:
+            return None  # inside another line, or given twice
+        end = lowered.find(b"\n", at) + 1 or len(lowered)
+        line_name, colon, value = fields[at:end].partition(b":")
+        value = value.removesuffix(b"\n").removesuffix(b"\r")
+        if not colon or line_name[len(name):].strip(b" \t") or b"\r" in value or b"\n" in value:
             return None
-        values[name] = value.decode("latin-1").strip()
-    fields = b"\n".join(kept)
-    lowered = fields.lower()
-    if b"content-id" in lowered or b"content-length" in lowered:  # in a line of another form
-        return None
-    return head[:line_end] + fields, values.get(b"content-id"), values.get(b"content-length"), rest
+        values.append(value.decode("latin-1").strip())
+        cuts.append((at, end))
+    if cuts:
+        cuts.sort()
+        kept, position = [], 0
+        for at, end in cuts:
+            kept.append(fields[position:at])
+            position = end
+        kept.append(fields[position:])
+        fields = b"".join(kept)
+    return head[:line_end] + fields, values[0], values[1], rest
 
 
 def body_within(body: bytes, length: str | None) -> bytes:

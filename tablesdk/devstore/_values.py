@@ -32,7 +32,7 @@ import json
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .._entities._edm import (
     INT32_MAX,
@@ -261,8 +261,30 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _compact_json() -> Callable[[Any], str]:
+    """``_COMPACT_ENCODER.encode``, with the C encoder made once: ``JSONEncoder.encode`` makes
+    one per call, as much as the encoding of a small object. Without cycle checks: the
+    emulator encodes only what it built, lists and dicts of plain values."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the json accelerator
+        return _COMPACT_ENCODER.encode
+    encoder = _COMPACT_ENCODER
+    encode = make(None, encoder.default, json.encoder.encode_basestring, None, encoder.key_separator,
+                  encoder.item_separator, False, False, True)
+
+    def compact(obj: Any) -> str:
+        if obj.__class__ is str:
+            return json.encoder.encode_basestring(obj)
+        return "".join(encode(obj, 0))
+
+    return compact
+
+
 #: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` without building an encoder per call.
-COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+COMPACT_JSON = _compact_json()
 
 _JSON_SPACE = " \t\n\r"
 
