@@ -72,7 +72,9 @@ def _parse_headers(block: bytes) -> dict[str, str]:
 def _blank_line(data: bytes) -> tuple[int, int] | None:
     """(start, end) of the first blank line (``\\r?\\n\\r?\\n``), found with ``bytes.find``: a regular
     expression with no literal start is tried at every byte, the most of a part's cost."""
-    lf_lf, lf_crlf = data.find(b"\n\n"), data.find(b"\n\r\n")
+    crlf = data.find(b"\r\n\r\n")  # the usual one: the others are looked for only before it
+    limit = crlf + 4 if crlf >= 0 else len(data)
+    lf_lf, lf_crlf = data.find(b"\n\n", 0, limit), data.find(b"\n\r\n", 0, limit)
     if lf_lf < 0 and lf_crlf < 0:
         return None
     if lf_crlf < 0 or 0 <= lf_lf < lf_crlf:
@@ -182,7 +184,8 @@ def operation_shape(data: bytes) -> tuple[bytes, str | None, str | None, bytes] 
     if not line_end:
         return head, None, None, rest
     fields = head[line_end:]
-    if b"\n " in fields or b"\n\t" in fields or fields.startswith((b" ", b"\t")):
+    # find, not ``in``: a bytes ``in`` first tries its operand as an integer, and formats the error
+    if fields.find(b"\n ") >= 0 or fields.find(b"\n\t") >= 0 or fields.startswith((b" ", b"\t")):
         return None
     lowered = fields.lower()
     values: list[str | None] = []
@@ -197,7 +200,7 @@ def operation_shape(data: bytes) -> tuple[bytes, str | None, str | None, bytes] 
         end = lowered.find(b"\n", at) + 1 or len(lowered)
         line_name, colon, value = fields[at:end].partition(b":")
         value = value.removesuffix(b"\n").removesuffix(b"\r")
-        if not colon or line_name[len(name):].strip(b" \t") or b"\r" in value or b"\n" in value:
+        if not colon or line_name[len(name):].strip(b" \t") or value.find(b"\r") >= 0:
             return None
         values.append(value.decode("latin-1").strip())
         cuts.append((at, end))
