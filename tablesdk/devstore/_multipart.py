@@ -232,18 +232,19 @@ class SubResponse:
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 
 
-def _http_part(response: SubResponse) -> bytes:
-    reason = _REASONS.get(response.status, "Unknown")
-    lines = [f"HTTP/1.1 {response.status} {reason}"]
-    lines.extend(f"{name}: {value}" for name, value in response.headers)
-    head = (
-        "Content-Type: application/http\r\n"
-        "Content-Transfer-Encoding: binary\r\n"
-        "\r\n"
-        + "\r\n".join(lines)
-        + "\r\n\r\n"
-    )
-    return head.encode("latin-1") + response.body
+_PART_HEAD = "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\nHTTP/1.1 "
+
+
+def _http_part(delimiter: str, response: SubResponse) -> bytes:
+    """A delimiter line and the ``application/http`` part of one response, ending in CRLF."""
+    head = [delimiter, _PART_HEAD, str(response.status), " ", _REASONS.get(response.status, "Unknown"), "\r\n"]
+    for name, value in response.headers:
+        head += name, ": ", value, "\r\n"
+    head.append("\r\n")
+    if response.body:
+        return "".join(head).encode("latin-1") + response.body + b"\r\n"
+    head.append("\r\n")
+    return "".join(head).encode("latin-1")
 
 
 def write_batch_response(responses: list[SubResponse], changeset: bool) -> tuple[str, bytes]:
@@ -253,15 +254,15 @@ def write_batch_response(responses: list[SubResponse], changeset: bool) -> tuple
     part; a query's response is a direct part of the batch response.
     """
     batch_boundary = f"batchresponse_{uuid.uuid4()}"
-    out = bytearray()
+    out: list[bytes] = []
     if changeset:
         cs_boundary = f"changesetresponse_{uuid.uuid4()}"
-        out += f"--{batch_boundary}\r\nContent-Type: multipart/mixed; boundary={cs_boundary}\r\n\r\n".encode()
-        for response in responses:
-            out += f"--{cs_boundary}\r\n".encode() + _http_part(response) + b"\r\n"
-        out += f"--{cs_boundary}--\r\n".encode()
+        out.append(f"--{batch_boundary}\r\nContent-Type: multipart/mixed; boundary={cs_boundary}\r\n\r\n".encode())
+        delimiter = f"--{cs_boundary}\r\n"
+        out += [_http_part(delimiter, response) for response in responses]
+        out.append(f"--{cs_boundary}--\r\n".encode())
     else:
-        for response in responses:
-            out += f"--{batch_boundary}\r\n".encode() + _http_part(response) + b"\r\n"
-    out += f"--{batch_boundary}--\r\n".encode()
-    return f"multipart/mixed; boundary={batch_boundary}", bytes(out)
+        delimiter = f"--{batch_boundary}\r\n"
+        out += [_http_part(delimiter, response) for response in responses]
+    out.append(f"--{batch_boundary}--\r\n".encode())
+    return f"multipart/mixed; boundary={batch_boundary}", b"".join(out)
