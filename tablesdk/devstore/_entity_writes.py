@@ -131,7 +131,7 @@ def prepare_body(ctx: WriteContext, body: bytes) -> WriteOp:
         raise error("PropertiesNeedValue")
     check_key("PartitionKey", pk)
     check_key("RowKey", rk)
-    check_entity(pk, rk, props)
+    check_entity(pk, rk, props, len(body) if ctx.json_body else None)
     return WriteOp(ctx.kind, ctx.table, pk, rk, props, ctx.if_match, ctx.prefer, ctx.fmt)
 
 

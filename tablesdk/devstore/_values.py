@@ -235,15 +235,24 @@ def check_value_size(edm: str, value: Any) -> None:
         raise error("PropertyValueTooLarge")
 
 
-def check_entity(pk: str, rk: str, props: Props) -> None:
+def check_entity(pk: str, rk: str, props: Props, json_bytes: int | None = None) -> None:
     """Property count and entity size with the service's formula and error codes.
 
     Size = 4 + 2 * (len(PartitionKey) + len(RowKey)) + for each property
     (8 + 2 * len(name) + value size), lengths in UTF-16 code units, where a
     string value is 4 + 2 * len and a binary value 4 + len bytes.
+
+    ``json_bytes``: the length of the JSON body the properties were read from, which bounds
+    the size: a key has at most 2 UTF-16 units a character; a property's name and value
+    take at least as many bytes of JSON text as UTF-16 units (base64 more than the bytes
+    it holds), plus 3 for the quotes and the colon, and a value of a fixed size is at
+    most 16 bytes, so a property adds at most 2 * (its bytes of JSON) + 28.
     """
     if len(props) > MAX_CUSTOM_PROPERTIES:
         raise error("TooManyProperties")
+    if json_bytes is not None and (4 + 4 * (len(pk) + len(rk)) + 2 * json_bytes + 28 * len(props)
+                                   <= MAX_ENTITY_BYTES):
+        return  # within the bound below: no need to add the sizes up
     size = 4 + 2 * (_utf16_units(pk) + _utf16_units(rk))
     fixed = _FIXED_SIZES
     for name, (edm, value) in props.items():
@@ -321,44 +330,73 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
     return obj
 
 
+class _NotOfType(ValueError):
+    """A JSON value its declared EDM type does not take."""
+
+
+def _json_string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise _NotOfType()
+
+
+def _json_int32(value: Any) -> int:
+    # The service also takes the numeral as a string ("12345"), as it does for Int64.
+    if isinstance(value, str) and _INT_RE.match(value.strip()):
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX:
+        return value
+    raise _NotOfType()
+
+
+def _json_int64(value: Any) -> int:
+    if isinstance(value, str) and _INT_RE.match(value):
+        number = int(value)
+        if INT64_MIN <= number <= INT64_MAX:
+            return number
+    raise _NotOfType()
+
+
+def _json_double_value(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _finite(float(value))
+    if isinstance(value, str):
+        if value in _DOUBLE_SPECIAL:
+            return _DOUBLE_SPECIAL[value]
+        if _DOUBLE_RE.match(value):
+            return _finite(float(value))
+    raise _NotOfType()
+
+
+def _json_boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    # as a string in any case ("True", "false"), as .NET's Boolean.Parse reads it
+    lowered = value.strip().lower() if isinstance(value, str) else None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise _NotOfType()
+
+
+def _json_binary(value: Any) -> bytes:
+    if isinstance(value, str):
+        return _b64(value)
+    raise _NotOfType()
+
+
+#: The reader of a JSON value of each declared type: its canonical value, or ValueError,
+#: TypeError or OverflowError when the type does not take it.
+_JSON_READERS: dict[str, Callable[[Any], Any]] = {
+    STRING: _json_string, INT32: _json_int32, INT64: _json_int64, DOUBLE: _json_double_value,
+    BOOLEAN: _json_boolean, DATETIME: canonical_datetime, GUID: canonical_guid, BINARY: _json_binary,
+}
+
+
 def _json_typed(name: str, edm: str, value: Any) -> tuple[str, Any]:
+    read = _JSON_READERS.get(edm)
     try:
-        if edm == STRING:
-            if isinstance(value, str):
-                return edm, value
-        elif edm == INT32:
-            # The service also takes the numeral as a string ("12345"), as it does for Int64.
-            if isinstance(value, str) and _INT_RE.match(value.strip()):
-                value = int(value.strip())
-            if isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX:
-                return edm, value
-        elif edm == INT64:
-            if isinstance(value, str) and _INT_RE.match(value):
-                number = int(value)
-                if INT64_MIN <= number <= INT64_MAX:
-                    return edm, number
-        elif edm == DOUBLE:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return edm, _finite(float(value))
-            if isinstance(value, str):
-                if value in _DOUBLE_SPECIAL:
-                    return edm, _DOUBLE_SPECIAL[value]
-                if _DOUBLE_RE.match(value):
-                    return edm, _finite(float(value))
-        elif edm == BOOLEAN:
-            if isinstance(value, bool):
-                return edm, value
-            # as a string in any case ("True", "false"), as .NET's Boolean.Parse reads it
-            lowered = value.strip().lower() if isinstance(value, str) else None
-            if lowered in ("true", "false"):
-                return edm, lowered == "true"
-        elif edm == DATETIME:
-            return edm, canonical_datetime(value)
-        elif edm == GUID:
-            return edm, canonical_guid(value)
-        elif edm == BINARY:
-            if isinstance(value, str):
-                return edm, _b64(value)
+        if read is not None:
+            return edm, read(value)
     except (ValueError, TypeError, OverflowError):
         pass
     raise _bad_value(name)
@@ -408,7 +446,7 @@ class _EntityPlan:
     def __init__(self, annotations: tuple[str, ...], names: tuple[str, ...]) -> None:
         self.annotations = annotations
         self.names = names
-        self.typed: dict[tuple[Any, ...], tuple[tuple[str, str | None], ...]] = {}
+        self.typed: dict[tuple[Any, ...], tuple[tuple[str, str | None, Any], ...]] = {}
 
 
 #: Plans by the members' names in order (None: read member by member); cleared when full.
@@ -438,12 +476,14 @@ def _entity_plan(members: tuple[str, ...]) -> _EntityPlan | None:
     return _EntityPlan(tuple(annotations), tuple(names))
 
 
-def _typed_names(plan: _EntityPlan, types: tuple[Any, ...]) -> tuple[tuple[str, str | None], ...] | None:
-    """The properties of ``plan`` with the types its annotations name, or None when one names none."""
+def _typed_names(plan: _EntityPlan, types: tuple[Any, ...]) -> tuple[tuple[str, str | None, Any], ...] | None:
+    """The properties of ``plan`` with the types its annotations name and their readers, or None
+    when an annotation names no type."""
     if not all(value.__class__ is str and value in EDM_TYPES for value in types):
         return None
     declared = {key.partition("@")[0]: _EDM_CONSTANTS[value] for key, value in zip(plan.annotations, types)}
-    return tuple((name, declared.get(name)) for name in plan.names)
+    return tuple((name, edm, _JSON_READERS.get(edm)) for name, edm in ((name, declared.get(name))
+                                                                      for name in plan.names))
 
 
 def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
@@ -472,7 +512,7 @@ def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
             plan.typed[types] = typed_names
     props: Props = {}
     try:
-        for name, edm in typed_names:
+        for name, edm, read in typed_names:
             value = obj[name]
             kind = value.__class__
             if kind is str and (edm is None or edm is STRING):
@@ -491,11 +531,10 @@ def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
                 else:
                     return None
             else:
-                typed = _json_typed(name, edm, value)
+                props[name] = edm, read(value)
                 if edm is BINARY:
-                    check_value_size(*typed)
-                props[name] = typed
-    except ServiceError:
+                    check_value_size(BINARY, props[name][1])
+    except (ServiceError, ValueError, TypeError, OverflowError):
         return None
     return obj.get("PartitionKey"), obj.get("RowKey"), props
 
