@@ -32,6 +32,7 @@ import json
 import math
 import re
 from datetime import datetime, timezone
+from operator import itemgetter
 from typing import Any, Callable, Iterable
 
 from .._entities._edm import (
@@ -827,15 +828,77 @@ def _b64_text(value: bytes) -> str:
     return base64.b64encode(value).decode("ascii")
 
 
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
 #: How json_fragment writes a value of each type that carries its annotation (Double: non-finite only).
 _ANNOTATED_WRITERS: dict[str, Any] = {INT64: str, DATETIME: wire_datetime, GUID: str, BINARY: _b64_text}
 
 
+class _FragmentPlan:
+    """How json_fragment writes properties of given names and types: the member names, which
+    value (or annotation) each member takes, and the values to convert or check first."""
+
+    __slots__ = ("names", "pick", "annotations", "convert", "doubles")
+
+    def __init__(self, names: tuple[str, ...], order: list[int], annotations: list[str],
+                 convert: list[tuple[int, Callable[[Any], Any]]], doubles: list[int]) -> None:
+        self.names = names
+        self.pick: Callable[[list[Any]], Any] = itemgetter(*order) if len(order) > 1 else (
+            lambda values: (values[order[0]],))
+        self.annotations = annotations
+        self.convert = convert
+        self.doubles = doubles
+
+
+_FRAGMENT_PLANS: dict[tuple[tuple[str, ...], tuple[str, ...]], _FragmentPlan | None] = {}
+
+
+def _fragment_plan(names: tuple[str, ...], types: tuple[str, ...]) -> _FragmentPlan | None:
+    """The plan of properties with these names and types, or None for a type name that is not
+    the module's constant (equal text read from a body)."""
+    members: list[str] = []
+    order: list[int] = []
+    annotations: list[str] = []
+    convert: list[tuple[int, Callable[[Any], Any]]] = []
+    doubles: list[int] = []
+    for index, (name, edm) in enumerate(zip(names, types)):
+        if edm is STRING or edm is INT32 or edm is BOOLEAN or edm is DOUBLE:
+            if edm is DOUBLE:
+                doubles.append(index)
+        elif edm is INT64 or edm is DATETIME or edm is GUID or edm is BINARY:
+            members.append(name + "@odata.type")
+            order.append(len(names) + len(annotations))
+            annotations.append(edm)
+            convert.append((index, _ANNOTATED_WRITERS[edm]))
+        else:
+            return None
+        members.append(name)
+        order.append(index)
+    return _FragmentPlan(tuple(members), order, annotations, convert, doubles)
+
+
 def json_fragment(props: Props) -> str:
     """The minimal-metadata JSON members of the properties, without braces (stored for fast scans):
-    :func:`json_property_items` with annotations, written straight into one object."""
+    :func:`json_property_items` with annotations, written by the plan of the properties' names and
+    types (the values picked and converted in C where they can be)."""
     if not props:
         return ""
+    values = list(map(_SECOND, props.values()))
+    key = (tuple(props), tuple(map(_FIRST, props.values())))
+    plan = _FRAGMENT_PLANS.get(key)
+    if plan is None:
+        if len(_FRAGMENT_PLANS) >= _MAX_PLANS:
+            _FRAGMENT_PLANS.clear()
+        plan = _FRAGMENT_PLANS[key] = _fragment_plan(*key)
+    if plan is None or not all(map(math.isfinite, [values[index] for index in plan.doubles])):
+        return _members_one_by_one(props)
+    for index, write in plan.convert:
+        values[index] = write(values[index])
+    return COMPACT_JSON(dict(zip(plan.names, plan.pick(values + plan.annotations))))[1:-1]
+
+
+def _members_one_by_one(props: Props) -> str:
+    """:func:`json_fragment` property by property: any type name, non-finite doubles."""
     members: dict[str, Any] = {}
     for name, (edm, value) in props.items():
         if edm is STRING or edm is INT32 or edm is BOOLEAN:

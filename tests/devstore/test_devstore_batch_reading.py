@@ -159,3 +159,21 @@ def test_stored_members_are_the_general_writers_for_either_spelling_of_a_type() 
     assert json_fragment(props) == expected
     assert json_fragment(spelled) == expected
     assert json.loads("{" + expected + "}")["T"] == "2024-01-02T03:04:05.1Z"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([
+    ("S", "Edm.String", "t\u00e9\"x"), ("I", "Edm.Int32", -3), ("B", "Edm.Boolean", False), ("D", "Edm.Double", 0.5),
+    ("N", "Edm.Double", float("nan")), ("F", "Edm.Double", float("-inf")), ("L", "Edm.Int64", 2**60),
+    ("T", "Edm.DateTime", "2024-01-02T03:04:05.0000000Z"), ("G", "Edm.Guid", "1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
+    ("X", "Edm.Binary", b"\x00\xff"),
+]), min_size=1, max_size=8, unique_by=lambda item: item[0]))
+def test_stored_members_by_plan_are_the_general_writers(items: list[tuple[str, str, Any]]) -> None:
+    from tablesdk.devstore import _values
+    from tablesdk.devstore._values import COMPACT_JSON, json_fragment, json_property_items
+
+    constants = {name: name for name in _values.EDM_TYPES}
+    props = {name: (constants[edm], value) for name, edm, value in items}
+    expected = COMPACT_JSON(dict(json_property_items(props, True)))[1:-1]
+    assert json_fragment(props) == expected
+    assert json_fragment(props) == expected  # the plan made by the first call
