@@ -442,12 +442,13 @@ class _EntityPlan:
     members that annotate a type, and for each tuple of the types they name, the
     properties to read with their types (None: the JSON value's own)."""
 
-    __slots__ = ("annotations", "names", "typed")
+    __slots__ = ("annotations", "names", "typed", "readers")
 
     def __init__(self, annotations: tuple[str, ...], names: tuple[str, ...]) -> None:
         self.annotations = annotations
         self.names = names
         self.typed: dict[tuple[Any, ...], tuple[tuple[str, str | None, Any], ...]] = {}
+        self.readers: dict[tuple[Any, ...], dict[tuple[type, ...], _ValuesReader | None]] = {}
 
 
 #: Plans by the members' names in order (None: read member by member); cleared when full.
@@ -511,33 +512,99 @@ def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
             return None
         if len(plan.typed) < _MAX_PLANS:
             plan.typed[types] = typed_names
-    props: Props = {}
+    values = list(map(obj.__getitem__, plan.names))
+    kinds = tuple(map(type, values))
+    readers = plan.readers.setdefault(types, {})
+    reader = readers.get(kinds)
+    if reader is None:
+        if kinds in readers:
+            return None
+        if len(readers) >= _MAX_PLANS:
+            readers.clear()
+        reader = readers[kinds] = _values_reader(typed_names, kinds)
+        if reader is None:
+            return None
     try:
-        for name, edm, read in typed_names:
-            value = obj[name]
-            kind = value.__class__
-            if kind is str and (edm is None or edm is STRING):
-                if 4 * len(value) > MAX_VALUE_BYTES:
-                    check_value_size(STRING, value)
-                props[name] = (STRING, value)
-            elif value is None:
-                continue
-            elif edm is None:
-                if kind is int and INT32_MIN <= value <= INT32_MAX:
-                    props[name] = (INT32, value)
-                elif kind is bool:
-                    props[name] = (BOOLEAN, value)
-                elif kind is float:
-                    props[name] = _json_untyped(name, value)
-                else:
-                    return None
-            else:
-                props[name] = edm, read(value)
-                if edm is BINARY:
-                    check_value_size(BINARY, props[name][1])
-    except (ServiceError, ValueError, TypeError, OverflowError):
+        if reader.strings is not None and 4 * max(map(len, reader.strings(values))) > MAX_VALUE_BYTES:
+            return None  # a string long enough to be over the limit: counted member by member
+        if reader.ints is not None:
+            ints = reader.ints(values)
+            if min(ints) < INT32_MIN or max(ints) > INT32_MAX:
+                return None
+        if reader.floats is not None and not all(map(math.isfinite, reader.floats(values))):
+            return None
+        for index, read in reader.convert:
+            values[index] = read(values[index])
+        if reader.binaries is not None and max(map(len, reader.binaries(values))) > MAX_VALUE_BYTES:
+            return None
+    except (ValueError, TypeError, OverflowError):
         return None
-    return obj.get("PartitionKey"), obj.get("RowKey"), props
+    return obj.get("PartitionKey"), obj.get("RowKey"), dict(zip(reader.names, zip(reader.types,
+                                                                                 reader.pick(values))))
+
+
+def _picker(indices: list[int]) -> Callable[[list[Any]], Any] | None:
+    """The values at ``indices`` as a sequence (None for no index)."""
+    if not indices:
+        return None
+    if len(indices) == 1:
+        index = indices[0]
+        return lambda values: (values[index],)
+    return itemgetter(*indices)
+
+
+class _ValuesReader:
+    """How to read the values of one plan's properties when their JSON classes are known: the
+    properties kept (null values are dropped) with their types, the values to check as strings,
+    Int32s, doubles and binaries, and the values to convert by their declared type's reader."""
+
+    __slots__ = ("names", "types", "pick", "strings", "ints", "floats", "binaries", "convert")
+
+    def __init__(self, typed_names: tuple[tuple[str, str | None, Any], ...], kinds: tuple[type, ...]) -> None:
+        names: list[str] = []
+        types: list[str] = []
+        order: list[int] = []
+        strings: list[int] = []
+        ints: list[int] = []
+        floats: list[int] = []
+        binaries: list[int] = []
+        self.convert: list[tuple[int, Callable[[Any], Any]]] = []
+        for index, ((name, edm, read), kind) in enumerate(zip(typed_names, kinds)):
+            if kind is type(None):
+                continue
+            if kind is str and (edm is None or edm is STRING):
+                strings.append(index)
+                edm = STRING
+            elif edm is None:
+                if kind is int:
+                    ints.append(index)
+                    edm = INT32
+                elif kind is bool:
+                    edm = BOOLEAN
+                else:  # float: a double; anything else is refused (the kinds say which)
+                    floats.append(index)
+                    edm = DOUBLE
+            else:
+                self.convert.append((index, read))
+                if edm is BINARY:
+                    binaries.append(index)
+            names.append(name)
+            types.append(edm)
+            order.append(index)
+        self.names, self.types = tuple(names), tuple(types)
+        self.pick = _picker(order) or (lambda values: ())
+        self.strings, self.ints = _picker(strings), _picker(ints)
+        self.floats, self.binaries = _picker(floats), _picker(binaries)
+
+
+def _values_reader(typed_names: tuple[tuple[str, str | None, Any], ...],
+                   kinds: tuple[type, ...]) -> _ValuesReader | None:
+    """The reader of values of these JSON classes, or None when one is refused whatever it holds
+    (an object or array, a number or boolean without a type)."""
+    for (_, edm, _), kind in zip(typed_names, kinds):
+        if edm is None and kind not in (str, int, bool, float, type(None)):
+            return None
+    return _ValuesReader(typed_names, kinds)
 
 
 def _read_json_entity(obj: dict[str, Any], keys_from_url: bool) -> tuple[Any, Any, Props]:
