@@ -484,8 +484,11 @@ def _typed_names(plan: _EntityPlan, types: tuple[Any, ...]) -> tuple[tuple[str, 
     if not all(value.__class__ is str and value in EDM_TYPES for value in types):
         return None
     declared = {key.partition("@")[0]: _EDM_CONSTANTS[value] for key, value in zip(plan.annotations, types)}
-    return tuple((name, edm, _JSON_READERS.get(edm)) for name, edm in ((name, declared.get(name))
-                                                                      for name in plan.names))
+    typed: list[tuple[str, str | None, Any]] = []
+    for name in plan.names:
+        edm = declared.get(name)
+        typed.append((name, edm, None if edm is None else _JSON_READERS[edm]))
+    return tuple(typed)
 
 
 def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
