@@ -32,7 +32,6 @@ import json
 import math
 import re
 from datetime import datetime, timezone
-from operator import itemgetter
 from typing import Any, Callable, Iterable
 
 from .._entities._edm import (
@@ -442,13 +441,12 @@ class _EntityPlan:
     members that annotate a type, and for each tuple of the types they name, the
     properties to read with their types (None: the JSON value's own)."""
 
-    __slots__ = ("annotations", "names", "typed", "readers")
+    __slots__ = ("annotations", "names", "typed")
 
     def __init__(self, annotations: tuple[str, ...], names: tuple[str, ...]) -> None:
         self.annotations = annotations
         self.names = names
         self.typed: dict[tuple[Any, ...], tuple[tuple[str, str | None, Any], ...]] = {}
-        self.readers: dict[tuple[Any, ...], dict[tuple[type, ...], _ValuesReader | None]] = {}
 
 
 #: Plans by the members' names in order (None: read member by member); cleared when full.
@@ -515,99 +513,33 @@ def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
             return None
         if len(plan.typed) < _MAX_PLANS:
             plan.typed[types] = typed_names
-    values = list(map(obj.__getitem__, plan.names))
-    kinds = tuple(map(type, values))
-    readers = plan.readers.setdefault(types, {})
-    reader = readers.get(kinds)
-    if reader is None:
-        if kinds in readers:
-            return None
-        if len(readers) >= _MAX_PLANS:
-            readers.clear()
-        reader = readers[kinds] = _values_reader(typed_names, kinds)
-        if reader is None:
-            return None
+    props: Props = {}
     try:
-        if reader.strings is not None and 4 * max(map(len, reader.strings(values))) > MAX_VALUE_BYTES:
-            return None  # a string long enough to be over the limit: counted member by member
-        if reader.ints is not None:
-            ints = reader.ints(values)
-            if min(ints) < INT32_MIN or max(ints) > INT32_MAX:
-                return None
-        if reader.floats is not None and not all(map(math.isfinite, reader.floats(values))):
-            return None
-        for index, read in reader.convert:
-            values[index] = read(values[index])
-        if reader.binaries is not None and max(map(len, reader.binaries(values))) > MAX_VALUE_BYTES:
-            return None
-    except (ValueError, TypeError, OverflowError):
-        return None
-    return obj.get("PartitionKey"), obj.get("RowKey"), dict(zip(reader.names, zip(reader.types,
-                                                                                 reader.pick(values))))
-
-
-def _picker(indices: list[int]) -> Callable[[list[Any]], Any] | None:
-    """The values at ``indices`` as a sequence (None for no index)."""
-    if not indices:
-        return None
-    if len(indices) == 1:
-        index = indices[0]
-        return lambda values: (values[index],)
-    return itemgetter(*indices)
-
-
-class _ValuesReader:
-    """How to read the values of one plan's properties when their JSON classes are known: the
-    properties kept (null values are dropped) with their types, the values to check as strings,
-    Int32s, doubles and binaries, and the values to convert by their declared type's reader."""
-
-    __slots__ = ("names", "types", "pick", "strings", "ints", "floats", "binaries", "convert")
-
-    def __init__(self, typed_names: tuple[tuple[str, str | None, Any], ...], kinds: tuple[type, ...]) -> None:
-        names: list[str] = []
-        types: list[str] = []
-        order: list[int] = []
-        strings: list[int] = []
-        ints: list[int] = []
-        floats: list[int] = []
-        binaries: list[int] = []
-        self.convert: list[tuple[int, Callable[[Any], Any]]] = []
-        for index, ((name, edm, read), kind) in enumerate(zip(typed_names, kinds)):
-            if kind is type(None):
-                continue
+        for name, edm, read in typed_names:
+            value = obj[name]
+            kind = value.__class__
             if kind is str and (edm is None or edm is STRING):
-                strings.append(index)
-                edm = STRING
+                if 4 * len(value) > MAX_VALUE_BYTES:
+                    check_value_size(STRING, value)
+                props[name] = (STRING, value)
+            elif value is None:
+                continue
             elif edm is None:
-                if kind is int:
-                    ints.append(index)
-                    edm = INT32
+                if kind is int and INT32_MIN <= value <= INT32_MAX:
+                    props[name] = (INT32, value)
                 elif kind is bool:
-                    edm = BOOLEAN
-                else:  # float: a double; anything else is refused (the kinds say which)
-                    floats.append(index)
-                    edm = DOUBLE
+                    props[name] = (BOOLEAN, value)
+                elif kind is float:
+                    props[name] = _json_untyped(name, value)
+                else:
+                    return None
             else:
-                self.convert.append((index, read))
+                props[name] = edm, read(value)
                 if edm is BINARY:
-                    binaries.append(index)
-            names.append(name)
-            types.append(edm)
-            order.append(index)
-        self.names, self.types = tuple(names), tuple(types)
-        self.pick = _picker(order) or (lambda values: ())
-        self.strings, self.ints = _picker(strings), _picker(ints)
-        self.floats, self.binaries = _picker(floats), _picker(binaries)
-
-
-def _values_reader(typed_names: tuple[tuple[str, str | None, Any], ...],
-                   kinds: tuple[type, ...]) -> _ValuesReader | None:
-    """The reader of values of these JSON classes, or None when one is refused whatever it holds
-    (an object or array, a number or boolean without a type)."""
-    for (_, edm, _), kind in zip(typed_names, kinds):
-        if edm is None and kind not in (str, int, bool, float, type(None)):
-            return None
-    return _ValuesReader(typed_names, kinds)
+                    check_value_size(BINARY, props[name][1])
+    except (ServiceError, ValueError, TypeError, OverflowError):
+        return None
+    return obj.get("PartitionKey"), obj.get("RowKey"), props
 
 
 def _read_json_entity(obj: dict[str, Any], keys_from_url: bool) -> tuple[Any, Any, Props]:
@@ -898,77 +830,15 @@ def _b64_text(value: bytes) -> str:
     return base64.b64encode(value).decode("ascii")
 
 
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
-
 #: How json_fragment writes a value of each type that carries its annotation (Double: non-finite only).
 _ANNOTATED_WRITERS: dict[str, Any] = {INT64: str, DATETIME: wire_datetime, GUID: str, BINARY: _b64_text}
 
 
-class _FragmentPlan:
-    """How json_fragment writes properties of given names and types: the member names, which
-    value (or annotation) each member takes, and the values to convert or check first."""
-
-    __slots__ = ("names", "pick", "annotations", "convert", "doubles")
-
-    def __init__(self, names: tuple[str, ...], order: list[int], annotations: list[str],
-                 convert: list[tuple[int, Callable[[Any], Any]]], doubles: list[int]) -> None:
-        self.names = names
-        self.pick: Callable[[list[Any]], Any] = itemgetter(*order) if len(order) > 1 else (
-            lambda values: (values[order[0]],))
-        self.annotations = annotations
-        self.convert = convert
-        self.doubles = doubles
-
-
-_FRAGMENT_PLANS: dict[tuple[tuple[str, ...], tuple[str, ...]], _FragmentPlan | None] = {}
-
-
-def _fragment_plan(names: tuple[str, ...], types: tuple[str, ...]) -> _FragmentPlan | None:
-    """The plan of properties with these names and types, or None for a type name that is not
-    the module's constant (equal text read from a body)."""
-    members: list[str] = []
-    order: list[int] = []
-    annotations: list[str] = []
-    convert: list[tuple[int, Callable[[Any], Any]]] = []
-    doubles: list[int] = []
-    for index, (name, edm) in enumerate(zip(names, types)):
-        if edm is STRING or edm is INT32 or edm is BOOLEAN or edm is DOUBLE:
-            if edm is DOUBLE:
-                doubles.append(index)
-        elif edm is INT64 or edm is DATETIME or edm is GUID or edm is BINARY:
-            members.append(name + "@odata.type")
-            order.append(len(names) + len(annotations))
-            annotations.append(edm)
-            convert.append((index, _ANNOTATED_WRITERS[edm]))
-        else:
-            return None
-        members.append(name)
-        order.append(index)
-    return _FragmentPlan(tuple(members), order, annotations, convert, doubles)
-
-
 def json_fragment(props: Props) -> str:
     """The minimal-metadata JSON members of the properties, without braces (stored for fast scans):
-    :func:`json_property_items` with annotations, written by the plan of the properties' names and
-    types (the values picked and converted in C where they can be)."""
+    :func:`json_property_items` with annotations, written straight into one object."""
     if not props:
         return ""
-    values = list(map(_SECOND, props.values()))
-    key = (tuple(props), tuple(map(_FIRST, props.values())))
-    plan = _FRAGMENT_PLANS.get(key)
-    if plan is None:
-        if len(_FRAGMENT_PLANS) >= _MAX_PLANS:
-            _FRAGMENT_PLANS.clear()
-        plan = _FRAGMENT_PLANS[key] = _fragment_plan(*key)
-    if plan is None or not all(map(math.isfinite, [values[index] for index in plan.doubles])):
-        return _members_one_by_one(props)
-    for index, write in plan.convert:
-        values[index] = write(values[index])
-    return COMPACT_JSON(dict(zip(plan.names, plan.pick(values + plan.annotations))))[1:-1]
-
-
-def _members_one_by_one(props: Props) -> str:
-    """:func:`json_fragment` property by property: any type name, non-finite doubles."""
     members: dict[str, Any] = {}
     for name, (edm, value) in props.items():
         if edm is STRING or edm is INT32 or edm is BOOLEAN:
