@@ -30,7 +30,8 @@ from ._unit_of_work._tracking_context import UnsavedChangesWarning
 from ._core._cosmos import CosmosTimestampFilterWarning
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty, Int64
 from ._entities._entity import DynamicEntity, TableEntity, allow_unfilterable_names
-from ._entities._models import AsJson, ByValue, Chunked, Converter, Encrypted, Flatten, Json, StoredAs
+from ._entities._model_annotations import Flatten, StoredAs
+from ._entities._models import AsJson, ByValue, Chunked, Converter, Encrypted, Json
 from ._core._errors import (
     AuthenticationError,
     BatchError,

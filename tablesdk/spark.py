@@ -60,6 +60,7 @@ from pyspark.sql.types import (  # noqa: E402
 )
 
 from ._core._account import CloudStorageAccount  # noqa: E402
+from ._core._cosmos import cosmos_since_refused  # noqa: E402
 from ._columns._arrow import ETAG_COLUMN, edm_type_of_field  # noqa: E402
 from ._columns._arrow_fit import edm_type_overrides  # noqa: E402
 from ._columns._arrow_since import in_window  # noqa: E402
@@ -348,6 +349,8 @@ class _Reader(sds.DataSourceReader):
         since = options.text("since")
         #: The change window of an incremental read (the ``since`` option), or None.
         self.window = None if since is None else ChangeWindow.from_string(since)
+        if self.window is not None and CloudStorageAccount.parse(options.connection_string).is_cosmos:
+            raise cosmos_since_refused()
         if self.window is not None and self.select:  # the window's rows are told apart by keys, Timestamp, ETag
             self.select = (*self.select, *(name for name in _CHANGE_KEYS if name not in self.select))
 

@@ -22,22 +22,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ._operations import (
-    LOCATION_MODES,
+from ._flows import (
     MAX_URI_SEGMENT_LENGTH,
     Call,
-    ClientCore,
     Flow,
     error_from_response,
     path_can_carry_keys,
     query_string,
     run_flow,
 )
+from ._operations import ClientCore
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import DynamicEntity, E, EntityObject, validate_table_name
 from .._entities._filter import FilterLike
-from .._pipeline._options import TableRequestOptions, check_options
+from .._pipeline._options import LOCATION_MODES, TableRequestOptions, check_options
 from .._queries._page_stream import segment_results, stream_pages
 from .._queries._pager import PageRequest, Pager
 from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery

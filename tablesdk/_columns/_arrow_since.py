@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from .._core._errors import TableValidationError
-from .._queries._query import TableQuery
+from .._queries._query import TableQuery, refuse_cosmos_since
 from .._queries._watermark import (
-    WATERMARK_METADATA_KEY, Changes, ChangeTracker, ChangeWindow, Watermark, since_filter, ticks_of,
+    WATERMARK_METADATA_KEY, Changes, ChangeTracker, ChangeWindow, Watermark, refuse_partial_read, since_filter,
+    ticks_of,
 )
 from ._arrow import ETAG_COLUMN, BatchBuilder, TypeConflict, _pyarrow, columns_query, scan_batches, table_of_batches
 
@@ -28,7 +29,9 @@ CHANGE_COLUMNS = ("RowKey", "Timestamp", ETAG_COLUMN)
 
 
 def changes_query(query: TableQuery[Any], since: Watermark) -> TableQuery[Any]:
-    """``query`` narrowed to the rows above ``since``'s floor."""
+    """``query`` narrowed to the rows above ``since``'s floor (refused on Cosmos DB, before sending)."""
+    refuse_cosmos_since(query.source)
+    refuse_partial_read(query.take_count)
     condition = since_filter(since)
     return query if condition is None else query.where(condition)
 
@@ -156,6 +159,11 @@ def next_watermark(since: Watermark, rows: Any, *, started: datetime) -> Waterma
     datetime taken before the read, such as before ``compute()``)."""
     if not isinstance(started, datetime):
         raise TypeError(f"started is a datetime, not {type(started).__name__}")
+    if started.tzinfo is None or started.utcoffset() is None:
+        raise TableValidationError(
+            "started", "an aware datetime, such as datetime.now(timezone.utc) taken before the read",
+            "a naive one would be read as UTC, and datetime.now() is local time",
+        )
     pa = _pyarrow()
     if not isinstance(rows, (pa.Table, pa.RecordBatch)):
         frame = rows.reset_index() if "PartitionKey" not in rows.columns else rows

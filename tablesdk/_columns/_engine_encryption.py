@@ -4,7 +4,7 @@
 With a policy, an engine's reads and writes go through the client's own encryption
 (:mod:`tablesdk._clients._encryption_scope`): each range's query and each block's bulk write
 carry the policy in their :class:`~tablesdk.TableRequestOptions`, built on the worker from an
-:class:`EngineEncryption`, which pickles the policy's fields (the key must pickle:
+:class:`EngineEncryption`, which pickles with its policy (the key must pickle:
 :class:`~tablesdk.LocalKeyWrapper` and :class:`~tablesdk.RsaKeyWrapper` do; a Key Vault key is
 rebuilt on the worker by a ``key_resolver``) and whose ``repr`` names the key id only.
 
@@ -31,10 +31,6 @@ __all__ = ["EngineEncryption", "engine_encryption", "read_schema", "refuse_encry
 _KEYS = ("PartitionKey", "RowKey", "Timestamp")
 
 
-def _rebuild(fields: dict[str, Any], resolver: Any, token: str) -> EngineEncryption:
-    return EngineEncryption(TableEncryptionPolicy(**fields), resolver, token)
-
-
 class EngineEncryption:
     """The encryption of an engine's read or write: the ``policy`` and the ``resolver`` choosing
     the properties written encrypted (None: the policy's). Picklable (the policy's key and
@@ -55,8 +51,7 @@ class EngineEncryption:
         return replace(base, encryption_policy=self.policy, encryption_resolver=self.resolver or base.encryption_resolver)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        fields = {name: getattr(self.policy, name) for name in TableEncryptionPolicy.__slots__}
-        return (_rebuild, (fields, self.resolver, self._token))
+        return (EngineEncryption, (self.policy, self.resolver, self._token))  # the policy pickles its fields
 
     def __repr__(self) -> str:
         return f"EngineEncryption({self.policy!r}, resolver={'<set>' if self.resolver else None})"

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._core._account import CloudStorageAccount
+from .._core._cosmos import cosmos_since_refused
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, iter_query_batches
 from .._bulk_loading._bulk import BulkMode, BulkOptions, insert_entities
 from .._clients._client import CloudTableClient
@@ -199,10 +200,15 @@ def plan_ranges(
     every range (without it, an encrypted entity is refused). Reads only the probes and the sample."""
     if operation_deadline is not None:
         require_positive_seconds("operation_deadline", operation_deadline)
+    if since is not None and not isinstance(since, (Watermark, ChangeWindow)):
+        raise TypeError(f"since= takes a Watermark (Watermark.at, Watermark.from_string) or a ChangeWindow, "
+                        f"not {type(since).__name__}")
     connection = ConnectionSecret(connection_string)
     filter_text = as_filter_text(filter)
     select = tuple(columns) if columns else None
     with connection.client(payload_format, operation_deadline) as client:
+        if since is not None and client.is_cosmos:
+            raise cosmos_since_refused()
         query = base_query(client, table, filter_text, select, encryption)
         if boundaries is None:
             boundaries = find_partition_boundaries(query, partitions or DEFAULT_PARTITIONS)

@@ -47,6 +47,7 @@ __all__ = [
     "COSMOS_UNSUPPORTED",
     "filter_names_timestamp",
     "timestamp_filter_message",
+    "cosmos_since_refused",
     "cosmos_credential",
     "client_credential",
 ]
@@ -205,6 +206,18 @@ def timestamp_filter_message(filter_text: str) -> str:
         f"the filter {shown!r} compares Timestamp, and Cosmos DB's Table API answers such filters "
         "with no entities (it keeps Timestamp to the second and blocks queries on it): filter on a "
         "date-time property your application writes instead (see docs/cosmos.md)"
+    )
+
+
+def cosmos_since_refused(field: str = "since") -> TableValidationError:
+    """The error of an incremental read (``since=``, a ``Watermark`` or ``ChangeWindow``) asked of
+    Cosmos DB, raised before anything is sent: such a read filters on ``Timestamp``, which the API
+    for Table answers with no entities. ``field``: the argument or option that asked for it."""
+    return TableValidationError(
+        field,
+        "incremental reads (since=, Watermark, ChangeWindow) filter on Timestamp, which Cosmos DB's Table API "
+        "does not serve (it answers such filters with no entities, without an error): write the time in a "
+        "property of your own on every write and filter on that (see docs/cosmos.md)",
     )
 
 

@@ -299,6 +299,18 @@ class SchemaConflictError(TableServiceError, ValueError):
         self.types = types
         self.keys = keys
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its fields are required keywords, which the default (the message alone) would not pass.
+        return (_rebuilt_error, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """An error of ``cls`` with its ``args`` and attributes, without calling its ``__init__`` (unpickling)."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class TableValidationError(ValueError):
     """Input the service would refuse, caught before any request is sent.
@@ -310,10 +322,15 @@ class TableValidationError(ValueError):
     def __init__(self, field: str, limit: str, detail: str = "") -> None:
         self.field = field
         self.limit = limit
+        self._detail = detail
         text = f"{field}: {limit}"
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its fields, so that it crosses a process boundary (a Dask, Ray or Spark task's error).
+        return (type(self), (self.field, self.limit, self._detail), self.__dict__)
 
 
 _BY_STATUS: dict[int, type[TableServiceError]] = {

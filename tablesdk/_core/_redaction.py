@@ -35,6 +35,7 @@ __all__ = [
     "scrub",
     "scrub_error",
     "scrub_headers",
+    "shorten",
     "strip_query",
 ]
 
@@ -61,36 +62,62 @@ _EQUALS = r"(?:=|%(?:25)*3d|\\u003d)"
 _SPACE = r"(?:[ \t]|\+|%(?:25)*20)"
 _SIG = "".join(_letter(c) for c in "sig")
 _AUTHORIZATION = rf"{_START}authorization[\"']?\s*(?::|=|%(?:25)*3a|%(?:25)*3d)\s*[\"']?"
+# A character reference, as XML or HTML may write a reserved character (``&#43;``, ``&#x2B;``).
+_CHAR_REF = r"&#(?:[0-9]{1,7}|x[0-9a-f]{1,6});"
 # A credential (bearer token, Shared Key ``account:signature``), escaped or not: never holds a
 # space, a quote or markup.
-_CREDENTIAL = r"[^\s'\"<>,;&]+"
+_CREDENTIAL = rf"(?:[^\s'\"<>,;&]|{_CHAR_REF})+"
+# A character of base64 in either alphabet ('+' and '/', or '-' and '_'), possibly escaped
+# (percent, JSON's ``\/`` and ``\u002b``, a character reference), and its padding.
+_BASE64_CHAR = r"(?:[a-z0-9+/_-]|%(?:25)*(?:2[bdf]|5f)|\\/|\\u00(?:2[bdf]|5f)|&#(?:0*(?:43|45|47|95)|x0*(?:2[bdf]|5f));)"
+_BASE64_PAD = r"(?:=|%(?:25)*3d|\\u003d|&#(?:61|x3d);)"
 
-# Every spelling of a secret that announces itself, compiled case-insensitively. Each
-# alternative's first group is what is kept; the rest of the match is the secret.
-_MARKED_SECRET = pattern_on_first_use(
-    "|".join([
-        # An Authorization header echoed with its name: the credential after a known scheme,
-        # else the whole value (an unknown scheme and its credential).
+# Every spelling of a secret that announces itself, each with the words (lower-cased, escapes
+# undone) that a text holding it must hold. Each alternative's first group is what is kept; the rest
+# of the match is the secret.
+_MARKED_ALTERNATIVES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    # An Authorization header echoed with its name: the credential after a known scheme,
+    # else the whole value (an unknown scheme and its credential).
+    (("authorization",), (
         rf"({_AUTHORIZATION}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
         rf"({_AUTHORIZATION})(?:[^\s'\"<>,;&]+{_SPACE}+)?{_CREDENTIAL}",
-        # An Authorization value alone: the credential after its scheme.
-        rf"({_START}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",
-        # A connection string's account key.
-        rf"({_START}accountkey\s*{_EQUALS})[^\s'\"<>;&]*",
+    )),
+    # An Authorization value alone: the credential after its scheme.
+    (("bearer", "sharedkey"), (rf"({_START}(?:bearer|sharedkeylite|sharedkey){_SPACE}+){_CREDENTIAL}",)),
+    # A connection string's account key.
+    (("accountkey",), (rf"({_START}accountkey\s*{_EQUALS})(?:[^\s'\"<>;&]|{_CHAR_REF})*",)),
+    (("sig",), (
         # A SAS ``sig`` parameter, its name and '=' in any case and escaping, in a URL that may itself be escaped.
-        rf"({_START}{_SIG}{_EQUALS})[^&#\s'\"<>)]*",
+        rf"({_START}{_SIG}{_EQUALS})(?:[^&#\s'\"<>)]|{_CHAR_REF})*",
         # ``sig`` as a JSON member or an XML element.
         rf"(\"{_SIG}\"\s*:\s*\")[^\"]*",
         rf"(<{_SIG}>)[^<]*",
-        # An account key alone: 64 bytes in base64 (86 characters and '=='), possibly escaped.
-        r"()(?<![a-z0-9+/%])(?:[a-z0-9+/]|%(?:25)*2[bf]){86}(?:=|%(?:25)*3d){2}",
-    ]),
-    re.IGNORECASE,
+    )),
+    # An account key alone: 64 bytes in base64 (86 characters and '=='), possibly escaped.
+    (("==", "&#61;", "&#x3d;"), (rf"()(?<![a-z0-9+/%]){_BASE64_CHAR}{{86}}{_BASE64_PAD}{{2}}",)),
 )
-# A cheap first look (a few substring tests, where a regular expression costs tens of
-# microseconds per answer's headers): a text that holds none of these words, lower-cased and
-# with its escapes undone, holds no marked secret.
-_MARKER_WORDS = ("sig", "bearer", "sharedkey", "authorization", "accountkey", "==")
+# A pattern of the alternatives a text may hold, by which of their words it holds (a bit each),
+# compiled case-insensitively on first use: the alternatives cost time at every position of the
+# text, and most texts that hold one word ("Authorization header", "signature") hold no other.
+_marked_patterns: dict[int, re.Pattern[str]] = {}
+#: Every alternative's words: a text that holds none of them (the common case, one test) holds no marked secret.
+_MARKER_WORDS = tuple(word for words, _ in _MARKED_ALTERNATIVES for word in words)
+
+
+def _marked_pattern(readings: list[str]) -> re.Pattern[str] | None:
+    """The pattern of the announced secrets a text whose :func:`_readings` are ``readings`` may
+    hold (a cheap first look: a few substring tests), or None when it holds none."""
+    if not any(word in reading for reading in readings for word in _MARKER_WORDS):
+        return None
+    present = 0
+    for bit, (words, _) in enumerate(_MARKED_ALTERNATIVES):
+        if any(word in reading for reading in readings for word in words):
+            present |= 1 << bit
+    pattern = _marked_patterns.get(present)
+    if pattern is None:
+        chosen = [alt for bit, (_, alts) in enumerate(_MARKED_ALTERNATIVES) if present >> bit & 1 for alt in alts]
+        pattern = _marked_patterns[present] = re.compile("|".join(chosen), re.IGNORECASE)
+    return pattern
 # An escaped letter, digit or '=' (or an escaped '%', the start of a second escape): only a
 # text holding one can hide a word, or a secret's letters and digits, from a substring test.
 # Two patterns, each starting with one literal character, which re scans for quickly. Applied to
@@ -124,10 +151,6 @@ def _readings(text: str) -> list[str]:
     return readings
 
 
-def _may_hold_marker(readings: list[str]) -> bool:
-    return any(word in reading for reading in readings for word in _MARKER_WORDS)
-
-
 def _keep_marker(match: re.Match[str]) -> str:
     return next(group for group in match.groups() if group is not None) + _REDACTED
 
@@ -141,9 +164,8 @@ def redact_marked(text: str) -> str:
     another URL) or JSON-escaped; an account key is also recognised alone (86 base64
     characters and ``==``). The name is kept, so the reader sees what was hidden.
     """
-    if not text or not _may_hold_marker(_readings(text)):
-        return text
-    return _MARKED_SECRET().sub(_keep_marker, text)
+    pattern = _marked_pattern(_readings(text)) if text else None
+    return text if pattern is None else pattern.sub(_keep_marker, text)
 
 
 def redact_url(url: str) -> str:
@@ -327,16 +349,39 @@ def _escape_of(ch: str) -> str:
     return f"(?:%|%25)(?:{_hex_digit(high)})(?:{_hex_digit(low)})"
 
 
+#: What else a server may write for these characters of a secret: form encoding's space for '+',
+#: the URL-safe base64 alphabet ('-' and '_'), JSON's ``\/``.
+_OTHER_SPELLINGS = {"+": ["-", " "], "/": ["_", r"\\/"]}
+
+
+def _reserved_spellings(ch: str) -> str:
+    """``ch`` (not a letter or digit) as itself, percent-escaped, JSON's ``\\u`` escape, a
+    character reference in decimal or hex, or one of its :data:`_OTHER_SPELLINGS`."""
+    forms = _escapings(ch)
+    for other in _OTHER_SPELLINGS.get(ch, []):
+        forms += _escapings(other) if len(other) == 1 else [other]
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _escapings(ch: str) -> list[str]:
+    code = ord(ch)
+    return [re.escape(ch), _escape_of(ch), rf"\\u{code:04x}", rf"&#0*{code};", rf"&#x0*{code:x};"]
+
+
 def _any_escaping(secret: str) -> str:
+    # Base64's padding may be left off (the URL-safe alphabet often is).
+    body = secret.rstrip("=")
     parts: list[str] = []
-    for ch in secret:
+    for ch in body:
         if ord(ch) >= 256:
             parts.append(re.escape(ch))
         elif ch.isascii() and ch.isalnum():  # itself, or escaped by a server that escapes everything
             parts.append(f"(?:{ch}|{_escape_of(ch)})")
         else:
-            space = "| " if ch == "+" else ""  # form encoding writes a space as '+'
-            parts.append(f"(?:{re.escape(ch)}|{_escape_of(ch)}{space})")
+            parts.append(_reserved_spellings(ch))
+    padding = len(secret) - len(body)
+    if padding:
+        parts.append(f"{_reserved_spellings('=')}{{0,{padding}}}")
     return "".join(parts)
 
 
@@ -345,6 +390,24 @@ def scrub(text: str, secrets: SecretPattern | None) -> str:
     if secrets is not None:
         text = secrets.sub(_REDACTED, text)
     return redact_marked(text)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``...``, at a space.
+
+    A cut inside a word is moved to the space before it: a server may echo a secret bare
+    (no marker names it) and only a pattern of the whole secret finds it, so a cut through
+    it would leave its start behind, out of reach of every pattern. Every secret is one word
+    (none holds a space; a form-decoded ``+`` is a space, so redact before cutting where the
+    attempt's secrets are known).
+    """
+    if len(text) <= limit:
+        return text
+    end = limit - 3
+    if not text[end].isspace():
+        while end > 0 and not text[end - 1].isspace():
+            end -= 1
+    return text[:end].rstrip() + "..."
 
 
 def _scrubbed(value: object, secrets: SecretPattern | None) -> object:
@@ -381,7 +444,7 @@ def scrub_headers(headers: MutableMapping[str, str], secrets: SecretPattern | No
     # One look at all the values first: an answer almost never echoes a secret, and neither
     # a secret's letters-and-digits run nor a marker can span the line break between two values.
     readings = _readings("\n".join(headers.values()))
-    if not _may_hold_marker(readings) and (secrets is None or not secrets._holds_needle(readings)):
+    if _marked_pattern(readings) is None and (secrets is None or not secrets._holds_needle(readings)):
         return
     for name, value in list(headers.items()):
         cleaned = scrub(value, secrets)

@@ -73,7 +73,7 @@ class LocalKeyWrapper:
     __slots__ = ("_key", "_kid", "_algorithm")
 
     def __init__(self, key: bytes, kid: str) -> None:
-        key = bytes(key)
+        key = bytes(memoryview(key))  # bytes(32) would be 32 zero bytes: a size is not a key
         algorithm = _AES_KW_BY_SIZE.get(len(key))
         if algorithm is None:
             raise TableValidationError("key", "an AES key-wrap key is 16, 24 or 32 bytes", f"got {len(key)} bytes")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from .._core._errors import TableValidationError
 from ._keys import KeyEncryptionKey, KeyResolver
@@ -104,6 +104,12 @@ class TableEncryptionPolicy:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"TableEncryptionPolicy is immutable: {name}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through the constructor (its checks included): the immutable __setattr__
+        # refuses the slot state pickle would otherwise set. The engines ship a policy to
+        # their workers this way.
+        return (_rebuild_policy, (tuple(getattr(self, name) for name in self.__slots__),))
+
     def replace(self, **changes: object) -> TableEncryptionPolicy:
         """A copy with the given fields changed (``key``, ``key_resolver``, ``protocol``,
         ``encryption_resolver``, ``require_encryption``, ``allow_legacy_reads``)."""
@@ -134,6 +140,11 @@ class TableEncryptionPolicy:
         if not self.allow_legacy_reads:
             parts.append("allow_legacy_reads=False")
         return f"TableEncryptionPolicy({', '.join(parts)})"
+
+
+def _rebuild_policy(fields: tuple[Any, ...]) -> TableEncryptionPolicy:
+    """The policy of these field values, in ``__slots__`` order (what ``__reduce__`` pickles)."""
+    return TableEncryptionPolicy(**dict(zip(TableEncryptionPolicy.__slots__, fields)))
 
 
 def _kid_of(key: KeyEncryptionKey) -> str:

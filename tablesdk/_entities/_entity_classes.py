@@ -25,7 +25,8 @@ from ._edm import (
 from .._core._errors import TableValidationError
 from ._filter import PropertyRef
 from ._model_values import dynamic_to_wire
-from ._models import ChunkPlan, Converter, NestedPlan, chunk_plan, encrypted_field, field_plan, nested_kind
+from ._model_annotations import chunk_plan, encrypted_field, field_plan, nested_kind
+from ._models import ChunkPlan, Converter, NestedPlan
 
 from ._entity_write import (
     SYSTEM_PROPERTIES,

@@ -241,16 +241,19 @@ def get_format(name: str, **options: Any) -> PayloadFormat:
     raise ValueError(f"payload_format must be one of {FORMAT_NAMES}, not {name!r}")
 
 
-def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str | None, str]:
+def parse_error_body(
+    body: bytes, content_type: str | None = None, secrets: SecretPattern | None = None
+) -> tuple[str | None, str]:
     """(error code, message) from an error response body in either format.
 
     The service answers some errors in XML whatever format was asked for (and
     some with an empty body), so the body is sniffed, not trusted to match the
-    request. The ``RequestId:``/``Time:`` trailer is removed from the message.
+    request. The ``RequestId:``/``Time:`` trailer is removed from the message, and
+    ``secrets`` (the attempt's) from the excerpt of a body in neither format.
     """
     from .errors import parse_error_body as _parse
 
-    return _parse(body, content_type)
+    return _parse(body, content_type, secrets)
 
 
 def require_entity(payload: EntityPayload, partition_key: str, row_key: str, body: bytes = b"") -> EntityPayload:

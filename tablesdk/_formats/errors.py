@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from .._core._redaction import SecretPattern, redact_marked, scrub
+from .._core._redaction import SecretPattern, redact_marked, scrub, shorten
 from .._core._patterns import pattern_on_first_use
 
 __all__ = ["parse_error_body", "strip_trailer", "body_excerpt", "MAX_TEXT_EXCERPT", "MAX_DECODE_EXCERPT"]
@@ -92,11 +92,8 @@ def _excerpt(body: bytes, limit: int = MAX_TEXT_EXCERPT, secrets: SecretPattern 
     text = _tag().sub(b" ", body[: limit * 20]).decode("utf-8", errors="replace")
     text = _space().sub(" ", text).strip()
     # A body may echo the request's URL or headers: never quote a SAS signature or a credential.
-    # Before cutting: a secret the cut would split leaves no prefix behind.
-    text = scrub(text, secrets)
-    if len(text) > limit:
-        text = text[: limit - 3].rstrip() + "..."
-    return text
+    # Before cutting, and the cut at a space: a secret the cut would split leaves no prefix behind.
+    return shorten(scrub(text, secrets), limit)
 
 
 def body_excerpt(body: bytes | str, secrets: SecretPattern | None = None) -> str:
@@ -111,12 +108,15 @@ def body_excerpt(body: bytes | str, secrets: SecretPattern | None = None) -> str
         return ""
 
 
-def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str | None, str]:
+def parse_error_body(
+    body: bytes, content_type: str | None = None, secrets: SecretPattern | None = None
+) -> tuple[str | None, str]:
     """(error code or None, message) from an error response body; never raises.
 
     An empty body gives ``(None, "")``; an unrecognised one ``(None, excerpt)``
     where the excerpt is the body's text without markup, at most
-    :data:`MAX_TEXT_EXCERPT` characters.
+    :data:`MAX_TEXT_EXCERPT` characters, from which ``secrets`` (the attempt's) are
+    removed before it is cut.
     """
     try:
         if isinstance(body, str):
@@ -141,8 +141,9 @@ def parse_error_body(body: bytes, content_type: str | None = None) -> tuple[str 
             result = _from_xml(stripped)
         if result is not None:
             # The code and message are the server's words: they may echo the request's URL or headers.
+            # (The attempt's secrets leave them with the rest of the error: nothing here cuts them.)
             code, message = result
             return (redact_marked(code) if code else code, redact_marked(message))
-        return (None, _excerpt(stripped))
+        return (None, _excerpt(stripped, secrets=secrets))
     except Exception:  # noqa: BLE001 - an error parser must not mask the error it describes
         return (None, "")

@@ -122,8 +122,9 @@ class HttpResponse:
     :func:`tablesdk._pipeline._transport.is_ambiguous`). ``url`` is the URL of the attempt that
     got this answer, with any SAS signature redacted (set by the transport; reads
     under a location mode use it to tell which endpoint answered). ``attempt_secrets``
-    are the secrets of the attempt that got a 2xx answer (set by the transport): what a
-    decode error quotes of the body is scrubbed of them (:func:`tablesdk._formats.decoded`).
+    are the secrets of the attempt that got this answer (set by the transport): what a
+    decode error or an error's message quotes of the body is scrubbed of them
+    (:func:`tablesdk._formats.decoded`, :func:`tablesdk._formats.parse_error_body`).
     """
 
     status: int

@@ -248,7 +248,33 @@ class NoRetry:
         return "NoRetry()"
 
 
-class LinearRetry:
+class _CountedRetry:
+    """What the counted policies share: at most ``count`` retries, of errors
+    :func:`is_retryable` accepts, and whether a server's asked-for wait lengthens theirs."""
+
+    _count: int
+    _honour: bool
+
+    @property
+    def count(self) -> int:
+        """Maximum number of retries after the first attempt."""
+        return self._count
+
+    @property
+    def honour_server_delay(self) -> bool:
+        """Whether a wait the server asks for (``Retry-After``) lengthens this policy's waits."""
+        return self._honour
+
+    def _gives_up(self, attempt: int, error: BaseException) -> bool:
+        """True once ``count`` retries were made or when ``error`` is final (``attempt`` checked)."""
+        _check_attempt(attempt)
+        return attempt > self._count or not is_retryable(error)
+
+    def _honour_repr(self) -> str:
+        return "" if self._honour else ", honour_server_delay=False"
+
+
+class LinearRetry(_CountedRetry):
     """Retry up to ``count`` times, waiting ``interval_seconds`` before each retry.
 
     The defaults (3 retries, 30 s) are the Storage Client Library's ``DefaultClientRetryCount``
@@ -268,24 +294,13 @@ class LinearRetry:
         self._honour = _check_flag(honour_server_delay, "honour_server_delay")
 
     @property
-    def count(self) -> int:
-        """Maximum number of retries after the first attempt."""
-        return self._count
-
-    @property
     def interval_seconds(self) -> float:
         """Seconds waited before every retry."""
         return self._interval
 
-    @property
-    def honour_server_delay(self) -> bool:
-        """Whether a wait the server asks for (``Retry-After``) lengthens this policy's waits."""
-        return self._honour
-
     def retry_after(self, attempt: int, error: BaseException) -> float | None:
         """``interval_seconds`` while fewer than ``count`` retries were made and the error is retryable."""
-        _check_attempt(attempt)
-        if attempt > self._count or not is_retryable(error):
+        if self._gives_up(attempt, error):
             return None
         refused = refused_backoff(attempt, error)
         return self._interval if refused is None else min(refused, self._interval)
@@ -299,11 +314,10 @@ class LinearRetry:
         return hash((LinearRetry, self._count, self._interval, self._honour))
 
     def __repr__(self) -> str:
-        extra = "" if self._honour else ", honour_server_delay=False"
-        return f"LinearRetry(count={self._count!r}, interval_seconds={self._interval!r}{extra})"
+        return f"LinearRetry(count={self._count!r}, interval_seconds={self._interval!r}{self._honour_repr()})"
 
 
-class ExponentialRetry:
+class ExponentialRetry(_CountedRetry):
     """Retry up to ``count`` times with a randomised, exponentially growing back-off.
 
     The wait before retry number ``n`` (``n = attempt``, counting from 1) is::
@@ -346,11 +360,6 @@ class ExponentialRetry:
         self._random = random if random is not None else Random()
 
     @property
-    def count(self) -> int:
-        """Maximum number of retries after the first attempt."""
-        return self._count
-
-    @property
     def delta_seconds(self) -> float:
         """The base of the exponential increment, before +/-20% jitter."""
         return self._delta
@@ -365,15 +374,9 @@ class ExponentialRetry:
         """The upper bound of every wait (of the policy's own: a server's ask may be longer)."""
         return self._max
 
-    @property
-    def honour_server_delay(self) -> bool:
-        """Whether a wait the server asks for (``Retry-After``) lengthens this policy's waits."""
-        return self._honour
-
     def retry_after(self, attempt: int, error: BaseException) -> float | None:
         """The jittered exponential back-off, or None once ``count`` retries were made or the error is final."""
-        _check_attempt(attempt)
-        if attempt > self._count or not is_retryable(error):
+        if self._gives_up(attempt, error):
             return None
         refused = refused_backoff(attempt, error)
         if refused is not None:
@@ -395,10 +398,9 @@ class ExponentialRetry:
         return (self._count, self._delta, self._min, self._max, self._honour)
 
     def __repr__(self) -> str:
-        extra = "" if self._honour else ", honour_server_delay=False"
         return (
             f"ExponentialRetry(count={self._count!r}, delta_seconds={self._delta!r}, "
-            f"min_backoff={self._min!r}, max_backoff={self._max!r}{extra})"
+            f"min_backoff={self._min!r}, max_backoff={self._max!r}{self._honour_repr()})"
         )
 
 

@@ -351,10 +351,11 @@ class RetryLoop:
         url = redact_url(signed.url)
         secrets = attempt_secrets(signed.headers, signed.url)
         scrub_headers(response.headers, secrets)
+        # For the decoder and the error parser: what they quote of the body is scrubbed of these
+        # before it is cut (_formats.decoded, error_parser).
+        response.attempt_secrets = secrets
         request_id = response.request_id
         if response.status < 300:  # a 3xx is not the operation's answer: the Table service never redirects
-            # For the decoder: what it quotes of an unreadable body is scrubbed of these (_formats.decoded).
-            response.attempt_secrets = secrets
             try:
                 if self.check is not None:
                     self.check(response)

@@ -43,6 +43,7 @@ from .._entities._edm import EdmType, EntityPage
 from .._entities._entity import (
     E, ResolvedType, page_reader, refuse_chunked_filter, refuse_encrypted_filter, validate_table_name, with_chunked_parts,
 )
+from .._core._cosmos import cosmos_since_refused
 from .._core._errors import TableValidationError, require_positive_int
 from .._entities._filter import Filter, FilterLike, as_filter, point_keys, prop, render_filter
 from .._entities._filter_params import bind_parameters
@@ -198,6 +199,13 @@ def source_is_cosmos(source: object) -> bool:
     if cosmos is None:
         cosmos = getattr(getattr(source, "client", None), "is_cosmos", None)
     return cosmos is True
+
+
+def refuse_cosmos_since(source: object) -> None:
+    """Refuse an incremental read of a Cosmos DB account's table before anything is sent: its
+    filter on Timestamp would answer no entities (:func:`~tablesdk._core._cosmos.cosmos_since_refused`)."""
+    if source_is_cosmos(source):
+        raise cosmos_since_refused()
 
 
 class TableQuery(Generic[E]):
@@ -489,8 +497,11 @@ class TableQuery(Generic[E]):
         """Iterate the entities changed after ``since`` (a :class:`~tablesdk.Watermark`): the rows above
         its floor that an earlier read did not deliver; the iterator's ``watermark`` is the next one
         once it is exhausted. The entities need their keys, ETag and Timestamp (not a ``resolve()`` query)."""
-        from ._watermark import entity_changes
+        from ._watermark import entity_changes, refuse_partial_read, refuse_resolved_changes
 
+        refuse_cosmos_since(self.source)
+        refuse_partial_read(self.take_count)
+        refuse_resolved_changes(self.entity_type)
         condition, tracker, deliver = entity_changes(since)
         query = self if condition is None else self.where(condition)
         return Changes(iter(query), tracker, deliver)

@@ -51,7 +51,16 @@ def ticks_of(value: datetime) -> int:
         value = value.replace(tzinfo=timezone.utc)
     delta = value - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return micros * 10 + (value.ticks_remainder if isinstance(value, EdmDateTime) else 0)
+    if isinstance(value, EdmDateTime):
+        return micros * 10 + value.ticks_remainder
+    # A pandas Timestamp (what a frame's Timestamp column holds) keeps nanoseconds beyond the
+    # microseconds: the service's seventh digit is among them.
+    nanoseconds = getattr(value, "nanosecond", 0)
+    return micros * 10 + (nanoseconds // 100 if isinstance(nanoseconds, int) else 0)
+
+
+#: 0001-01-01T00:00:00Z, the first Edm.DateTime, as ticks since the Unix epoch.
+_FIRST_TICKS = -62_135_596_800 * 10_000_000
 
 
 def datetime_of_ticks(ticks: int) -> EdmDateTime:
@@ -62,6 +71,14 @@ def datetime_of_ticks(ticks: int) -> EdmDateTime:
         value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond,
         timezone.utc, ticks_remainder=remainder,
     )
+
+
+def _shown(text: str) -> str:
+    """``text`` for an error when it may be a mistyped Edm.DateTime; else only its length, so that a
+    secret given in its place by mistake (a connection string, a SAS) never reaches the message."""
+    if len(text) <= 40 and not any(char in text for char in "=;&?"):
+        return repr(text)
+    return f"a text of {len(text)} characters, not shown"
 
 
 def _overlap_ticks(overlap: timedelta) -> int:
@@ -114,11 +131,12 @@ class Watermark:
         """Rows changed strictly after ``timestamp`` (a datetime, an :class:`EdmDateTime` with its 100 ns
         digit, or Edm.DateTime text with up to seven fractional digits; naive means UTC)."""
         if isinstance(timestamp, str):
+            text = timestamp
             try:
-                timestamp = parse_datetime(timestamp.strip())
+                timestamp = parse_datetime(text.strip())
             except ValueError:
                 raise TableValidationError(
-                    "since", "a watermark is an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z", repr(timestamp)
+                    "since", "a watermark is an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z", _shown(text)
                 ) from None
         return cls(timestamp, overlap=overlap)
 
@@ -182,7 +200,7 @@ class Watermark:
             ):
                 raise ValueError("seen rows are three strings and a Timestamp in ticks")
             floor = None if floor_text is None else parse_datetime(floor_text)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             raise TableValidationError("since", "not the text of Watermark.to_string()", str(exc)) from None
         return cls(floor, overlap=overlap, seen=seen)
 
@@ -237,7 +255,8 @@ class ChangeWindow:
     defaults to now by this machine's clock minus ``since.overlap``: a row that commits
     while the read runs has a Timestamp above it and comes with the next read (the guarantee of
     :class:`Watermark`: rows visible more than ``overlap`` after their Timestamp can be missed).
-    It is never below ``since``'s floor (then the window is empty). Keep the window with
+    It is never below ``since``'s floor (then the window is empty), and a given one later than now
+    (beyond ``since.overlap``, the allowance for clock error) is refused. Keep the window with
     :meth:`to_string` / :meth:`from_string` (a Spark option).
     """
 
@@ -248,7 +267,23 @@ class ChangeWindow:
             raise TypeError(f"a ChangeWindow starts at a Watermark, not {type(since).__name__}")
         if until is not None and not isinstance(until, datetime):
             raise TableValidationError("until", "the end of a change window is a datetime", repr(until))
-        ticks = time.time_ns() // 100 - _overlap_ticks(since.overlap) if until is None else ticks_of(until)
+        now = time.time_ns() // 100
+        if until is None:  # never before the first day of the calendar, whatever the overlap
+            ticks = max(now - _overlap_ticks(since.overlap), _FIRST_TICKS)
+        else:
+            ticks = ticks_of(until)
+            # Beyond the overlap (the allowance for clock error), a row written after the read with
+            # a Timestamp at or below until is missed by the read and skipped by the next.
+            if ticks > now + _overlap_ticks(since.overlap):
+                raise TableValidationError(
+                    "until", "at most now, by this machine's clock (within the watermark's overlap): a row written "
+                    "after the read with a Timestamp at or below until would be missed by this read and the next",
+                    f"got {format_datetime(datetime_of_ticks(ticks))}; a naive datetime is read as UTC, so take "
+                    "datetime.now(timezone.utc), not datetime.now()",
+                )
+        self._set(since, ticks)
+
+    def _set(self, since: Watermark, ticks: int) -> None:
         floor = since.floor_ticks
         self.since = since
         self._until = ticks if floor is None or ticks > floor else floor
@@ -302,12 +337,15 @@ class ChangeWindow:
                 raise ValueError("not a change window")
             since = Watermark.from_string(json.dumps(data["since"]))
             until = parse_datetime(data["until"])
-        except (ValueError, TypeError, TableValidationError) as exc:
+        except (ValueError, TypeError, OverflowError, TableValidationError) as exc:
             raise TableValidationError(
                 "since", "the text of ChangeWindow(watermark).to_string(): the read's upper end is fixed before "
                 "it starts, so that its next watermark is known", str(exc)[:200],
             ) from None
-        return cls(since, until)
+        # Taken as it was made: the machine that reads it (a Spark worker) may keep another time.
+        window = cls.__new__(cls)
+        window._set(since, ticks_of(until))
+        return window
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChangeWindow):
@@ -382,8 +420,37 @@ class ChangeTracker:
         result._floor = floor
         return result
 
+    def watermark_so_far(self) -> Watermark:
+        """The watermark of a read that stopped before its end: the floor stays ``since``'s (pages
+        come in key order, so a row not reached yet can be older than every row read), and the rows
+        read so far are seen, so the next read skips them and reads the rest."""
+        seen = dict(self.since._seen_ticks)
+        seen.update(self._recent)
+        result = Watermark(None, overlap=self.since.overlap, seen=seen)
+        result._floor = self.since.floor_ticks
+        return result
+
 
 T = TypeVar("T")
+
+
+def refuse_partial_read(take: int | None) -> None:
+    """Refuse ``take()`` on an incremental read: a read cut short in key order may pass over rows older
+    than those it returns, which the next watermark's floor would then skip for good."""
+    if take is not None:
+        raise TableValidationError(
+            "take", "an incremental read (since=, changes()) reads every changed row: take() would leave rows "
+            "older than those returned behind the next watermark (read in batches with iter_arrow_batches instead)",
+            f"take({take})",
+        )
+
+
+def refuse_resolved_changes(entity_type: object) -> None:
+    """Refuse ``changes()`` of a ``resolve()`` query before sending: its results keep no ETag and
+    Timestamp, which telling a row's versions apart needs."""
+    if getattr(entity_type, "resolver", None) is not None:
+        raise TypeError("changes() needs entities that keep their ETag and Timestamp, not a resolve() query's "
+                        "results: read the changes, then resolve each entity")
 
 
 def entity_changes(since: Watermark) -> tuple[Filter | None, ChangeTracker, Callable[[T], T | None]]:
@@ -409,26 +476,35 @@ def entity_changes(since: Watermark) -> tuple[Filter | None, ChangeTracker, Call
 class Changes(Iterator[T]):
     """The results of an incremental read (entities of :meth:`TableQuery.changes`, record batches of
     ``iter_arrow_batches(since=...)``), with the next watermark: :attr:`watermark` covers what was
-    handed out so far, the whole read's once the iterator is exhausted."""
+    handed out so far, the whole read's once the iterator is exhausted. Before then its floor stays
+    where the read started (rows are read in key order, not Timestamp order, so a row not reached
+    yet can be older than every row handed out): the next read skips the rows handed out and reads
+    the rest."""
 
     def __init__(self, items: Iterator[Any], tracker: ChangeTracker, deliver: Callable[[Any], T | None]) -> None:
         self._items = items
         self._tracker = tracker
         self._deliver = deliver
+        self._exhausted = False
 
     def __iter__(self) -> Changes[T]:
         return self
 
     def __next__(self) -> T:
         while True:
-            delivered = self._deliver(next(self._items))
+            try:
+                item = next(self._items)
+            except StopIteration:
+                self._exhausted = True
+                raise
+            delivered = self._deliver(item)
             if delivered is not None:
                 return delivered
 
     @property
     def watermark(self) -> Watermark:
         """The watermark to pass as ``since=`` to the next read."""
-        return self._tracker.watermark()
+        return self._tracker.watermark() if self._exhausted else self._tracker.watermark_so_far()
 
 
 class AsyncChanges(AsyncIterator[T]):
@@ -438,17 +514,23 @@ class AsyncChanges(AsyncIterator[T]):
         self._items = items
         self._tracker = tracker
         self._deliver = deliver
+        self._exhausted = False
 
     def __aiter__(self) -> AsyncChanges[T]:
         return self
 
     async def __anext__(self) -> T:
         while True:
-            delivered = self._deliver(await self._items.__anext__())
+            try:
+                item = await self._items.__anext__()
+            except StopAsyncIteration:
+                self._exhausted = True
+                raise
+            delivered = self._deliver(item)
             if delivered is not None:
                 return delivered
 
     @property
     def watermark(self) -> Watermark:
-        """The watermark to pass as ``since=`` to the next read."""
-        return self._tracker.watermark()
+        """The watermark to pass as ``since=`` to the next read (see :class:`Changes`)."""
+        return self._tracker.watermark() if self._exhausted else self._tracker.watermark_so_far()

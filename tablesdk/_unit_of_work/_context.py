@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .._entities._entity import DynamicEntity, E, validate_table_name
 from .._entities._filter import prop
-from .._clients._operations import RAISED_FROM_THE_CALL
+from .._clients._flows import RAISED_FROM_THE_CALL
 from .._queries._query import ContinuationToken, FetchedPage, ResultSegment, TableQuery
 from .._pipeline._options import TableRequestOptions, resolve_retry_policy
 from .._pipeline._retry import NoRetry, RetryPolicy

@@ -10,30 +10,87 @@ context whose table arguments are filled in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from ._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from .._formats._batch import BatchOperationKind
-from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import AnyEntity, DynamicEntity, E, EntityObject
 from .._core._errors import ResourceNotFoundError, TableErrorCode
-from .._entities._filter import FilterLike
+from .._clients._client import CloudTableClient
 from .._pipeline._options import TableRequestOptions
-from .._queries._query import ContinuationToken, TableQuery
+from .._queries._query import TableQuery
 from .._pipeline._retry import RetryPolicy
 from .._pipeline._transport import OperationContext
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
-    from .._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
     from .._clients._service import AccessPolicy
-    from .._clients._client import CloudTableClient, RequestHook
     from ._context import TableServiceContext
     from ._save_outcome import DataServiceResponse
     from ._save_plan import SaveChangesOptions
 
-__all__ = ["CloudTable", "TableContext", "is_missing_entity"]
+__all__ = ["CloudTable", "TableContext", "is_missing_entity", "on_this_table", "on_this_table_async"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Table = TypeVar("Table")
+
+
+#: The docstrings of the table objects' faces made from the client's methods (both flavours).
+FACE_DOCS = {
+    "query_entity_payloads": "One page of Query Entities as payloads, with the token of the next page.",
+    "get_entity_payload": "One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent.",
+    "bulk_insert": "Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity\n"
+    "        group transactions (see the client's ``bulk_insert``).",
+    "delete_entities": "Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``).",
+    "count_entities": "How many entities of this table match ``filter``, reading only their keys.",
+    "write_arrow": "Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``).",
+    "write_pandas": "Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``).",
+}
+
+
+def _face_of(operation: Callable[..., Any], face: Callable[..., Any], owner: str, doc: str | None) -> None:
+    """Give ``face`` the name of ``operation`` and its signature without the table's name
+    (``self`` kept), for ``help()``, ``inspect`` and the tests that compare the two."""
+    signature = inspect.signature(operation)
+    parameters = list(signature.parameters.values())
+    face.__signature__ = signature.replace(parameters=[parameters[0], *parameters[2:]])  # type: ignore[attr-defined]
+    face.__name__ = operation.__name__
+    face.__qualname__ = f"{owner}.{operation.__name__}"
+    face.__doc__ = FACE_DOCS[operation.__name__] if doc is None else doc
+
+
+def on_this_table(
+    operation: Callable[Concatenate[Any, str, P], T], owner: str, doc: str | None = None
+) -> Callable[Concatenate[Table, P], T]:
+    """The table object's face of the client's ``operation`` (which takes the table's name
+    first): the same parameters but that one, passed on to the table's client, so the
+    client's signature is written once. ``doc`` is the face's own docstring (by default
+    its entry in :data:`FACE_DOCS`)."""
+    name = operation.__name__
+
+    def face(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = getattr(self.client, name)(self.name, *args, **kwargs)
+        return result
+
+    _face_of(operation, face, owner, doc)
+    return face
+
+
+def on_this_table_async(
+    operation: Callable[Concatenate[Any, str, P], Awaitable[T]], owner: str, doc: str | None = None
+) -> Callable[Concatenate[Table, P], Awaitable[T]]:
+    """:func:`on_this_table` for a client whose operations are awaited."""
+    name = operation.__name__
+
+    async def face(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = await getattr(self.client, name)(self.name, *args, **kwargs)
+        return result
+
+    _face_of(operation, face, owner, doc)
+    return face
 
 
 def is_missing_entity(error: ResourceNotFoundError) -> bool:
@@ -165,120 +222,13 @@ class CloudTable:
         """A new context bound to this table (its methods take no table argument)."""
         return TableContext(self.client.get_table_service_context(**options), self.name)
 
-    def query_entity_payloads(
-        self,
-        *,
-        filter: str | None = None,
-        select: Sequence[str] | None = None,
-        top: int | None = None,
-        continuation_token: ContinuationToken | None = None,
-        retry_policy: RetryPolicy | None = None,
-        operation_context: OperationContext | None = None,
-        options: TableRequestOptions | None = None,
-        request_hook: RequestHook | None = None,
-    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
-        """One page of Query Entities as payloads, with the token of the next page."""
-        return self.client.query_entity_payloads(
-            self.name, filter=filter, select=select, top=top, continuation_token=continuation_token,
-            retry_policy=retry_policy, operation_context=operation_context, options=options, request_hook=request_hook,
-        )
-
-    def get_entity_payload(
-        self,
-        partition_key: str,
-        row_key: str,
-        *,
-        select: Sequence[str] | None = None,
-        retry_policy: RetryPolicy | None = None,
-        operation_context: OperationContext | None = None,
-        options: TableRequestOptions | None = None,
-        request_hook: RequestHook | None = None,
-    ) -> EntityPayload:
-        """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent."""
-        return self.client.get_entity_payload(
-            self.name, partition_key, row_key, select=select, retry_policy=retry_policy,
-            operation_context=operation_context, options=options, request_hook=request_hook,
-        )
-
-    def bulk_insert(
-        self,
-        entities: Iterable[EntityObject],
-        mode: BulkMode = "insert",
-        max_workers: int = 8,
-        progress: ProgressCallback | None = None,
-        *,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> BulkResult:
-        """Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity
-        group transactions (see the client's ``bulk_insert``)."""
-        return self.client.bulk_insert(
-            self.name, entities, mode, max_workers, progress, retry_policy=retry_policy, options=options
-        )
-
-    def delete_entities(
-        self,
-        filter: FilterLike | None = None,
-        *,
-        parameters: Mapping[str, object] | None = None,
-        conditional: bool = False,
-        max_workers: int = 8,
-        progress: ProgressCallback | None = None,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> BulkResult:
-        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
-        return self.client.delete_entities(
-            self.name, filter, parameters=parameters, conditional=conditional, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy, options=options,
-        )
-
-    def count_entities(
-        self,
-        filter: FilterLike | None = None,
-        *,
-        parameters: Mapping[str, object] | None = None,
-        progress: ProgressCallback | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> int:
-        """How many entities of this table match ``filter``, reading only their keys."""
-        return self.client.count_entities(
-            self.name, filter, parameters=parameters, progress=progress, options=options
-        )
-
-    def write_arrow(
-        self,
-        data: Any,
-        mode: BulkMode = "insert",
-        *,
-        edm_types: Mapping[str, EdmType] | None = None,
-        max_workers: int = 8,
-        progress: ProgressCallback | None = None,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> BulkResult:
-        """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``)."""
-        return self.client.write_arrow(
-            self.name, data, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy, options=options,
-        )
-
-    def write_pandas(
-        self,
-        frame: Any,
-        mode: BulkMode = "insert",
-        *,
-        edm_types: Mapping[str, EdmType] | None = None,
-        max_workers: int = 8,
-        progress: ProgressCallback | None = None,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> BulkResult:
-        """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``)."""
-        return self.client.write_pandas(
-            self.name, frame, mode, edm_types=edm_types, max_workers=max_workers, progress=progress,
-            retry_policy=retry_policy, options=options,
-        )
+    query_entity_payloads = on_this_table(CloudTableClient.query_entity_payloads, "CloudTable")
+    get_entity_payload = on_this_table(CloudTableClient.get_entity_payload, "CloudTable")
+    bulk_insert = on_this_table(CloudTableClient.bulk_insert, "CloudTable")
+    delete_entities = on_this_table(CloudTableClient.delete_entities, "CloudTable")
+    count_entities = on_this_table(CloudTableClient.count_entities, "CloudTable")
+    write_arrow = on_this_table(CloudTableClient.write_arrow, "CloudTable")
+    write_pandas = on_this_table(CloudTableClient.write_pandas, "CloudTable")
 
     @overload
     def get_entity(

@@ -3,7 +3,7 @@
 The tracked entities (an :class:`~tablesdk._unit_of_work._tracking.IdentityMap` of descriptors), the
 changes the application marks on them, one save or query at a time, and the *flows* of
 a save and a query (generators that yield the requests the client's flows need, see
-``tablesdk._clients._operations``): the save is planned by :class:`~tablesdk._unit_of_work._save_plan.SavePlan`,
+``tablesdk._clients._flows``): the save is planned by :class:`~tablesdk._unit_of_work._save_plan.SavePlan`,
 a queried entity already tracked is refreshed by the rules of ``tablesdk._unit_of_work._merge``.
 :class:`~tablesdk.TableServiceContext` and :class:`~tablesdk.aio.AsyncTableServiceContext`
 only add sending (their ``client``, and their save and query methods).
@@ -41,7 +41,8 @@ from .._pipeline._transport import OperationContext
 
 if TYPE_CHECKING:
     from .._clients._client import RequestHook, SendingRequest
-    from .._clients._operations import ClientCore, Flow
+    from .._clients._flows import Flow
+    from .._clients._operations import ClientCore
 
 __all__ = ["TrackingContext", "ResolveType", "UnsavedChangesWarning"]
 
@@ -228,7 +229,7 @@ class TrackingContext(Generic[ClientT]):
             )
 
     # ------------------------------------------------------------ what saves and queries do (no I/O)
-    # Flows (see tablesdk._clients._operations): they yield the requests the client's flows need and
+    # Flows (see tablesdk._clients._flows): they yield the requests the client's flows need and
     # get the answers back; the sync and async contexts run them with their client.
 
     def _f_save(

@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequenc
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .._clients._operations import Call, ClientCore, Flow, arun_flow, error_from_response
+from .._clients._flows import Call, Flow, arun_flow, error_from_response
+from .._clients._operations import ClientCore
 from .._formats._batch import BatchOperation, BatchOperationKind, BatchOperationResult
 from .._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
 from .._entities._edm import EdmType, EntityPayload

@@ -29,7 +29,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from .._clients._operations import RAISED_FROM_THE_CALL
+from .._clients._flows import RAISED_FROM_THE_CALL
 from .._unit_of_work._save_outcome import DataServiceResponse
 from .._unit_of_work._save_plan import SaveChangesOptions
 from .._unit_of_work._tracking_context import TrackingContext, warn_get_gave_none

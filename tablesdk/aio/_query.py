@@ -30,7 +30,7 @@ from .._core._errors import require_positive_int
 from .._pipeline._options import TableRequestOptions
 from .._queries._page_stream import ReadAhead, segment_results, stream_pages_async
 from .._queries._pager import PageRequest, Pager, Sliceable
-from .._queries._query import EmptyResultError, TableQuery, source_is_cosmos
+from .._queries._query import EmptyResultError, TableQuery, refuse_cosmos_since, source_is_cosmos
 from .._queries._watermark import WATERMARK_METADATA_KEY, AsyncChanges, Watermark
 
 from .._core._tracing import trace_public_methods
@@ -230,8 +230,11 @@ class AsyncTableQuery(Generic[E]):
     def changes(self, since: Watermark) -> AsyncChanges[E]:
         """``async for`` over the entities changed after ``since`` (:meth:`tablesdk.TableQuery.changes`):
         the iterator's ``watermark`` is the next one once it is exhausted."""
-        from .._queries._watermark import entity_changes
+        from .._queries._watermark import entity_changes, refuse_partial_read, refuse_resolved_changes
 
+        refuse_cosmos_since(self._query.source)
+        refuse_partial_read(self._query.take_count)
+        refuse_resolved_changes(self._query.entity_type)
         condition, tracker, deliver = entity_changes(since)
         query = self if condition is None else self.where(condition)
         return AsyncChanges(query.__aiter__(), tracker, deliver)

@@ -6,33 +6,30 @@ the sending is awaited.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from .._unit_of_work._actions import R, TableBatchOperation, TableOperation, TableResult, require_batch, require_operation
 from .._formats._batch import BatchOperationKind
-from .._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
-from .._entities._edm import EdmType, EntityPayload
 from .._entities._entity import AnyEntity, DynamicEntity, E, EntityObject, validate_table_name
 from .._core._errors import ResourceNotFoundError
-from .._entities._filter import FilterLike
 from .._pipeline._options import TableRequestOptions
-from .._queries._query import ContinuationToken
 from .._pipeline._retry import RetryPolicy
-from .._unit_of_work._table import is_missing_entity
+from .._unit_of_work._table import FACE_DOCS, is_missing_entity, on_this_table_async
 from .._pipeline._transport import OperationContext
+from ._client import AsyncCloudTableClient
 from ._query import AsyncTableQuery
 
 from .._core._tracing import trace_public_methods
 if TYPE_CHECKING:
-    from .._clients._client import RequestHook
     from .._clients._service import AccessPolicy
     from .._unit_of_work._save_outcome import DataServiceResponse
     from .._unit_of_work._save_plan import SaveChangesOptions
-    from ._client import AsyncCloudTableClient
     from ._context import AsyncTableServiceContext
 
 __all__ = ["AsyncCloudTable", "AsyncTableContext"]
+
+_MAX_WORKERS_NOTE = " (``max_workers``: the deprecated spelling of ``max_concurrency``)."
 
 
 class AsyncCloudTable:
@@ -158,122 +155,17 @@ class AsyncCloudTable:
         """A new async context bound to this table (its methods take no table argument)."""
         return AsyncTableContext(self.client.get_table_service_context(**options), self.name)
 
-    async def query_entity_payloads(
-        self,
-        *,
-        filter: str | None = None,
-        select: Sequence[str] | None = None,
-        top: int | None = None,
-        continuation_token: ContinuationToken | None = None,
-        retry_policy: RetryPolicy | None = None,
-        operation_context: OperationContext | None = None,
-        options: TableRequestOptions | None = None,
-        request_hook: RequestHook | None = None,
-    ) -> tuple[list[EntityPayload], ContinuationToken | None]:
-        """One page of Query Entities as payloads, with the token of the next page."""
-        return await self.client.query_entity_payloads(
-            self.name, filter=filter, select=select, top=top, continuation_token=continuation_token,
-            retry_policy=retry_policy, operation_context=operation_context, options=options, request_hook=request_hook,
-        )
-
-    async def get_entity_payload(
-        self,
-        partition_key: str,
-        row_key: str,
-        *,
-        select: Sequence[str] | None = None,
-        retry_policy: RetryPolicy | None = None,
-        operation_context: OperationContext | None = None,
-        options: TableRequestOptions | None = None,
-        request_hook: RequestHook | None = None,
-    ) -> EntityPayload:
-        """One entity by its keys, as a payload; raises :class:`~tablesdk.ResourceNotFoundError` if absent."""
-        return await self.client.get_entity_payload(
-            self.name, partition_key, row_key, select=select, retry_policy=retry_policy,
-            operation_context=operation_context, options=options, request_hook=request_hook,
-        )
-
-    async def bulk_insert(
-        self,
-        entities: Iterable[EntityObject],
-        mode: BulkMode = "insert",
-        max_concurrency: int = 8,
-        progress: ProgressCallback | None = None,
-        *,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> BulkResult:
-        """Write many entities (or the rows of a DataFrame or Arrow table) as concurrent entity
-        group transactions (see the client's ``bulk_insert``)."""
-        return await self.client.bulk_insert(
-            self.name, entities, mode, max_concurrency, progress, retry_policy=retry_policy, options=options
-        )
-
-    async def delete_entities(
-        self,
-        filter: FilterLike | None = None,
-        *,
-        parameters: Mapping[str, object] | None = None,
-        conditional: bool = False,
-        max_concurrency: int = 8,
-        progress: ProgressCallback | None = None,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> BulkResult:
-        """Delete every entity of this table matching ``filter`` (see the client's ``delete_entities``)."""
-        return await self.client.delete_entities(
-            self.name, filter, parameters=parameters, conditional=conditional, max_concurrency=max_concurrency, progress=progress,
-            retry_policy=retry_policy, options=options,
-        )
-
-    async def count_entities(
-        self,
-        filter: FilterLike | None = None,
-        *,
-        parameters: Mapping[str, object] | None = None,
-        progress: ProgressCallback | None = None,
-        options: TableRequestOptions | None = None,
-    ) -> int:
-        """How many entities of this table match ``filter``, reading only their keys."""
-        return await self.client.count_entities(
-            self.name, filter, parameters=parameters, progress=progress, options=options
-        )
-
-    async def write_arrow(
-        self,
-        data: Any,
-        mode: BulkMode = "insert",
-        *,
-        edm_types: Mapping[str, EdmType] | None = None,
-        max_concurrency: int = 8,
-        progress: ProgressCallback | None = None,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-        max_workers: int | None = None,
-    ) -> BulkResult:
-        """Write each row of a ``pyarrow.Table`` as an entity (see the client's ``write_arrow``) (``max_workers``: the deprecated spelling of ``max_concurrency``)."""
-        return await self.client.write_arrow(
-            self.name, data, mode, edm_types=edm_types, max_concurrency=max_concurrency, progress=progress,
-            retry_policy=retry_policy, options=options, max_workers=max_workers,
-        )
-
-    async def write_pandas(
-        self,
-        frame: Any,
-        mode: BulkMode = "insert",
-        *,
-        edm_types: Mapping[str, EdmType] | None = None,
-        max_concurrency: int = 8,
-        progress: ProgressCallback | None = None,
-        retry_policy: RetryPolicy | None = None,
-        options: TableRequestOptions | None = None,
-        max_workers: int | None = None,
-    ) -> BulkResult:
-        """Write each row of a pandas DataFrame as an entity (see the client's ``write_pandas``) (``max_workers``: the deprecated spelling of ``max_concurrency``)."""
-        return await self.client.write_pandas(
-            self.name, frame, mode, edm_types=edm_types, max_concurrency=max_concurrency, progress=progress,
-            retry_policy=retry_policy, options=options, max_workers=max_workers,
-        )
+    query_entity_payloads = on_this_table_async(AsyncCloudTableClient.query_entity_payloads, "AsyncCloudTable")
+    get_entity_payload = on_this_table_async(AsyncCloudTableClient.get_entity_payload, "AsyncCloudTable")
+    bulk_insert = on_this_table_async(AsyncCloudTableClient.bulk_insert, "AsyncCloudTable")
+    delete_entities = on_this_table_async(AsyncCloudTableClient.delete_entities, "AsyncCloudTable")
+    count_entities = on_this_table_async(AsyncCloudTableClient.count_entities, "AsyncCloudTable")
+    write_arrow = on_this_table_async(
+        AsyncCloudTableClient.write_arrow, "AsyncCloudTable", FACE_DOCS["write_arrow"][:-1] + _MAX_WORKERS_NOTE
+    )
+    write_pandas = on_this_table_async(
+        AsyncCloudTableClient.write_pandas, "AsyncCloudTable", FACE_DOCS["write_pandas"][:-1] + _MAX_WORKERS_NOTE
+    )
 
     @overload
     async def get_entity(

@@ -572,8 +572,12 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
 
     settings = _settings()
     spec = ExportSpec(table, filter_, _select(select), _file_format(file, file_format, legacy_file_format))
-    changes = _changes_since(since, since_state, spec.file_format, resume)
+    changes = _changes_since(since, since_state, spec.file_format, resume, file)
     client = settings.client()
+    if changes is not None and client.is_cosmos:
+        from .._core._cosmos import cosmos_since_refused
+
+        raise cosmos_since_refused("--since-state" if since_state is not None else "--since")
     check = NumberFilterCheck(client, table, filter_)
     try:
         with settings.progress_for(f"exporting {table}") as progress:
@@ -600,18 +604,20 @@ def export_command(table: str, file: str, filter_: str | None, select: str | Non
     check.finish(count)
 
 
-def _changes_since(since: str | None, since_state: str | None, file_format: str, resume: bool) -> Any:
-    """The ``ChangeTracker`` of an export with ``--since``/``--since-state``, or None."""
+def _changes_since(since: str | None, since_state: str | None, file_format: str, resume: bool, file: str) -> Any:
+    """The ``ChangeTracker`` of an export with ``--since``/``--since-state`` to ``file``, or None."""
     if since is None and since_state is None:
         return None
     from .._queries._watermark import ChangeTracker
     from ._export import ExportError
-    from ._since import read_since
+    from ._since import check_since_state, read_since
 
     if file_format == PARQUET:
         raise ExportError("--since and --since-state export JSON lines or CSV, not Parquet")
     if resume:
         raise ExportError("--since and --since-state cannot --resume: run the export again from the watermark")
+    if since_state is not None:
+        check_since_state(since_state, file)
     watermark = read_since(since, since_state)
     return None if watermark is None else ChangeTracker(watermark)
 

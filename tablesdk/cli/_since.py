@@ -18,7 +18,7 @@ from .._entities._entity import DynamicEntity
 from .._queries._watermark import ChangeTracker, Watermark, ticks_of
 from ._output import OutputFileError, output_path
 
-__all__ = ["read_since", "write_since_state", "kept_changes", "kept_entities"]
+__all__ = ["check_since_state", "read_since", "write_since_state", "kept_changes", "kept_entities"]
 
 
 def read_since(since: str | None, state_file: str | None) -> Watermark | None:
@@ -39,6 +39,23 @@ def read_since(since: str | None, state_file: str | None) -> Watermark | None:
                 "--since", "an Edm.DateTime such as 2024-01-02T03:04:05.1234567Z, or a watermark's text", str(exc)
             ) from None
     return Watermark.start() if state_file is not None else None
+
+
+def check_since_state(state_file: str, output: str) -> None:
+    """Refuse, before the export, a state file where the watermark cannot be kept: not a regular file
+    (stdout, a device), or the export's own output (directly or through a link), which the
+    watermark would replace once the export is written."""
+    state = output_path(state_file, overwrite=True)
+    if state.stream:
+        raise OutputFileError(f"--since-state {state_file}: the watermark is kept in a regular file")
+    if output == "-":
+        return
+    same = os.path.realpath(state_file) == os.path.realpath(output)
+    if not same and os.path.exists(state_file) and os.path.exists(output):
+        same = os.path.samefile(state_file, output)
+    if same:
+        raise OutputFileError(f"--since-state {state_file} is the export's output file {output}: the watermark "
+                              "would replace the exported rows; keep it in a file of its own")
 
 
 def write_since_state(state_file: str, watermark: Watermark) -> None:

@@ -12,11 +12,12 @@ import uuid
 from typing import Callable
 from urllib.parse import unquote, urlsplit
 
-from ._entity_writes import WriteOp, execute_write, insert_response, prepare_write, sas_write_check, sas_write_kind
+from ._entity_writes import WriteContext, WriteOp, execute_write, insert_response, prepare_body, sas_write_check, \
+    sas_write_kind, write_context
 from ._error_answers import error_response, pipeline_error_response
 from ._errors import TOO_MANY_CHANGES, PipelineError, ServiceError, error
-from ._multipart import MultipartError, Part, SubResponse, boundary_of, parse_http_request, split_parts, \
-    write_batch_response
+from ._multipart import MultipartError, Part, SubResponse, body_within, boundary_of, operation_shape, \
+    parse_http_request, split_parts, write_batch_response
 from ._negotiation import soft_format
 from ._query_options import parse_filter
 from ._request import MAX_BATCH_OPERATIONS, Call, Request, Response, effective_method
@@ -152,18 +153,34 @@ def _changeset_at_once(call: Call, storage: Storage, account: str, parts: list[P
     prepared: list[tuple[Call, WriteOp, str]] = []
     group: tuple[str, str] | None = None
     seen: set[tuple[str, str]] = set()
+    # Operations of one shape (the same request line and headers but for Content-ID and
+    # Content-Length) are read and checked as the first of them was, up to their bodies.
+    shapes: dict[bytes, tuple[Call, WriteContext]] = {}
     try:
         for index, part in enumerate(parts):
-            method, url, sub_headers, body = parse_http_request(part.body)
-            sub, rest = _sub_call(call, account, method, url, sub_headers, body, index)
-            op = _batch_prepare(sub, rest)
+            shape = operation_shape(part.body)
+            known = shapes.get(shape[0]) if shape is not None else None
+            if known is not None:
+                assert shape is not None
+                sub, context = known
+                content_id = shape[1] if shape[1] is not None else str(index + 1)
+                body = body_within(shape[3], shape[2])
+            else:
+                method, url, sub_headers, body = parse_http_request(part.body)
+                sub, rest = _sub_call(call, account, method, url, sub_headers, body, index)
+                context = _batch_context(sub, rest)
+                content_id = sub_headers.get("content-id", str(index + 1))
+                if shape is not None and (shape[1], shape[2]) == (sub_headers.get("content-id"),
+                                                                  sub_headers.get("content-length")):
+                    shapes[shape[0]] = sub, context
+            op = prepare_body(context, body)
             if group is None:
                 group = (op.table.lower(), op.pk)
             elif (op.table.lower(), op.pk) != group or (op.pk, op.rk) in seen:
                 return None
             seen.add((op.pk, op.rk))
             sas_write_check(sub, op)
-            prepared.append((sub, op, sub_headers.get("content-id", str(index + 1))))
+            prepared.append((sub, op, content_id))
         if not prepared:
             return None
         stored = storage.get_table(prepared[0][1].table)
@@ -198,6 +215,11 @@ def _failure_part(exc: ServiceError, sub_headers: dict[str, str], call: Call, re
 
 
 def _batch_prepare(sub: Call, rest: str) -> WriteOp:
+    return prepare_body(_batch_context(sub, rest), sub.req.body)
+
+
+def _batch_context(sub: Call, rest: str) -> WriteContext:
+    """What one change set operation takes from its request line and headers, checked."""
     method = effective_method(sub)
     segment = resource_segment(rest)
     if method not in ("POST", "PUT", "MERGE", "DELETE") or segment in ("", "$batch"):
@@ -214,7 +236,7 @@ def _batch_prepare(sub: Call, rest: str) -> WriteOp:
         sub.sas.check(sas_write_kind(method, sub.req.headers), table)
     if keys is None and method != "POST":
         raise error("MethodNotAllowed")
-    return prepare_write(sub, method, table, keys)
+    return write_context(sub, method, table, keys)
 
 
 def _sub_call(call: Call, account: str, method: str, url: str, headers: dict[str, str], body: bytes,

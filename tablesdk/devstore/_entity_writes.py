@@ -15,8 +15,8 @@ from ._storage import EntityRow, Storage, etag_for
 from ._values import Props, check_entity, check_key, parse_atom_entity, parse_json_body, parse_json_entity
 from ._wire import Format, atom_entry, json_entity, key_path
 
-__all__ = ["WriteOp", "check_etag", "sas_write_kind", "prepare_write", "execute_write", "sas_write_check",
-           "single_write", "insert_response"]
+__all__ = ["WriteOp", "WriteContext", "write_context", "prepare_body", "check_etag", "sas_write_kind",
+           "prepare_write", "execute_write", "sas_write_check", "single_write", "insert_response"]
 
 # Any weak ETag is a well-formed If-Match value to the service: one it never issued simply does
 # not match (412), where a value that is no ETag at all is refused (400).
@@ -61,8 +61,21 @@ def sas_write_kind(method: str, headers: dict[str, str]) -> str:
     return kind
 
 
-def prepare_write(call: Call, method: str, table: str, keys: tuple[str, str] | None) -> WriteOp:
-    """Parse and check one entity write; nothing is read from storage yet."""
+@dataclass
+class WriteContext:
+    """What a write takes from its method, URL and headers: all of its checks but the body's."""
+
+    kind: str
+    table: str
+    keys: tuple[str, str] | None
+    if_match: str | None
+    prefer: str | None
+    fmt: Format | None
+    json_body: bool
+
+
+def write_context(call: Call, method: str, table: str, keys: tuple[str, str] | None) -> WriteContext:
+    """Check the headers of one entity write; its body is read by :func:`prepare_body`."""
     headers = call.req.headers
     if "if-none-match" in headers and method in ("PUT", "MERGE", "DELETE"):
         if "if-match" in headers:
@@ -76,9 +89,7 @@ def prepare_write(call: Call, method: str, table: str, keys: tuple[str, str] | N
         assert keys is not None
         if if_match is None:
             raise error("MissingRequiredHeader")
-        check_key("PartitionKey", keys[0])
-        check_key("RowKey", keys[1])
-        return WriteOp("delete", table, keys[0], keys[1], {}, if_match, None, None)
+        return WriteContext("delete", table, keys, if_match, None, None, False)
     if method == "POST":
         if keys is not None:
             raise error("MethodNotAllowed")
@@ -96,11 +107,22 @@ def prepare_write(call: Call, method: str, table: str, keys: tuple[str, str] | N
         fmt = negotiate(headers, call.query, call.version) if prefer != "return-no-content" else None
     else:
         prefer, fmt = None, None
-    keys_from_url = kind != "insert"  # typed body keys are ignored there, refused on insert
-    if body_format(headers, call.version) == "json":
-        pk, rk, props = parse_json_entity(parse_json_body(call.req.body), keys_from_url=keys_from_url)
+    return WriteContext(kind, table, keys, if_match, prefer, fmt, body_format(headers, call.version) == "json")
+
+
+def prepare_body(ctx: WriteContext, body: bytes) -> WriteOp:
+    """The write of ``ctx`` with its body read and checked; nothing is read from storage yet."""
+    keys = ctx.keys
+    if ctx.kind == "delete":
+        assert keys is not None
+        check_key("PartitionKey", keys[0])
+        check_key("RowKey", keys[1])
+        return WriteOp("delete", ctx.table, keys[0], keys[1], {}, ctx.if_match, None, None)
+    keys_from_url = ctx.kind != "insert"  # typed body keys are ignored there, refused on insert
+    if ctx.json_body:
+        pk, rk, props = parse_json_entity(parse_json_body(body), keys_from_url=keys_from_url)
     else:
-        pk, rk, props = parse_atom_entity(call.req.body, keys_from_url=keys_from_url)
+        pk, rk, props = parse_atom_entity(body, keys_from_url=keys_from_url)
     if keys is not None:
         if (pk is not None and pk != keys[0]) or (rk is not None and rk != keys[1]):
             raise error("InvalidInput")  # the body's keys must be those of the URL
@@ -109,8 +131,13 @@ def prepare_write(call: Call, method: str, table: str, keys: tuple[str, str] | N
         raise error("PropertiesNeedValue")
     check_key("PartitionKey", pk)
     check_key("RowKey", rk)
-    check_entity(pk, rk, props)
-    return WriteOp(kind, table, pk, rk, props, if_match, prefer, fmt)
+    check_entity(pk, rk, props, len(body) if ctx.json_body else None)
+    return WriteOp(ctx.kind, ctx.table, pk, rk, props, ctx.if_match, ctx.prefer, ctx.fmt)
+
+
+def prepare_write(call: Call, method: str, table: str, keys: tuple[str, str] | None) -> WriteOp:
+    """Parse and check one entity write; nothing is read from storage yet."""
+    return prepare_body(write_context(call, method, table, keys), call.req.body)
 
 
 def execute_write(call: Call, storage: Storage, account: str, op: WriteOp) -> Response:

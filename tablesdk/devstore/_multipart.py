@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-__all__ = ["Part", "MultipartError", "boundary_of", "split_parts", "parse_http_request", "SubResponse",
-           "write_batch_response"]
+__all__ = ["Part", "MultipartError", "boundary_of", "split_parts", "parse_http_request", "body_within",
+           "operation_shape", "SubResponse", "write_batch_response"]
 
 
 class MultipartError(ValueError):
@@ -22,6 +22,9 @@ class MultipartError(ValueError):
 
 @dataclass
 class Part:
+    """One part of a multipart body; parts with equal header blocks share one ``headers``
+    (read them, do not change them)."""
+
     headers: dict[str, str]
     body: bytes
 
@@ -66,7 +69,19 @@ def _parse_headers(block: bytes) -> dict[str, str]:
     return headers
 
 
-_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
+def _blank_line(data: bytes) -> tuple[int, int] | None:
+    """(start, end) of the first blank line (``\\r?\\n\\r?\\n``), found with ``bytes.find``: a regular
+    expression with no literal start is tried at every byte, the most of a part's cost."""
+    crlf = data.find(b"\r\n\r\n")  # the usual one: the others are looked for only before it
+    limit = crlf + 4 if crlf >= 0 else len(data)
+    lf_lf, lf_crlf = data.find(b"\n\n", 0, limit), data.find(b"\n\r\n", 0, limit)
+    if lf_lf < 0 and lf_crlf < 0:
+        return None
+    if lf_crlf < 0 or 0 <= lf_lf < lf_crlf:
+        at, end = lf_lf, lf_lf + 2
+    else:
+        at, end = lf_crlf, lf_crlf + 3
+    return (at - 1 if at and data[at - 1] == 0x0D else at), end
 
 
 def _split_head(data: bytes) -> tuple[bytes, bytes]:
@@ -75,10 +90,10 @@ def _split_head(data: bytes) -> tuple[bytes, bytes]:
         return b"", data[2:]  # no headers at all
     if data.startswith(b"\n"):
         return b"", data[1:]
-    m = _BLANK_LINE.search(data)
-    if m is None:
+    blank = _blank_line(data)
+    if blank is None:
         return data, b""
-    return data[: m.start()], data[m.end():]
+    return data[: blank[0]], data[blank[1]:]
 
 
 def _delimiters(body: bytes, boundary: bytes) -> list[tuple[int, int, bool]]:
@@ -119,10 +134,14 @@ def split_parts(body: bytes, boundary: str) -> list[Part]:
     if not delimiters[-1][2]:
         raise MultipartError("the multipart body has no closing boundary")
     parts: list[Part] = []
+    read: dict[bytes, dict[str, str]] = {}  # the parts of a change set repeat one header block
     for this, nxt in zip(delimiters, delimiters[1:]):
         chunk = body[this[1]: nxt[0]]
         head, content = _split_head(chunk)
-        parts.append(Part(_parse_headers(head), content))
+        headers = read.get(head)
+        if headers is None:
+            headers = read[head] = _parse_headers(head)
+        parts.append(Part(headers, content))
     return parts
 
 
@@ -138,10 +157,69 @@ def parse_http_request(data: bytes) -> tuple[str, str, dict[str, str], bytes]:
         raise MultipartError(f"malformed request line {request_line[:80]!r}")
     head, body = _split_head(data[line_end + 1:])
     headers = _parse_headers(head)
-    length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) <= len(body):
-        body = body[: int(length)]
-    return pieces[0].upper(), pieces[1], headers, body
+    return pieces[0].upper(), pieces[1], headers, body_within(body, headers.get("content-length"))
+
+
+#: The header names that differ from one operation of a change set to the next (a client numbers
+#: its operations, and each body has its own length).
+_VARYING = (b"content-id", b"content-length")
+
+
+def operation_shape(data: bytes) -> tuple[bytes, str | None, str | None, bytes] | None:
+    """(shape, Content-ID, Content-Length, rest) of an ``application/http`` part, or None.
+
+    The shape is the part's request line and header lines without its Content-ID and
+    Content-Length lines: two parts of one shape read (:func:`parse_http_request`) as the same
+    method, URL and headers but for those two values, and ``rest`` is what follows the
+    blank line (before :func:`body_within`). None for a part this reading does not cover
+    (no blank line, folded lines, Content-ID or Content-Length given twice or in a line of
+    another form): read it whole.
+    """
+    data = data.lstrip(b"\r\n")
+    blank = _blank_line(data)
+    if blank is None:
+        return None
+    head, rest = data[: blank[0]], data[blank[1]:]
+    line_end = head.find(b"\n") + 1
+    if not line_end:
+        return head, None, None, rest
+    fields = head[line_end:]
+    # find, not ``in``: a bytes ``in`` first tries its operand as an integer, and formats the error
+    if fields.find(b"\n ") >= 0 or fields.find(b"\n\t") >= 0 or fields.startswith((b" ", b"\t")):
+        return None
+    lowered = fields.lower()
+    values: list[str | None] = []
+    cuts: list[tuple[int, int]] = []
+    for name in _VARYING:
+        at = lowered.find(name)
+        if at < 0:
+            values.append(None)
+            continue
+        if (at and lowered[at - 1] != 0x0A) or lowered.find(name, at + 1) >= 0:
+            return None  # inside another line, or given twice
+        end = lowered.find(b"\n", at) + 1 or len(lowered)
+        line_name, colon, value = fields[at:end].partition(b":")
+        value = value.removesuffix(b"\n").removesuffix(b"\r")
+        if not colon or line_name[len(name):].strip(b" \t") or value.find(b"\r") >= 0:
+            return None
+        values.append(value.decode("latin-1").strip())
+        cuts.append((at, end))
+    if cuts:
+        cuts.sort()
+        kept, position = [], 0
+        for at, end in cuts:
+            kept.append(fields[position:at])
+            position = end
+        kept.append(fields[position:])
+        fields = b"".join(kept)
+    return head[:line_end] + fields, values[0], values[1], rest
+
+
+def body_within(body: bytes, length: str | None) -> bytes:
+    """An operation's body cut to its Content-Length, when it gives one that fits."""
+    if length is not None and length.isascii() and length.isdigit() and int(length) <= len(body):
+        return body[: int(length)]
+    return body
 
 
 @dataclass
@@ -154,18 +232,19 @@ class SubResponse:
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 
 
-def _http_part(response: SubResponse) -> bytes:
-    reason = _REASONS.get(response.status, "Unknown")
-    lines = [f"HTTP/1.1 {response.status} {reason}"]
-    lines.extend(f"{name}: {value}" for name, value in response.headers)
-    head = (
-        "Content-Type: application/http\r\n"
-        "Content-Transfer-Encoding: binary\r\n"
-        "\r\n"
-        + "\r\n".join(lines)
-        + "\r\n\r\n"
-    )
-    return head.encode("latin-1") + response.body
+_PART_HEAD = "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\nHTTP/1.1 "
+
+
+def _http_part(delimiter: str, response: SubResponse) -> bytes:
+    """A delimiter line and the ``application/http`` part of one response, ending in CRLF."""
+    head = [delimiter, _PART_HEAD, str(response.status), " ", _REASONS.get(response.status, "Unknown"), "\r\n"]
+    for name, value in response.headers:
+        head += name, ": ", value, "\r\n"
+    head.append("\r\n")
+    if response.body:
+        return "".join(head).encode("latin-1") + response.body + b"\r\n"
+    head.append("\r\n")
+    return "".join(head).encode("latin-1")
 
 
 def write_batch_response(responses: list[SubResponse], changeset: bool) -> tuple[str, bytes]:
@@ -175,15 +254,15 @@ def write_batch_response(responses: list[SubResponse], changeset: bool) -> tuple
     part; a query's response is a direct part of the batch response.
     """
     batch_boundary = f"batchresponse_{uuid.uuid4()}"
-    out = bytearray()
+    out: list[bytes] = []
     if changeset:
         cs_boundary = f"changesetresponse_{uuid.uuid4()}"
-        out += f"--{batch_boundary}\r\nContent-Type: multipart/mixed; boundary={cs_boundary}\r\n\r\n".encode()
-        for response in responses:
-            out += f"--{cs_boundary}\r\n".encode() + _http_part(response) + b"\r\n"
-        out += f"--{cs_boundary}--\r\n".encode()
+        out.append(f"--{batch_boundary}\r\nContent-Type: multipart/mixed; boundary={cs_boundary}\r\n\r\n".encode())
+        delimiter = f"--{cs_boundary}\r\n"
+        out += [_http_part(delimiter, response) for response in responses]
+        out.append(f"--{cs_boundary}--\r\n".encode())
     else:
-        for response in responses:
-            out += f"--{batch_boundary}\r\n".encode() + _http_part(response) + b"\r\n"
-    out += f"--{batch_boundary}--\r\n".encode()
-    return f"multipart/mixed; boundary={batch_boundary}", bytes(out)
+        delimiter = f"--{batch_boundary}\r\n"
+        out += [_http_part(delimiter, response) for response in responses]
+    out.append(f"--{batch_boundary}--\r\n".encode())
+    return f"multipart/mixed; boundary={batch_boundary}", b"".join(out)

@@ -32,7 +32,7 @@ import json
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .._entities._edm import (
     INT32_MAX,
@@ -235,15 +235,24 @@ def check_value_size(edm: str, value: Any) -> None:
         raise error("PropertyValueTooLarge")
 
 
-def check_entity(pk: str, rk: str, props: Props) -> None:
+def check_entity(pk: str, rk: str, props: Props, json_bytes: int | None = None) -> None:
     """Property count and entity size with the service's formula and error codes.
 
     Size = 4 + 2 * (len(PartitionKey) + len(RowKey)) + for each property
     (8 + 2 * len(name) + value size), lengths in UTF-16 code units, where a
     string value is 4 + 2 * len and a binary value 4 + len bytes.
+
+    ``json_bytes``: the length of the JSON body the properties were read from, which bounds
+    the size: a key has at most 2 UTF-16 units a character; a property's name and value
+    take at least as many bytes of JSON text as UTF-16 units (base64 more than the bytes
+    it holds), plus 3 for the quotes and the colon, and a value of a fixed size is at
+    most 16 bytes, so a property adds at most 2 * (its bytes of JSON) + 28.
     """
     if len(props) > MAX_CUSTOM_PROPERTIES:
         raise error("TooManyProperties")
+    if json_bytes is not None and (4 + 4 * (len(pk) + len(rk)) + 2 * json_bytes + 28 * len(props)
+                                   <= MAX_ENTITY_BYTES):
+        return  # within the bound below: no need to add the sizes up
     size = 4 + 2 * (_utf16_units(pk) + _utf16_units(rk))
     fixed = _FIXED_SIZES
     for name, (edm, value) in props.items():
@@ -261,8 +270,32 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _compact_json() -> Callable[[Any], str]:
+    """``_COMPACT_ENCODER.encode``, with the C encoder made once: ``JSONEncoder.encode`` makes
+    one per call, as much as the encoding of a small object. Without cycle checks: the
+    emulator encodes only what it built, lists and dicts of plain values."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the json accelerator
+        return _COMPACT_ENCODER.encode
+    encoder = _COMPACT_ENCODER
+    encode = make(None, encoder.default, json.encoder.encode_basestring, None, encoder.key_separator,
+                  encoder.item_separator, False, False, True)
+
+    def compact(obj: Any) -> str:
+        if obj.__class__ is str:
+            return json.encoder.encode_basestring(obj)
+        return "".join(encode(obj, 0))
+
+    return compact
+
+
 #: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` without building an encoder per call.
-COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+COMPACT_JSON = _compact_json()
+
+_JSON_SPACE = " \t\n\r"
 
 #: One decoder for every body (``json.loads`` with a hook builds a new decoder per call).
 _BODY_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
@@ -275,8 +308,14 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
     text and could not be written back.
     """
     try:
-        text = body.decode("utf-8-sig")
-        obj = _BODY_DECODER.decode(text)
+        text = body.decode("utf-8")
+        if text.startswith("\ufeff"):  # what "utf-8-sig" drops, without its Python-level decoder
+            text = text[1:]
+        # JSONDecoder.decode without its two regular-expression matches: JSON's whitespace is these four
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+        obj, end = _BODY_DECODER.raw_decode(text, start)
+        if text[end:].strip(_JSON_SPACE):
+            raise ValueError("extra data")
     except ServiceError:
         raise
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
@@ -291,44 +330,73 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
     return obj
 
 
+class _NotOfType(ValueError):
+    """A JSON value its declared EDM type does not take."""
+
+
+def _json_string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise _NotOfType()
+
+
+def _json_int32(value: Any) -> int:
+    # The service also takes the numeral as a string ("12345"), as it does for Int64.
+    if isinstance(value, str) and _INT_RE.match(value.strip()):
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX:
+        return value
+    raise _NotOfType()
+
+
+def _json_int64(value: Any) -> int:
+    if isinstance(value, str) and _INT_RE.match(value):
+        number = int(value)
+        if INT64_MIN <= number <= INT64_MAX:
+            return number
+    raise _NotOfType()
+
+
+def _json_double_value(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _finite(float(value))
+    if isinstance(value, str):
+        if value in _DOUBLE_SPECIAL:
+            return _DOUBLE_SPECIAL[value]
+        if _DOUBLE_RE.match(value):
+            return _finite(float(value))
+    raise _NotOfType()
+
+
+def _json_boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    # as a string in any case ("True", "false"), as .NET's Boolean.Parse reads it
+    lowered = value.strip().lower() if isinstance(value, str) else None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise _NotOfType()
+
+
+def _json_binary(value: Any) -> bytes:
+    if isinstance(value, str):
+        return _b64(value)
+    raise _NotOfType()
+
+
+#: The reader of a JSON value of each declared type: its canonical value, or ValueError,
+#: TypeError or OverflowError when the type does not take it.
+_JSON_READERS: dict[str, Callable[[Any], Any]] = {
+    STRING: _json_string, INT32: _json_int32, INT64: _json_int64, DOUBLE: _json_double_value,
+    BOOLEAN: _json_boolean, DATETIME: canonical_datetime, GUID: canonical_guid, BINARY: _json_binary,
+}
+
+
 def _json_typed(name: str, edm: str, value: Any) -> tuple[str, Any]:
+    read = _JSON_READERS.get(edm)
     try:
-        if edm == STRING:
-            if isinstance(value, str):
-                return edm, value
-        elif edm == INT32:
-            # The service also takes the numeral as a string ("12345"), as it does for Int64.
-            if isinstance(value, str) and _INT_RE.match(value.strip()):
-                value = int(value.strip())
-            if isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX:
-                return edm, value
-        elif edm == INT64:
-            if isinstance(value, str) and _INT_RE.match(value):
-                number = int(value)
-                if INT64_MIN <= number <= INT64_MAX:
-                    return edm, number
-        elif edm == DOUBLE:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return edm, _finite(float(value))
-            if isinstance(value, str):
-                if value in _DOUBLE_SPECIAL:
-                    return edm, _DOUBLE_SPECIAL[value]
-                if _DOUBLE_RE.match(value):
-                    return edm, _finite(float(value))
-        elif edm == BOOLEAN:
-            if isinstance(value, bool):
-                return edm, value
-            # as a string in any case ("True", "false"), as .NET's Boolean.Parse reads it
-            lowered = value.strip().lower() if isinstance(value, str) else None
-            if lowered in ("true", "false"):
-                return edm, lowered == "true"
-        elif edm == DATETIME:
-            return edm, canonical_datetime(value)
-        elif edm == GUID:
-            return edm, canonical_guid(value)
-        elif edm == BINARY:
-            if isinstance(value, str):
-                return edm, _b64(value)
+        if read is not None:
+            return edm, read(value)
     except (ValueError, TypeError, OverflowError):
         pass
     raise _bad_value(name)
@@ -354,6 +422,9 @@ def _json_untyped(name: str, value: Any) -> tuple[str, Any]:
 def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tuple[Any, Any, Props]:
     """(PartitionKey, RowKey, properties) from a JSON entity object.
 
+    Read by the plan of its member names (:func:`_planned_entity`) when it has one, else
+    member by member (:func:`_read_json_entity`, which also gives every error).
+
     Keys are returned as found (None when absent) for the caller to check;
     ``odata.*`` members and Timestamp are ignored; null values are dropped, as
     the service does not store nulls. A key typed other than Edm.String is
@@ -361,6 +432,118 @@ def parse_json_entity(obj: dict[str, Any], *, keys_from_url: bool = False) -> tu
     upserts, whose keys are the URL's), ignored: the service answers those 204
     and keeps the keys as the URL's strings.
     """
+    planned = _planned_entity(obj)
+    return planned if planned is not None else _read_json_entity(obj, keys_from_url)
+
+
+class _EntityPlan:
+    """How to read the entities whose members have given names, in a given order: the
+    members that annotate a type, and for each tuple of the types they name, the
+    properties to read with their types (None: the JSON value's own)."""
+
+    __slots__ = ("annotations", "names", "typed")
+
+    def __init__(self, annotations: tuple[str, ...], names: tuple[str, ...]) -> None:
+        self.annotations = annotations
+        self.names = names
+        self.typed: dict[tuple[Any, ...], tuple[tuple[str, str | None, Any], ...]] = {}
+
+
+#: Plans by the members' names in order (None: read member by member); cleared when full.
+_PLANS: dict[tuple[str, ...], _EntityPlan | None] = {}
+_MAX_PLANS = 512
+_EDM_CONSTANTS = {name: name for name in EDM_TYPES}
+
+
+def _entity_plan(members: tuple[str, ...]) -> _EntityPlan | None:
+    """The plan of entities with these member names, or None when a name needs the full reading
+    (an invalid property name, a typed key)."""
+    annotations: list[str] = []
+    names: list[str] = []
+    for key in members:
+        if "@" in key:
+            prop, _, annotation = key.partition("@")
+            if annotation == "odata.type":
+                if prop in ("PartitionKey", "RowKey"):
+                    return None
+                annotations.append(key)
+            continue
+        if key in _NOT_PROPERTIES or key.startswith("odata."):
+            continue
+        if len(key) > MAX_NAME_LENGTH or not key.isidentifier():
+            return None
+        names.append(key)
+    return _EntityPlan(tuple(annotations), tuple(names))
+
+
+def _typed_names(plan: _EntityPlan, types: tuple[Any, ...]) -> tuple[tuple[str, str | None, Any], ...] | None:
+    """The properties of ``plan`` with the types its annotations name and their readers, or None
+    when an annotation names no type."""
+    if not all(value.__class__ is str and value in EDM_TYPES for value in types):
+        return None
+    declared = {key.partition("@")[0]: _EDM_CONSTANTS[value] for key, value in zip(plan.annotations, types)}
+    typed: list[tuple[str, str | None, Any]] = []
+    for name in plan.names:
+        edm = declared.get(name)
+        typed.append((name, edm, None if edm is None else _JSON_READERS[edm]))
+    return tuple(typed)
+
+
+def _planned_entity(obj: dict[str, Any]) -> tuple[Any, Any, Props] | None:
+    """(PartitionKey, RowKey, properties) of an entity read by its plan, or None: no plan, or a
+    value to refuse (the member-by-member reading finds the error the service gives)."""
+    members = tuple(obj)
+    plan = _PLANS.get(members)
+    if plan is None:
+        if members in _PLANS:
+            return None
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[members] = _entity_plan(members)
+        if plan is None:
+            return None
+    try:
+        types = tuple(map(obj.__getitem__, plan.annotations))
+        typed_names = plan.typed.get(types)
+    except TypeError:  # an annotation that is no string
+        return None
+    if typed_names is None:
+        typed_names = _typed_names(plan, types)
+        if typed_names is None:
+            return None
+        if len(plan.typed) < _MAX_PLANS:
+            plan.typed[types] = typed_names
+    props: Props = {}
+    try:
+        for name, edm, read in typed_names:
+            value = obj[name]
+            kind = value.__class__
+            if kind is str and (edm is None or edm is STRING):
+                if 4 * len(value) > MAX_VALUE_BYTES:
+                    check_value_size(STRING, value)
+                props[name] = (STRING, value)
+            elif value is None:
+                continue
+            elif edm is None:
+                if kind is int and INT32_MIN <= value <= INT32_MAX:
+                    props[name] = (INT32, value)
+                elif kind is bool:
+                    props[name] = (BOOLEAN, value)
+                elif kind is float:
+                    props[name] = _json_untyped(name, value)
+                else:
+                    return None
+            else:
+                props[name] = edm, read(value)
+                if edm is BINARY:
+                    check_value_size(BINARY, props[name][1])
+    except (ServiceError, ValueError, TypeError, OverflowError):
+        return None
+    return obj.get("PartitionKey"), obj.get("RowKey"), props
+
+
+def _read_json_entity(obj: dict[str, Any], keys_from_url: bool) -> tuple[Any, Any, Props]:
+    """:func:`parse_json_entity` member by member: any entity, and every error."""
     pk: Any = obj.get("PartitionKey")
     rk: Any = obj.get("RowKey")
     props: Props = {}
@@ -643,12 +826,34 @@ def json_property_items(props: Props, annotate: bool, select: Iterable[str] | No
     return items
 
 
+def _b64_text(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+#: How json_fragment writes a value of each type that carries its annotation (Double: non-finite only).
+_ANNOTATED_WRITERS: dict[str, Any] = {INT64: str, DATETIME: wire_datetime, GUID: str, BINARY: _b64_text}
+
+
 def json_fragment(props: Props) -> str:
-    """The minimal-metadata JSON members of the properties, without braces (stored for fast scans)."""
+    """The minimal-metadata JSON members of the properties, without braces (stored for fast scans):
+    :func:`json_property_items` with annotations, written straight into one object."""
     if not props:
         return ""
-    text = COMPACT_JSON(dict(json_property_items(props, True)))
-    return text[1:-1]
+    members: dict[str, Any] = {}
+    for name, (edm, value) in props.items():
+        if edm is STRING or edm is INT32 or edm is BOOLEAN:
+            members[name] = value
+        elif edm is DOUBLE:
+            value, needs = _json_double(value)
+            if needs:
+                members[name + "@odata.type"] = edm
+            members[name] = value
+        elif edm in _ANNOTATED_WRITERS:
+            members[name + "@odata.type"] = edm
+            members[name] = _ANNOTATED_WRITERS[edm](value)
+        else:  # a type name that is not the module's constant (equal text): the general writer
+            members.update(json_property_items({name: (edm, value)}, True))
+    return COMPACT_JSON(members)[1:-1]
 
 
 # ------------------------------------------------------------------ Atom responses

@@ -31,6 +31,7 @@ from .._encryption import (
     METADATA_PROPERTIES,
     PROTOCOL_LEGACY,
     EncryptionKeyError,
+    EncryptionRequiredError,
     TableEncryptionError,
     TableEncryptionPolicy,
     decrypt_payload,
@@ -141,7 +142,7 @@ class EntityReader:
         (what the old package gave a ``property_resolver`` for it)."""
         if self._policy is None:
             if self.require_encryption:
-                raise AzureException(DECRYPTION_FAILED)
+                raise AzureException(DECRYPTION_FAILED) from _no_key(payload)
             return payload, {}
         if not self.require_encryption and not is_encrypted(payload):
             return payload, {}
@@ -154,6 +155,18 @@ class EntityReader:
             name: (before[name], payload.types.get(name))
             for name, value in decrypted.values.items() if name in before and value is not before[name]
         }
+
+
+def _no_key(payload: EntityPayload) -> TableEncryptionError:
+    """Why a read with ``require_encryption`` and neither key nor resolver fails (the cause of the
+    old error): the entity is not encrypted, or there is nothing to decrypt it with."""
+    pk, rk = payload.values.get("PartitionKey"), payload.values.get("RowKey")
+    where: dict[str, Any] = {"partition_key": pk if isinstance(pk, str) else None,
+                             "row_key": rk if isinstance(rk, str) else None}
+    if not is_encrypted(payload):
+        return EncryptionRequiredError("encryption is required and the entity read is not encrypted", **where)
+    return EncryptionKeyError("require_encryption is set, and neither key_encryption_key nor key_resolver_function "
+                              "is there to decrypt the entity with", **where)
 
 
 class _LegacyKey:

@@ -43,6 +43,18 @@ class AzureHttpError(AzureException):
         self.status_code = status_code
         self.error_code = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # __new__ needs the status code, which the default (the message alone) would not pass.
+        return (_rebuilt_http_error, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt_http_error(cls: type[AzureHttpError], args: tuple[Any, ...], state: dict[str, Any]) -> AzureHttpError:
+    """An :class:`AzureHttpError` of ``cls`` as it was pickled, without its ``__new__`` and ``__init__``."""
+    error = AzureException.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class AzureConflictHttpError(AzureHttpError):
     """409: the table or entity already exists, or the table is being deleted."""

@@ -3,7 +3,8 @@
 A hostile (or merely careless) server may copy what it received into its answer: into the
 error code (the body's code element or ``x-ms-error-code``), the message, the request id, a
 batch's inner answer. It may upper- or lower-case it, percent-escape some or every character
-(once or twice), or quote a SAS URL that is itself percent-encoded. Generated here: the
+(once or twice), write it in the URL-safe base64 alphabet, escape its reserved characters as
+JSON (``\\/``, ``\\u002B``) or XML (``&#43;``) do, or quote a SAS URL that is itself percent-encoded. Generated here: the
 attempt's own secrets (the SAS ``sig``, the bearer token, the Shared Key signature) and
 secrets the client never sent (a ``sig=`` parameter, a bearer token, an ``Authorization:``
 line, an ``AccountKey=``), each in such a variant, in each place an error is built from.
@@ -31,7 +32,7 @@ import pytest
 pytest.importorskip("hypothesis")
 pytest.importorskip("opentelemetry.sdk")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
@@ -79,26 +80,57 @@ def _escape(ch: str, lower_hex: bool, twice: bool) -> str:
     return f"%25{code}" if twice else f"%{code}"
 
 
-@st.composite
-def escaped(draw: st.DrawFn, text: str, *, alnum_too: bool = True) -> str:
-    """``text`` with none, its reserved characters, or every character percent-escaped
-    (hex digits in either case, possibly escaped twice: ``%252B``)."""
-    mode = draw(st.sampled_from(["none", "reserved", "all", "some"] if alnum_too else ["none", "reserved"]))
-    lower_hex = draw(st.booleans())
-    twice = draw(st.booleans())
+#: How a server may write a character that is neither a letter nor a digit, besides percent-escaping it:
+#: JSON's ``\/`` (and ``\u002B``, as .NET's encoder writes '+'), or an XML/HTML character reference.
+MARKUP_ESCAPES = ["json-slash", "json-unicode", "xml-decimal", "xml-hex"]
+
+
+def _markup_escape(ch: str, how: str, lower_hex: bool) -> str:
+    code = f"{ord(ch):04x}" if lower_hex else f"{ord(ch):04X}"
+    if how == "json-slash":
+        return "\\/" if ch == "/" else ch
+    if how == "json-unicode":
+        return f"\\u{code}"
+    if how == "xml-decimal":
+        return f"&#{ord(ch)};"
+    return f"&#x{code.lstrip('0')};"
+
+
+def _url_safe(text: str, padded: bool) -> str:
+    """``text`` in the URL-safe base64 alphabet ('-' and '_' for '+' and '/'), padded or not."""
+    text = text.replace("+", "-").replace("/", "_")
+    return text if padded else text.rstrip("=")
+
+
+def _escaped(text: str, mode: str, lower_hex: bool, twice: bool, picks: list[bool] | None = None) -> str:
     if mode == "none":
         return text
-    if mode == "some":
-        picks = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text)))
-    else:
+    if mode in MARKUP_ESCAPES:
+        return "".join(c if c.isalnum() else _markup_escape(c, mode, lower_hex) for c in text)
+    if picks is None:
         picks = [mode == "all" or not c.isalnum() for c in text]
     return "".join(_escape(c, lower_hex, twice) if pick else c for c, pick in zip(text, picks))
 
 
 @st.composite
+def escaped(draw: st.DrawFn, text: str, *, alnum_too: bool = True) -> str:
+    """``text`` with none, its reserved characters, or every character percent-escaped
+    (hex digits in either case, possibly escaped twice: ``%252B``), or its reserved
+    characters escaped as JSON or XML may write them."""
+    modes = ["none", "reserved", "all", "some", *MARKUP_ESCAPES] if alnum_too else ["none", "reserved"]
+    mode = draw(st.sampled_from(modes))
+    lower_hex = draw(st.booleans())
+    twice = draw(st.booleans())
+    picks = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text))) if mode == "some" else None
+    return _escaped(text, mode, lower_hex, twice, picks)
+
+
+@st.composite
 def secret_form(draw: st.DrawFn, secret: str) -> str:
-    """How a server may write ``secret`` back: escaped, then case-folded (a server that
-    upper-cases its whole message), or case-folded only."""
+    """How a server may write ``secret`` back: in either base64 alphabet, escaped, then
+    case-folded (a server that upper-cases its whole message), or case-folded only."""
+    if draw(st.booleans()):
+        secret = _url_safe(secret, padded=draw(st.booleans()))
     text = draw(escaped(secret))
     return draw(case_folded(text)) if draw(st.booleans()) else text
 
@@ -162,8 +194,11 @@ def cases(draw: st.DrawFn) -> Case:
 
     # Drawn now, applied to the request's own secret when the server answers.
     bare_shape = draw(st.sampled_from(["alone", "quoted", "in-words"]))
-    escape_mode = draw(st.sampled_from(["none", "reserved", "all"]))
+    escape_mode = draw(st.sampled_from(["none", "reserved", "all", *MARKUP_ESCAPES]))
+    alphabet = draw(st.sampled_from(["standard", "url-safe", "url-safe-unpadded"]))
     lower_hex, twice = draw(st.booleans()), draw(st.booleans())
+    key_form = _url_safe(key, padded=True) if alphabet != "standard" else key
+    key_form = _escaped(key_form, escape_mode if escape_mode in MARKUP_ESCAPES else "none", lower_hex, False)
     fold = draw(st.sampled_from(["as-is", "upper", "lower"]))
     sig_before, sig_after = draw(sig_parameter())
     auth_before = draw(authorization_line("Bearer" if kind == "bearer" else "SharedKey"))
@@ -174,12 +209,14 @@ def cases(draw: st.DrawFn) -> Case:
         "foreign-key": draw(st.sampled_from([
             f"AccountKey={key}", f"accountkey={quote(key, safe='')}", f"ACCOUNTKEY%3D{quote(key, safe='')}",
             f"the key {key} is wrong", f"DefaultEndpointsProtocol=https;AccountName={ACCOUNT};AccountKey={key};",
+            f"AccountKey={key_form}", f"the key {key_form} is wrong",
         ])),
     }
 
     def form(secret: str) -> str:
-        picks = [escape_mode == "all" or (escape_mode == "reserved" and not c.isalnum()) for c in secret]
-        text = "".join(_escape(c, lower_hex, twice) if pick else c for c, pick in zip(secret, picks))
+        if alphabet != "standard":
+            secret = _url_safe(secret, padded=alphabet == "url-safe")
+        text = _escaped(secret, escape_mode, lower_hex, twice)
         return text.upper() if fold == "upper" else text.lower() if fold == "lower" else text
 
     def echo(request: HttpRequest) -> str:
@@ -206,6 +243,20 @@ def cases(draw: st.DrawFn) -> Case:
         return found
 
     return Case(kind, sig, token, key, echo, secrets)
+
+
+SIG = "Xk3+pQ/rT9vW2yZa4bCdEfGhIjKlMnOpQrStUvWx12E="
+SIG_SENT = quote(SIG, safe="")
+TOKEN = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJzdG9yYWdlIn0.c2VjcmV0LXNpZ25hdHVyZQ"
+KEY = _b64(bytes(range(7, 71)))
+
+
+def _fixed_case(kind: str, echo: Callable[[HttpRequest], str]) -> Case:
+    return Case(kind, SIG, TOKEN, KEY, echo, lambda request: [SIG if kind == "sas" else TOKEN])
+
+
+def _percent_escaped(text: str, *, lower_hex: bool = False, twice: bool = False) -> str:
+    return "".join(_escape(c, lower_hex, twice) for c in text)
 
 
 PLACES = [
@@ -364,13 +415,15 @@ _unicode_escape = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
 def _normalised(text: str) -> str:
-    """``text`` with every escaping undone, lower-cased: what a reader could recover."""
+    """``text`` with every escaping undone, lower-cased, in the standard base64 alphabet:
+    what a reader could recover."""
     for _ in range(4):
         decoded = html.unescape(_unicode_escape.sub(lambda m: chr(int(m.group(1), 16)), unquote(text)))
+        decoded = decoded.replace("\\/", "/")
         if decoded == text:
             break
         text = decoded
-    return text.lower()
+    return text.lower().replace("-", "+").replace("_", "/")
 
 
 def _windows(secret: str) -> set[str]:
@@ -390,8 +443,16 @@ def _leaks(secret: str, others: list[str], texts: list[str]) -> list[str]:
     return out
 
 
-# Derandomized: the suite must not pass or fail by the draw. A rare draw (a bearer token percent-escaped
-# twice) was seen to survive; exploring further draws is `--hypothesis-seed=N` by hand.
+# Derandomized: the suite must not pass or fail by the draw; exploring further draws is
+# `--hypothesis-seed=N` with derandomize off, by hand. The examples are draws that once survived:
+# a bare token escaped so long (every character percent-escaped twice) that the message of a plain-text
+# error body was cut inside it, leaving a piece of it that no pattern of the whole token could find.
+@example(case=_fixed_case("bearer", lambda request: _percent_escaped(TOKEN, twice=True)),
+         place="text-body", status=403, mode="sync")
+@example(case=_fixed_case("bearer", lambda request: f"you sent {_percent_escaped(TOKEN, lower_hex=True, twice=True)} which"),
+         place="text-body", status=503, mode="async")
+@example(case=_fixed_case("bearer", lambda request: f"'{_percent_escaped(TOKEN, twice=True).lower()}'"),
+         place="text-body", status=409, mode="sync")
 @settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=cases(), place=st.sampled_from(PLACES), status=st.sampled_from([403, 409, 503]),
        mode=st.sampled_from(["sync", "async"]))
@@ -430,10 +491,6 @@ def test_no_echoed_secret_survives_in_errors_logs_or_spans(
 
 # ------------------------------------------------------------------------------ the spellings one by one
 
-SIG = "Xk3+pQ/rT9vW2yZa4bCdEfGhIjKlMnOpQrStUvWx12E="
-SIG_SENT = quote(SIG, safe="")
-TOKEN = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJzdG9yYWdlIn0.c2VjcmV0LXNpZ25hdHVyZQ"
-KEY = _b64(bytes(range(7, 71)))
 
 SPELLINGS = [
     f"?SIG={SIG_SENT}", f"&Sig={SIG_SENT}", f"&sIg={SIG}", f"?sig%3D{SIG_SENT}", f"?%73ig={SIG_SENT}",
@@ -445,6 +502,12 @@ SPELLINGS = [
     f"bearer {TOKEN}", f"BEARER {TOKEN}", f"Bearer%20{TOKEN}", f"authorization: Bearer {TOKEN}",
     f"Authorization: SharedKey account:{SIG}", f"AUTHORIZATION={TOKEN}", f'"Authorization": "Bearer {TOKEN}"',
     f"AccountKey={KEY};EndpointSuffix=core.windows.net", f"the key {quote(KEY, safe='')} is wrong",
+    # The URL-safe base64 alphabet, JSON's escapes, character references.
+    f"?sig={_url_safe(SIG, padded=False)}", f"&sig={_escaped(SIG, 'xml-decimal', False, False)}&se=2099",
+    f"bearer {_escaped(SIG, 'xml-hex', True, False)}", f"Authorization: Bearer {_escaped(SIG, 'json-unicode', False, False)}",
+    f"AccountKey={_escaped(KEY, 'xml-hex', False, False)};", f"the key {_url_safe(KEY, padded=True)} is wrong",
+    f"the key {_escaped(KEY, 'json-slash', False, False)} is wrong",
+    f"the key {_escaped(_url_safe(KEY, padded=True), 'json-unicode', True, False)} is wrong",
 ]
 
 
@@ -472,10 +535,6 @@ def test_ordinary_error_text_is_left_alone(text: str) -> None:
     assert redact_marked(text) == text
 
 
-def _fixed_case(kind: str, echo: Callable[[HttpRequest], str]) -> Case:
-    return Case(kind, SIG, TOKEN, KEY, echo, lambda request: [SIG if kind == "sas" else TOKEN])
-
-
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("place", ["json-code", "xml-code", "header-code", "batch-json-code", "batch-header-code"])
 def test_a_secret_echoed_in_the_error_code_reaches_no_string_and_no_span(
@@ -496,3 +555,38 @@ def test_a_secret_echoed_in_the_error_code_reaches_no_string_and_no_span(
         if place.startswith("batch"):
             assert isinstance(cause, TableServiceError) and "REDACTED" in str(cause.error_code)
         spans.clear()
+
+
+# ------------------------------------------------------------------------------ a message cut short
+
+
+def test_an_excerpt_cut_inside_a_bare_secret_keeps_no_piece_of_it() -> None:
+    from tablesdk._formats.errors import MAX_TEXT_EXCERPT, parse_error_body
+
+    for escaped_token in (_percent_escaped(TOKEN, twice=True), _percent_escaped(TOKEN, lower_hex=True)):
+        for padding in range(60, 280, 20):  # the cut falls at a different place in the token each time
+            body = f"Refused {'x' * padding} {escaped_token} and more".encode()
+            _, message = parse_error_body(body, "text/plain")  # no secrets known (a batch's inner answer)
+            assert len(message) <= MAX_TEXT_EXCERPT and message.endswith("..."), message
+            assert not _leaks(TOKEN, [], [message]), message
+
+
+def test_the_attempts_secrets_leave_an_excerpt_before_it_is_cut() -> None:
+    from tablesdk._core._redaction import attempt_secrets
+    from tablesdk._formats.errors import parse_error_body
+
+    secrets = attempt_secrets({}, f"https://a/t?sv=1&sig={SIG_SENT}")
+    form_decoded = SIG.replace("+", " ")  # a form decoder's '+': the signature is two words
+    for padding in range(270, 300, 3):
+        body = f"{'x' * padding} {form_decoded} and more".encode()
+        _, message = parse_error_body(body, "text/plain", secrets)
+        assert not _leaks(SIG, [], [message.replace(" ", "+")]), message
+
+
+def test_shorten_cuts_at_a_space_and_says_so() -> None:
+    from tablesdk._core._redaction import shorten
+
+    assert shorten("short", 10) == "short"
+    assert shorten("alpha beta gamma", 13) == "alpha beta..."
+    assert shorten("alpha betagamma", 13) == "alpha..."
+    assert shorten("x" * 20, 10) == "..."

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tablesdk._entities import _edm, _entity_write, _models
+from tablesdk._entities import _edm, _entity_write, _model_annotations
 from tablesdk._entities._edm import (
     EdmDateTime,
     EdmType,
@@ -99,7 +99,7 @@ def test_the_entity_tables_are_built_from_the_specs() -> None:
     assert _entity_write._PLANNED_SIZES == _entity_write._SIZES
     assert _entity_write._MEASURES == {t: spec.measure for t, spec in EDM_SPECS.items()}
     assert _entity_write._PYTHON_NAMES == {t: spec.python_name for t, spec in EDM_SPECS.items()}
-    assert _models._ANNOTATION_TYPES == {h: t for t, spec in EDM_SPECS.items() for h in spec.declared_by}
+    assert _model_annotations._ANNOTATION_TYPES == {h: t for t, spec in EDM_SPECS.items() for h in spec.declared_by}
     assert _entity_write._EXACT_TYPES == {
         cls: t for t, spec in EDM_SPECS.items() for cls in spec.sent_from if cls is not int
     }

@@ -79,7 +79,8 @@ ENTITY_STATE = {"_values", "_types", "_wire_types", "__dict__"}
     [
         "_unit_of_work/_context.py", "aio/_context.py", "_unit_of_work/_tracking.py", "_unit_of_work/_merge.py",
         "_unit_of_work/_save_plan.py", "_unit_of_work/_tracking_context.py", "_clients/_client.py",
-        "_clients/_operations.py", "_bulk_loading/_bulk.py",
+        "_clients/_client_base.py", "_clients/_table_flows.py", "_clients/_query_flows.py",
+        "_clients/_batch_flows.py", "_clients/_entity_flows.py", "_bulk_loading/_bulk.py",
     ],
 )
 def test_entity_state_is_changed_only_by_entity_py(module: str) -> None:
