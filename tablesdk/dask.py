@@ -25,6 +25,8 @@ from typing import Any
 from ._columns._arrow import guids_as_uuid, is_uuid_type, pandas_types_mapper
 from ._columns._arrow_fit import edm_type_overrides
 from ._queries._watermark import ChangeWindow, Watermark
+from ._columns._engine_encryption import engine_encryption
+from ._encryption import TableEncryptionPolicy
 from ._columns._engines import (
     DEFAULT_PARTITIONS,
     KEY_CEILING,
@@ -72,6 +74,7 @@ def read_table(
     payload_format: str = "json",
     operation_deadline: float | None = None,
     since: Watermark | ChangeWindow | None = None,
+    encryption_policy: TableEncryptionPolicy | None = None,
 ) -> Any:
     """The entities of ``table`` as a ``dask.dataframe.DataFrame`` indexed by PartitionKey.
 
@@ -91,6 +94,9 @@ def read_table(
     ``odata.etag`` column; :func:`~tablesdk.next_watermark` makes the next watermark from the rows
     (docs/data.md, "Incremental reads"). A :class:`~tablesdk.ChangeWindow` as ``since`` reads the rows
     inside it, every time the frame is computed, and its ``next_watermark`` is the next watermark.
+    ``encryption_policy`` decrypts client-side encrypted entities (its key travels pickled to the
+    workers; docs/encryption.md, "Data engines"); without it, a partition that meets an encrypted
+    entity raises :class:`~tablesdk.EncryptionKeyError` rather than return its ciphertext.
     """
     import dask.dataframe as dd
     import pyarrow as pa
@@ -98,7 +104,7 @@ def read_table(
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=npartitions, boundaries=boundaries,
         schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
-        since=since,
+        since=since, encryption=engine_encryption(encryption_policy),
     )
     schema, specs, points = plan.schema, list(plan.specs), plan.boundaries
     meta = guids_as_uuid(pa.Table.from_batches([], schema=schema)).to_pandas(types_mapper=_frame_types_mapper())
@@ -127,6 +133,9 @@ def write_table(
     options: TableRequestOptions | None = None,
     payload_format: str = "json",
     edm_types: Mapping[str, EdmType] | None = None,
+    encryption_policy: TableEncryptionPolicy | None = None,
+    encrypt_columns: Sequence[str] | None = None,
+    encryption_resolver: Callable[[str, str, str], bool] | None = None,
 ) -> list[int]:
     """Write every row of ``ddf`` (PartitionKey and RowKey as columns or as the named index) as
     an entity of ``table``, each partition with ``bulk_insert`` on a worker; returns the count
@@ -141,6 +150,9 @@ def write_table(
     reported, with the column and row, in the :class:`TableWriteError`. ``max_workers``,
     ``retry_policy`` and ``options`` as :meth:`~tablesdk.CloudTableClient.write_arrow`'s (on each
     worker; there is no ``progress``: the partitions are written in other threads or processes).
+    ``encryption_policy`` encrypts the columns ``encrypt_columns`` names and those
+    ``encryption_resolver(pk, rk, name)`` (or the policy's) chooses, as the client does
+    (docs/encryption.md); a merge of an encrypted entity is refused, entity by entity.
     Raises :class:`TableWriteError` naming each partition and key not written when any entity failed.
     """
     from dask.base import compute, tokenize
@@ -148,9 +160,10 @@ def write_table(
 
     names = [*map(str, ddf.columns), *([str(ddf.index.name)] if ddf.index.name is not None else [])]
     overrides = tuple(edm_type_overrides(edm_types, names).items())  # a wrong name or type: refused here
+    encryption = engine_encryption(encryption_policy, encryption_resolver, encrypt_columns, writing=True)
     bulk = BulkOptions.threads(max_workers, None, retry_policy, options)
-    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides)
-    token = tokenize(spec.connection, table, mode, bulk, ddf._name, overrides)
+    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides, encryption)
+    token = tokenize(spec.connection, table, mode, bulk, ddf._name, overrides, encryption)
     parts = ddf.to_delayed()
     tasks = [
         delayed(_write_partition, pure=True)(part, spec, dask_key_name=f"tablesdk-write-{token}-{index}")

@@ -21,7 +21,7 @@ import inspect
 import json
 import math
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,8 @@ from ._bulk_loading._bulk import BulkMode, BulkResult, ProgressCallback
 from ._entities._edm import EdmDateTime, EdmType, EntityProperty
 from ._columns._engines import RangePlan, RangeSpec, change_window, plan_ranges, read_range
 from ._core._extras import require_extra
+from ._columns._engine_encryption import engine_encryption
+from ._encryption import TableEncryptionPolicy
 from ._entities._filter import MAX_FILTER_COMPARISONS, Filter, count_comparisons, prop
 from ._pipeline._options import TableRequestOptions
 from ._pipeline._retry import RetryPolicy
@@ -370,6 +372,7 @@ def scan_table(
     payload_format: str = "json",
     operation_deadline: float | None = None,
     since: ChangeWindow | None = None,
+    encryption_policy: TableEncryptionPolicy | None = None,
 ) -> polars.LazyFrame:
     """The entities of ``table`` as a ``polars.LazyFrame``; nothing but the probes and a sample is read
     until it is collected.
@@ -386,13 +389,16 @@ def scan_table(
     ``since`` (a :class:`~tablesdk.ChangeWindow`) reads only the rows changed inside it, with their
     ``odata.etag`` column: the same rows each time the frame is collected, and the window's
     ``next_watermark`` is the watermark after them (docs/data.md, "Incremental reads").
+    ``encryption_policy`` decrypts client-side encrypted entities (docs/encryption.md, "Data engines");
+    without it, meeting an encrypted entity raises :class:`~tablesdk.EncryptionKeyError` rather than
+    return its ciphertext.
     """
     from polars.io.plugins import register_io_source
 
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=partitions, boundaries=boundaries,
         schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
-        since=change_window(since),
+        since=change_window(since), encryption=engine_encryption(encryption_policy),
     )
 
     def source(with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None) -> Iterator[Any]:
@@ -416,12 +422,13 @@ def read_table(
     payload_format: str = "json",
     operation_deadline: float | None = None,
     since: ChangeWindow | None = None,
+    encryption_policy: TableEncryptionPolicy | None = None,
 ) -> polars.DataFrame:
     """:func:`scan_table` with the same parameters, collected: the table as a ``polars.DataFrame``."""
     return scan_table(
         connection_string, table, filter=filter, columns=columns, partitions=partitions, boundaries=boundaries,
         schema=schema, sample_size=sample_size, max_workers=max_workers, payload_format=payload_format,
-        operation_deadline=operation_deadline, since=since,
+        operation_deadline=operation_deadline, since=since, encryption_policy=encryption_policy,
     ).collect()
 
 
@@ -440,6 +447,9 @@ def write_table(
     retry_policy: RetryPolicy | None = None,
     options: TableRequestOptions | None = None,
     payload_format: str = "json",
+    encryption_policy: TableEncryptionPolicy | None = None,
+    encrypt_columns: Sequence[str] | None = None,
+    encryption_resolver: Callable[[str, str, str], bool] | None = None,
 ) -> BulkResult:
     """Write each row of ``frame`` (a ``polars.DataFrame``, or a ``LazyFrame``, collected) as an entity
     of ``table`` with :meth:`~tablesdk.CloudTableClient.write_arrow`, and return its
@@ -448,11 +458,17 @@ def write_table(
     A column's EDM type follows its Polars type (Int64: Int64, Int32: Int32, Float64: Double,
     Boolean, Datetime: DateTime, String, Binary); ``edm_types`` sets the others, as a Guid column
     (Polars has no type that says Guid: ``{"Id": EdmType.GUID}``).
+    ``encryption_policy`` encrypts the columns ``encrypt_columns`` names and those
+    ``encryption_resolver(pk, rk, name)`` (or the policy's) chooses, as the client does
+    (docs/encryption.md, "Data engines").
     """
     import polars as pl
 
     from ._columns._engines import ConnectionSecret
 
+    encryption = engine_encryption(encryption_policy, encryption_resolver, encrypt_columns, writing=True)
+    if encryption is not None:
+        options = encryption.options(options)
     if isinstance(frame, pl.LazyFrame):
         frame = frame.collect()
     arrow = frame.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string, not string_view

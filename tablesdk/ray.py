@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._columns._arrow_fit import edm_type_overrides
@@ -37,6 +37,8 @@ from ._columns._engines import (
     write_block,
 )
 from ._core._extras import require_extra
+from ._columns._engine_encryption import engine_encryption
+from ._encryption import TableEncryptionPolicy
 from ._entities._filter import Filter
 from ._queries._watermark import ChangeWindow
 from ._pipeline._options import TableRequestOptions
@@ -128,6 +130,7 @@ def read_table(
     payload_format: str = "json",
     operation_deadline: float | None = None,
     since: ChangeWindow | None = None,
+    encryption_policy: TableEncryptionPolicy | None = None,
 ) -> ray.data.Dataset:
     """The entities of ``table`` as a ``ray.data.Dataset`` of Arrow blocks, one read task per PartitionKey range.
 
@@ -146,13 +149,16 @@ def read_table(
     ``since`` (a :class:`~tablesdk.ChangeWindow`) reads only the rows changed inside it, each with
     its ``odata.etag`` column: the same rows each time the Dataset is consumed, and the window's
     ``next_watermark`` is the watermark after them (docs/data.md, "Incremental reads").
+    ``encryption_policy`` decrypts client-side encrypted entities (docs/encryption.md, "Data engines");
+    without it, meeting an encrypted entity raises :class:`~tablesdk.EncryptionKeyError` rather than
+    return its ciphertext.
     """
     import ray.data
 
     plan = plan_ranges(
         connection_string, table, filter=filter, columns=columns, partitions=parallelism, boundaries=boundaries,
         schema=schema, sample_size=sample_size, payload_format=payload_format, operation_deadline=operation_deadline,
-        since=change_window(since),
+        since=change_window(since), encryption=engine_encryption(encryption_policy),
     )
     # One block count per range: Ray would otherwise split each range's blocks into its default count.
     dataset: ray.data.Dataset = ray.data.read_datasource(_datasource(plan), override_num_blocks=len(plan.specs))
@@ -218,6 +224,9 @@ def write_table(
     retry_policy: RetryPolicy | None = None,
     options: TableRequestOptions | None = None,
     payload_format: str = "json",
+    encryption_policy: TableEncryptionPolicy | None = None,
+    encrypt_columns: Sequence[str] | None = None,
+    encryption_resolver: Callable[[str, str, str], bool] | None = None,
 ) -> list[int]:
     """Write every row of ``dataset`` (a ``ray.data.Dataset`` with PartitionKey and RowKey columns) as
     an entity of ``table``, each block through the bulk engine in a Ray task; returns the count
@@ -229,10 +238,14 @@ def write_table(
     (``{"Id": EdmType.GUID}``: a Guid column made by a ``map_batches`` that dropped the metadata).
     ``max_workers``, ``retry_policy`` and ``options`` as ``write_arrow``'s, in each task. Raises
     :class:`TableWriteError` naming each write task and key not written when any entity failed.
+    ``encryption_policy`` encrypts the columns ``encrypt_columns`` names and those
+    ``encryption_resolver(pk, rk, name)`` (or the policy's) chooses, as the client does
+    (docs/encryption.md, "Data engines").
     """
     bulk = BulkOptions.threads(max_workers, None, retry_policy, options)
     overrides = tuple(edm_type_overrides(edm_types, list(dataset.columns() or ())).items()) if edm_types else ()
-    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides)
+    encryption = engine_encryption(encryption_policy, encryption_resolver, encrypt_columns, writing=True)
+    spec = WriteSpec(ConnectionSecret(connection_string), payload_format, table, mode, bulk, overrides, encryption)
     outcomes: list[tuple[int, int, Failures]] = []
     dataset.write_datasink(_datasink(spec, outcomes))
     outcomes.sort(key=lambda outcome: outcome[0])

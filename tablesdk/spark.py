@@ -29,6 +29,12 @@ DateTime kept as its 7-digit text) is written as that type when the ``edmTypes``
 The connection string is an option Spark keeps in its plans: :func:`register` adds its name to
 ``spark.sql.redaction.options.regex`` and the account key's forms to
 ``spark.sql.redaction.string.regex``, so neither ``explain()`` nor the UI's plans show the key.
+
+Client-side encryption: ``register(spark, encryption_policy=...)`` registers a data source class
+that holds the policy, so the key reaches the Python workers pickled inside the data source's
+reader and writer, and never as an option (which plans and logs show). Without a policy, a read
+that meets an encrypted entity fails naming it; a write encrypts the columns of the
+``encryptColumns`` option (or those the policy's resolver chooses).
 See docs/data.md, "Spark".
 """
 
@@ -37,7 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -62,6 +68,10 @@ from ._bulk_loading._bulk import BulkMode  # noqa: E402
 from ._clients._client import CloudTableClient  # noqa: E402
 from ._entities._edm import EdmType, format_datetime  # noqa: E402
 from ._columns._engines import DEFAULT_PARTITIONS, base_query, sample_schema  # noqa: E402
+from ._columns._engine_encryption import (  # noqa: E402
+    EngineEncryption, engine_encryption, refuse_encrypted, refuse_encrypted_schema, without_metadata,
+)
+from ._encryption import TableEncryptionPolicy  # noqa: E402
 from ._entities._entity import DynamicEntity  # noqa: E402
 from ._core._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
 from ._entities._filter import Filter, Or, count_comparisons, prop  # noqa: E402
@@ -110,16 +120,32 @@ _EDM_OF_SPARK = {
 _logger = logging.getLogger("tablesdk.spark")
 
 
-def register(spark: SparkSession) -> None:
+def register(
+    spark: SparkSession, *, encryption_policy: TableEncryptionPolicy | None = None,
+    encryption_resolver: Callable[[str, str, str], bool] | None = None,
+) -> None:
     """Register the ``azuretables`` data source with ``spark``, turn on Python filter pushdown
     (``spark.sql.python.filterPushdown.enabled``) and make Spark redact the connection string
     (its option name in ``spark.sql.redaction.options.regex``, the key's forms in
     ``spark.sql.redaction.string.regex``): ``explain()``, plan strings and the UI's SQL plans
-    show ``*********(redacted)`` in its place."""
+    show ``*********(redacted)`` in its place.
+
+    ``encryption_policy`` (a :class:`~tablesdk.TableEncryptionPolicy`) decrypts the session's reads
+    and encrypts its writes (the ``encryptColumns`` option's columns, and those
+    ``encryption_resolver`` or the policy's resolver chooses): the data source class registered
+    holds it, and ships it pickled to the workers (its key must pickle: docs/encryption.md, "Data
+    engines"); it never becomes an option, a plan or a log line. Registering again replaces it
+    (without a policy: none)."""
     _add_to_regex(spark, "spark.sql.redaction.options.regex", f"(?i:{SECRET_OPTIONS})")
     _add_to_regex(spark, "spark.sql.redaction.string.regex", SECRET_TEXT)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(AzureTablesDataSource)
+    encryption = engine_encryption(encryption_policy, encryption_resolver)
+    if encryption is None:
+        spark.dataSource.register(AzureTablesDataSource)
+        return
+    # A class made here is pickled by value (with its policy), not found by name on the workers.
+    source = type("EncryptedAzureTablesDataSource", (AzureTablesDataSource,), {"encryption": encryption})
+    spark.dataSource.register(source)
 
 
 def _add_to_regex(spark: SparkSession, key: str, pattern: str) -> None:
@@ -220,8 +246,12 @@ class AzureTablesDataSource(sds.DataSource):
     ``since`` (a :class:`~tablesdk.ChangeWindow`'s :meth:`~tablesdk.ChangeWindow.to_string`: only the
     rows changed inside it, the same ones each time the frame is computed; the window's
     ``next_watermark`` is the watermark after them); writing: ``writeMode``
-    (``insert``, ``merge`` or ``replace``), ``maxWorkers`` (default 8), ``edmTypes``.
+    (``insert``, ``merge`` or ``replace``), ``maxWorkers`` (default 8), ``edmTypes``,
+    ``encryptColumns`` (comma-separated columns to encrypt with :func:`register`'s policy).
     """
+
+    #: The session's client-side encryption (:func:`register`'s ``encryption_policy``), or None.
+    encryption: EngineEncryption | None = None
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -236,8 +266,10 @@ class AzureTablesDataSource(sds.DataSource):
         """The schema of a sample page (``sampleSize`` entities, the first page with rows of three)."""
         options = _Options(self.options)
         with options.client() as client:
-            query = _base_query(client, options, _columns(options))
+            query = _base_query(client, options, _columns(options), self.encryption)
             sampled = sample_schema(query.page_size(options.integer("sampleSize", 1000)))
+        if self.encryption is None:
+            refuse_encrypted_schema(sampled, options.table)
         fields = []
         for arrow_field in sampled:
             edm = edm_type_of_field(arrow_field)
@@ -250,7 +282,7 @@ class AzureTablesDataSource(sds.DataSource):
     def reader(self, schema: StructType) -> _Reader:
         options = _Options(self.options)
         kind = _PushingReader if options.flag("pushFilters") else _Reader
-        return kind(options, schema, self.sampled_types)
+        return kind(options, schema, self.sampled_types, self.encryption)
 
     def writer(self, schema: StructType, overwrite: bool) -> _Writer:
         if overwrite:
@@ -258,11 +290,13 @@ class AzureTablesDataSource(sds.DataSource):
                 "mode", f"the {SHORT_NAME} data source writes with mode('append') only",
                 "the writeMode option says what happens to an existing entity (insert, merge, replace)",
             )
-        return _Writer(_Options(self.options), schema)
+        return _Writer(_Options(self.options), schema, self.encryption)
 
 
-def _base_query(client: CloudTableClient, options: _Options, select: Sequence[str]) -> TableQuery[DynamicEntity]:
-    return base_query(client, options.table, options.text("filter"), select)
+def _base_query(
+    client: CloudTableClient, options: _Options, select: Sequence[str], encryption: EngineEncryption | None,
+) -> TableQuery[DynamicEntity]:
+    return base_query(client, options.table, options.text("filter"), select, encryption)
 
 
 def _columns(options: _Options) -> tuple[str, ...]:
@@ -284,8 +318,10 @@ class _KeyRange(sds.InputPartition):
 
 
 class _Reader(sds.DataSourceReader):
-    def __init__(self, options: _Options, schema: StructType, sampled: Mapping[str, EdmType]) -> None:
+    def __init__(self, options: _Options, schema: StructType, sampled: Mapping[str, EdmType],
+                 encryption: EngineEncryption | None = None) -> None:
         self.options = options
+        self.encryption = encryption
         self.schema = schema
         self.spark_types = {item.name: item.dataType.typeName() for item in schema.fields}
         for name, kind in self.spark_types.items():
@@ -330,7 +366,7 @@ class _Reader(sds.DataSourceReader):
         return [_KeyRange(index, low, high) for index, (low, high) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
     def _query(self, client: CloudTableClient) -> TableQuery[DynamicEntity]:
-        query = _base_query(client, self.options, self.select)
+        query = _base_query(client, self.options, self.select, self.encryption)
         if self.window is not None:
             query = query.where(self.window.filter())
         for text in self.pushed:
@@ -349,6 +385,9 @@ class _Reader(sds.DataSourceReader):
             if partition.high is not None:
                 query = query.where(prop("PartitionKey") < partition.high)
             for batch in query.iter_arrow_batches(with_etag=self.window is not None):
+                if self.encryption is None:
+                    refuse_encrypted(batch, self.options.table)
+                    batch = without_metadata(batch)
                 if self.window is not None:
                     batch = in_window(batch, self.window, False)
                 if batch.num_rows:
@@ -609,8 +648,14 @@ class TableWriteError(TableServiceError):
 
 
 class _Writer(sds.DataSourceArrowWriter):
-    def __init__(self, options: _Options, schema: StructType) -> None:
+    def __init__(self, options: _Options, schema: StructType, encryption: EngineEncryption | None = None) -> None:
         self.options = options
+        columns = [name.strip() for name in (options.text("encryptColumns") or "").split(",") if name.strip()]
+        #: What the write encrypts: the ``encryptColumns`` option's columns, the session's resolvers.
+        self.encryption = engine_encryption(
+            None if encryption is None else encryption.policy, None if encryption is None else encryption.resolver,
+            columns, writing=True,
+        )
         mode = (options.text("writeMode") or "insert").lower()
         if mode not in ("insert", "merge", "replace"):
             raise TableValidationError("writeMode", "the option is insert, merge or replace", f"got {mode!r}")
@@ -636,7 +681,8 @@ class _Writer(sds.DataSourceArrowWriter):
     def _write_batch(self, client: CloudTableClient, batch: Any, outcome: PartitionOutcome) -> None:
         try:
             result = client.write_arrow(
-                self.options.table, batch, self.mode, edm_types=self.edm_types, max_workers=self.max_workers
+                self.options.table, batch, self.mode, edm_types=self.edm_types, max_workers=self.max_workers,
+                options=None if self.encryption is None else self.encryption.options(),
             )
         except Exception as exc:  # noqa: BLE001 - the batch's rows are reported, not lost in a task
             reason = f"{type(exc).__name__}: {exc}"

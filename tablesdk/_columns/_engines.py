@@ -35,6 +35,7 @@ from .._entities._filter import Filter, prop
 from .._queries._parallel import find_partition_boundaries
 from .._queries._query import TableQuery
 from .._queries._watermark import ChangeWindow, Watermark
+from ._engine_encryption import EngineEncryption, read_schema, refuse_encrypted, refuse_encrypted_schema, without_metadata
 
 __all__ = [
     "ConnectionSecret", "RangePlan", "RangeSpec", "TableWriteError", "iter_range_batches", "plan_ranges",
@@ -103,11 +104,13 @@ class RangeSpec:
     strict: bool
     operation_deadline: float | None = None
     since: Watermark | ChangeWindow | None = None
+    #: The client-side encryption the range is decrypted with (None: an encrypted row is refused).
+    encryption: EngineEncryption | None = None
 
     def query(self, client: CloudTableClient) -> TableQuery[DynamicEntity]:
         """The range's query on ``client``: the read's filter and columns, the change window's
         Timestamps, then the range's keys."""
-        query = base_query(client, self.table, self.filter, self.select)
+        query = base_query(client, self.table, self.filter, self.select, self.encryption)
         if isinstance(self.since, ChangeWindow):
             query = query.where(self.since.filter())
         if self.low is not None:
@@ -150,14 +153,27 @@ def as_filter_text(filter: str | Filter | None) -> str | None:
     return filter.render()
 
 
-def base_query(client: CloudTableClient, table: str, filter: str | None, select: Sequence[str] | None) -> TableQuery[DynamicEntity]:
-    """The query of a read before its ranges: ``filter`` and ``select`` on ``table``."""
+def base_query(
+    client: CloudTableClient, table: str, filter: str | None, select: Sequence[str] | None,
+    encryption: EngineEncryption | None = None,
+) -> TableQuery[DynamicEntity]:
+    """The query of a read before its ranges: ``filter`` and ``select`` on ``table``, decrypted with
+    ``encryption`` (without it, a projection asks for the metadata too, so an encrypted row is seen)."""
     query = client.create_query(table)
+    if encryption is not None:
+        query = query.with_options(encryption.options())
     if filter:
         query = query.where(filter)
     if select:
-        query = query.select(*select)
+        query = query.select(*select) if encryption is not None else query.select(*read_schema_names(select))
     return query
+
+
+def read_schema_names(select: Sequence[str]) -> tuple[str, ...]:
+    """``select`` and the encryption metadata properties."""
+    from .._encryption import METADATA_PROPERTIES
+
+    return tuple(dict.fromkeys((*select, *METADATA_PROPERTIES)))
 
 
 def plan_ranges(
@@ -173,13 +189,15 @@ def plan_ranges(
     payload_format: str = "json",
     operation_deadline: float | None = None,
     since: Watermark | ChangeWindow | None = None,
+    encryption: EngineEncryption | None = None,
 ) -> RangePlan:
     """Cut ``table`` into PartitionKey ranges at ``boundaries`` or into about ``partitions``
     (default :data:`DEFAULT_PARTITIONS`) found by :func:`~tablesdk.find_partition_boundaries`;
     the schema is ``schema`` or a sample page's (``sample_size`` entities at most), with the keys
     first; every request of the plan and of the ranges has ``operation_deadline`` (seconds, None:
     none); with ``since``, every range reads only the rows changed after that watermark (or inside
-    that :class:`~tablesdk.ChangeWindow`), with their ETags. Reads only the probes and the sample."""
+    that :class:`~tablesdk.ChangeWindow`), with their ETags; ``encryption`` decrypts the sample and
+    every range (without it, an encrypted entity is refused). Reads only the probes and the sample."""
     if operation_deadline is not None:
         require_positive_seconds("operation_deadline", operation_deadline)
     if since is not None and not isinstance(since, (Watermark, ChangeWindow)):
@@ -191,7 +209,7 @@ def plan_ranges(
     with connection.client(payload_format, operation_deadline) as client:
         if since is not None and client.is_cosmos:
             raise cosmos_since_refused()
-        query = base_query(client, table, filter_text, select)
+        query = base_query(client, table, filter_text, select, encryption)
         if boundaries is None:
             boundaries = find_partition_boundaries(query, partitions or DEFAULT_PARTITIONS)
         points = list(boundaries)
@@ -201,6 +219,8 @@ def plan_ranges(
         strict = schema is None
         if schema is None:
             schema = sample_schema(query.page_size(sample_size))
+            if encryption is None:
+                refuse_encrypted_schema(schema, table)
     schema = with_keys(schema)
     if since is not None:
         import pyarrow as pa
@@ -209,7 +229,7 @@ def plan_ranges(
     bounds: list[str | None] = [None, *points, None]
     specs = tuple(
         RangeSpec(connection, payload_format, table, filter_text, select, low, high, schema, strict, operation_deadline,
-                  since)
+                  since, encryption)
         for low, high in zip(bounds[:-1], bounds[1:])
     )
     return RangePlan(specs, tuple(points), schema)
@@ -267,9 +287,13 @@ def iter_range_batches(spec: RangeSpec) -> Iterator[Any]:
     from ._arrow_since import in_window
 
     window = spec.since if isinstance(spec.since, ChangeWindow) else None
+    schema = spec.schema if spec.encryption is not None else read_schema(spec.schema)
     with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
         query = spec.query(client)
-        for batch in iter_query_batches(query, schema=spec.schema, strict=spec.strict, with_etag=window is not None):
+        for batch in iter_query_batches(query, schema=schema, strict=spec.strict, with_etag=window is not None):
+            if spec.encryption is None:
+                refuse_encrypted(batch, spec.table)
+                batch = without_metadata(batch)
             if window is not None:
                 batch = in_window(batch, window, True)
             if spec.high is None and batch.num_rows and pc.max(batch.column("PartitionKey")).as_py() >= KEY_CEILING:
@@ -289,8 +313,12 @@ def read_range(spec: RangeSpec) -> Any:
 
     from ._arrow_since import changes_to_arrow
 
+    schema = spec.schema if spec.encryption is not None else read_schema(spec.schema)
     with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
-        table = changes_to_arrow(spec.query(client), spec.since, schema=spec.schema, strict=spec.strict, with_etag=True)
+        table = changes_to_arrow(spec.query(client), spec.since, schema=schema, strict=spec.strict, with_etag=True)
+    if spec.encryption is None:
+        refuse_encrypted(table, spec.table)
+        table = without_metadata(table)
     if spec.high is None and table.num_rows and pc.max(table.column("PartitionKey")).as_py() >= KEY_CEILING:
         raise ValueError("a PartitionKey starts with U+10FFFF: above the last range (KEY_CEILING)")
     return table
@@ -340,6 +368,8 @@ class WriteSpec:
     mode: BulkMode
     bulk: BulkOptions
     edm_types: tuple[tuple[str, EdmType], ...] = ()
+    #: The client-side encryption of the written entities (None: written as they are).
+    encryption: EngineEncryption | None = None
 
 
 def write_block(data: Any, spec: WriteSpec) -> tuple[int, Failures]:
@@ -350,7 +380,10 @@ def write_block(data: Any, spec: WriteSpec) -> tuple[int, Failures]:
     try:
         with spec.connection.client(spec.payload_format) as client:
             rows = column_rows(data, dict(spec.edm_types))
-            result = insert_entities(client, spec.table, rows, spec.mode, spec.bulk)
+            bulk = spec.bulk
+            if spec.encryption is not None:
+                bulk = BulkOptions(bulk.concurrency, bulk.progress, bulk.retry_policy, spec.encryption.options(bulk.options))
+            result = insert_entities(client, spec.table, rows, spec.mode, bulk)
     except Exception as exc:  # noqa: BLE001 - reported with the block, not lost in a worker
         return 0, [(None, None, f"{type(exc).__name__}: {exc}")] if len(data) else []
     failures: Failures = [
