@@ -159,8 +159,10 @@ def test_a_write_tasks_blocks_go_as_one_table_when_their_columns_agree() -> None
 
 
 def test_two_read_tasks_run_at_once_on_two_cpus() -> None:
-    # Each task of the read waits, in a shared barrier, for the other to start: run one at a time
-    # (Ray Data giving a new read one task's CPU), the first would wait for the second in vain.
+    # Each task of the read waits, in a shared barrier, for the other to start: with the read's
+    # settings capped at one task at a time, the first would wait for the second in vain. (Ray
+    # Data's own CPU budget for a new read lets a second task start only after about 10 s, which
+    # this test does not tell from a slow start: the settings are asserted as well.)
     from ray.data.block import BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
 
