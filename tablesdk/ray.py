@@ -161,8 +161,29 @@ def read_table(
         since=change_window(since), encryption=engine_encryption(encryption_policy),
     )
     # One block count per range: Ray would otherwise split each range's blocks into its default count.
-    dataset: ray.data.Dataset = ray.data.read_datasource(_datasource(plan), override_num_blocks=len(plan.specs))
+    dataset: ray.data.Dataset = ray.data.read_datasource(
+        _datasource(plan), override_num_blocks=len(plan.specs), **_read_task_resources(len(plan.specs)))
     return dataset
+
+
+def _read_task_resources(ranges: int) -> dict[str, Any]:
+    """How the read tasks run: up to one per CPU of the cluster at once, none counted against Ray
+    Data's CPU budget.
+
+    Ray Data (2.5x and later) gives a new read only the CPUs its cluster autoscaler has reserved
+    for it, which start at none and grow from the rates it measures, at most one request every
+    10 s: a read of a few seconds ran one task at a time whatever the cluster's CPUs. A range
+    read mostly waits for the service (a fraction of a core per stream), so the tasks ask for no
+    CPU and the concurrency is capped at the cluster's CPUs instead.
+    """
+    import os
+
+    import ray
+
+    # Before Ray is started, read_datasource starts a local one with this machine's CPUs.
+    resources: dict[str, float] = ray.cluster_resources() if ray.is_initialized() else {}  # type: ignore[no-untyped-call]
+    cpus = int(resources.get("CPU", os.cpu_count() or 1))
+    return {"num_cpus": 0, "concurrency": max(1, min(cpus, ranges))}
 
 
 # ---------------------------------------------------------------- writing

@@ -44,6 +44,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -72,6 +73,7 @@ from ._columns._engine_encryption import (  # noqa: E402
     EngineEncryption, engine_encryption, refuse_encrypted, refuse_encrypted_schema, without_metadata,
 )
 from ._encryption import TableEncryptionPolicy  # noqa: E402
+from ._columns._worker_clients import WORKER_CLIENTS  # noqa: E402
 from ._entities._entity import DynamicEntity  # noqa: E402
 from ._core._errors import SchemaConflictError, TableServiceError, TableValidationError  # noqa: E402
 from ._entities._filter import Filter, Or, count_comparisons, prop  # noqa: E402
@@ -225,9 +227,15 @@ class _Options:
         return edm_type_overrides(given, list(given))
 
     def client(self) -> CloudTableClient:
+        """A new client, for planning (closed by the caller)."""
         return CloudStorageAccount.parse(self.connection_string).create_cloud_table_client(
             operation_deadline=self.seconds("operationDeadline")
         )
+
+    def shared_client(self) -> AbstractContextManager[CloudTableClient]:
+        """The Python worker's client, shared by every partition it reads or writes (not to be closed):
+        Spark reuses its Python workers across tasks, and each would otherwise make its own."""
+        return WORKER_CLIENTS.lease(self.connection_string, "json", self.seconds("operationDeadline"))
 
 
 # ---------------------------------------------------------------- the data source
@@ -378,7 +386,7 @@ class _Reader(sds.DataSourceReader):
 
         assert isinstance(partition, _KeyRange)
         target = to_arrow_schema(self.schema, timezone="UTC")
-        with self.options.client() as client:
+        with self.options.shared_client() as client:
             query = self._query(client)
             if partition.low is not None:
                 query = query.where(prop("PartitionKey") >= partition.low)
@@ -672,7 +680,7 @@ class _Writer(sds.DataSourceArrowWriter):
 
         context = TaskContext.get()
         outcome = PartitionOutcome(context.partitionId() if context is not None else 0)
-        with self.options.client() as client:
+        with self.options.shared_client() as client:
             for batch in iterator:
                 if batch.num_rows:
                     self._write_batch(client, batch, outcome)

@@ -14,18 +14,22 @@ raises: it reports what it wrote and the keys of each entity it did not, and the
 driver raises :class:`TableWriteError` naming them all.
 
 The connection string travels wrapped in :class:`ConnectionSecret`, whose ``repr`` leaves
-the account key out.
+the account key out. A task never carries a client: it asks its process for one
+(:meth:`ConnectionSecret.shared_client`), which every range and block the process reads or
+writes for the same account and settings shares (:mod:`~tablesdk._columns._worker_clients`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .._core._account import CloudStorageAccount
 from .._core._cosmos import cosmos_since_refused
 from ._arrow import ETAG_COLUMN, SYSTEM_COLUMNS, edm_type_of_field, iter_query_batches
+from ._worker_clients import WORKER_CLIENTS
 from .._bulk_loading._bulk import BulkMode, BulkOptions, insert_entities
 from .._clients._client import CloudTableClient
 from .._entities._edm import EdmType
@@ -68,6 +72,13 @@ class ConnectionSecret:
         return CloudStorageAccount.parse(self._text).create_cloud_table_client(
             payload_format=payload_format, operation_deadline=operation_deadline
         )
+
+    def shared_client(
+        self, payload_format: str = "json", operation_deadline: float | None = None
+    ) -> AbstractContextManager[CloudTableClient]:
+        """This process's client for the account and settings, shared by the tasks it runs (made by the
+        first, kept open for the next, closed at exit; a forked child makes its own). Not to be closed."""
+        return WORKER_CLIENTS.lease(self._text, payload_format, operation_deadline)
 
     def __repr__(self) -> str:
         return f"ConnectionSecret(account={self._account!r}, endpoint={self._endpoint!r}, key hidden)"
@@ -288,7 +299,7 @@ def iter_range_batches(spec: RangeSpec) -> Iterator[Any]:
 
     window = spec.since if isinstance(spec.since, ChangeWindow) else None
     schema = spec.schema if spec.encryption is not None else read_schema(spec.schema)
-    with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
+    with spec.connection.shared_client(spec.payload_format, spec.operation_deadline) as client:
         query = spec.query(client)
         for batch in iter_query_batches(query, schema=schema, strict=spec.strict, with_etag=window is not None):
             if spec.encryption is None:
@@ -314,7 +325,7 @@ def read_range(spec: RangeSpec) -> Any:
     from ._arrow_since import changes_to_arrow
 
     schema = spec.schema if spec.encryption is not None else read_schema(spec.schema)
-    with spec.connection.client(spec.payload_format, spec.operation_deadline) as client:
+    with spec.connection.shared_client(spec.payload_format, spec.operation_deadline) as client:
         table = changes_to_arrow(spec.query(client), spec.since, schema=schema, strict=spec.strict, with_etag=True)
     if spec.encryption is None:
         refuse_encrypted(table, spec.table)
@@ -378,7 +389,7 @@ def write_block(data: Any, spec: WriteSpec) -> tuple[int, Failures]:
     from ._arrow_write import column_rows
 
     try:
-        with spec.connection.client(spec.payload_format) as client:
+        with spec.connection.shared_client(spec.payload_format) as client:
             rows = column_rows(data, dict(spec.edm_types))
             bulk = spec.bulk
             if spec.encryption is not None:

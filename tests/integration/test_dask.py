@@ -235,15 +235,17 @@ def test_a_binary_column_of_any_arrow_binary_type_in_the_schema_keeps_its_bytes(
 def test_a_read_keeps_nothing_per_partition(
     devstore_connection_string: str, source: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 26: a worker's memory is bounded by the partition, so nothing of tablesdk may outlive
-    # a partition's task: each task's client is closed, and reading the table again leaves
-    # nothing more allocated under tablesdk (no cache, pool or page kept per partition).
+    # A worker's memory is bounded by the partition: reading the table again leaves nothing more
+    # allocated under tablesdk (no page or frame kept per partition). What a worker keeps is one
+    # client for the account (made by its first task, shared by the rest): it does not grow with
+    # the partitions read.
     import gc
     import tracemalloc
     import weakref
 
     import pyarrow as pa
 
+    from tablesdk._columns._worker_clients import WORKER_CLIENTS
     from tablesdk.dask import ConnectionSecret
 
     made: list[weakref.ref[CloudTableClient]] = []
@@ -270,7 +272,8 @@ def test_a_read_keeps_nothing_per_partition(
         with dask.config.set(scheduler="sync"):
             return int(ddf.map_partitions(len).compute().sum())
 
-    assert read_all() == 240  # the first read pays what is paid once (imports, lazy tables)
+    assert read_all() == 240  # the first read pays what is paid once (imports, lazy tables, the worker's client)
+    shared = WORKER_CLIENTS.made
     tracemalloc.start(25)
     try:
         gc.collect()
@@ -290,8 +293,9 @@ def test_a_read_keeps_nothing_per_partition(
     where = "\n\n".join(f"{stat}\n" + "\n".join(stat.traceback.format()[-16:]) for stat in grown[:4])
     assert kept < 16 * 1024, f"{kept} B kept:\n{where}"
     assert pa.total_allocated_bytes() <= arrow_before
-    assert len(made) == 1 + 4 * 12 and len(closed) == len(made)  # read_table's own (boundaries given) and one a task
+    assert len(made) == 1 and len(closed) == len(made)  # read_table's own (boundaries given), closed
     assert all(ref() is None for ref in made)
+    assert WORKER_CLIENTS.made == shared  # 36 partitions read again, no client made
 
 
 def test_write_table_sends_with_its_options_and_retry_policy(

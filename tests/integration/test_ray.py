@@ -156,3 +156,48 @@ def test_a_write_tasks_blocks_go_as_one_table_when_their_columns_agree() -> None
     assert merged.num_rows == 2 and merged.column("V").to_pylist() == [1, None]
     clashing = pa.table({"PartitionKey": ["a"], "RowKey": ["3"], "V": ["text"]})
     assert _one_table(iter([first, clashing])) == [first, clashing]  # each written with its own types
+
+
+def test_two_read_tasks_run_at_once_on_two_cpus() -> None:
+    # Each task of the read waits, in a shared barrier, for the other to start: with the read's
+    # settings capped at one task at a time, the first would wait for the second in vain. (Ray
+    # Data's own CPU budget for a new read lets a second task start only after about 10 s, which
+    # this test does not tell from a slow start: the settings are asserted as well.)
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+
+    from tablesdk.ray import _read_task_resources
+
+    @ray.remote
+    class Barrier:
+        def __init__(self) -> None:
+            self.arrived = 0
+
+        def arrive(self) -> None:
+            self.arrived += 1
+
+        def count(self) -> int:
+            return self.arrived
+
+    barrier = Barrier.remote()  # type: ignore[attr-defined]
+
+    def task(index: int) -> Iterator[Any]:
+        import time
+
+        ray.get(barrier.arrive.remote())
+        deadline = time.monotonic() + 60  # only a failure waits this long
+        while ray.get(barrier.count.remote()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        yield pa.table({"task": [index], "together": [ray.get(barrier.count.remote()) >= 2]})
+
+    class Pair(Datasource):  # type: ignore[misc]
+        def estimate_inmemory_data_size(self) -> None:
+            return None
+
+        def get_read_tasks(self, parallelism: int, **_: Any) -> list[Any]:
+            metadata = BlockMetadata(num_rows=None, size_bytes=None, exec_stats=None, input_files=None)
+            return [ReadTask(lambda index=index: task(index), metadata) for index in range(2)]
+
+    assert _read_task_resources(8) == {"num_cpus": 0, "concurrency": 2}
+    rows = ray.data.read_datasource(Pair(), override_num_blocks=2, **_read_task_resources(2)).take_all()
+    assert sorted(row["task"] for row in rows) == [0, 1] and all(row["together"] for row in rows)
