@@ -185,7 +185,7 @@ def test_two_read_tasks_run_at_once_on_two_cpus() -> None:
         import time
 
         ray.get(barrier.arrive.remote())
-        deadline = time.monotonic() + 60  # only a failure waits this long
+        deadline = time.monotonic() + 600  # only a failure waits this long: a loaded machine never fails it
         while ray.get(barrier.count.remote()) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         yield pa.table({"task": [index], "together": [ray.get(barrier.count.remote()) >= 2]})
