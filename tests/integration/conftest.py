@@ -11,7 +11,11 @@ a :class:`faults.FaultProxy` (``proxy``), and read the outcome through ``direct`
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from faults import FaultProxy
@@ -68,3 +72,40 @@ def proxy(azurite_endpoint: str) -> Iterator[FaultProxy]:
     """A fault-injecting proxy in front of Azurite (it stops itself after two minutes at the most)."""
     with FaultProxy(azurite_endpoint, lifetime=120.0) as p:
         yield p
+
+
+@pytest.fixture(scope="session")
+def spark_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the Spark driver writes its log (INFO and above), to search for secrets."""
+    return tmp_path_factory.mktemp("spark") / "spark.log"
+
+
+@pytest.fixture(scope="session")
+def spark(spark_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local[2] Spark session for every test module: the driver's JVM lives as long as the test
+    process, so its log configuration is set once, by the first session, and a second session
+    would write to the first one's log."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    import tablesdk.spark
+
+    config = tmp_path_factory.mktemp("log4j") / "log4j2.properties"
+    config.write_text(
+        "rootLogger.level = info\nrootLogger.appenderRef.file.ref = file\n"
+        f"appender.file.type = File\nappender.file.name = file\nappender.file.fileName = {spark_log}\n"
+        "appender.file.layout.type = PatternLayout\nappender.file.layout.pattern = %d %p %c: %m%n\n",
+        encoding="utf-8",
+    )
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this checkout's tablesdk and pyarrow
+    session = (
+        SparkSession.builder.master("local[2]").appName("tablesdk-spark-tests")
+        .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{config}")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    tablesdk.spark.register(session)
+    yield session
+    session.stop()

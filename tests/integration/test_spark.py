@@ -5,7 +5,6 @@ keys, every EDM type survives a round trip, and the account key shows in no plan
 from __future__ import annotations
 
 import math
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -20,7 +19,6 @@ import pyarrow as pa  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-import tablesdk.spark  # noqa: E402
 from tablesdk import CloudStorageAccount, CloudTableClient, DynamicEntity, EdmDateTime, EdmType, EntityProperty  # noqa: E402
 from tablesdk.devstore import DevStore  # noqa: E402
 
@@ -28,35 +26,6 @@ pytestmark = pytest.mark.integration
 
 DEVSTORE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 UTC = timezone.utc
-
-
-@pytest.fixture(scope="module")
-def spark_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the session's driver writes its log (INFO and above), to search for the key."""
-    return tmp_path_factory.mktemp("spark") / "spark.log"
-
-
-@pytest.fixture(scope="module")
-def spark(spark_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    config = tmp_path_factory.mktemp("log4j") / "log4j2.properties"
-    config.write_text(
-        "rootLogger.level = info\nrootLogger.appenderRef.file.ref = file\n"
-        f"appender.file.type = File\nappender.file.name = file\nappender.file.fileName = {spark_log}\n"
-        "appender.file.layout.type = PatternLayout\nappender.file.layout.pattern = %d %p %c: %m%n\n",
-        encoding="utf-8",
-    )
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this checkout's tablesdk and pyarrow
-    session = (
-        SparkSession.builder.master("local[2]").appName("tablesdk-spark-tests")
-        .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{config}")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    tablesdk.spark.register(session)
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 import tablesdk.spark
 from engine_crypto_data import KEY_TEXTS, POLICY, decrypted_rows, fill_encrypted, stored_is_ciphertext
-from test_spark import client_of, devstore, load, spark, spark_log, target  # noqa: F401 - the module's session and stores
+from test_spark import client_of, devstore, load, target  # noqa: F401 - the module's stores
 from tablesdk import CloudTableClient
 
 pytestmark = pytest.mark.integration

@@ -4,9 +4,7 @@ collected twice (Spark reads again for every action)."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -16,25 +14,9 @@ from faults import FaultProxy  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from since_engines import Row, on_azurite, on_the_emulator, upsert  # noqa: E402
 
-import tablesdk.spark  # noqa: E402
 from tablesdk import ChangeWindow, CloudTableClient, Watermark  # noqa: E402
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this checkout's tablesdk and pyarrow
-    session = (
-        SparkSession.builder.master("local[2]").appName("tablesdk-spark-since-tests")
-        .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    tablesdk.spark.register(session)
-    yield session
-    session.stop()
 
 
 def load(spark: SparkSession, connection_string: str, table: str, **options: str) -> DataFrame:
