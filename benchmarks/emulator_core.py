@@ -219,9 +219,9 @@ def http_floor(count: int) -> Callable[[], None]:
 def child(workload: str, count: int, run: bool) -> None:
     with tempfile.TemporaryDirectory() as work:
         if workload in QUERY_WORKLOADS:
-            go, _ = query(workload, os.path.join(work, "store.db") if workload.endswith("-db") else ":memory:")
+            pages, _ = query(workload, os.path.join(work, "store.db") if workload.endswith("-db") else ":memory:")
             if run:
-                go()
+                pages()
             return
         if workload in ("core", "core-db"):
             go = core(count, os.path.join(work, "store.db") if workload == "core-db" else ":memory:")
