@@ -1,6 +1,7 @@
-"""The emulator's service core per 100-insert change set, and the floor under it, in instructions.
+"""The emulator's service core per 100-insert change set, and the floor under it, in instructions;
+and per entity read by a query, for a full scan and for PartitionKey ranges.
 
-    python benchmarks/emulator_core.py [--batches 5] [--workloads core core-db floor http-floor]
+    python benchmarks/emulator_core.py [--batches 5] [--workloads core core-db floor http-floor scan range ...]
 
 Each workload runs in a child process under ``valgrind --tool=callgrind`` twice, with 0
 and with ``--batches`` change sets (the same requests built in both runs), and the
@@ -19,6 +20,17 @@ ten-property entity, ``Prefer: return-no-content``.
   the request and answering a fixed 100-part answer, over loopback from a client thread
   in the same process; the client's instructions are in the count too, so this is an
   upper bound of the HTTP layer's share.
+
+The query workloads read a table of 8,000 entities (16 PartitionKeys of 500, the same
+ten-property entity, written straight to the store) with ``TableService.handle``, in pages
+of 1,000 (``$top=1000``) following the continuation tokens, as a data engine's scan and
+range reads do; the figure is instructions per entity returned, ``-db`` with ``--db``:
+
+* ``scan``: the whole table, no filter (8 pages).
+* ``range``: ``PartitionKey ge 'p06' and PartitionKey lt 'p08'``, 1,000 entities in the
+  middle of the table, one page.
+* ``range-cont``: ``PartitionKey ge 'p04' and PartitionKey lt 'p12'``, 4,000 entities,
+  4 pages, each continuing deep in the range.
 """
 
 from __future__ import annotations
@@ -40,7 +52,15 @@ sys.path.insert(1, str(ROOT))
 
 from emulator import batch_body  # noqa: E402
 
-WORKLOADS = ("core", "core-db", "floor", "http-floor")
+BATCH_WORKLOADS = ("core", "core-db", "floor", "http-floor")
+QUERY_FILTERS = {
+    "scan": None,
+    "range": "PartitionKey ge 'p06' and PartitionKey lt 'p08'",
+    "range-cont": "PartitionKey ge 'p04' and PartitionKey lt 'p12'",
+}
+QUERY_WORKLOADS = tuple(name + db for name in QUERY_FILTERS for db in ("", "-db"))
+WORKLOADS = BATCH_WORKLOADS + QUERY_WORKLOADS
+QUERY_PARTITIONS, QUERY_ROWS = 16, 500
 ENDPOINT = "http://127.0.0.1:10002/devstoreaccount1"
 HEADERS = {"x-ms-version": "2019-02-02", "accept": "application/json;odata=minimalmetadata",
            "dataserviceversion": "3.0;", "host": "127.0.0.1:10002"}
@@ -74,6 +94,47 @@ def core(count: int, db: str) -> Callable[[], None]:
             one(request)
 
     return run
+
+
+def query(workload: str, db: str) -> tuple[Callable[[], int], int]:
+    """The pages of one query workload, and the number of entities they return."""
+    import urllib.parse
+
+    from emulator import entity_json
+    from tablesdk.devstore._request import Request
+    from tablesdk.devstore._service import TableService
+    from tablesdk.devstore._storage import Storage
+    from tablesdk.devstore._values import props_from_json_members
+
+    storage = Storage(db)
+    with storage.transaction():
+        storage.create_table("bench")
+        for p in range(QUERY_PARTITIONS):
+            rows = []
+            for n in range(QUERY_ROWS):
+                entity = entity_json(f"p{p:02d}", n)
+                pk, rk = entity.pop("PartitionKey"), entity.pop("RowKey")
+                rows.append((pk, rk, props_from_json_members(json.dumps(entity)[1:-1])))
+            assert storage.insert_entities("bench", rows) is not None
+    service = TableService(storage, allow_anonymous=True)
+    flt = QUERY_FILTERS[workload.removesuffix("-db")]
+
+    def pages() -> int:
+        params = {"$top": "1000"} if flt is None else {"$top": "1000", "$filter": flt}
+        count = 0
+        while True:
+            answer = service.handle(Request("GET", "/devstoreaccount1/bench()", urllib.parse.urlencode(params),
+                                            HEADERS, b""))
+            assert answer.status == 200, answer
+            count += answer.body.count(b'"PartitionKey"')
+            headers = dict(answer.headers)
+            if "x-ms-continuation-NextPartitionKey" not in headers:
+                return count
+            params["NextPartitionKey"] = headers["x-ms-continuation-NextPartitionKey"]
+            params["NextRowKey"] = headers["x-ms-continuation-NextRowKey"]
+
+    expected = pages()  # warm up, and the number of entities one run returns
+    return pages, expected
 
 
 _BOUNDARY = re.compile(rb"boundary=([^\s;]+)")
@@ -157,6 +218,11 @@ def http_floor(count: int) -> Callable[[], None]:
 
 def child(workload: str, count: int, run: bool) -> None:
     with tempfile.TemporaryDirectory() as work:
+        if workload in QUERY_WORKLOADS:
+            pages, _ = query(workload, os.path.join(work, "store.db") if workload.endswith("-db") else ":memory:")
+            if run:
+                pages()
+            return
         if workload in ("core", "core-db"):
             go = core(count, os.path.join(work, "store.db") if workload == "core-db" else ":memory:")
         elif workload == "floor":
@@ -188,12 +254,25 @@ def main() -> None:
     if args.child:
         child(args.child, args.batches, args.run)
         return
-    print(f"instructions per 100-insert change set (callgrind, {args.batches} change sets)\n")
-    print("| workload | instructions |")
-    print("|---|---|")
-    for workload in args.workloads:
+    batch = [w for w in args.workloads if w in BATCH_WORKLOADS]
+    if batch:
+        print(f"instructions per 100-insert change set (callgrind, {args.batches} change sets)\n")
+        print("| workload | instructions |")
+        print("|---|---|")
+    for workload in batch:
         per = (instructions(workload, args.batches, True) - instructions(workload, args.batches, False)) / args.batches
         print(f"| {workload} | {per / 1e6:.1f} M |", flush=True)
+    queries = [w for w in args.workloads if w in QUERY_WORKLOADS]
+    if queries:
+        print(f"\ninstructions per entity returned (callgrind; {QUERY_PARTITIONS * QUERY_ROWS:,} entities, "
+              "pages of 1,000)\n")
+        print("| workload | entities | instructions per entity |")
+        print("|---|---|---|")
+    for workload in queries:
+        entities = {"scan": QUERY_PARTITIONS * QUERY_ROWS, "range": 2 * QUERY_ROWS,
+                    "range-cont": 8 * QUERY_ROWS}[workload.removesuffix("-db")]
+        per = (instructions(workload, 1, True) - instructions(workload, 1, False)) / entities
+        print(f"| {workload} | {entities:,} | {per:,.0f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,10 @@ def query_entities(
         if top != 0:
             examined = 0
             ranged = grant is not None and grant.has_key_range
-            scan = storage.scan(table, start=start, conditions=key_range_conditions(flt, grant),
+            conditions = key_range_conditions(flt, grant)
+            if flt is not None and flt.decided_by(("PartitionKey", "RowKey")):
+                flt = None  # the scan's key bounds alone decide it (its order is the filter's)
+            scan = storage.scan(table, start=start, conditions=conditions,
                                 chunk=min(limit + 1, 512) if flt is None else 512)
             for row in scan:
                 if max_scan is not None and examined >= max_scan:

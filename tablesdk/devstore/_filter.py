@@ -506,17 +506,32 @@ class Filter:
         self.root = _Parser(text).parse()
         self._eval = _compile_condition(self.root)
         self.ranges: dict[str, KeyRange] = {}
+        #: The properties of the conjuncts that are all of the condition, when every one is a
+        #: string literal compared with a property (not ``ne``); else None. See :meth:`decided_by`.
+        self._range_names: set[str] | None = set()
         for node in _conjuncts(self.root):
             if node.kind != "cmp" or node.op == "ne" or node.left is None or node.right is None:
+                self._range_names = None
                 continue
             if node.left.kind == "prop" and node.right.kind == "lit":
                 prop, lit, op = node.left, node.right, node.op
             elif node.right.kind == "prop" and node.left.kind == "lit":
                 prop, lit, op = node.right, node.left, _FLIP[node.op]
             else:
+                self._range_names = None
                 continue
             if prop.value in ("PartitionKey", "RowKey", "TableName") and lit.value[0] == STRING:
                 self.ranges.setdefault(prop.value, KeyRange()).add(op, lit.value[1])
+                if self._range_names is not None:
+                    self._range_names.add(prop.value)
+            else:
+                self._range_names = None
+
+    def decided_by(self, names: tuple[str, ...]) -> bool:
+        """True when the key ranges of ``names`` are the whole condition: every conjunct compares
+        one of these properties (always strings on the rows scanned) with a string literal, so
+        a scan bounded by :attr:`ranges` returns exactly the rows that match."""
+        return self._range_names is not None and self._range_names <= set(names)
 
     def matches(self, entity: Entity) -> bool:
         """True only when the condition is definitely true for ``entity``."""

@@ -299,34 +299,28 @@ class Storage:
 
         The order is the service's: by UTF-16 code units (see the module docstring).
 
-        ``conditions`` are extra ``(column, operator, value)`` predicates on
-        ``pk``/``rk`` that narrow the scan (the caller still evaluates its filter).
-        Rows are fetched ``chunk`` at a time, each chunk with a fresh statement,
-        so the caller may stop early at no cost.
+        ``conditions`` are ``(column, operator, value)`` predicates on ``pk``/``rk``;
+        only rows meeting all of them are returned. Rows are fetched ``chunk`` at a
+        time, each chunk with a fresh statement, so the caller may stop early at no
+        cost. Each statement seeks to the later of the conditions' lower bound and
+        the position reached (see :func:`key_bounds`): the primary key index is
+        entered there and left at the upper bound, so a page deep in a range costs
+        what the first one does.
         """
-        where = ["tbl = ?"]
-        params: list[Any] = [table.lower()]
-        for column, op, value in conditions or ():
+        lname = table.lower()
+        conds = [(column, op, _key(value)) for column, op, value in conditions or ()]
+        for column, op, _ in conds:
             assert column in ("pk", "rk") and op in ("=", ">", ">=", "<", "<=")
-            where.append(f"{column} {op} ?")
-            params.append(_key(value))
-        base = "SELECT pk, rk, ts, props, jmin FROM entities WHERE " + " AND ".join(where)
-        position = None if start is None else (_key(start[0]), _key(start[1]))
-        first = True
+        position = None if start is None else (_key(start[0]), _key(start[1]), True)
         while True:
-            if position is None:
-                sql, extra = base, []
-            elif first:
-                sql, extra = base + " AND (pk, rk) >= (?, ?)", list(position)
-            else:
-                sql, extra = base + " AND (pk, rk) > (?, ?)", list(position)
-            rows = self._conn.execute(sql + " ORDER BY pk, rk LIMIT ?", params + extra + [chunk]).fetchall()
+            where, params = key_bounds(conds, position)
+            sql = "SELECT pk, rk, ts, props, jmin FROM entities WHERE tbl = ?" + where + " ORDER BY pk, rk LIMIT ?"
+            rows = self._conn.execute(sql, [lname, *params, chunk]).fetchall()
             for pk, rk, ts, raw, members in rows:
                 yield EntityRow(pk.decode(_UTF16, _PASS), rk.decode(_UTF16, _PASS), ts, raw, members)
             if len(rows) < chunk:
                 return
-            position = (rows[-1][0], rows[-1][1])
-            first = False
+            position = (rows[-1][0], rows[-1][1], False)
 
     def reset(self) -> None:
         """Delete every table and entity."""
@@ -334,3 +328,75 @@ class Storage:
             self._conn.execute("DELETE FROM entities")
             self._conn.execute("DELETE FROM tables")
             self._conn.execute("DELETE FROM meta")
+
+
+# A bound on the (pk, rk) order: ("pk", key, inclusive) bounds PartitionKey alone, ("row", (pk, rk),
+# inclusive) the pair. Sort keys make the tightest bound of each side the max (lower) or min (upper).
+_Bound = tuple[str, Any, bool]
+
+
+def _lower_order(bound: _Bound) -> tuple[bytes, int, bytes, int]:
+    kind, key, inclusive = bound
+    if kind == "pk":  # pk >= X starts at (X, ''); pk > X after every (X, rk)
+        return (key, 0 if inclusive else 1, b"", 0)
+    return (key[0], 0, key[1], 0 if inclusive else 1)
+
+
+def _upper_order(bound: _Bound) -> tuple[bytes, int, bytes, int]:
+    kind, key, inclusive = bound
+    if kind == "pk":  # pk < X ends before (X, ''); pk <= X after every (X, rk)
+        return (key, 1 if inclusive else 0, b"", 0)
+    return (key[0], 0, key[1], 1 if inclusive else 0)
+
+
+def key_bounds(
+    conditions: list[tuple[str, str, bytes]], position: tuple[bytes, bytes, bool] | None,
+) -> tuple[str, list[bytes]]:
+    """The WHERE terms (after ``tbl = ?``) and parameters of a scan over encoded keys.
+
+    sqlite enters the primary key index at one lower bound only: given ``pk >= ?`` beside
+    ``(pk, rk) > (?, ?)`` it may pick the first and filter row by row from the start of the
+    range. So the bounds are folded here: of the lower bounds (the conditions' and the
+    ``position`` reached, ``(pk, rk, inclusive)``) only the tightest is written, likewise of
+    the upper bounds, and RowKey bounds join them as (pk, rk) pairs when PartitionKey is
+    pinned by an equality. Any other RowKey condition is a plain term, checked per row.
+    """
+    pinned = {value for column, op, value in conditions if column == "pk" and op == "="}
+    pin = next(iter(pinned)) if len(pinned) == 1 else None
+    lowers: list[_Bound] = []
+    uppers: list[_Bound] = []
+    terms: list[str] = []
+    params: list[bytes] = []
+    for column, op, value in conditions:
+        if column == "pk" or pin is not None:
+            kind, key = ("pk", value) if column == "pk" else ("row", (pin, value))
+            if op in ("=", ">", ">="):
+                lowers.append((kind, key, op != ">"))
+            if op in ("=", "<", "<="):
+                uppers.append((kind, key, op != "<"))
+        else:
+            terms.append(f" AND rk {op} ?")
+            params.append(value)
+    if position is not None:
+        lowers.append(("row", position[:2], position[2]))
+    where: list[str] = []
+    values: list[bytes] = []
+    if lowers:
+        kind, key, inclusive = max(lowers, key=_lower_order)
+        op = ">=" if inclusive else ">"
+        if kind == "pk":
+            where.append(f" AND pk {op} ?")
+            values.append(key)
+        else:
+            where.append(f" AND (pk, rk) {op} (?, ?)")
+            values.extend(key)
+    if uppers:
+        kind, key, inclusive = min(uppers, key=_upper_order)
+        op = "<=" if inclusive else "<"
+        if kind == "pk":
+            where.append(f" AND pk {op} ?")
+            values.append(key)
+        else:
+            where.append(f" AND (pk, rk) {op} (?, ?)")
+            values.extend(key)
+    return "".join(where) + "".join(terms), values + params
